@@ -1,0 +1,3 @@
+module github.com/vigilhq/vigil/host
+
+go 1.26.8
