@@ -51,7 +51,7 @@ type EngineClient interface {
 	// StartRequest.startup_deadline, then reads the engine's model and server
 	// information. It returns DEADLINE_EXCEEDED when the deadline passes first,
 	// CANCELLED when the host cancels the call, INVALID_ARGUMENT naming the field
-	// for a bad request, and FAILED_PRECONDITION when called twice.
+	// for a bad request, and ALREADY_EXISTS when called twice.
 	Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*StartResponse, error)
 	// WatchAvailability streams the engine's availability after Start.
 	// The first message gives the current state; later messages are sent on
@@ -140,7 +140,7 @@ type EngineServer interface {
 	// StartRequest.startup_deadline, then reads the engine's model and server
 	// information. It returns DEADLINE_EXCEEDED when the deadline passes first,
 	// CANCELLED when the host cancels the call, INVALID_ARGUMENT naming the field
-	// for a bad request, and FAILED_PRECONDITION when called twice.
+	// for a bad request, and ALREADY_EXISTS when called twice.
 	Start(context.Context, *StartRequest) (*StartResponse, error)
 	// WatchAvailability streams the engine's availability after Start.
 	// The first message gives the current state; later messages are sent on

@@ -1,0 +1,66 @@
+// Package builtin holds the engine adapters that ship inside the vigil
+// binary, and runs one of them when vigil re-executes itself as an adapter
+// subprocess.
+package builtin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+
+	"github.com/vigilhq/vigil/plugins/vllm/adapter"
+	"github.com/vigilhq/vigil/sdk"
+)
+
+// envAdapter tells a re-executed vigil which built-in adapter to serve.
+const envAdapter = "VIGIL_BUILTIN_ADAPTER"
+
+var adapters = map[string]func() sdk.Engine{
+	adapter.Name: func() sdk.Engine { return adapter.New() },
+}
+
+// Names lists the built-in engine names, sorted.
+func Names() []string {
+	names := make([]string, 0, len(adapters))
+	for n := range adapters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Has reports whether name is a built-in engine.
+func Has(name string) bool { _, ok := adapters[name]; return ok }
+
+// Command returns the command that runs the built-in adapter name as a
+// subprocess: this same executable, told by the environment to serve it.
+func Command(name string) (*exec.Cmd, error) {
+	if !Has(name) {
+		return nil, fmt.Errorf("no built-in engine %q", name)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the vigil executable: %w", err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), envAdapter+"="+name)
+	return cmd, nil
+}
+
+// ServeIfAdapter serves a built-in adapter and returns true when this
+// process was started as one; main calls it before anything else so that
+// nothing reaches stdout ahead of the go-plugin handshake.
+func ServeIfAdapter() bool {
+	name := os.Getenv(envAdapter)
+	if name == "" {
+		return false
+	}
+	newEngine, ok := adapters[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "vigil: %s=%q: no such built-in engine\n", envAdapter, name)
+		os.Exit(1)
+	}
+	sdk.Serve(newEngine())
+	return true
+}

@@ -1,0 +1,343 @@
+package command
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
+	"github.com/vigilhq/vigil/host/internal/builtin"
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/discovery/consul"
+	"github.com/vigilhq/vigil/host/internal/discovery/file"
+	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"github.com/vigilhq/vigil/host/internal/supervisor"
+	"github.com/vigilhq/vigil/sdk"
+)
+
+func env(name string) []string { return []string{"VIGIL_" + name} }
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "supervise an engine: register the worker while it serves, exit 1 when it is lost",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "engine", Value: "vllm", EnvVars: env("ENGINE"),
+				Usage: "engine name: a built-in adapter (" + strings.Join(builtin.Names(), ", ") + "), or the name of the adapter given by --engine-plugin"},
+			&cli.StringFlag{Name: "engine-plugin", EnvVars: env("ENGINE_PLUGIN"),
+				Usage: "path of a third-party adapter executable (built with the vigil sdk) to run instead of a built-in one"},
+			&cli.StringFlag{Name: "engine-addr", Value: "127.0.0.1:50051", EnvVars: env("ENGINE_ADDR"),
+				Usage: "the engine's gRPC address, host:port"},
+			&cli.StringSliceFlag{Name: "engine-option", EnvVars: env("ENGINE_OPTION"),
+				Usage: "engine-specific adapter option, key=value (repeatable)"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8470", EnvVars: env("LISTEN"),
+				Usage: "address of the worker endpoint, host:port"},
+			&cli.StringFlag{Name: "advertise-addr", EnvVars: env("ADVERTISE_ADDR"),
+				Usage: "address published in discovery, host:port (default: --listen, which must then not be a wildcard address)"},
+			&cli.StringFlag{Name: "discovery", Value: "file", EnvVars: env("DISCOVERY"),
+				Usage: "discovery backend: file or consul (consul honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the other standard variables)"},
+			&cli.StringFlag{Name: "registry-dir", Value: defaultRegistryDir(), EnvVars: env("REGISTRY_DIR"),
+				Usage: "directory of the file registry"},
+			&cli.StringFlag{Name: "service-name", Value: "llm", EnvVars: env("SERVICE_NAME"),
+				Usage: "service name the worker is registered under"},
+			&cli.StringFlag{Name: "worker-id", EnvVars: env("WORKER_ID"),
+				Usage: "worker id, stable across restarts (default: NOMAD_ALLOC_ID-NOMAD_TASK_NAME under Nomad, else host name-listen port)"},
+			&cli.DurationFlag{Name: "grace-period", Value: 5 * time.Second, EnvVars: env("GRACE_PERIOD"),
+				Usage: "how long requests in flight may finish after the worker is withdrawn"},
+			&cli.DurationFlag{Name: "startup-deadline", Value: sdk.DefaultStartupDeadline, EnvVars: env("STARTUP_DEADLINE"),
+				Usage: "how long to wait for the engine to serve before exiting 1"},
+			&cli.DurationFlag{Name: "check-ttl", Value: 5 * time.Second, EnvVars: env("CHECK_TTL"),
+				Usage: "TTL of the registration's health check; renewed every third of it"},
+			&cli.DurationFlag{Name: "deregister-after", Value: consul.MinDeregisterAfter, EnvVars: env("DEREGISTER_AFTER"),
+				Usage: "consul removes a worker whose check stayed critical this long (minimum 1m)"},
+			&cli.DurationFlag{Name: "health-interval", Value: sdk.DefaultHealthInterval, EnvVars: env("HEALTH_INTERVAL"),
+				Usage: "time between engine liveness checks"},
+			&cli.DurationFlag{Name: "health-timeout", Value: sdk.DefaultHealthTimeout, EnvVars: env("HEALTH_TIMEOUT"),
+				Usage: "deadline of one engine liveness check"},
+			&cli.IntFlag{Name: "health-failures", Value: sdk.DefaultHealthFailures, EnvVars: env("HEALTH_FAILURES"),
+				Usage: "consecutive failed liveness checks after which the engine is lost"},
+			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
+				Usage: "cap of the retry backoff while waiting for the engine"},
+			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"),
+				Usage: "log format: text or json"},
+			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"),
+				Usage: "log level: trace, debug, info, warn or error"},
+		},
+		Action: runAction,
+	}
+}
+
+// defaultRegistryDir is the file registry under the XDG state directory.
+func defaultRegistryDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "vigil", "registry")
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "" && h != "/" {
+		return filepath.Join(h, ".local", "state", "vigil", "registry")
+	}
+	return filepath.Join(os.TempDir(), "vigil", "registry")
+}
+
+// runConfig is the validated form of run's flags.
+type runConfig struct {
+	engine, enginePlugin string
+	start                sdk.StartRequest
+	listen               string
+	advHost              string
+	advPort              int
+	discovery            string
+	registryDir          string
+	service, workerID    string
+	grace, ttl, deregAft time.Duration
+	logFormat, logLevel  string
+}
+
+func runAction(c *cli.Context) error {
+	// Subscribe before any slow work, so a signal during start-up is seen.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(signals)
+
+	if c.Args().Len() > 0 {
+		return usageErrorf("run takes no arguments, got %q", c.Args().First())
+	}
+	cfg, err := parseRun(c)
+	if err != nil {
+		return err
+	}
+	log := hclog.New(&hclog.LoggerOptions{
+		Name:       "vigil",
+		Level:      hclog.LevelFromString(cfg.logLevel),
+		JSONFormat: cfg.logFormat == "json",
+		Output:     c.App.ErrWriter,
+	})
+
+	registry, err := newRegistry(cfg)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	lis, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return &exitError{code: supervisor.ExitFailure, msg: fmt.Sprintf("--listen %s: %v", cfg.listen, err)}
+	}
+	ep := endpoint.New(lis)
+	defer ep.Close()
+	go func() {
+		if err := ep.Serve(); err != nil {
+			log.Error("worker endpoint failed", "error", err)
+		}
+	}()
+	log.Info("worker endpoint listening", "listen", lis.Addr().String(), "advertise", net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort)),
+		"service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
+
+	code := supervisor.Run(c.Context, supervisor.Config{
+		Launch: func() (*sdk.Plugin, error) { return launch(cfg, log) },
+		Start:  cfg.start,
+		Registration: discovery.Registration{
+			Service: cfg.service, WorkerID: cfg.workerID, Engine: cfg.engine,
+			Address: cfg.advHost, Port: cfg.advPort,
+		},
+		Announcer:   discovery.NewAnnouncer(registry, cfg.ttl, log),
+		Endpoint:    ep,
+		GracePeriod: cfg.grace,
+		Logger:      log,
+	}, signals)
+	log.Info("exiting", "code", code)
+	if code != 0 {
+		return &exitError{code: code}
+	}
+	return nil
+}
+
+func launch(cfg runConfig, log hclog.Logger) (*sdk.Plugin, error) {
+	var cmd *exec.Cmd
+	if cfg.enginePlugin != "" {
+		cmd = exec.Command(cfg.enginePlugin)
+	} else {
+		var err error
+		if cmd, err = builtin.Command(cfg.engine); err != nil {
+			return nil, err
+		}
+	}
+	return sdk.Launch(sdk.LaunchConfig{Cmd: cmd, Logger: log.Named("adapter")})
+}
+
+func newRegistry(cfg runConfig) (discovery.Registry, error) {
+	switch cfg.discovery {
+	case "consul":
+		conf := api.DefaultConfig()
+		client, err := api.NewClient(conf)
+		if err != nil {
+			return nil, fmt.Errorf("--discovery consul: %w", err)
+		}
+		return consul.New(client, conf.Address, consul.Options{TTL: cfg.ttl, DeregisterAfter: cfg.deregAft}), nil
+	default:
+		return file.New(cfg.registryDir, cfg.ttl), nil
+	}
+}
+
+// parseRun validates run's flags; every error names the flag and what it
+// accepts.
+func parseRun(c *cli.Context) (runConfig, error) {
+	cfg := runConfig{
+		engine:       c.String("engine"),
+		enginePlugin: c.String("engine-plugin"),
+		discovery:    c.String("discovery"),
+		registryDir:  c.String("registry-dir"),
+		service:      c.String("service-name"),
+		workerID:     c.String("worker-id"),
+		grace:        c.Duration("grace-period"),
+		ttl:          c.Duration("check-ttl"),
+		deregAft:     c.Duration("deregister-after"),
+		logFormat:    c.String("log-format"),
+		logLevel:     strings.ToLower(c.String("log-level")),
+	}
+	if cfg.enginePlugin == "" && !builtin.Has(cfg.engine) {
+		return cfg, usageErrorf("--engine %q: unknown engine; built-in engines: %s (or give an adapter executable with --engine-plugin)",
+			cfg.engine, strings.Join(builtin.Names(), ", "))
+	}
+	if cfg.enginePlugin != "" {
+		if _, err := exec.LookPath(cfg.enginePlugin); err != nil {
+			return cfg, usageErrorf("--engine-plugin %q: not an executable file: %v", cfg.enginePlugin, err)
+		}
+	}
+	if _, _, err := splitHostPort("engine-addr", c.String("engine-addr")); err != nil {
+		return cfg, err
+	}
+	options := map[string]string{}
+	for _, kv := range c.StringSlice("engine-option") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return cfg, usageErrorf("--engine-option %q: want key=value", kv)
+		}
+		options[k] = v
+	}
+	if len(options) == 0 {
+		options = nil
+	}
+
+	for _, d := range []struct {
+		flag string
+		min  time.Duration
+	}{
+		{"grace-period", 0}, {"startup-deadline", time.Nanosecond}, {"check-ttl", time.Second},
+		{"deregister-after", consul.MinDeregisterAfter}, {"health-interval", time.Millisecond},
+		{"health-timeout", time.Millisecond}, {"engine-retry-max", time.Millisecond},
+	} {
+		if v := c.Duration(d.flag); v < d.min {
+			if d.min <= time.Nanosecond {
+				return cfg, usageErrorf("--%s %s: must be a positive duration such as 30s or 5m", d.flag, v)
+			}
+			return cfg, usageErrorf("--%s %s: must be a duration of at least %s", d.flag, v, d.min)
+		}
+	}
+	if n := c.Int("health-failures"); n < 1 {
+		return cfg, usageErrorf("--health-failures %d: must be 1 or more", n)
+	}
+	cfg.start = sdk.StartRequest{
+		EngineAddr:      c.String("engine-addr"),
+		StartupDeadline: c.Duration("startup-deadline"),
+		Health: sdk.HealthPolicy{
+			Interval: c.Duration("health-interval"),
+			Timeout:  c.Duration("health-timeout"),
+			Failures: c.Int("health-failures"),
+			RetryMax: c.Duration("engine-retry-max"),
+		},
+		Options: options,
+	}
+
+	cfg.listen = c.String("listen")
+	lhost, lport, err := splitHostPort("listen", cfg.listen)
+	if err != nil {
+		return cfg, err
+	}
+	adv := c.String("advertise-addr")
+	if adv == "" {
+		if isWildcard(lhost) {
+			return cfg, usageErrorf("--listen %q is a wildcard address, which discovery cannot publish: set --advertise-addr host:port", cfg.listen)
+		}
+		if lport == 0 {
+			return cfg, usageErrorf("--listen %q has port 0, which discovery cannot publish: choose a port or set --advertise-addr", cfg.listen)
+		}
+		cfg.advHost, cfg.advPort = lhost, lport
+	} else {
+		if cfg.advHost, cfg.advPort, err = splitHostPort("advertise-addr", adv); err != nil {
+			return cfg, err
+		}
+		if isWildcard(cfg.advHost) || cfg.advPort == 0 {
+			return cfg, usageErrorf("--advertise-addr %q: want a reachable host:port, not a wildcard address or port 0", adv)
+		}
+	}
+
+	switch cfg.discovery {
+	case "file":
+		if cfg.registryDir == "" {
+			return cfg, usageErrorf("--registry-dir: must not be empty with --discovery file")
+		}
+	case "consul":
+	default:
+		return cfg, usageErrorf("--discovery %q: want file or consul", cfg.discovery)
+	}
+	if cfg.service == "" || strings.ContainsAny(cfg.service, "/\\ ") {
+		return cfg, usageErrorf("--service-name %q: want a non-empty name without slashes or spaces", cfg.service)
+	}
+	if cfg.workerID == "" {
+		cfg.workerID = defaultWorkerID(lport)
+	}
+	if strings.ContainsAny(cfg.workerID, "/\\ ") {
+		return cfg, usageErrorf("--worker-id %q: want an id without slashes or spaces", cfg.workerID)
+	}
+	if cfg.logFormat != "text" && cfg.logFormat != "json" {
+		return cfg, usageErrorf("--log-format %q: want text or json", cfg.logFormat)
+	}
+	if hclog.LevelFromString(cfg.logLevel) == hclog.NoLevel {
+		return cfg, usageErrorf("--log-level %q: want trace, debug, info, warn or error", cfg.logLevel)
+	}
+	return cfg, nil
+}
+
+// splitHostPort parses host:port for flag, with a port from 0 to 65535.
+func splitHostPort(flag, addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, usageErrorf("--%s %q: want host:port, such as 127.0.0.1:8470", flag, addr)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, usageErrorf("--%s %q: port must be a number from 0 to 65535", flag, addr)
+	}
+	return host, port, nil
+}
+
+func isWildcard(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// defaultWorkerID is stable across restarts of the same task: the Nomad
+// allocation and task when run by Nomad, else the host name and port.
+func defaultWorkerID(port int) string {
+	if alloc := os.Getenv("NOMAD_ALLOC_ID"); alloc != "" {
+		if task := os.Getenv("NOMAD_TASK_NAME"); task != "" {
+			return alloc + "-" + task
+		}
+		return alloc
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return host + "-" + strconv.Itoa(port)
+}

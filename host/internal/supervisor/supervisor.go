@@ -1,0 +1,251 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/sdk"
+)
+
+// Exit codes of vigil run.
+const (
+	// ExitOK: stopped by SIGTERM or SIGINT, drained.
+	ExitOK = 0
+	// ExitFailure: the engine was lost, did not serve within the startup
+	// deadline, or the adapter could not be started; or a second signal cut
+	// the drain short.
+	ExitFailure = 1
+)
+
+// adapterShutdownTimeout bounds the adapter's Shutdown call.
+const adapterShutdownTimeout = 2 * time.Second
+
+// Endpoint is the worker's request endpoint as the lifecycle drives it.
+type Endpoint interface {
+	// SetServing admits requests (true) or refuses them (false), and
+	// reports the same in the endpoint's gRPC health.
+	SetServing(bool)
+	// Drain refuses new requests and returns when none is in flight, or
+	// when ctx ends, after ending those still in flight.
+	Drain(ctx context.Context)
+}
+
+// Config is what Run needs. All fields are required.
+type Config struct {
+	// Launch starts the adapter subprocess.
+	Launch func() (*sdk.Plugin, error)
+	// Start is passed to the adapter's Start.
+	Start sdk.StartRequest
+	// Registration has the service, worker id, engine name and advertised
+	// address set; Run fills in what the engine reports.
+	Registration discovery.Registration
+	// Announcer keeps the registration; Run runs it.
+	Announcer *discovery.Announcer
+	// Endpoint is the worker's request endpoint.
+	Endpoint Endpoint
+	// GracePeriod bounds the drain.
+	GracePeriod time.Duration
+	Logger      hclog.Logger
+}
+
+// Run runs the lifecycle until it stops and returns the exit code. signals
+// delivers SIGTERM and SIGINT; the caller subscribes before Run so that no
+// signal is lost during start-up.
+func Run(ctx context.Context, cfg Config, signals <-chan os.Signal) int {
+	s := &supervisor{cfg: cfg, log: cfg.Logger, state: StateStarting}
+	return s.run(ctx, signals)
+}
+
+type supervisor struct {
+	cfg    Config
+	log    hclog.Logger
+	plugin *sdk.Plugin
+	reg    discovery.Registration
+
+	state   State
+	cause   Input // InputLost or InputStop, whichever came first
+	drained chan struct{}
+}
+
+func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
+	s.cfg.Endpoint.SetServing(false)
+	s.log.Info("starting engine adapter", "engine", s.cfg.Registration.Engine)
+	p, err := s.cfg.Launch()
+	if err != nil {
+		s.log.Error("starting engine adapter failed", "error", err)
+		return ExitFailure
+	}
+	s.plugin = p
+	defer p.Kill()
+	info, err := p.Engine.Info(ctx)
+	if err != nil {
+		s.log.Error("reading adapter info failed", "error", err)
+		return ExitFailure
+	}
+	s.log.Info("engine adapter started", "adapter", info.Name, "version", info.Version, "protocol", p.Version)
+
+	worker, code, ok := s.waitForEngine(ctx, signals)
+	if !ok {
+		return code
+	}
+	s.reg = s.cfg.Registration
+	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = worker.ServedModelName, worker.ModelID, worker.InstanceID
+	s.log.Info("engine serving", "model", worker.ServedModelName, "model_id", worker.ModelID,
+		"instance_id", worker.InstanceID, "engine_version", worker.EngineVersion)
+
+	annCtx, stopAnn := context.WithCancel(ctx)
+	defer stopAnn()
+	go s.cfg.Announcer.Run(annCtx)
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	events, err := p.Engine.WatchAvailability(watchCtx)
+	if err != nil {
+		s.step(InputLost, "watching engine availability failed: "+err.Error())
+	}
+
+	for s.state != StateStopped {
+		select {
+		case sig := <-signals:
+			if s.state == StateDraining {
+				s.log.Warn("second signal: exiting without finishing the drain", "signal", sig.String())
+				return ExitFailure
+			}
+			s.log.Info("signal received; draining", "signal", sig.String(), "grace_period", s.cfg.GracePeriod)
+			s.step(InputStop, "")
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				if s.state != StateDraining {
+					s.step(InputLost, "adapter closed the availability stream")
+				}
+				continue
+			}
+			switch ev.Availability {
+			case sdk.Serving:
+				s.step(InputServing, ev.Reason)
+			case sdk.NotReady:
+				s.step(InputNotReady, ev.Reason)
+			default:
+				events = nil
+				s.step(InputLost, ev.Reason)
+			}
+		case <-s.drained:
+			s.step(InputDrained, "")
+		}
+	}
+	if s.cause == InputLost {
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// waitForEngine runs the adapter's Start until the engine serves, the
+// startup deadline passes, or a signal arrives. ok is false when Run must
+// return code.
+func (s *supervisor) waitForEngine(ctx context.Context, signals <-chan os.Signal) (w sdk.Worker, code int, ok bool) {
+	startCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		w   sdk.Worker
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		w, err := s.plugin.Engine.Start(startCtx, s.cfg.Start)
+		done <- result{w, err}
+	}()
+	s.log.Info("waiting for engine", "engine_addr", s.cfg.Start.EngineAddr, "startup_deadline", s.cfg.Start.StartupDeadline)
+	select {
+	case sig := <-signals:
+		s.log.Info("signal received during the startup wait; exiting", "signal", sig.String())
+		cancel()
+		<-done
+		s.shutdownAdapter()
+		return sdk.Worker{}, ExitOK, false
+	case r := <-done:
+		switch {
+		case r.err == nil:
+			return r.w, 0, true
+		case errors.Is(r.err, sdk.ErrStartupDeadline):
+			s.log.Error("engine did not serve within the startup deadline", "startup_deadline", s.cfg.Start.StartupDeadline, "error", r.err)
+		default:
+			s.log.Error("waiting for the engine failed", "error", r.err)
+		}
+		s.shutdownAdapter()
+		return sdk.Worker{}, ExitFailure, false
+	}
+}
+
+// step feeds one input to the lifecycle.
+func (s *supervisor) step(in Input, reason string) {
+	if in == InputLost {
+		if s.cause == 0 {
+			s.log.Error("engine lost", "reason", reason)
+		} else {
+			s.log.Info("engine stopped serving while draining, as expected after a stop", "reason", reason)
+		}
+	}
+	if (in == InputLost || in == InputStop) && s.cause == 0 {
+		s.cause = in
+	}
+	to := next(s.state, in)
+	if to == s.state {
+		return
+	}
+	s.log.Info("lifecycle", "from", s.state.String(), "to", to.String(), "input", in.String(), "reason", reason)
+	s.state = to
+	s.enter(to)
+}
+
+// enter holds the effects of entering a state.
+func (s *supervisor) enter(st State) {
+	switch st {
+	case StateServing:
+		s.cfg.Announcer.Announce(s.reg)
+		s.cfg.Endpoint.SetServing(true)
+	case StateNotReady:
+		s.cfg.Endpoint.SetServing(false)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.GracePeriod)
+			defer cancel()
+			if err := s.cfg.Announcer.Withdraw(ctx); err != nil {
+				s.log.Error("withdrawing the not-ready worker failed", "error", err)
+			}
+		}()
+	case StateDraining:
+		s.cfg.Endpoint.SetServing(false)
+		s.drained = make(chan struct{})
+		go s.drain()
+	}
+}
+
+// drain withdraws the worker and lets requests in flight finish, both
+// within the grace period, then shuts the adapter down.
+func (s *supervisor) drain() {
+	defer close(s.drained)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.GracePeriod)
+	defer cancel()
+	withdrawn := make(chan struct{})
+	go func() {
+		defer close(withdrawn)
+		if err := s.cfg.Announcer.Withdraw(ctx); err != nil {
+			s.log.Error("withdrawing the worker failed within the grace period", "error", err)
+		}
+	}()
+	s.cfg.Endpoint.Drain(ctx)
+	<-withdrawn
+	s.shutdownAdapter()
+}
+
+func (s *supervisor) shutdownAdapter() {
+	ctx, cancel := context.WithTimeout(context.Background(), adapterShutdownTimeout)
+	defer cancel()
+	if err := s.plugin.Engine.Shutdown(ctx); err != nil && !errors.Is(err, sdk.ErrPluginExited) {
+		s.log.Warn("adapter shutdown failed", "error", err)
+	}
+}

@@ -1,0 +1,84 @@
+package sdk
+
+import (
+	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+func capabilitiesToProto(c Capabilities) *pluginv1.Capabilities {
+	return &pluginv1.Capabilities{Readiness: c.Readiness, Generate: c.Generate, Abort: c.Abort}
+}
+
+func capabilitiesFromProto(c *pluginv1.Capabilities) Capabilities {
+	return Capabilities{Readiness: c.GetReadiness(), Generate: c.GetGenerate(), Abort: c.GetAbort()}
+}
+
+func startRequestToProto(r StartRequest) *pluginv1.StartRequest {
+	return &pluginv1.StartRequest{
+		EngineAddr:      r.EngineAddr,
+		StartupDeadline: durationpb.New(r.StartupDeadline),
+		Health: &pluginv1.HealthPolicy{
+			Interval: durationpb.New(r.Health.Interval),
+			Timeout:  durationpb.New(r.Health.Timeout),
+			Failures: uint32(r.Health.Failures),
+			RetryMax: durationpb.New(r.Health.RetryMax),
+		},
+		Options: r.Options,
+	}
+}
+
+func startRequestFromProto(r *pluginv1.StartRequest) StartRequest {
+	h := r.GetHealth()
+	return StartRequest{
+		EngineAddr:      r.GetEngineAddr(),
+		StartupDeadline: r.GetStartupDeadline().AsDuration(),
+		Health: HealthPolicy{
+			Interval: h.GetInterval().AsDuration(),
+			Timeout:  h.GetTimeout().AsDuration(),
+			Failures: int(h.GetFailures()),
+			RetryMax: h.GetRetryMax().AsDuration(),
+		},
+		Options: r.GetOptions(),
+	}
+}
+
+func workerToProto(w Worker) *pluginv1.Worker {
+	return &pluginv1.Worker{
+		ModelId:           w.ModelID,
+		ServedModelName:   w.ServedModelName,
+		EngineVersion:     w.EngineVersion,
+		InstanceId:        w.InstanceID,
+		MaxModelLen:       w.MaxModelLen,
+		KvBlockSize:       w.KVBlockSize,
+		SupportsTextInput: w.SupportsTextInput,
+	}
+}
+
+func workerFromProto(w *pluginv1.Worker) Worker {
+	return Worker{
+		ModelID:           w.GetModelId(),
+		ServedModelName:   w.GetServedModelName(),
+		EngineVersion:     w.GetEngineVersion(),
+		InstanceID:        w.GetInstanceId(),
+		MaxModelLen:       w.GetMaxModelLen(),
+		KVBlockSize:       w.GetKvBlockSize(),
+		SupportsTextInput: w.GetSupportsTextInput(),
+	}
+}
+
+func eventToProto(e Event) *pluginv1.AvailabilityEvent {
+	return &pluginv1.AvailabilityEvent{
+		Availability: pluginv1.Availability(e.Availability),
+		Reason:       e.Reason,
+		Time:         timestamppb.New(e.Time),
+	}
+}
+
+func eventFromProto(e *pluginv1.AvailabilityEvent) Event {
+	a := Availability(e.GetAvailability())
+	if a < Serving || a > Lost {
+		a = Lost // an unknown state cannot be trusted to serve
+	}
+	return Event{Availability: a, Reason: e.GetReason(), Time: e.GetTime().AsTime()}
+}

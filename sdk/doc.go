@@ -1,0 +1,21 @@
+// Package sdk is what an engine adapter for vigil imports.
+//
+// An adapter implements [Engine] and calls [Serve] from its main function;
+// vigil runs it as a hashicorp/go-plugin subprocess and talks to it over gRPC
+// (the vigil.plugin.v1 API). The host side of the same connection is
+// [Launch], which returns an [Engine] backed by the subprocess.
+//
+// The life of an adapter, as the host drives it:
+//
+//  1. Info: name, version and [Capabilities]; the engine is not touched.
+//  2. Start: connect to the engine, wait (up to the startup deadline) until it
+//     serves, read its model and server information into a [Worker].
+//  3. WatchAvailability: a channel of [Event] values, the current state first,
+//     then every change; [Lost] is the last event.
+//  4. Shutdown: release engine connections; the engine keeps running.
+//
+// Package [github.com/vigilhq/vigil/sdk/healthwatch] follows an engine's
+// grpc.health.v1 service the way real engine servers need it followed, and
+// [github.com/vigilhq/vigil/sdk/sdktest] checks an adapter against this
+// contract.
+package sdk

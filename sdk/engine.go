@@ -1,0 +1,191 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Engine is implemented by an engine adapter. Every method takes a context
+// and returns when it is done; errors are built with the classes in
+// errors.go so they keep their meaning across the plugin boundary.
+type Engine interface {
+	// Info describes the adapter. It must not touch the engine.
+	Info(ctx context.Context) (AdapterInfo, error)
+
+	// Start connects to the engine at req.EngineAddr and returns once the
+	// engine serves, with what the engine reports about itself. It gives up
+	// with an error wrapping ErrStartupDeadline after req.StartupDeadline, and
+	// returns ctx.Err() when ctx ends first. A second call fails with
+	// ErrAlreadyStarted.
+	Start(ctx context.Context, req StartRequest) (Worker, error)
+
+	// WatchAvailability streams availability after a successful Start. The
+	// first event is the current state; later events are sent on change. The
+	// adapter closes the channel after a Lost event or when ctx ends. A
+	// channel closed without a Lost event means the engine is lost too.
+	WatchAvailability(ctx context.Context) (<-chan Event, error)
+
+	// Shutdown releases the adapter's connections to the engine. It does not
+	// stop the engine. It is idempotent.
+	Shutdown(ctx context.Context) error
+}
+
+// AdapterInfo describes an adapter.
+type AdapterInfo struct {
+	// Name is the engine name the host selects the adapter by, e.g. "vllm".
+	Name string
+	// Version is the adapter's version, free form.
+	Version string
+	// Capabilities lists optional behaviour.
+	Capabilities Capabilities
+}
+
+// Capabilities lists what an adapter does beyond the required methods.
+type Capabilities struct {
+	// Readiness: the adapter reports NotReady for an engine that is alive
+	// but not accepting work (asleep, paused).
+	Readiness bool
+	// Generate: the adapter forwards generation requests.
+	Generate bool
+	// Abort: the adapter aborts a forwarded request by id.
+	Abort bool
+}
+
+// StartRequest is what the host asks of Start.
+type StartRequest struct {
+	// EngineAddr is the engine's plaintext gRPC address, host:port.
+	EngineAddr string
+	// StartupDeadline bounds the wait for the engine to serve; 0 means
+	// DefaultStartupDeadline.
+	StartupDeadline time.Duration
+	// Health tunes health watching; zero fields take the defaults.
+	Health HealthPolicy
+	// Options are engine specific; an adapter rejects keys it does not know
+	// with ErrInvalidArgument naming the key.
+	Options map[string]string
+}
+
+// DefaultStartupDeadline is how long Start waits for an engine by default:
+// large models take tens of minutes to load.
+const DefaultStartupDeadline = 30 * time.Minute
+
+// HealthPolicy tunes how an adapter watches its engine.
+//
+// With the defaults a frozen engine (its process stopped, its TCP connection
+// still open) is found within Interval + Failures*Timeout = 2.5 s: checks run
+// back to back after a failure, and an answer that comes within Timeout,
+// however slow, is never a failure.
+type HealthPolicy struct {
+	// Interval is the time between liveness checks while checks succeed.
+	// Default 500ms.
+	Interval time.Duration
+	// Timeout is the deadline of one check. Default 1s.
+	Timeout time.Duration
+	// Failures is the number of consecutive failed checks (timeout or error)
+	// after which the engine is lost. Default 2.
+	Failures int
+	// RetryMax caps the retry backoff while Start waits for the engine, so an
+	// engine that comes up after a long outage is found within RetryMax.
+	// Default 250ms.
+	RetryMax time.Duration
+}
+
+// Health policy defaults; see HealthPolicy.
+const (
+	DefaultHealthInterval = 500 * time.Millisecond
+	DefaultHealthTimeout  = time.Second
+	DefaultHealthFailures = 2
+	DefaultRetryMax       = 250 * time.Millisecond
+)
+
+// WithDefaults returns p with its zero fields set to the defaults.
+func (p HealthPolicy) WithDefaults() HealthPolicy {
+	if p.Interval == 0 {
+		p.Interval = DefaultHealthInterval
+	}
+	if p.Timeout == 0 {
+		p.Timeout = DefaultHealthTimeout
+	}
+	if p.Failures == 0 {
+		p.Failures = DefaultHealthFailures
+	}
+	if p.RetryMax == 0 {
+		p.RetryMax = DefaultRetryMax
+	}
+	return p
+}
+
+// Validate reports the first field that is out of range, by its flag name.
+func (p HealthPolicy) Validate() error {
+	switch {
+	case p.Interval < 0:
+		return fmt.Errorf("%w: health-interval %s: must be a positive duration", ErrInvalidArgument, p.Interval)
+	case p.Timeout < 0:
+		return fmt.Errorf("%w: health-timeout %s: must be a positive duration", ErrInvalidArgument, p.Timeout)
+	case p.Failures < 0:
+		return fmt.Errorf("%w: health-failures %d: must be 1 or more", ErrInvalidArgument, p.Failures)
+	case p.RetryMax < 0:
+		return fmt.Errorf("%w: engine-retry-max %s: must be a positive duration", ErrInvalidArgument, p.RetryMax)
+	}
+	return nil
+}
+
+// Worker is what the engine reports about itself; the host publishes it in
+// discovery.
+type Worker struct {
+	// ModelID is the model id or path the engine loaded.
+	ModelID string
+	// ServedModelName is the name clients ask for.
+	ServedModelName string
+	// EngineVersion is the engine's software version.
+	EngineVersion string
+	// InstanceID is the engine's lifetime id, new on every engine start;
+	// empty when the engine has none.
+	InstanceID string
+	// MaxModelLen is the longest sequence in tokens; 0 when unknown.
+	MaxModelLen uint32
+	// KVBlockSize is the KV cache block size in tokens; 0 when unknown.
+	KVBlockSize uint32
+	// SupportsTextInput is false for engines that take token ids only.
+	SupportsTextInput bool
+}
+
+// Availability is the engine's state as the host acts on it. The numbers
+// match vigil.plugin.v1.Availability.
+type Availability int
+
+const (
+	// AvailabilityUnknown is never sent; receivers treat it as Lost.
+	AvailabilityUnknown Availability = iota
+	// Serving: the worker is registered.
+	Serving
+	// NotReady: the engine is alive but not accepting work; the worker is
+	// withdrawn and vigil stays up.
+	NotReady
+	// Lost: the engine failed or shut down; the worker is withdrawn and
+	// vigil exits 1.
+	Lost
+)
+
+func (a Availability) String() string {
+	switch a {
+	case Serving:
+		return "SERVING"
+	case NotReady:
+		return "NOT_READY"
+	case Lost:
+		return "LOST"
+	default:
+		return "UNKNOWN"
+	}
+}
+
+// Event is one availability change.
+type Event struct {
+	Availability Availability
+	// Reason says why, for logs.
+	Reason string
+	// Time is when the adapter observed the change.
+	Time time.Time
+}

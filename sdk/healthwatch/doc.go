@@ -1,0 +1,18 @@
+// Package healthwatch follows an engine's standard gRPC health service
+// (grpc.health.v1.Health, https://github.com/grpc/grpc/blob/master/doc/health-checking.md)
+// the way real engine servers need it followed.
+//
+// Engine servers differ in how they answer Watch: some stream every change,
+// some send one status and end the stream with OK, some answer
+// UNIMPLEMENTED, some send nothing and end with OK. A frozen engine (its
+// process stopped, its TCP connection still open) answers nothing at all.
+// [Watch] therefore combines the Watch stream with Check calls under a
+// deadline: a clean end of the stream is confirmed with one Check, and
+// periodic Checks catch an engine that has stopped answering. HTTP/2
+// keepalive pings are no substitute: gRPC servers by default cut off clients
+// that ping more often than every 5 minutes (GOAWAY too_many_pings).
+//
+// [WaitServing] waits for services to report SERVING at startup, retrying
+// refused connections with a capped [Backoff]; [ConnectParams] keeps gRPC's
+// own reconnect backoff under the same cap.
+package healthwatch

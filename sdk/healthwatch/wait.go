@@ -1,0 +1,85 @@
+package healthwatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// CheckFunc asks for one service's status, as grpc.health.v1.Health/Check.
+type CheckFunc func(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error)
+
+// Checker returns a CheckFunc over conn. Each call fails fast (no
+// wait-for-ready) so that a refused connection is an error at once.
+func Checker(conn grpc.ClientConnInterface) CheckFunc {
+	client := healthpb.NewHealthClient(conn)
+	return func(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			return healthpb.HealthCheckResponse_UNKNOWN, err
+		}
+		return resp.GetStatus(), nil
+	}
+}
+
+// WaitOptions configures WaitServing.
+type WaitOptions struct {
+	// AttemptTimeout bounds each Check, so a server that accepts
+	// connections but does not answer is retried. Default 1s.
+	AttemptTimeout time.Duration
+	// Backoff spaces the attempts. Default DefaultBackoff(250ms).
+	Backoff Backoff
+	// Clock is the time source. Default SystemClock.
+	Clock Clock
+	// OnAttempt, if set, is called after each failed attempt with the
+	// retry number and what was wrong, for logs.
+	OnAttempt func(retry int, err error)
+}
+
+// WaitServing checks each of services until all report SERVING in one
+// round, and returns nil then. Refused connections, errors, timeouts and
+// other statuses are retried after a backoff delay. It returns ctx's error,
+// wrapped with the last failure, when ctx ends first.
+func WaitServing(ctx context.Context, check CheckFunc, services []string, opts WaitOptions) error {
+	if opts.AttemptTimeout == 0 {
+		opts.AttemptTimeout = time.Second
+	}
+	if opts.Backoff.Max == 0 {
+		opts.Backoff = DefaultBackoff(250 * time.Millisecond)
+	}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	for retry := 0; ; retry++ {
+		err := checkAll(ctx, check, services, opts.AttemptTimeout)
+		if err == nil {
+			return nil
+		}
+		if opts.OnAttempt != nil {
+			opts.OnAttempt(retry, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-opts.Clock.After(opts.Backoff.Delay(retry)):
+		}
+	}
+}
+
+func checkAll(ctx context.Context, check CheckFunc, services []string, timeout time.Duration) error {
+	for _, svc := range services {
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		st, err := check(actx, svc)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("health check of %q: %w", svc, err)
+		}
+		if st != healthpb.HealthCheckResponse_SERVING {
+			return fmt.Errorf("health check of %q: %s", svc, st)
+		}
+	}
+	return nil
+}

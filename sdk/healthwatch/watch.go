@@ -1,0 +1,185 @@
+package healthwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// Options configures Watch. Zero fields take the defaults, which find a
+// frozen server within Interval + Failures*Timeout = 2.5 s.
+type Options struct {
+	// Interval between Checks while they succeed. Default 500ms.
+	Interval time.Duration
+	// Timeout of one Check. An answer within it never counts as a failure,
+	// however slow. Default 1s.
+	Timeout time.Duration
+	// Failures is how many consecutive Checks may fail (error or timeout)
+	// before Watch gives up; after a failure the next Check starts at once.
+	// Default 2.
+	Failures int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Interval <= 0 {
+		o.Interval = 500 * time.Millisecond
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = time.Second
+	}
+	if o.Failures <= 0 {
+		o.Failures = 2
+	}
+	return o
+}
+
+// Update is one observation of a service's health: a status, or (last of
+// all) the error that ended the watch.
+type Update struct {
+	Status healthpb.HealthCheckResponse_ServingStatus
+	// Err, when set, ends the watch: the Watch stream failed, or Failures
+	// Checks in a row failed. The channel is closed after it.
+	Err error
+	// Time is when the observation was made.
+	Time time.Time
+}
+
+// Watch follows service on conn and sends its status whenever it changes,
+// starting with the first status it learns. It closes the channel after an
+// Update with Err, or when ctx ends.
+//
+// It combines three sources: the Watch stream (changes at once); one Check
+// when the stream ends cleanly or answers UNIMPLEMENTED, after which Checks
+// alone follow the service; and a Check every Interval, which catches a
+// server that stops answering while its connection stays open.
+func Watch(ctx context.Context, conn grpc.ClientConnInterface, service string, opts Options) <-chan Update {
+	w := &watcher{
+		client:  healthpb.NewHealthClient(conn),
+		check:   Checker(conn),
+		service: service,
+		opts:    opts.withDefaults(),
+		out:     make(chan Update),
+	}
+	go w.run(ctx)
+	return w.out
+}
+
+type watcher struct {
+	client  healthpb.HealthClient
+	check   CheckFunc
+	service string
+	opts    Options
+	out     chan Update
+}
+
+func (w *watcher) run(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	obs := make(chan Update)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); w.stream(ctx, obs) }()
+	go func() { defer wg.Done(); w.probe(ctx, obs) }()
+	defer func() {
+		cancel()
+		wg.Wait()
+		close(w.out)
+	}()
+
+	last := healthpb.HealthCheckResponse_ServingStatus(-1)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case u := <-obs:
+			if u.Err == nil && u.Status == last {
+				continue
+			}
+			last = u.Status
+			select {
+			case w.out <- u:
+			case <-ctx.Done():
+				return
+			}
+			if u.Err != nil {
+				return
+			}
+		}
+	}
+}
+
+// emit hands an observation to run unless ctx has ended.
+func emit(ctx context.Context, obs chan<- Update, u Update) {
+	u.Time = time.Now()
+	select {
+	case obs <- u:
+	case <-ctx.Done():
+	}
+}
+
+func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
+	stream, err := w.client.Watch(ctx, &healthpb.HealthCheckRequest{Service: w.service})
+	for err == nil {
+		var resp *healthpb.HealthCheckResponse
+		if resp, err = stream.Recv(); err == nil {
+			emit(ctx, obs, Update{Status: resp.GetStatus()})
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+	case status.Code(err) == codes.Unimplemented:
+		// Checks alone follow the service from here on.
+	case errors.Is(err, io.EOF):
+		// Some servers end Watch after one status, or after none. One Check
+		// tells a server that is going away from one that merely stopped
+		// streaming; if it still serves, Checks follow it from here on.
+		cctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
+		st, cerr := w.check(cctx, w.service)
+		cancel()
+		if cerr != nil {
+			emit(ctx, obs, Update{Err: fmt.Errorf("health watch of %q ended and the confirming check failed: %w", w.service, cerr)})
+			return
+		}
+		emit(ctx, obs, Update{Status: st})
+	default:
+		emit(ctx, obs, Update{Err: fmt.Errorf("health watch of %q failed: %w", w.service, err)})
+	}
+}
+
+func (w *watcher) probe(ctx context.Context, obs chan<- Update) {
+	timer := time.NewTimer(w.opts.Interval)
+	defer timer.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
+		st, err := w.check(cctx, w.service)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			failures++
+			if failures >= w.opts.Failures {
+				emit(ctx, obs, Update{Err: fmt.Errorf("%d health checks of %q failed in a row, last: %w", failures, w.service, err)})
+				return
+			}
+			timer.Reset(0)
+			continue
+		}
+		failures = 0
+		emit(ctx, obs, Update{Status: st})
+		timer.Reset(w.opts.Interval)
+	}
+}

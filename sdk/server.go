@@ -1,0 +1,66 @@
+package sdk
+
+import (
+	"context"
+
+	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+)
+
+// engineServer serves an Engine over vigil.plugin.v1 inside the adapter
+// process.
+type engineServer struct {
+	pluginv1.UnimplementedEngineServer
+	impl Engine
+}
+
+var _ pluginv1.EngineServer = (*engineServer)(nil)
+
+func (s *engineServer) Info(ctx context.Context, _ *pluginv1.InfoRequest) (*pluginv1.InfoResponse, error) {
+	info, err := s.impl.Info(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginv1.InfoResponse{
+		Name:         info.Name,
+		Version:      info.Version,
+		Capabilities: capabilitiesToProto(info.Capabilities),
+	}, nil
+}
+
+func (s *engineServer) Start(ctx context.Context, req *pluginv1.StartRequest) (*pluginv1.StartResponse, error) {
+	w, err := s.impl.Start(ctx, startRequestFromProto(req))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginv1.StartResponse{Worker: workerToProto(w)}, nil
+}
+
+func (s *engineServer) WatchAvailability(_ *pluginv1.WatchAvailabilityRequest, stream pluginv1.Engine_WatchAvailabilityServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	events, err := s.impl.WatchAvailability(ctx)
+	if err != nil {
+		return toStatus(err)
+	}
+	for ev := range events {
+		if err := stream.Send(eventToProto(ev)); err != nil {
+			return err
+		}
+		if ev.Availability == Lost {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	// The adapter closed the channel without saying Lost: per the Engine
+	// contract that is a loss, so say it explicitly.
+	return stream.Send(eventToProto(Event{Availability: Lost, Reason: "adapter ended the availability stream"}))
+}
+
+func (s *engineServer) Shutdown(ctx context.Context, _ *pluginv1.ShutdownRequest) (*pluginv1.ShutdownResponse, error) {
+	if err := s.impl.Shutdown(ctx); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginv1.ShutdownResponse{}, nil
+}
