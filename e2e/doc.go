@@ -1,0 +1,8 @@
+// Package e2e holds vigil's end-to-end tests: they build the real vigil and
+// vllm-mock binaries, run them as processes against a real Consul agent on
+// loopback, and check exit codes, logs and what discovery holds.
+//
+// The Consul agent is built from the Go module proxy by `make consul` (see
+// tools/consul); set VIGIL_CONSUL_BIN to use another one. `go test -short`
+// skips these tests.
+package e2e

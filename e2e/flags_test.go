@@ -1,0 +1,44 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadFlags: bad input exits 2 with a message naming the flag and what it
+// accepts, before anything is started.
+func TestBadFlags(t *testing.T) {
+	skipShort(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"unknown engine", []string{"--engine", "nope"}, []string{"--engine", "vllm"}},
+		{"malformed engine address", []string{"--engine-addr", "localhost"}, []string{"--engine-addr", "host:port"}},
+		{"malformed listen address", []string{"--listen", "127.0.0.1:99999"}, []string{"--listen", "port"}},
+		{"wildcard listen", []string{"--listen", "0.0.0.0:8470"}, []string{"--listen", "--advertise-addr"}},
+		{"negative duration", []string{"--grace-period", "-5s"}, []string{"--grace-period", "positive duration"}},
+		{"bad discovery", []string{"--discovery", "etcd"}, []string{"--discovery", "file or consul"}},
+		{"unparsable duration", []string{"--check-ttl", "soon"}, []string{"check-ttl"}},
+		{"unknown flag", []string{"--no-such-flag"}, []string{"no-such-flag"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := startProc(t, "vigil", vigilBin, append([]string{"run", "--registry-dir", t.TempDir()}, tc.args...)...)
+			if code := p.wait(10 * time.Second); code != 2 {
+				t.Fatalf("exit code = %d, want 2", code)
+			}
+			out := p.output()
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("message does not mention %q:\n%s", w, out)
+				}
+			}
+			if strings.Contains(out, "starting engine adapter") {
+				t.Errorf("vigil started work despite bad input:\n%s", out)
+			}
+		})
+	}
+}

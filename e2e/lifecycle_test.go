@@ -1,0 +1,305 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+)
+
+// Behavioural bounds, with slack for a loaded 2-core machine under -race;
+// the real figures are in the benchmarks.
+const (
+	registerBound = 2 * time.Second
+	exitBound     = 10 * time.Second
+)
+
+// TestRegistersWhileEngineServes: the engine is up first; the worker is
+// passing in Consul with the engine's model and instance id in its meta.
+func TestRegistersWhileEngineServes(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	c := consulFor(t)
+	m := startMock(t)
+	svc := uniqueService(t)
+	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
+
+	entries, _ := c.passing(t, svc, 30*time.Second, count(1))
+	s := entries[0].Service
+	want := map[string]string{"engine": "vllm", "model": "test-model", "model_id": "test-model", "instance_id": m.InstanceID, "worker_id": v.WorkerID}
+	for k, w := range want {
+		if got := s.Meta[k]; got != w {
+			t.Errorf("meta %s = %q, want %q", k, got, w)
+		}
+	}
+	if s.Address != "127.0.0.1" || addr(s.Port) != v.Listen {
+		t.Errorf("address = %s:%d, want %s", s.Address, s.Port, v.Listen)
+	}
+	if len(s.Tags) != 1 || s.Tags[0] != "vllm" {
+		t.Errorf("tags = %v, want [vllm]", s.Tags)
+	}
+}
+
+// TestWaitsForEngine: vigil starts first, while the engine is down (nothing
+// listens) or still loading (listening, NOT_SERVING); nothing is registered
+// until the engine serves, and then within registerBound.
+func TestWaitsForEngine(t *testing.T) {
+	skipShort(t)
+	for _, tc := range []struct {
+		name    string
+		loading bool
+	}{
+		{"engine down", false},
+		{"engine loading", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := consulFor(t)
+			svc := uniqueService(t)
+			engineAddr := addr(freePort(t))
+			var m *mock
+			if tc.loading {
+				m = startMockOn(t, engineAddr, "--startup-delay", "3s")
+			}
+			v := startVigil(t, vigilOpts{engineAddr: engineAddr, consul: c, service: svc})
+			v.waitLine("waiting for engine", 30*time.Second)
+			if !tc.loading {
+				// Let vigil's retry backoff reach its cap before the engine comes.
+				time.Sleep(2 * time.Second)
+				if c.catalogHas(t, svc) {
+					t.Fatal("worker registered while the engine was down")
+				}
+				m = startMockOn(t, engineAddr)
+			}
+			m.waitLine("serving", 30*time.Second)
+			_, seen := c.passing(t, svc, 30*time.Second, count(1))
+			if d := seen.Sub(m.lastHealthChange(t)); d > registerBound {
+				t.Errorf("registered %s after the engine served, want within %s", d, registerBound)
+			}
+			if v.exited() {
+				t.Fatalf("vigil exited with %d", v.exitCode)
+			}
+		})
+	}
+}
+
+// TestFileRegistry: with the embedded file registry, the record appears
+// with the engine's facts while the engine serves and is removed on loss.
+func TestFileRegistry(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	dir := t.TempDir()
+	svc := "llm"
+	m := startMock(t)
+	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, discovery: "file", registry: dir, service: svc})
+	path := filepath.Join(dir, svc, v.WorkerID+".json")
+
+	rec, _ := waitFile(t, path, true, 30*time.Second)
+	if rec.Model != "test-model" || rec.InstanceID != m.InstanceID || rec.Engine != "vllm" || addr(rec.Port) != v.Listen {
+		t.Errorf("record = %+v, want model test-model, instance %s, engine vllm, port of %s", rec, m.InstanceID, v.Listen)
+	}
+	if !rec.Expires.After(time.Now()) {
+		t.Errorf("record expires %s, want in the future", rec.Expires)
+	}
+
+	m.setHealth(t, "", "NOT_SERVING")
+	if code := v.wait(exitBound); code != 1 {
+		t.Fatalf("vigil exit code = %d, want 1", code)
+	}
+	waitFile(t, path, false, 0)
+}
+
+// TestEngineLost: the engine turns NOT_SERVING, or is killed, after
+// registration: vigil deregisters the worker itself, logs the loss and exits
+// 1 within the grace period.
+func TestEngineLost(t *testing.T) {
+	skipShort(t)
+	for _, tc := range []struct {
+		name string
+		lose func(t *testing.T, m *mock)
+	}{
+		{"NOT_SERVING", func(t *testing.T, m *mock) { m.setHealth(t, "", "NOT_SERVING") }},
+		{"SIGKILL", func(t *testing.T, m *mock) { m.signal(syscall.SIGKILL) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := consulFor(t)
+			svc := uniqueService(t)
+			m := startMock(t)
+			// A TTL far longer than the test: only vigil's own
+			// deregistration can empty the catalog in time.
+			v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
+			c.passing(t, svc, 30*time.Second, count(1))
+
+			lost := time.Now()
+			tc.lose(t, m)
+			code := v.wait(exitBound)
+			if code != 1 {
+				t.Fatalf("vigil exit code = %d, want 1", code)
+			}
+			if d := time.Since(lost); d > 5*time.Second {
+				t.Errorf("vigil exited %s after the loss, want within the 5s grace period", d)
+			}
+			v.waitLine("vLLM engine lost", 0)
+			if c.catalogHas(t, svc) {
+				t.Error("worker still in Consul after vigil exited: it did not deregister")
+			}
+			if !strings.Contains(v.findLine("engine lost"), "[ERROR]") {
+				t.Errorf("loss not logged at error level: %q", v.findLine("engine lost"))
+			}
+		})
+	}
+}
+
+// TestSleepWake: a sleeping engine is withdrawn but not lost.
+func TestSleepWake(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t)
+	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
+	c.passing(t, svc, 30*time.Second, count(1))
+
+	m.post(t, "/sleep", nil)
+	_, gone := c.passing(t, svc, 10*time.Second, count(0))
+	if d := gone.Sub(m.lastHealthChange(t)); d > registerBound {
+		t.Errorf("withdrawn %s after sleep, want within %s", d, registerBound)
+	}
+	m.post(t, "/wake", nil)
+	_, back := c.passing(t, svc, 10*time.Second, count(1))
+	if d := back.Sub(m.lastHealthChange(t)); d > registerBound {
+		t.Errorf("registered again %s after wake, want within %s", d, registerBound)
+	}
+	if v.exited() {
+		t.Fatalf("vigil exited with %d during sleep and wake", v.exitCode)
+	}
+	if l := v.findLine("engine lost"); l != "" {
+		t.Errorf("vigil logged a loss for a sleeping engine: %s", l)
+	}
+}
+
+// TestStartupDeadline: an engine that never serves makes vigil exit 1
+// without ever registering.
+func TestStartupDeadline(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t, "--startup-delay", "1h")
+	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--startup-deadline", "2s"}})
+	if code := v.wait(exitBound + 2*time.Second); code != 1 {
+		t.Fatalf("vigil exit code = %d, want 1", code)
+	}
+	v.waitLine("startup deadline", 0)
+	if l := v.findLine("worker registered"); l != "" {
+		t.Errorf("vigil registered the worker: %s", l)
+	}
+	if c.catalogHas(t, svc) {
+		t.Error("worker in Consul after a startup deadline failure")
+	}
+}
+
+// TestSIGTERM: a registered worker is withdrawn before vigil exits 0; during
+// the startup wait vigil exits 0 at once with nothing registered.
+func TestSIGTERM(t *testing.T) {
+	skipShort(t)
+	t.Run("registered", func(t *testing.T) {
+		t.Parallel()
+		c := consulFor(t)
+		svc := uniqueService(t)
+		m := startMock(t)
+		v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
+		c.passing(t, svc, 30*time.Second, count(1))
+		v.term(t)
+		if code := v.wait(exitBound); code != 0 {
+			t.Fatalf("vigil exit code = %d, want 0", code)
+		}
+		if c.catalogHas(t, svc) {
+			t.Error("worker still in Consul after SIGTERM")
+		}
+		if m.exited() {
+			t.Error("vigil's stop stopped the engine too")
+		}
+	})
+	t.Run("startup wait", func(t *testing.T) {
+		t.Parallel()
+		c := consulFor(t)
+		svc := uniqueService(t)
+		v := startVigil(t, vigilOpts{engineAddr: addr(freePort(t)), consul: c, service: svc})
+		v.waitLine("waiting for engine", 30*time.Second)
+		sent := time.Now()
+		v.term(t)
+		if code := v.wait(exitBound); code != 0 {
+			t.Fatalf("vigil exit code = %d, want 0", code)
+		}
+		if d := time.Since(sent); d > 2*time.Second {
+			t.Errorf("vigil took %s to exit, want within 2s", d)
+		}
+		if c.catalogHas(t, svc) {
+			t.Error("worker registered during the startup wait")
+		}
+	})
+}
+
+// TestVigilKilled: SIGKILL leaves no adapter process behind, and Consul's
+// TTL check turns critical on its own.
+func TestVigilKilled(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t)
+	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
+	c.passing(t, svc, 30*time.Second, count(1))
+	adapters := children(v.pid())
+	if len(adapters) == 0 {
+		t.Fatal("vigil has no adapter child process")
+	}
+	v.signal(syscall.SIGKILL)
+	v.wait(exitBound)
+	killed := time.Now()
+	for _, pid := range adapters {
+		for alive(pid) {
+			if time.Since(killed) > 2*time.Second {
+				t.Fatalf("adapter process %d still running 2s after vigil was killed", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// TTL 5s: critical within the TTL plus the agent's reaping slack.
+	c.passing(t, svc, 5*time.Second+registerBound, count(0))
+	checks, _, err := c.Client.Health().Checks(svc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(checks) != 1 || checks[0].Status != api.HealthCritical {
+		t.Errorf("checks = %v, want one critical TTL check", checks)
+	}
+}
+
+// TestConsulRestart: a dev agent restarted under a registered worker loses
+// the registration; vigil registers again within the TTL plus 2s and never
+// exits.
+func TestConsulRestart(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	c := startConsul(t) // its own agent: the restart must not disturb others
+	svc := uniqueService(t)
+	m := startMock(t)
+	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
+	c.passing(t, svc, 30*time.Second, count(1))
+
+	c.restart()
+	restarted := time.Now()
+	c.passing(t, svc, 5*time.Second+registerBound+5*time.Second, count(1))
+	if d := time.Since(restarted); d > 5*time.Second+registerBound {
+		t.Errorf("registered again %s after the agent restarted, want within the TTL plus 2s", d)
+	}
+	if v.exited() {
+		t.Fatalf("vigil exited with %d when Consul restarted", v.exitCode)
+	}
+}

@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Paths of the binaries under test, built once by TestMain.
+var (
+	vigilBin string
+	mockBin  string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped with -short")
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "vigil-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	vigilBin = filepath.Join(dir, "vigil")
+	mockBin = filepath.Join(dir, "vllm-mock")
+	for bin, pkg := range map[string]string{
+		vigilBin: "github.com/vigilhq/vigil/host/cmd/vigil",
+		mockBin:  "github.com/vigilhq/vigil/plugins/vllm/cmd/vllm-mock",
+	} {
+		args := []string{"build", "-o", bin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: building %s: %v\n", pkg, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	stopSharedConsul()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test: skipped with -short")
+	}
+}
