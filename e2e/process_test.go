@@ -41,6 +41,10 @@ func startProcEnv(t testing.TB, name string, env []string, bin string, args ...s
 	p := &proc{t: t, name: name, changed: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
+	// A race-enabled binary sleeps 1s at exit by default (to let other
+	// goroutines report); that would count against exit-time bounds. A race
+	// found still changes the exit code to 66.
+	p.cmd.Env = append(p.cmd.Env, "GORACE=atexit_sleep_ms=0")
 	pr, pw := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw
 	if err := p.cmd.Start(); err != nil {

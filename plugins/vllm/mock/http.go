@@ -1,0 +1,194 @@
+package mock
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
+)
+
+// Handler is the JSON control surface. Every successful request answers 200
+// with the State after it; errors answer {"error": "..."}, 400 for bad input
+// naming the field.
+//
+//	POST /health  {"service": "", "status": "NOT_SERVING"}  pin a health status (SERVING, NOT_SERVING, SERVICE_UNKNOWN)
+//	POST /sleep, /wake, /pause, /resume                   as the Control RPCs
+//	POST /stop                                            all NOT_SERVING, then stop gRPC; Serve returns nil
+//	POST /hold    {"at_token": N}                         hold every new stream before output token N
+//	POST /release                                         release held streams
+//	POST /fail    {"at_token": N, "code": "UNAVAILABLE"}  fail the next stream with code after N tokens
+//	GET  /state                                           the State
+//
+// A status set through /health sticks: the engine changes it again only on
+// stop.
+func (e *Engine) Handler() http.Handler {
+	type route struct {
+		method string
+		do     func(*http.Request) error
+	}
+	noop := func(*http.Request) error { return nil }
+	routes := map[string]route{
+		"/health":  {http.MethodPost, e.postHealth},
+		"/sleep":   {http.MethodPost, func(*http.Request) error { e.setSleeping(true, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED); return nil }},
+		"/wake":    {http.MethodPost, func(*http.Request) error { e.setSleeping(false, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED); return nil }},
+		"/pause":   {http.MethodPost, func(*http.Request) error { e.setPaused(true, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED); return nil }},
+		"/resume":  {http.MethodPost, func(*http.Request) error { e.setPaused(false, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED); return nil }},
+		"/stop":    {http.MethodPost, func(*http.Request) error { e.shutdown(); return nil }},
+		"/hold":    {http.MethodPost, e.postHold},
+		"/release": {http.MethodPost, e.postRelease},
+		"/fail":    {http.MethodPost, e.postFail},
+		"/state":   {http.MethodGet, noop},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := routes[r.URL.Path]
+		if !ok {
+			writeJSON(w, http.StatusNotFound, errorBody{fmt.Sprintf("no endpoint %s", r.URL.Path)})
+			return
+		}
+		if r.Method != rt.method {
+			w.Header().Set("Allow", rt.method)
+			writeJSON(w, http.StatusMethodNotAllowed, errorBody{fmt.Sprintf("%s %s: want %s", r.Method, r.URL.Path, rt.method)})
+			return
+		}
+		if err := rt.do(r); err != nil {
+			code := http.StatusBadRequest
+			if errors.Is(err, errStopped) {
+				code = http.StatusConflict
+			}
+			writeJSON(w, code, errorBody{err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, e.State())
+		if r.URL.Path == "/stop" {
+			// Answer before the gRPC server goes away.
+			_ = http.NewResponseController(w).Flush()
+			go e.Stop()
+		}
+	})
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (e *Engine) postHealth(r *http.Request) error {
+	var body struct {
+		Service string  `json:"service"`
+		Status  *string `json:"status"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	if body.Status == nil {
+		return errors.New("status: required, one of SERVING, NOT_SERVING, SERVICE_UNKNOWN")
+	}
+	st, ok := healthpb.HealthCheckResponse_ServingStatus_value[*body.Status]
+	if !ok || st == int32(healthpb.HealthCheckResponse_UNKNOWN) {
+		return fmt.Errorf("status: unknown status %q, want SERVING, NOT_SERVING or SERVICE_UNKNOWN", *body.Status)
+	}
+	return e.setManual(body.Service, healthpb.HealthCheckResponse_ServingStatus(st))
+}
+
+func (e *Engine) postHold(r *http.Request) error {
+	var body struct {
+		AtToken *int64 `json:"at_token"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	at, err := atToken(body.AtToken)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := &hold{at: at, release: make(chan struct{})}
+	if e.hold != nil {
+		h.release = e.hold.release // one /release frees every held stream
+	}
+	e.hold = h
+	return nil
+}
+
+func (e *Engine) postRelease(*http.Request) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.hold != nil {
+		close(e.hold.release)
+		e.hold = nil
+	}
+	return nil
+}
+
+func (e *Engine) postFail(r *http.Request) error {
+	var body struct {
+		AtToken *int64  `json:"at_token"`
+		Code    *string `json:"code"`
+	}
+	if err := decode(r, &body); err != nil {
+		return err
+	}
+	at, err := atToken(body.AtToken)
+	if err != nil {
+		return err
+	}
+	if body.Code == nil {
+		return errors.New("code: required, a gRPC code name such as UNAVAILABLE")
+	}
+	var c codes.Code
+	if err := c.UnmarshalJSON([]byte(strconv.Quote(*body.Code))); err != nil || c == codes.OK {
+		return fmt.Errorf("code: unknown gRPC error code %q, want a name such as UNAVAILABLE or INTERNAL", *body.Code)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.fail = &fail{at: at, code: c}
+	return nil
+}
+
+func atToken(v *int64) (uint32, error) {
+	switch {
+	case v == nil:
+		return 0, errors.New("at_token: required, a token count from 0")
+	case *v < 0 || *v > math.MaxUint32:
+		return 0, fmt.Errorf("at_token: %d out of range, want 0 to %d", *v, uint32(math.MaxUint32))
+	}
+	return uint32(*v), nil
+}
+
+// decode reads one JSON object into v, rejecting unknown fields.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return errors.New("body: want a JSON object")
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Errorf("%s: got a JSON %s, want %s", te.Field, te.Value, te.Type)
+	}
+	// encoding/json has no typed error for unknown fields.
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if name, err := strconv.Unquote(f); err == nil {
+			return fmt.Errorf("%s: unknown field", name)
+		}
+	}
+	return fmt.Errorf("body: %w", err)
+}
