@@ -140,8 +140,14 @@ func runAction(c *cli.Context) error {
 		"service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
 
 	code := supervisor.Run(c.Context, supervisor.Config{
-		Launch: func() (*sdk.Plugin, error) { return launch(cfg, log) },
-		Start:  cfg.start,
+		Launch: func() (supervisor.Adapter, error) {
+			p, err := launch(cfg, log)
+			if err != nil {
+				return supervisor.Adapter{}, err
+			}
+			return supervisor.FromPlugin(p), nil
+		},
+		Start: cfg.start,
 		Registration: discovery.Registration{
 			Service: cfg.service, WorkerID: cfg.workerID, Engine: cfg.engine,
 			Address: cfg.advHost, Port: cfg.advPort,

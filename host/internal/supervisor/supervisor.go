@@ -34,10 +34,25 @@ type Endpoint interface {
 	Drain(ctx context.Context)
 }
 
+// Adapter is a started engine adapter.
+type Adapter struct {
+	// Engine is the adapter's API.
+	Engine sdk.Engine
+	// Version is the negotiated plugin protocol version.
+	Version int
+	// Kill stops the adapter process; it must be idempotent.
+	Kill func()
+}
+
+// FromPlugin adapts a launched go-plugin subprocess.
+func FromPlugin(p *sdk.Plugin) Adapter {
+	return Adapter{Engine: p.Engine, Version: p.Version, Kill: p.Kill}
+}
+
 // Config is what Run needs. All fields are required.
 type Config struct {
-	// Launch starts the adapter subprocess.
-	Launch func() (*sdk.Plugin, error)
+	// Launch starts the adapter.
+	Launch func() (Adapter, error)
 	// Start is passed to the adapter's Start.
 	Start sdk.StartRequest
 	// Registration has the service, worker id, engine name and advertised
@@ -63,12 +78,13 @@ func Run(ctx context.Context, cfg Config, signals <-chan os.Signal) int {
 type supervisor struct {
 	cfg    Config
 	log    hclog.Logger
-	plugin *sdk.Plugin
+	plugin Adapter
 	reg    discovery.Registration
 
-	state   State
-	cause   Input // InputLost or InputStop, whichever came first
-	drained chan struct{}
+	state       State
+	cause       Input // InputLost or InputStop, whichever came first
+	drained     chan struct{}
+	cancelDrain context.CancelFunc
 }
 
 func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
@@ -113,6 +129,7 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
 		case sig := <-signals:
 			if s.state == StateDraining {
 				s.log.Warn("second signal: exiting without finishing the drain", "signal", sig.String())
+				s.cancelDrain()
 				return ExitFailure
 			}
 			s.log.Info("signal received; draining", "signal", sig.String(), "grace_period", s.cfg.GracePeriod)
@@ -220,16 +237,17 @@ func (s *supervisor) enter(st State) {
 	case StateDraining:
 		s.cfg.Endpoint.SetServing(false)
 		s.drained = make(chan struct{})
-		go s.drain()
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.GracePeriod)
+		s.cancelDrain = cancel
+		go s.drain(ctx)
 	}
 }
 
 // drain withdraws the worker and lets requests in flight finish, both
 // within the grace period, then shuts the adapter down.
-func (s *supervisor) drain() {
+func (s *supervisor) drain(ctx context.Context) {
 	defer close(s.drained)
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.GracePeriod)
-	defer cancel()
+	defer s.cancelDrain()
 	withdrawn := make(chan struct{})
 	go func() {
 		defer close(withdrawn)

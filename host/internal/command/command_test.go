@@ -1,0 +1,83 @@
+package command
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// runArgs runs the CLI in-process and returns its exit code and output.
+func runArgs(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	err := App(&out, &out).Run(append([]string{"vigil"}, args...))
+	if err == nil {
+		return 0, out.String()
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode(), out.String() + err.Error()
+	}
+	return ExitUsage, out.String() + err.Error()
+}
+
+func TestRunRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown engine", []string{"--engine", "tgi"}, `--engine "tgi": unknown engine; built-in engines: vllm`},
+		{"missing plugin", []string{"--engine-plugin", "/no/such/adapter"}, `--engine-plugin "/no/such/adapter"`},
+		{"engine address", []string{"--engine-addr", "50051"}, `--engine-addr "50051": want host:port`},
+		{"listen port", []string{"--listen", "127.0.0.1:70000"}, "--listen \"127.0.0.1:70000\": port must be a number from 0 to 65535"},
+		{"wildcard listen", []string{"--listen", ":8470"}, "wildcard address"},
+		{"wildcard v6 listen", []string{"--listen", "[::]:8470"}, "set --advertise-addr"},
+		{"wildcard advertise", []string{"--listen", ":8470", "--advertise-addr", "0.0.0.0:8470"}, "--advertise-addr"},
+		{"port 0 listen", []string{"--listen", "127.0.0.1:0"}, "port 0"},
+		{"negative grace", []string{"--grace-period", "-1s"}, "--grace-period -1s: must be a positive duration"},
+		{"zero deadline", []string{"--startup-deadline", "0s"}, "--startup-deadline 0s: must be a positive duration"},
+		{"short ttl", []string{"--check-ttl", "100ms"}, "--check-ttl 100ms: must be a duration of at least 1s"},
+		{"short deregister", []string{"--deregister-after", "30s"}, "--deregister-after 30s: must be a duration of at least 1m0s"},
+		{"health failures", []string{"--health-failures", "0"}, "--health-failures 0: must be 1 or more"},
+		{"discovery", []string{"--discovery", "zk"}, `--discovery "zk": want file or consul`},
+		{"service", []string{"--service-name", "a/b"}, "--service-name"},
+		{"engine option", []string{"--engine-option", "novalue"}, `--engine-option "novalue": want key=value`},
+		{"log format", []string{"--log-format", "xml"}, `--log-format "xml": want text or json`},
+		{"log level", []string{"--log-level", "loud"}, `--log-level "loud"`},
+		{"argument", []string{"extra"}, "run takes no arguments"},
+		{"unparsable", []string{"--grace-period", "soon"}, "grace-period"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := runArgs(t, append([]string{"run", "--registry-dir", t.TempDir()}, tc.args...)...)
+			if code != ExitUsage {
+				t.Errorf("exit code = %d, want %d; output:\n%s", code, ExitUsage, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("output does not contain %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+func TestDefaultWorkerID(t *testing.T) {
+	t.Setenv("NOMAD_ALLOC_ID", "6f1c")
+	t.Setenv("NOMAD_TASK_NAME", "vllm")
+	if got := defaultWorkerID(8470); got != "6f1c-vllm" {
+		t.Errorf("under Nomad: %q, want 6f1c-vllm", got)
+	}
+	t.Setenv("NOMAD_ALLOC_ID", "")
+	if got := defaultWorkerID(8470); !strings.HasSuffix(got, "-8470") || strings.HasPrefix(got, "-") {
+		t.Errorf("outside Nomad: %q, want <host name>-8470", got)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out := runArgs(t, "version")
+	if code != 0 || !strings.Contains(out, "plugin protocol 1") {
+		t.Errorf("version: code %d, output %q", code, out)
+	}
+}

@@ -1,0 +1,82 @@
+package file_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/discovery/file"
+)
+
+func reg(id string) discovery.Registration {
+	return discovery.Registration{Service: "llm", WorkerID: id, Address: "127.0.0.1", Port: 8470,
+		Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1"}
+}
+
+func TestRegisterListDeregister(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := file.New(dir, 5*time.Second)
+	ctx := context.Background()
+	for _, id := range []string{"b", "a"} {
+		if err := r.Register(ctx, reg(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := file.List(dir, "llm", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].ID != "a" || recs[1].ID != "b" {
+		t.Fatalf("List = %+v, want a and b", recs)
+	}
+	got := recs[0]
+	if got.Model != "m" || got.ModelID != "org/m" || got.InstanceID != "i1" || got.Meta["worker_id"] != "a" || got.Port != 8470 {
+		t.Errorf("record = %+v", got)
+	}
+	if d := got.Expires.Sub(got.Heartbeat); d != 5*time.Second {
+		t.Errorf("expires - heartbeat = %s, want the TTL 5s", d)
+	}
+
+	// A reader after the TTL sees nothing; a heartbeat brings it back.
+	if recs, _ := file.List(dir, "llm", time.Now().Add(6*time.Second)); len(recs) != 0 {
+		t.Errorf("List after the TTL = %d records, want 0", len(recs))
+	}
+	if err := r.Deregister(ctx, reg("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Deregister(ctx, reg("a")); err != nil {
+		t.Errorf("second Deregister = %v, want nil", err)
+	}
+	if recs, _ := file.List(dir, "llm", time.Now()); len(recs) != 1 || recs[0].ID != "b" {
+		t.Errorf("List after deregister = %+v, want b only", recs)
+	}
+	// Heartbeat rewrites a record deleted from under the worker.
+	os.Remove(file.Path(dir, reg("b")))
+	if err := r.Heartbeat(ctx, reg("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file.Path(dir, reg("b"))); err != nil {
+		t.Errorf("heartbeat did not rewrite the record: %v", err)
+	}
+}
+
+func TestListSkipsMalformedAndTemporary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "llm"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "llm", "bad.json"), []byte("{"), 0o644)
+	os.WriteFile(filepath.Join(dir, "llm", ".x.123.tmp"), []byte("{}"), 0o644)
+	recs, err := file.List(dir, "llm", time.Now())
+	if err != nil || len(recs) != 0 {
+		t.Errorf("List = %v, %v; want no records, no error", recs, err)
+	}
+	if recs, err := file.List(dir, "absent", time.Now()); err != nil || recs != nil {
+		t.Errorf("List of an absent service = %v, %v; want nil, nil", recs, err)
+	}
+}

@@ -1,0 +1,157 @@
+package supervisor
+
+import (
+	"context"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/discovery/file"
+	"github.com/vigilhq/vigil/sdk"
+)
+
+// fakeEngine is an adapter the test drives: Start answers with startErr (or
+// blocks until released), and events are sent by the test.
+type fakeEngine struct {
+	startErr   error
+	startBlock chan struct{} // nil: Start answers at once
+	events     chan sdk.Event
+	startCtx   chan context.Context
+	shutdowns  int
+	mu         sync.Mutex
+}
+
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{events: make(chan sdk.Event), startCtx: make(chan context.Context, 1)}
+}
+
+func (f *fakeEngine) Info(context.Context) (sdk.AdapterInfo, error) {
+	return sdk.AdapterInfo{Name: "fake", Version: "1"}, nil
+}
+
+func (f *fakeEngine) Start(ctx context.Context, _ sdk.StartRequest) (sdk.Worker, error) {
+	f.startCtx <- ctx
+	if f.startBlock != nil {
+		select {
+		case <-f.startBlock:
+		case <-ctx.Done():
+			return sdk.Worker{}, ctx.Err()
+		}
+	}
+	if f.startErr != nil {
+		return sdk.Worker{}, f.startErr
+	}
+	return sdk.Worker{ModelID: "org/m", ServedModelName: "m", InstanceID: "i1"}, nil
+}
+
+func (f *fakeEngine) WatchAvailability(context.Context) (<-chan sdk.Event, error) {
+	return f.events, nil
+}
+
+func (f *fakeEngine) Shutdown(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shutdowns++
+	return nil
+}
+
+// fakeEndpoint records SetServing; Drain waits for release or ctx, as
+// requests in flight would.
+type fakeEndpoint struct {
+	mu      sync.Mutex
+	serving bool
+	release chan struct{} // nil: nothing in flight
+}
+
+func (e *fakeEndpoint) SetServing(b bool) { e.mu.Lock(); e.serving = b; e.mu.Unlock() }
+func (e *fakeEndpoint) Serving() bool     { e.mu.Lock(); defer e.mu.Unlock(); return e.serving }
+func (e *fakeEndpoint) Drain(ctx context.Context) {
+	if e.release == nil {
+		return
+	}
+	select {
+	case <-e.release:
+	case <-ctx.Done():
+	}
+}
+
+// harness runs the lifecycle over a fake engine, a fake endpoint and the
+// real file registry.
+type harness struct {
+	t        *testing.T
+	engine   *fakeEngine
+	endpoint *fakeEndpoint
+	dir      string
+	signals  chan os.Signal
+	code     chan int
+	killed   chan struct{}
+}
+
+func startHarness(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, grace time.Duration) *harness {
+	t.Helper()
+	h := &harness{t: t, engine: engine, endpoint: endpoint, dir: t.TempDir(),
+		signals: make(chan os.Signal, 2), code: make(chan int, 1), killed: make(chan struct{})}
+	var once sync.Once
+	reg := file.New(h.dir, time.Minute)
+	cfg := Config{
+		Launch: func() (Adapter, error) {
+			return Adapter{Engine: engine, Version: 1, Kill: func() { once.Do(func() { close(h.killed) }) }}, nil
+		},
+		Registration: discovery.Registration{Service: "llm", WorkerID: "w1", Engine: "fake", Address: "127.0.0.1", Port: 1},
+		Announcer:    discovery.NewAnnouncer(reg, time.Minute, hclog.NewNullLogger()),
+		Endpoint:     endpoint,
+		GracePeriod:  grace,
+		Logger:       hclog.NewNullLogger(),
+	}
+	go func() { h.code <- Run(context.Background(), cfg, h.signals) }()
+	return h
+}
+
+func (h *harness) send(a sdk.Availability) {
+	h.t.Helper()
+	select {
+	case h.engine.events <- sdk.Event{Availability: a, Reason: a.String()}:
+	case <-time.After(10 * time.Second):
+		h.t.Fatalf("lifecycle did not take event %s", a)
+	}
+}
+
+// registered waits until the worker's record is present (want true) or
+// absent.
+func (h *harness) registered(want bool) {
+	h.t.Helper()
+	path := file.Path(h.dir, discovery.Registration{Service: "llm", WorkerID: "w1"})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := os.Stat(path)
+		if (err == nil) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("registered = %v not reached", want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (h *harness) exit() int {
+	h.t.Helper()
+	select {
+	case c := <-h.code:
+		select {
+		case <-h.killed:
+		default:
+			h.t.Error("Run returned without killing the adapter")
+		}
+		return c
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("Run did not return")
+		return -1
+	}
+}
+
+func (h *harness) signal() { h.signals <- syscall.SIGTERM }
