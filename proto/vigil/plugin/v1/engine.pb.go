@@ -89,6 +89,61 @@ func (Availability) EnumDescriptor() ([]byte, []int) {
 	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{0}
 }
 
+type FinishReason int32
+
+const (
+	FinishReason_FINISH_REASON_UNSPECIFIED FinishReason = 0
+	FinishReason_FINISH_REASON_STOP        FinishReason = 1
+	FinishReason_FINISH_REASON_LENGTH      FinishReason = 2
+	FinishReason_FINISH_REASON_CANCELLED   FinishReason = 3
+	FinishReason_FINISH_REASON_ERROR       FinishReason = 4
+)
+
+// Enum value maps for FinishReason.
+var (
+	FinishReason_name = map[int32]string{
+		0: "FINISH_REASON_UNSPECIFIED",
+		1: "FINISH_REASON_STOP",
+		2: "FINISH_REASON_LENGTH",
+		3: "FINISH_REASON_CANCELLED",
+		4: "FINISH_REASON_ERROR",
+	}
+	FinishReason_value = map[string]int32{
+		"FINISH_REASON_UNSPECIFIED": 0,
+		"FINISH_REASON_STOP":        1,
+		"FINISH_REASON_LENGTH":      2,
+		"FINISH_REASON_CANCELLED":   3,
+		"FINISH_REASON_ERROR":       4,
+	}
+)
+
+func (x FinishReason) Enum() *FinishReason {
+	p := new(FinishReason)
+	*p = x
+	return p
+}
+
+func (x FinishReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FinishReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_vigil_plugin_v1_engine_proto_enumTypes[1].Descriptor()
+}
+
+func (FinishReason) Type() protoreflect.EnumType {
+	return &file_vigil_plugin_v1_engine_proto_enumTypes[1]
+}
+
+func (x FinishReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FinishReason.Descriptor instead.
+func (FinishReason) EnumDescriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{1}
+}
+
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -719,6 +774,481 @@ func (*ShutdownResponse) Descriptor() ([]byte, []int) {
 	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{10}
 }
 
+// GenerateRequest is one request as the engine should see it.
+type GenerateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Engine-side request id, unique per request (the host makes it so).
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Types that are valid to be assigned to Prompt:
+	//
+	//	*GenerateRequest_Text
+	//	*GenerateRequest_TokenIds
+	Prompt      isGenerateRequest_Prompt `protobuf_oneof:"prompt"`
+	Temperature *float32                 `protobuf:"fixed32,4,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	TopP        *float32                 `protobuf:"fixed32,5,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
+	TopK        *uint32                  `protobuf:"varint,6,opt,name=top_k,json=topK,proto3,oneof" json:"top_k,omitempty"`
+	Seed        *int64                   `protobuf:"varint,7,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	// 0 means the engine's default.
+	MaxTokens     uint32   `protobuf:"varint,8,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	StopTokenIds  []uint32 `protobuf:"varint,9,rep,packed,name=stop_token_ids,json=stopTokenIds,proto3" json:"stop_token_ids,omitempty"`
+	Stop          []string `protobuf:"bytes,10,rep,name=stop,proto3" json:"stop,omitempty"`
+	IgnoreEos     bool     `protobuf:"varint,11,opt,name=ignore_eos,json=ignoreEos,proto3" json:"ignore_eos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GenerateRequest) Reset() {
+	*x = GenerateRequest{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GenerateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GenerateRequest) ProtoMessage() {}
+
+func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
+func (*GenerateRequest) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GenerateRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *GenerateRequest) GetPrompt() isGenerateRequest_Prompt {
+	if x != nil {
+		return x.Prompt
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetText() string {
+	if x != nil {
+		if x, ok := x.Prompt.(*GenerateRequest_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *GenerateRequest) GetTokenIds() *TokenIds {
+	if x != nil {
+		if x, ok := x.Prompt.(*GenerateRequest_TokenIds); ok {
+			return x.TokenIds
+		}
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetTemperature() float32 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetTopP() float32 {
+	if x != nil && x.TopP != nil {
+		return *x.TopP
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetTopK() uint32 {
+	if x != nil && x.TopK != nil {
+		return *x.TopK
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetSeed() int64 {
+	if x != nil && x.Seed != nil {
+		return *x.Seed
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetMaxTokens() uint32 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetStopTokenIds() []uint32 {
+	if x != nil {
+		return x.StopTokenIds
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetStop() []string {
+	if x != nil {
+		return x.Stop
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetIgnoreEos() bool {
+	if x != nil {
+		return x.IgnoreEos
+	}
+	return false
+}
+
+type isGenerateRequest_Prompt interface {
+	isGenerateRequest_Prompt()
+}
+
+type GenerateRequest_Text struct {
+	Text string `protobuf:"bytes,2,opt,name=text,proto3,oneof"`
+}
+
+type GenerateRequest_TokenIds struct {
+	TokenIds *TokenIds `protobuf:"bytes,3,opt,name=token_ids,json=tokenIds,proto3,oneof"`
+}
+
+func (*GenerateRequest_Text) isGenerateRequest_Prompt() {}
+
+func (*GenerateRequest_TokenIds) isGenerateRequest_Prompt() {}
+
+type TokenIds struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []uint32               `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenIds) Reset() {
+	*x = TokenIds{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenIds) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenIds) ProtoMessage() {}
+
+func (x *TokenIds) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenIds.ProtoReflect.Descriptor instead.
+func (*TokenIds) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *TokenIds) GetIds() []uint32 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type GenerateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*GenerateResponse_Chunk
+	//	*GenerateResponse_Final
+	Kind          isGenerateResponse_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GenerateResponse) Reset() {
+	*x = GenerateResponse{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GenerateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GenerateResponse) ProtoMessage() {}
+
+func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
+func (*GenerateResponse) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GenerateResponse) GetKind() isGenerateResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *GenerateResponse) GetChunk() *Chunk {
+	if x != nil {
+		if x, ok := x.Kind.(*GenerateResponse_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+func (x *GenerateResponse) GetFinal() *Final {
+	if x != nil {
+		if x, ok := x.Kind.(*GenerateResponse_Final); ok {
+			return x.Final
+		}
+	}
+	return nil
+}
+
+type isGenerateResponse_Kind interface {
+	isGenerateResponse_Kind()
+}
+
+type GenerateResponse_Chunk struct {
+	Chunk *Chunk `protobuf:"bytes,1,opt,name=chunk,proto3,oneof"`
+}
+
+type GenerateResponse_Final struct {
+	Final *Final `protobuf:"bytes,2,opt,name=final,proto3,oneof"`
+}
+
+func (*GenerateResponse_Chunk) isGenerateResponse_Kind() {}
+
+func (*GenerateResponse_Final) isGenerateResponse_Kind() {}
+
+type Chunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TokenIds      []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Chunk) Reset() {
+	*x = Chunk{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Chunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Chunk) ProtoMessage() {}
+
+func (x *Chunk) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
+func (*Chunk) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Chunk) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+func (x *Chunk) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type Final struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	FinishReason     FinishReason           `protobuf:"varint,1,opt,name=finish_reason,json=finishReason,proto3,enum=vigil.plugin.v1.FinishReason" json:"finish_reason,omitempty"`
+	PromptTokens     uint32                 `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	CompletionTokens uint32                 `protobuf:"varint,3,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Final) Reset() {
+	*x = Final{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Final) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Final) ProtoMessage() {}
+
+func (x *Final) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Final.ProtoReflect.Descriptor instead.
+func (*Final) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Final) GetFinishReason() FinishReason {
+	if x != nil {
+		return x.FinishReason
+	}
+	return FinishReason_FINISH_REASON_UNSPECIFIED
+}
+
+func (x *Final) GetPromptTokens() uint32 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
+func (x *Final) GetCompletionTokens() uint32 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+type AbortRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestIds    []string               `protobuf:"bytes,1,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortRequest) Reset() {
+	*x = AbortRequest{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortRequest) ProtoMessage() {}
+
+func (x *AbortRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
+func (*AbortRequest) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AbortRequest) GetRequestIds() []string {
+	if x != nil {
+		return x.RequestIds
+	}
+	return nil
+}
+
+type AbortResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortResponse) Reset() {
+	*x = AbortResponse{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortResponse) ProtoMessage() {}
+
+func (x *AbortResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
+func (*AbortResponse) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{17}
+}
+
 var File_vigil_plugin_v1_engine_proto protoreflect.FileDescriptor
 
 const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
@@ -764,17 +1294,63 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
-	"\x10ShutdownResponse*y\n" +
+	"\x10ShutdownResponse\"\xa3\x03\n" +
+	"\x0fGenerateRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
+	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x128\n" +
+	"\ttoken_ids\x18\x03 \x01(\v2\x19.vigil.plugin.v1.TokenIdsH\x00R\btokenIds\x12%\n" +
+	"\vtemperature\x18\x04 \x01(\x02H\x01R\vtemperature\x88\x01\x01\x12\x18\n" +
+	"\x05top_p\x18\x05 \x01(\x02H\x02R\x04topP\x88\x01\x01\x12\x18\n" +
+	"\x05top_k\x18\x06 \x01(\rH\x03R\x04topK\x88\x01\x01\x12\x17\n" +
+	"\x04seed\x18\a \x01(\x03H\x04R\x04seed\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\b \x01(\rR\tmaxTokens\x12$\n" +
+	"\x0estop_token_ids\x18\t \x03(\rR\fstopTokenIds\x12\x12\n" +
+	"\x04stop\x18\n" +
+	" \x03(\tR\x04stop\x12\x1d\n" +
+	"\n" +
+	"ignore_eos\x18\v \x01(\bR\tignoreEosB\b\n" +
+	"\x06promptB\x0e\n" +
+	"\f_temperatureB\b\n" +
+	"\x06_top_pB\b\n" +
+	"\x06_top_kB\a\n" +
+	"\x05_seed\"\x1c\n" +
+	"\bTokenIds\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\rR\x03ids\"z\n" +
+	"\x10GenerateResponse\x12.\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x16.vigil.plugin.v1.ChunkH\x00R\x05chunk\x12.\n" +
+	"\x05final\x18\x02 \x01(\v2\x16.vigil.plugin.v1.FinalH\x00R\x05finalB\x06\n" +
+	"\x04kind\"8\n" +
+	"\x05Chunk\x12\x1b\n" +
+	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"\x9d\x01\n" +
+	"\x05Final\x12B\n" +
+	"\rfinish_reason\x18\x01 \x01(\x0e2\x1d.vigil.plugin.v1.FinishReasonR\ffinishReason\x12#\n" +
+	"\rprompt_tokens\x18\x02 \x01(\rR\fpromptTokens\x12+\n" +
+	"\x11completion_tokens\x18\x03 \x01(\rR\x10completionTokens\"/\n" +
+	"\fAbortRequest\x12\x1f\n" +
+	"\vrequest_ids\x18\x01 \x03(\tR\n" +
+	"requestIds\"\x0f\n" +
+	"\rAbortResponse*y\n" +
 	"\fAvailability\x12\x1c\n" +
 	"\x18AVAILABILITY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14AVAILABILITY_SERVING\x10\x01\x12\x1a\n" +
 	"\x16AVAILABILITY_NOT_READY\x10\x02\x12\x15\n" +
-	"\x11AVAILABILITY_LOST\x10\x032\xcc\x02\n" +
+	"\x11AVAILABILITY_LOST\x10\x03*\x95\x01\n" +
+	"\fFinishReason\x12\x1d\n" +
+	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
+	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1b\n" +
+	"\x17FINISH_REASON_CANCELLED\x10\x03\x12\x17\n" +
+	"\x13FINISH_REASON_ERROR\x10\x042\xe7\x03\n" +
 	"\x06Engine\x12C\n" +
 	"\x04Info\x12\x1c.vigil.plugin.v1.InfoRequest\x1a\x1d.vigil.plugin.v1.InfoResponse\x12F\n" +
 	"\x05Start\x12\x1d.vigil.plugin.v1.StartRequest\x1a\x1e.vigil.plugin.v1.StartResponse\x12d\n" +
 	"\x11WatchAvailability\x12).vigil.plugin.v1.WatchAvailabilityRequest\x1a\".vigil.plugin.v1.AvailabilityEvent0\x01\x12O\n" +
-	"\bShutdown\x12 .vigil.plugin.v1.ShutdownRequest\x1a!.vigil.plugin.v1.ShutdownResponseB9Z7github.com/vigilhq/vigil/proto/vigil/plugin/v1;pluginv1b\x06proto3"
+	"\bShutdown\x12 .vigil.plugin.v1.ShutdownRequest\x1a!.vigil.plugin.v1.ShutdownResponse\x12Q\n" +
+	"\bGenerate\x12 .vigil.plugin.v1.GenerateRequest\x1a!.vigil.plugin.v1.GenerateResponse0\x01\x12F\n" +
+	"\x05Abort\x12\x1d.vigil.plugin.v1.AbortRequest\x1a\x1e.vigil.plugin.v1.AbortResponseB9Z7github.com/vigilhq/vigil/proto/vigil/plugin/v1;pluginv1b\x06proto3"
 
 var (
 	file_vigil_plugin_v1_engine_proto_rawDescOnce sync.Once
@@ -788,49 +1364,65 @@ func file_vigil_plugin_v1_engine_proto_rawDescGZIP() []byte {
 	return file_vigil_plugin_v1_engine_proto_rawDescData
 }
 
-var file_vigil_plugin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_vigil_plugin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_vigil_plugin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_vigil_plugin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_vigil_plugin_v1_engine_proto_goTypes = []any{
 	(Availability)(0),                // 0: vigil.plugin.v1.Availability
-	(*InfoRequest)(nil),              // 1: vigil.plugin.v1.InfoRequest
-	(*InfoResponse)(nil),             // 2: vigil.plugin.v1.InfoResponse
-	(*Capabilities)(nil),             // 3: vigil.plugin.v1.Capabilities
-	(*StartRequest)(nil),             // 4: vigil.plugin.v1.StartRequest
-	(*HealthPolicy)(nil),             // 5: vigil.plugin.v1.HealthPolicy
-	(*StartResponse)(nil),            // 6: vigil.plugin.v1.StartResponse
-	(*Worker)(nil),                   // 7: vigil.plugin.v1.Worker
-	(*WatchAvailabilityRequest)(nil), // 8: vigil.plugin.v1.WatchAvailabilityRequest
-	(*AvailabilityEvent)(nil),        // 9: vigil.plugin.v1.AvailabilityEvent
-	(*ShutdownRequest)(nil),          // 10: vigil.plugin.v1.ShutdownRequest
-	(*ShutdownResponse)(nil),         // 11: vigil.plugin.v1.ShutdownResponse
-	nil,                              // 12: vigil.plugin.v1.StartRequest.OptionsEntry
-	(*durationpb.Duration)(nil),      // 13: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 14: google.protobuf.Timestamp
+	(FinishReason)(0),                // 1: vigil.plugin.v1.FinishReason
+	(*InfoRequest)(nil),              // 2: vigil.plugin.v1.InfoRequest
+	(*InfoResponse)(nil),             // 3: vigil.plugin.v1.InfoResponse
+	(*Capabilities)(nil),             // 4: vigil.plugin.v1.Capabilities
+	(*StartRequest)(nil),             // 5: vigil.plugin.v1.StartRequest
+	(*HealthPolicy)(nil),             // 6: vigil.plugin.v1.HealthPolicy
+	(*StartResponse)(nil),            // 7: vigil.plugin.v1.StartResponse
+	(*Worker)(nil),                   // 8: vigil.plugin.v1.Worker
+	(*WatchAvailabilityRequest)(nil), // 9: vigil.plugin.v1.WatchAvailabilityRequest
+	(*AvailabilityEvent)(nil),        // 10: vigil.plugin.v1.AvailabilityEvent
+	(*ShutdownRequest)(nil),          // 11: vigil.plugin.v1.ShutdownRequest
+	(*ShutdownResponse)(nil),         // 12: vigil.plugin.v1.ShutdownResponse
+	(*GenerateRequest)(nil),          // 13: vigil.plugin.v1.GenerateRequest
+	(*TokenIds)(nil),                 // 14: vigil.plugin.v1.TokenIds
+	(*GenerateResponse)(nil),         // 15: vigil.plugin.v1.GenerateResponse
+	(*Chunk)(nil),                    // 16: vigil.plugin.v1.Chunk
+	(*Final)(nil),                    // 17: vigil.plugin.v1.Final
+	(*AbortRequest)(nil),             // 18: vigil.plugin.v1.AbortRequest
+	(*AbortResponse)(nil),            // 19: vigil.plugin.v1.AbortResponse
+	nil,                              // 20: vigil.plugin.v1.StartRequest.OptionsEntry
+	(*durationpb.Duration)(nil),      // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 22: google.protobuf.Timestamp
 }
 var file_vigil_plugin_v1_engine_proto_depIdxs = []int32{
-	3,  // 0: vigil.plugin.v1.InfoResponse.capabilities:type_name -> vigil.plugin.v1.Capabilities
-	13, // 1: vigil.plugin.v1.StartRequest.startup_deadline:type_name -> google.protobuf.Duration
-	5,  // 2: vigil.plugin.v1.StartRequest.health:type_name -> vigil.plugin.v1.HealthPolicy
-	12, // 3: vigil.plugin.v1.StartRequest.options:type_name -> vigil.plugin.v1.StartRequest.OptionsEntry
-	13, // 4: vigil.plugin.v1.HealthPolicy.interval:type_name -> google.protobuf.Duration
-	13, // 5: vigil.plugin.v1.HealthPolicy.timeout:type_name -> google.protobuf.Duration
-	13, // 6: vigil.plugin.v1.HealthPolicy.retry_max:type_name -> google.protobuf.Duration
-	7,  // 7: vigil.plugin.v1.StartResponse.worker:type_name -> vigil.plugin.v1.Worker
+	4,  // 0: vigil.plugin.v1.InfoResponse.capabilities:type_name -> vigil.plugin.v1.Capabilities
+	21, // 1: vigil.plugin.v1.StartRequest.startup_deadline:type_name -> google.protobuf.Duration
+	6,  // 2: vigil.plugin.v1.StartRequest.health:type_name -> vigil.plugin.v1.HealthPolicy
+	20, // 3: vigil.plugin.v1.StartRequest.options:type_name -> vigil.plugin.v1.StartRequest.OptionsEntry
+	21, // 4: vigil.plugin.v1.HealthPolicy.interval:type_name -> google.protobuf.Duration
+	21, // 5: vigil.plugin.v1.HealthPolicy.timeout:type_name -> google.protobuf.Duration
+	21, // 6: vigil.plugin.v1.HealthPolicy.retry_max:type_name -> google.protobuf.Duration
+	8,  // 7: vigil.plugin.v1.StartResponse.worker:type_name -> vigil.plugin.v1.Worker
 	0,  // 8: vigil.plugin.v1.AvailabilityEvent.availability:type_name -> vigil.plugin.v1.Availability
-	14, // 9: vigil.plugin.v1.AvailabilityEvent.time:type_name -> google.protobuf.Timestamp
-	1,  // 10: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
-	4,  // 11: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
-	8,  // 12: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
-	10, // 13: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
-	2,  // 14: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
-	6,  // 15: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
-	9,  // 16: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
-	11, // 17: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	22, // 9: vigil.plugin.v1.AvailabilityEvent.time:type_name -> google.protobuf.Timestamp
+	14, // 10: vigil.plugin.v1.GenerateRequest.token_ids:type_name -> vigil.plugin.v1.TokenIds
+	16, // 11: vigil.plugin.v1.GenerateResponse.chunk:type_name -> vigil.plugin.v1.Chunk
+	17, // 12: vigil.plugin.v1.GenerateResponse.final:type_name -> vigil.plugin.v1.Final
+	1,  // 13: vigil.plugin.v1.Final.finish_reason:type_name -> vigil.plugin.v1.FinishReason
+	2,  // 14: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
+	5,  // 15: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
+	9,  // 16: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
+	11, // 17: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
+	13, // 18: vigil.plugin.v1.Engine.Generate:input_type -> vigil.plugin.v1.GenerateRequest
+	18, // 19: vigil.plugin.v1.Engine.Abort:input_type -> vigil.plugin.v1.AbortRequest
+	3,  // 20: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
+	7,  // 21: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
+	10, // 22: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
+	12, // 23: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
+	15, // 24: vigil.plugin.v1.Engine.Generate:output_type -> vigil.plugin.v1.GenerateResponse
+	19, // 25: vigil.plugin.v1.Engine.Abort:output_type -> vigil.plugin.v1.AbortResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_vigil_plugin_v1_engine_proto_init() }
@@ -838,13 +1430,21 @@ func file_vigil_plugin_v1_engine_proto_init() {
 	if File_vigil_plugin_v1_engine_proto != nil {
 		return
 	}
+	file_vigil_plugin_v1_engine_proto_msgTypes[11].OneofWrappers = []any{
+		(*GenerateRequest_Text)(nil),
+		(*GenerateRequest_TokenIds)(nil),
+	}
+	file_vigil_plugin_v1_engine_proto_msgTypes[13].OneofWrappers = []any{
+		(*GenerateResponse_Chunk)(nil),
+		(*GenerateResponse_Final)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vigil_plugin_v1_engine_proto_rawDesc), len(file_vigil_plugin_v1_engine_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   12,
+			NumEnums:      2,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

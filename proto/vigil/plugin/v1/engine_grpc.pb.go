@@ -31,6 +31,8 @@ const (
 	Engine_Start_FullMethodName             = "/vigil.plugin.v1.Engine/Start"
 	Engine_WatchAvailability_FullMethodName = "/vigil.plugin.v1.Engine/WatchAvailability"
 	Engine_Shutdown_FullMethodName          = "/vigil.plugin.v1.Engine/Shutdown"
+	Engine_Generate_FullMethodName          = "/vigil.plugin.v1.Engine/Generate"
+	Engine_Abort_FullMethodName             = "/vigil.plugin.v1.Engine/Abort"
 )
 
 // EngineClient is the client API for Engine service.
@@ -40,9 +42,8 @@ const (
 // Engine is implemented by every engine adapter.
 //
 // The host calls Info once, then Start once, then WatchAvailability once, and
-// Shutdown when it stops. Generate and Abort (request forwarding) are added in
-// a later revision of this version as new RPCs; adapters that predate them
-// answer UNIMPLEMENTED.
+// Shutdown when it stops. Generate and Abort forward requests after Start;
+// an adapter without Capabilities.generate answers them UNIMPLEMENTED.
 type EngineClient interface {
 	// Info describes the adapter itself. It does not touch the engine and
 	// answers at once.
@@ -63,6 +64,15 @@ type EngineClient interface {
 	// Shutdown releases the adapter's engine connections. It never stops the
 	// engine itself. It is idempotent.
 	Shutdown(ctx context.Context, in *ShutdownRequest, opts ...grpc.CallOption) (*ShutdownResponse, error)
+	// Generate forwards one request to the engine and streams its output:
+	// zero or more chunks, then one final message, then OK. An error status
+	// instead ends the stream: before any chunk it means nothing was
+	// generated (UNAVAILABLE: the engine cannot take it; INVALID_ARGUMENT:
+	// the engine rejected a field); after a chunk, the engine failed mid-way.
+	// Cancelling the call aborts the engine-side request.
+	Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateResponse], error)
+	// Abort ends engine-side requests by id. Unknown ids are ignored.
+	Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error)
 }
 
 type engineClient struct {
@@ -122,6 +132,35 @@ func (c *engineClient) Shutdown(ctx context.Context, in *ShutdownRequest, opts .
 	return out, nil
 }
 
+func (c *engineClient) Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Engine_ServiceDesc.Streams[1], Engine_Generate_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GenerateRequest, GenerateResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_GenerateClient = grpc.ServerStreamingClient[GenerateResponse]
+
+func (c *engineClient) Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbortResponse)
+	err := c.cc.Invoke(ctx, Engine_Abort_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServer is the server API for Engine service.
 // All implementations must embed UnimplementedEngineServer
 // for forward compatibility.
@@ -129,9 +168,8 @@ func (c *engineClient) Shutdown(ctx context.Context, in *ShutdownRequest, opts .
 // Engine is implemented by every engine adapter.
 //
 // The host calls Info once, then Start once, then WatchAvailability once, and
-// Shutdown when it stops. Generate and Abort (request forwarding) are added in
-// a later revision of this version as new RPCs; adapters that predate them
-// answer UNIMPLEMENTED.
+// Shutdown when it stops. Generate and Abort forward requests after Start;
+// an adapter without Capabilities.generate answers them UNIMPLEMENTED.
 type EngineServer interface {
 	// Info describes the adapter itself. It does not touch the engine and
 	// answers at once.
@@ -152,6 +190,15 @@ type EngineServer interface {
 	// Shutdown releases the adapter's engine connections. It never stops the
 	// engine itself. It is idempotent.
 	Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error)
+	// Generate forwards one request to the engine and streams its output:
+	// zero or more chunks, then one final message, then OK. An error status
+	// instead ends the stream: before any chunk it means nothing was
+	// generated (UNAVAILABLE: the engine cannot take it; INVALID_ARGUMENT:
+	// the engine rejected a field); after a chunk, the engine failed mid-way.
+	// Cancelling the call aborts the engine-side request.
+	Generate(*GenerateRequest, grpc.ServerStreamingServer[GenerateResponse]) error
+	// Abort ends engine-side requests by id. Unknown ids are ignored.
+	Abort(context.Context, *AbortRequest) (*AbortResponse, error)
 	mustEmbedUnimplementedEngineServer()
 }
 
@@ -173,6 +220,12 @@ func (UnimplementedEngineServer) WatchAvailability(*WatchAvailabilityRequest, gr
 }
 func (UnimplementedEngineServer) Shutdown(context.Context, *ShutdownRequest) (*ShutdownResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Shutdown not implemented")
+}
+func (UnimplementedEngineServer) Generate(*GenerateRequest, grpc.ServerStreamingServer[GenerateResponse]) error {
+	return status.Error(codes.Unimplemented, "method Generate not implemented")
+}
+func (UnimplementedEngineServer) Abort(context.Context, *AbortRequest) (*AbortResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Abort not implemented")
 }
 func (UnimplementedEngineServer) mustEmbedUnimplementedEngineServer() {}
 func (UnimplementedEngineServer) testEmbeddedByValue()                {}
@@ -260,6 +313,35 @@ func _Engine_Shutdown_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Engine_Generate_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GenerateRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(EngineServer).Generate(m, &grpc.GenericServerStream[GenerateRequest, GenerateResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_GenerateServer = grpc.ServerStreamingServer[GenerateResponse]
+
+func _Engine_Abort_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServer).Abort(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Engine_Abort_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServer).Abort(ctx, req.(*AbortRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Engine_ServiceDesc is the grpc.ServiceDesc for Engine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -279,11 +361,20 @@ var Engine_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Shutdown",
 			Handler:    _Engine_Shutdown_Handler,
 		},
+		{
+			MethodName: "Abort",
+			Handler:    _Engine_Abort_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "WatchAvailability",
 			Handler:       _Engine_WatchAvailability_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Generate",
+			Handler:       _Engine_Generate_Handler,
 			ServerStreams: true,
 		},
 	},
