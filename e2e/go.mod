@@ -5,6 +5,14 @@ go 1.26.8
 require (
 	github.com/hashicorp/consul/api v1.34.5
 	go.uber.org/goleak v1.3.0
+	google.golang.org/grpc v1.85.0
+)
+
+require (
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 require (
@@ -23,6 +31,14 @@ require (
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
+	github.com/vigilhq/vigil/plugins/vllm v0.0.0
+	github.com/vigilhq/vigil/proto v0.0.0
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+replace github.com/vigilhq/vigil/proto => ../proto
+
+replace github.com/vigilhq/vigil/plugins/vllm => ../plugins/vllm
+
+replace github.com/vigilhq/vigil/sdk => ../sdk

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	vllmmock "github.com/vigilhq/vigil/plugins/vllm/mock"
 )
 
 // mock is a running vllm-mock.
@@ -56,20 +58,14 @@ func (m *mock) setHealth(t *testing.T, service, status string) {
 	m.post(t, "/health", map[string]string{"service": service, "status": status})
 }
 
-// mockState is the part of GET /state the tests read.
-type mockState struct {
-	Health           map[string]string `json:"health"`
-	LastHealthChange int64             `json:"last_health_change_unix_nano"`
-}
-
-func (m *mock) state(t *testing.T) mockState {
+func (m *mock) state(t *testing.T) vllmmock.State {
 	t.Helper()
 	resp, err := http.Get("http://" + m.Control + "/state")
 	if err != nil {
 		t.Fatalf("GET /state: %v", err)
 	}
 	defer resp.Body.Close()
-	var st mockState
+	var st vllmmock.State
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatalf("GET /state: %v", err)
 	}
@@ -78,7 +74,7 @@ func (m *mock) state(t *testing.T) mockState {
 
 // lastHealthChange is when the mock last changed a health status.
 func (m *mock) lastHealthChange(t *testing.T) time.Time {
-	return time.Unix(0, m.state(t).LastHealthChange)
+	return time.Unix(0, m.state(t).LastHealthChangeUnixNano)
 }
 
 // vigilOpts are the flags of one vigil run.

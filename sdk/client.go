@@ -19,7 +19,10 @@ type engineClient struct {
 	exited func() bool
 }
 
-var _ Engine = (*engineClient)(nil)
+var (
+	_ Engine    = (*engineClient)(nil)
+	_ Generator = (*engineClient)(nil)
+)
 
 func (c *engineClient) err(err error) error { return fromStatus(err, c.exited) }
 
@@ -50,6 +53,16 @@ func (c *engineClient) WatchAvailability(ctx context.Context) (<-chan Event, err
 	stream, err := c.client.WatchAvailability(ctx, &pluginv1.WatchAvailabilityRequest{})
 	if err != nil {
 		return nil, c.err(err)
+	}
+	// The adapter sends headers once its own WatchAvailability has
+	// succeeded. A stream that fails before them carries that call's error
+	// (ErrNotStarted, say), which is returned here as the Engine contract
+	// says rather than relayed as a Lost event. Header returns nil metadata
+	// when the stream ended without headers; Recv then gives its status.
+	if md, _ := stream.Header(); md == nil {
+		if _, err := stream.Recv(); err != nil && !errors.Is(err, io.EOF) {
+			return nil, c.err(err)
+		}
 	}
 	out := make(chan Event)
 	go func() {
@@ -86,5 +99,37 @@ func (c *engineClient) WatchAvailability(ctx context.Context) (<-chan Event, err
 
 func (c *engineClient) Shutdown(ctx context.Context) error {
 	_, err := c.client.Shutdown(ctx, &pluginv1.ShutdownRequest{})
+	return c.err(err)
+}
+
+// Generate relays the adapter's stream, calling send for each chunk.
+func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the adapter's stream, which aborts the engine request
+	stream, err := c.client.Generate(ctx, generateRequestToProto(req))
+	if err != nil {
+		return Result{}, c.err(err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return Result{}, fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
+			}
+			return Result{}, c.err(err)
+		}
+		if f := msg.GetFinal(); f != nil {
+			return resultFromProto(f), nil
+		}
+		ch := msg.GetChunk()
+		if err := send(Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText()}); err != nil {
+			return Result{}, err
+		}
+	}
+}
+
+// Abort asks the adapter to end engine-side requests.
+func (c *engineClient) Abort(ctx context.Context, requestIDs []string) error {
+	_, err := c.client.Abort(ctx, &pluginv1.AbortRequest{RequestIds: requestIDs})
 	return c.err(err)
 }

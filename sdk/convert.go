@@ -82,3 +82,61 @@ func eventFromProto(e *pluginv1.AvailabilityEvent) Event {
 	}
 	return Event{Availability: a, Reason: e.GetReason(), Time: e.GetTime().AsTime()}
 }
+
+func generateRequestToProto(r GenerateRequest) *pluginv1.GenerateRequest {
+	p := &pluginv1.GenerateRequest{
+		RequestId:    r.RequestID,
+		Temperature:  r.Temperature,
+		TopP:         r.TopP,
+		TopK:         r.TopK,
+		Seed:         r.Seed,
+		MaxTokens:    r.MaxTokens,
+		StopTokenIds: r.StopTokenIDs,
+		Stop:         r.Stop,
+		IgnoreEos:    r.IgnoreEOS,
+	}
+	if r.TokenIDs != nil {
+		p.Prompt = &pluginv1.GenerateRequest_TokenIds{TokenIds: &pluginv1.TokenIds{Ids: r.TokenIDs}}
+	} else {
+		p.Prompt = &pluginv1.GenerateRequest_Text{Text: r.Text}
+	}
+	return p
+}
+
+func generateRequestFromProto(p *pluginv1.GenerateRequest) GenerateRequest {
+	r := GenerateRequest{
+		RequestID:    p.GetRequestId(),
+		Text:         p.GetText(),
+		Temperature:  p.Temperature,
+		TopP:         p.TopP,
+		TopK:         p.TopK,
+		Seed:         p.Seed,
+		MaxTokens:    p.GetMaxTokens(),
+		StopTokenIDs: p.GetStopTokenIds(),
+		Stop:         p.GetStop(),
+		IgnoreEOS:    p.GetIgnoreEos(),
+	}
+	if ids := p.GetTokenIds(); ids != nil {
+		r.TokenIDs = ids.GetIds()
+		if r.TokenIDs == nil {
+			r.TokenIDs = []uint32{}
+		}
+	}
+	return r
+}
+
+func resultToProto(r Result) *pluginv1.Final {
+	return &pluginv1.Final{
+		FinishReason:     pluginv1.FinishReason(r.FinishReason),
+		PromptTokens:     r.PromptTokens,
+		CompletionTokens: r.CompletionTokens,
+	}
+}
+
+func resultFromProto(f *pluginv1.Final) Result {
+	return Result{
+		FinishReason:     FinishReason(f.GetFinishReason()),
+		PromptTokens:     f.GetPromptTokens(),
+		CompletionTokens: f.GetCompletionTokens(),
+	}
+}

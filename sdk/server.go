@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"fmt"
 
 	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
 )
@@ -42,6 +43,11 @@ func (s *engineServer) WatchAvailability(_ *pluginv1.WatchAvailabilityRequest, s
 	if err != nil {
 		return toStatus(err)
 	}
+	// Headers tell the client that the watch began; an error before them is
+	// the answer to WatchAvailability itself (see engineClient).
+	if err := stream.SendHeader(nil); err != nil {
+		return err
+	}
 	for ev := range events {
 		if err := stream.Send(eventToProto(ev)); err != nil {
 			return err
@@ -63,4 +69,31 @@ func (s *engineServer) Shutdown(ctx context.Context, _ *pluginv1.ShutdownRequest
 		return nil, toStatus(err)
 	}
 	return &pluginv1.ShutdownResponse{}, nil
+}
+
+func (s *engineServer) Generate(req *pluginv1.GenerateRequest, stream pluginv1.Engine_GenerateServer) error {
+	g, ok := s.impl.(Generator)
+	if !ok {
+		return toStatus(fmt.Errorf("%w: the adapter does not forward requests", ErrUnimplemented))
+	}
+	res, err := g.Generate(stream.Context(), generateRequestFromProto(req), func(c Chunk) error {
+		return stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Chunk{
+			Chunk: &pluginv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text},
+		}})
+	})
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Final{Final: resultToProto(res)}})
+}
+
+func (s *engineServer) Abort(ctx context.Context, req *pluginv1.AbortRequest) (*pluginv1.AbortResponse, error) {
+	g, ok := s.impl.(Generator)
+	if !ok {
+		return nil, toStatus(fmt.Errorf("%w: the adapter does not forward requests", ErrUnimplemented))
+	}
+	if err := g.Abort(ctx, req.GetRequestIds()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pluginv1.AbortResponse{}, nil
 }

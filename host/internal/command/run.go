@@ -53,6 +53,10 @@ func runCommand() *cli.Command {
 				Usage: "worker id, stable across restarts (default: NOMAD_ALLOC_ID-NOMAD_TASK_NAME under Nomad, else host name-listen port)"},
 			&cli.DurationFlag{Name: "grace-period", Value: 5 * time.Second, EnvVars: env("GRACE_PERIOD"),
 				Usage: "how long requests in flight may finish after the worker is withdrawn"},
+			&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("SHUTDOWN_DELAY"),
+				Usage: "after SIGTERM, keep admitting requests this long after the withdrawal while the engine serves, for load balancers that learn of it late"},
+			&cli.IntFlag{Name: "max-inflight", Value: endpoint.DefaultMaxInflight, EnvVars: env("MAX_INFLIGHT"),
+				Usage: "most requests in flight at once; more are refused with RESOURCE_EXHAUSTED"},
 			&cli.DurationFlag{Name: "startup-deadline", Value: sdk.DefaultStartupDeadline, EnvVars: env("STARTUP_DEADLINE"),
 				Usage: "how long to wait for the engine to serve before exiting 1"},
 			&cli.DurationFlag{Name: "check-ttl", Value: 5 * time.Second, EnvVars: env("CHECK_TTL"),
@@ -98,6 +102,8 @@ type runConfig struct {
 	registryDir          string
 	service, workerID    string
 	grace, ttl, deregAft time.Duration
+	shutdownDelay        time.Duration
+	maxInflight          int
 	logFormat, logLevel  string
 }
 
@@ -129,7 +135,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return &exitError{code: supervisor.ExitFailure, msg: fmt.Sprintf("--listen %s: %v", cfg.listen, err)}
 	}
-	ep := endpoint.New(lis)
+	ep := endpoint.New(lis, cfg.maxInflight, log.Named("endpoint"))
 	defer ep.Close()
 	go func() {
 		if err := ep.Serve(); err != nil {
@@ -152,10 +158,11 @@ func runAction(c *cli.Context) error {
 			Service: cfg.service, WorkerID: cfg.workerID, Engine: cfg.engine,
 			Address: cfg.advHost, Port: cfg.advPort,
 		},
-		Announcer:   discovery.NewAnnouncer(registry, cfg.ttl, log),
-		Endpoint:    ep,
-		GracePeriod: cfg.grace,
-		Logger:      log,
+		Announcer:     discovery.NewAnnouncer(registry, cfg.ttl, log),
+		Endpoint:      ep,
+		GracePeriod:   cfg.grace,
+		ShutdownDelay: cfg.shutdownDelay,
+		Logger:        log,
 	}, signals)
 	log.Info("exiting", "code", code)
 	if code != 0 {
@@ -195,17 +202,19 @@ func newRegistry(cfg runConfig) (discovery.Registry, error) {
 // accepts.
 func parseRun(c *cli.Context) (runConfig, error) {
 	cfg := runConfig{
-		engine:       c.String("engine"),
-		enginePlugin: c.String("engine-plugin"),
-		discovery:    c.String("discovery"),
-		registryDir:  c.String("registry-dir"),
-		service:      c.String("service-name"),
-		workerID:     c.String("worker-id"),
-		grace:        c.Duration("grace-period"),
-		ttl:          c.Duration("check-ttl"),
-		deregAft:     c.Duration("deregister-after"),
-		logFormat:    c.String("log-format"),
-		logLevel:     strings.ToLower(c.String("log-level")),
+		engine:        c.String("engine"),
+		enginePlugin:  c.String("engine-plugin"),
+		discovery:     c.String("discovery"),
+		registryDir:   c.String("registry-dir"),
+		service:       c.String("service-name"),
+		workerID:      c.String("worker-id"),
+		grace:         c.Duration("grace-period"),
+		ttl:           c.Duration("check-ttl"),
+		deregAft:      c.Duration("deregister-after"),
+		shutdownDelay: c.Duration("shutdown-delay"),
+		maxInflight:   c.Int("max-inflight"),
+		logFormat:     c.String("log-format"),
+		logLevel:      strings.ToLower(c.String("log-level")),
 	}
 	if cfg.enginePlugin == "" && !builtin.Has(cfg.engine) {
 		return cfg, usageErrorf("--engine %q: unknown engine; built-in engines: %s (or give an adapter executable with --engine-plugin)",
@@ -235,7 +244,7 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		flag string
 		min  time.Duration
 	}{
-		{"grace-period", 0}, {"startup-deadline", time.Nanosecond}, {"check-ttl", time.Second},
+		{"grace-period", 0}, {"shutdown-delay", 0}, {"startup-deadline", time.Nanosecond}, {"check-ttl", time.Second},
 		{"deregister-after", consul.MinDeregisterAfter}, {"health-interval", time.Millisecond},
 		{"health-timeout", time.Millisecond}, {"engine-retry-max", time.Millisecond},
 	} {
@@ -245,6 +254,9 @@ func parseRun(c *cli.Context) (runConfig, error) {
 			}
 			return cfg, usageErrorf("--%s %s: must be a duration of at least %s", d.flag, v, d.min)
 		}
+	}
+	if cfg.maxInflight < 1 {
+		return cfg, usageErrorf("--max-inflight %d: must be 1 or more", cfg.maxInflight)
 	}
 	if n := c.Int("health-failures"); n < 1 {
 		return cfg, usageErrorf("--health-failures %d: must be 1 or more", n)

@@ -26,9 +26,12 @@ const adapterShutdownTimeout = 2 * time.Second
 
 // Endpoint is the worker's request endpoint as the lifecycle drives it.
 type Endpoint interface {
-	// SetServing admits requests (true) or refuses them (false), and
-	// reports the same in the endpoint's gRPC health.
-	SetServing(bool)
+	// Attach gives the endpoint the engine to forward requests to, once
+	// the engine serves.
+	Attach(g sdk.Generator, w sdk.Worker)
+	// Admit admits requests (true) or refuses them with reason (false),
+	// and reports the same in the endpoint's gRPC health.
+	Admit(admit bool, reason string)
 	// Drain refuses new requests and returns when none is in flight, or
 	// when ctx ends, after ending those still in flight.
 	Drain(ctx context.Context)
@@ -64,14 +67,18 @@ type Config struct {
 	Endpoint Endpoint
 	// GracePeriod bounds the drain.
 	GracePeriod time.Duration
-	Logger      hclog.Logger
+	// ShutdownDelay keeps admitting requests this long after a stop
+	// signal's withdrawal, while the engine serves, for load balancers that
+	// learn of the withdrawal late (as Nomad's shutdown_delay). 0: none.
+	ShutdownDelay time.Duration
+	Logger        hclog.Logger
 }
 
 // Run runs the lifecycle until it stops and returns the exit code. signals
 // delivers SIGTERM and SIGINT; the caller subscribes before Run so that no
 // signal is lost during start-up.
 func Run(ctx context.Context, cfg Config, signals <-chan os.Signal) int {
-	s := &supervisor{cfg: cfg, log: cfg.Logger, state: StateStarting}
+	s := &supervisor{cfg: cfg, log: cfg.Logger, state: StateStarting, lost: make(chan struct{})}
 	return s.run(ctx, signals)
 }
 
@@ -85,10 +92,10 @@ type supervisor struct {
 	cause       Input // InputLost or InputStop, whichever came first
 	drained     chan struct{}
 	cancelDrain context.CancelFunc
+	lost        chan struct{} // closed on the first loss
 }
 
 func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
-	s.cfg.Endpoint.SetServing(false)
 	s.log.Info("starting engine adapter", "engine", s.cfg.Registration.Engine)
 	p, err := s.cfg.Launch()
 	if err != nil {
@@ -107,6 +114,9 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
 	worker, code, ok := s.waitForEngine(ctx, signals)
 	if !ok {
 		return code
+	}
+	if g, ok := p.Engine.(sdk.Generator); ok && info.Capabilities.Generate {
+		s.cfg.Endpoint.Attach(g, worker)
 	}
 	s.reg = s.cfg.Registration
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = worker.ServedModelName, worker.ModelID, worker.InstanceID
@@ -201,6 +211,11 @@ func (s *supervisor) waitForEngine(ctx context.Context, signals <-chan os.Signal
 // step feeds one input to the lifecycle.
 func (s *supervisor) step(in Input, reason string) {
 	if in == InputLost {
+		select {
+		case <-s.lost:
+		default:
+			close(s.lost)
+		}
 		if s.cause == 0 {
 			s.log.Error("engine lost", "reason", reason)
 		} else {
@@ -224,9 +239,9 @@ func (s *supervisor) enter(st State) {
 	switch st {
 	case StateServing:
 		s.cfg.Announcer.Announce(s.reg)
-		s.cfg.Endpoint.SetServing(true)
+		s.cfg.Endpoint.Admit(true, "")
 	case StateNotReady:
-		s.cfg.Endpoint.SetServing(false)
+		s.cfg.Endpoint.Admit(false, "worker not ready: the engine is asleep or paused")
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.GracePeriod)
 			defer cancel()
@@ -235,27 +250,56 @@ func (s *supervisor) enter(st State) {
 			}
 		}()
 	case StateDraining:
-		s.cfg.Endpoint.SetServing(false)
+		delay := time.Duration(0)
+		if s.cause == InputStop {
+			delay = s.cfg.ShutdownDelay
+		}
+		if delay == 0 {
+			s.cfg.Endpoint.Admit(false, s.refusal())
+		}
 		s.drained = make(chan struct{})
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.GracePeriod)
+		ctx, cancel := context.WithCancel(context.Background())
 		s.cancelDrain = cancel
-		go s.drain(ctx)
+		go s.drain(ctx, delay)
 	}
 }
 
-// drain withdraws the worker and lets requests in flight finish, both
-// within the grace period, then shuts the adapter down.
-func (s *supervisor) drain(ctx context.Context) {
+// refusal is what refused clients are told while draining.
+func (s *supervisor) refusal() string {
+	if s.cause == InputLost {
+		return "worker draining: engine lost"
+	}
+	return "worker draining"
+}
+
+// drain withdraws the worker at once; after the shutdown delay (or at once
+// when the engine is lost) it stops admitting and lets requests in flight
+// finish within the grace period; then it shuts the adapter down.
+func (s *supervisor) drain(ctx context.Context, delay time.Duration) {
 	defer close(s.drained)
 	defer s.cancelDrain()
+	withdrawCtx, cancel := context.WithTimeout(ctx, delay+s.cfg.GracePeriod)
+	defer cancel()
 	withdrawn := make(chan struct{})
 	go func() {
 		defer close(withdrawn)
-		if err := s.cfg.Announcer.Withdraw(ctx); err != nil {
+		if err := s.cfg.Announcer.Withdraw(withdrawCtx); err != nil {
 			s.log.Error("withdrawing the worker failed within the grace period", "error", err)
 		}
 	}()
-	s.cfg.Endpoint.Drain(ctx)
+	if delay > 0 {
+		s.log.Info("withdrawn; admitting requests for the shutdown delay", "shutdown_delay", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-s.lost:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	graceCtx, cancelGrace := context.WithTimeout(ctx, s.cfg.GracePeriod)
+	defer cancelGrace()
+	s.cfg.Endpoint.Drain(graceCtx)
 	<-withdrawn
 	s.shutdownAdapter()
 }

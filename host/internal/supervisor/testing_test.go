@@ -67,8 +67,9 @@ type fakeEndpoint struct {
 	release chan struct{} // nil: nothing in flight
 }
 
-func (e *fakeEndpoint) SetServing(b bool) { e.mu.Lock(); e.serving = b; e.mu.Unlock() }
-func (e *fakeEndpoint) Serving() bool     { e.mu.Lock(); defer e.mu.Unlock(); return e.serving }
+func (e *fakeEndpoint) Attach(sdk.Generator, sdk.Worker) {}
+func (e *fakeEndpoint) Admit(b bool, _ string)           { e.mu.Lock(); e.serving = b; e.mu.Unlock() }
+func (e *fakeEndpoint) Serving() bool                    { e.mu.Lock(); defer e.mu.Unlock(); return e.serving }
 func (e *fakeEndpoint) Drain(ctx context.Context) {
 	if e.release == nil {
 		return

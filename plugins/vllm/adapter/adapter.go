@@ -68,7 +68,7 @@ func (a *Adapter) Info(context.Context) (sdk.AdapterInfo, error) {
 	return sdk.AdapterInfo{
 		Name:         Name,
 		Version:      Version,
-		Capabilities: sdk.Capabilities{Readiness: true},
+		Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: true},
 	}, nil
 }
 
@@ -158,6 +158,13 @@ func readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) 
 		KVBlockSize:       server.GetKvBlockSize(),
 		SupportsTextInput: model.GetSupportsTextInput(),
 	}, nil
+}
+
+// connection returns the engine connection, nil before Start.
+func (a *Adapter) connection() *grpc.ClientConn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.conn
 }
 
 // WatchAvailability follows "" for liveness and "vllm.Inference" for

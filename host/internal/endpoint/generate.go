@@ -1,0 +1,203 @@
+package endpoint
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"github.com/vigilhq/vigil/sdk"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// admission is one admitted request.
+type admission struct {
+	seq    uint64
+	engine sdk.Generator
+	worker sdk.Worker
+	ctx    context.Context
+}
+
+// admit admits a request or says why not, as a gRPC status.
+func (s *Server) admit(parent context.Context) (admission, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.admitting {
+		return admission{}, status.Error(codes.Unavailable, s.refusal)
+	}
+	if len(s.inflight) >= s.maxInflight {
+		return admission{}, status.Errorf(codes.ResourceExhausted, "worker has %d requests in flight, the most it admits (--max-inflight)", s.maxInflight)
+	}
+	s.seq++
+	ctx, cancel := context.WithCancelCause(parent)
+	s.inflight[s.seq] = cancel
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	return admission{seq: s.seq, engine: s.engine, worker: s.worker, ctx: ctx}, nil
+}
+
+func (s *Server) release(a admission) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cancel, ok := s.inflight[a.seq]; ok {
+		cancel(nil)
+		delete(s.inflight, a.seq)
+	}
+	if len(s.inflight) == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// Generate forwards one request through the adapter; see the Worker service
+// in vigil.worker.v1 for the stream contract.
+func (s *Server) Generate(req *workerv1.GenerateRequest, stream workerv1.Worker_GenerateServer) error {
+	a, err := s.admit(stream.Context())
+	if err != nil {
+		return err
+	}
+	defer s.release(a)
+	if err := validate(req, a.worker); err != nil {
+		return err
+	}
+	id := req.GetRequestId()
+	if id == "" {
+		id = newRequestID()
+	}
+	// Clients may reuse ids; the engine must not see one twice.
+	engineReq := toEngine(req, id+"-"+strconv.FormatUint(a.seq, 10))
+
+	var sentTokens uint32
+	sent := false
+	res, err := a.engine.Generate(a.ctx, engineReq, func(c sdk.Chunk) error {
+		sent = true
+		sentTokens += uint32(len(c.TokenIDs))
+		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{
+			Chunk: &workerv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text},
+		}})
+	})
+	if err == nil {
+		return stream.Send(final(id, finishToProto(res.FinishReason), "", res.PromptTokens, res.CompletionTokens))
+	}
+	if stream.Context().Err() != nil {
+		return status.FromContextError(stream.Context().Err()).Err()
+	}
+	graceEnded := errors.Is(context.Cause(a.ctx), errGraceEnded)
+	if !sent {
+		switch {
+		case graceEnded:
+			return status.Error(codes.Unavailable, errGraceEnded.Error())
+		case errors.Is(err, sdk.ErrInvalidArgument):
+			return status.Error(codes.InvalidArgument, err.Error())
+		case errors.Is(err, sdk.ErrUnavailable), errors.Is(err, sdk.ErrPluginExited):
+			return status.Errorf(codes.Unavailable, "engine unavailable: %v", err)
+		}
+		s.log.Warn("request failed before its first token", "request_id", id, "error", err)
+		return status.Errorf(codes.Unavailable, "engine request failed: %v", err)
+	}
+	desc := fmt.Sprintf("engine request failed mid-stream: %v", err)
+	if graceEnded {
+		desc = errGraceEnded.Error()
+	}
+	prompt := uint32(len(req.GetTokenIds().GetIds()))
+	if sendErr := stream.Send(final(id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, prompt, sentTokens)); sendErr != nil {
+		return sendErr
+	}
+	return status.Error(codes.Unavailable, desc)
+}
+
+func final(id string, reason workerv1.FinishReason, desc string, prompt, completion uint32) *workerv1.GenerateResponse {
+	return &workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: &workerv1.Final{
+		FinishReason: reason,
+		Description:  desc,
+		Usage:        &workerv1.Usage{PromptTokens: prompt, CompletionTokens: completion},
+		RequestId:    id,
+	}}}
+}
+
+func finishToProto(f sdk.FinishReason) workerv1.FinishReason {
+	switch f {
+	case sdk.FinishStop:
+		return workerv1.FinishReason_FINISH_REASON_STOP
+	case sdk.FinishLength:
+		return workerv1.FinishReason_FINISH_REASON_LENGTH
+	case sdk.FinishCancelled:
+		return workerv1.FinishReason_FINISH_REASON_CANCELLED
+	default:
+		return workerv1.FinishReason_FINISH_REASON_ERROR
+	}
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "req-" + hex.EncodeToString(b[:])
+}
+
+// validate checks a request against the worker; every error is
+// INVALID_ARGUMENT (or NOT_FOUND for the model) and names the field.
+func validate(req *workerv1.GenerateRequest, w sdk.Worker) error {
+	if m := req.GetModel(); m != "" && m != w.ServedModelName {
+		return status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
+	}
+	var promptLen uint32
+	switch p := req.GetPrompt().(type) {
+	case *workerv1.GenerateRequest_Text:
+		if p.Text == "" {
+			return status.Error(codes.InvalidArgument, "prompt: must not be empty")
+		}
+		if !w.SupportsTextInput {
+			return status.Error(codes.InvalidArgument, "prompt.text: this worker's engine takes token ids only; send prompt.token_ids")
+		}
+	case *workerv1.GenerateRequest_TokenIds:
+		promptLen = uint32(len(p.TokenIds.GetIds()))
+		if promptLen == 0 {
+			return status.Error(codes.InvalidArgument, "prompt: must not be empty")
+		}
+	default:
+		return status.Error(codes.InvalidArgument, "prompt: must not be empty: set prompt.text or prompt.token_ids")
+	}
+	if max := w.MaxModelLen; max > 0 {
+		if promptLen >= max {
+			return status.Errorf(codes.InvalidArgument, "prompt.token_ids: %d tokens, but the model's maximum length is %d", promptLen, max)
+		}
+		if mt := req.GetStopping().GetMaxTokens(); mt > max-promptLen {
+			return status.Errorf(codes.InvalidArgument, "stopping.max_tokens: %d plus the prompt's %d tokens exceeds the model's maximum length %d", mt, promptLen, max)
+		}
+	}
+	s := req.GetSampling()
+	if s == nil {
+		return nil
+	}
+	if s.Temperature != nil && *s.Temperature < 0 {
+		return status.Errorf(codes.InvalidArgument, "sampling.temperature: %g: must be 0 or more", *s.Temperature)
+	}
+	if s.TopP != nil && (*s.TopP <= 0 || *s.TopP > 1) {
+		return status.Errorf(codes.InvalidArgument, "sampling.top_p: %g: must be in (0, 1]", *s.TopP)
+	}
+	return nil
+}
+
+func toEngine(req *workerv1.GenerateRequest, engineID string) sdk.GenerateRequest {
+	st := req.GetStopping()
+	r := sdk.GenerateRequest{
+		RequestID:    engineID,
+		Text:         req.GetText(),
+		MaxTokens:    st.GetMaxTokens(),
+		StopTokenIDs: st.GetStopTokenIds(),
+		Stop:         st.GetStop(),
+		IgnoreEOS:    st.GetIgnoreEos(),
+	}
+	if s := req.GetSampling(); s != nil {
+		r.Temperature, r.TopP, r.TopK, r.Seed = s.Temperature, s.TopP, s.TopK, s.Seed
+	}
+	if ids := req.GetTokenIds(); ids != nil {
+		r.TokenIDs = ids.GetIds()
+	}
+	return r
+}

@@ -1,0 +1,89 @@
+package sdk
+
+import "context"
+
+// Generator is the optional request-forwarding side of an adapter, for
+// adapters that set Capabilities.Generate. Both methods are called only
+// after a successful Start, concurrently with each other and with
+// themselves.
+type Generator interface {
+	// Generate forwards req to the engine and calls send for each chunk of
+	// output, in order, from the calling goroutine; it returns the final
+	// result after the last chunk. An error before the first send means
+	// nothing was generated: wrap ErrUnavailable when the engine cannot take
+	// the request, ErrInvalidArgument (naming the field) when it rejects it.
+	// When ctx ends, Generate aborts the engine-side request and returns
+	// ctx's error. When send fails, Generate aborts likewise and returns
+	// send's error.
+	Generate(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error)
+
+	// Abort ends engine-side requests by id; unknown ids are ignored.
+	Abort(ctx context.Context, requestIDs []string) error
+}
+
+// GenerateRequest is one request as the engine should see it.
+type GenerateRequest struct {
+	// RequestID is the engine-side id, unique per request.
+	RequestID string
+	// Text or TokenIDs is the prompt; exactly one is set.
+	Text     string
+	TokenIDs []uint32
+	// Sampling; nil means the engine's default.
+	Temperature *float32
+	TopP        *float32
+	TopK        *uint32
+	Seed        *int64
+	// MaxTokens is the most tokens to generate; 0 means the engine's
+	// default.
+	MaxTokens    uint32
+	StopTokenIDs []uint32
+	Stop         []string
+	IgnoreEOS    bool
+}
+
+// Chunk is new output: token ids and, when the engine detokenizes, their
+// text.
+type Chunk struct {
+	TokenIDs []uint32
+	Text     string
+}
+
+// FinishReason says why a generation ended. The numbers match
+// vigil.plugin.v1.FinishReason and vigil.worker.v1.FinishReason.
+type FinishReason int
+
+// Finish reasons.
+const (
+	FinishUnknown FinishReason = iota
+	// FinishStop: a stop token or string, or end of sequence.
+	FinishStop
+	// FinishLength: max tokens or the model's length reached.
+	FinishLength
+	// FinishCancelled: aborted.
+	FinishCancelled
+	// FinishError: the engine failed.
+	FinishError
+)
+
+func (f FinishReason) String() string {
+	switch f {
+	case FinishStop:
+		return "stop"
+	case FinishLength:
+		return "length"
+	case FinishCancelled:
+		return "cancelled"
+	case FinishError:
+		return "error"
+	default:
+		return "unknown"
+	}
+}
+
+// Result ends a generation.
+type Result struct {
+	FinishReason FinishReason
+	// PromptTokens and CompletionTokens count tokens, as the engine reports.
+	PromptTokens     uint32
+	CompletionTokens uint32
+}
