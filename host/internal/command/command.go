@@ -44,7 +44,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 			"moment the engine is lost, so that its supervisor restarts it.",
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Commands:  []*cli.Command{runCommand(), versionCommand()},
+		Commands:  []*cli.Command{runCommand(), routeCommand(), versionCommand()},
 		// Exit codes are decided in Main, not inside the library.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

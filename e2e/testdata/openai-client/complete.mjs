@@ -1,0 +1,18 @@
+// Streams one completion through an OpenAI-compatible endpoint with the
+// official openai package, as an ordinary client would, and prints what it
+// received as one JSON line. Usage: node complete.mjs BASE_URL MODEL PROMPT
+import OpenAI from "openai";
+
+const [baseURL, model, prompt] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: "dummy-key", maxRetries: 0, timeout: 30_000 });
+const stream = await client.completions.create({ model, prompt, max_tokens: 8, stream: true });
+let text = "";
+let chunks = 0;
+let finish = null;
+for await (const chunk of stream) {
+  chunks++;
+  const choice = chunk.choices[0];
+  text += choice?.text ?? "";
+  finish = choice?.finish_reason ?? finish;
+}
+console.log(JSON.stringify({ chunks, text, finish }));

@@ -1,0 +1,152 @@
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/discovery/file"
+	"github.com/vigilhq/vigil/host/internal/router"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func TestRouteRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"discovery", []string{"--discovery", "zk"}, `--discovery "zk": want file or consul`},
+		{"empty registry dir", []string{"--registry-dir", ""}, "--registry-dir: must not be empty"},
+		{"service", []string{"--service-name", "a b"}, `--service-name "a b"`},
+		{"listen", []string{"--listen", "8480"}, `--listen "8480": want host:port`},
+		{"http listen", []string{"--http-listen", "127.0.0.1:99999"}, `--http-listen "127.0.0.1:99999": port must be a number from 0 to 65535`},
+		{"same address", []string{"--listen", "127.0.0.1:9000", "--http-listen", "127.0.0.1:9000"}, "must differ from --listen"},
+		{"retries", []string{"--retries", "-1"}, "--retries -1: must be 0 or more"},
+		{"request timeout", []string{"--request-timeout", "0s"}, "--request-timeout 0s: must be a positive duration"},
+		{"max body", []string{"--max-body-bytes", "0"}, "--max-body-bytes 0: must be 1 or more"},
+		{"log format", []string{"--log-format", "xml"}, `--log-format "xml": want text or json`},
+		{"log level", []string{"--log-level", "loud"}, `--log-level "loud"`},
+		{"argument", []string{"extra"}, "route takes no arguments"},
+		{"unparsable", []string{"--retries", "many"}, "retries"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := runArgs(t, append([]string{"route", "--registry-dir", t.TempDir()}, tc.args...)...)
+			if code != ExitUsage {
+				t.Errorf("exit code = %d, want %d; output:\n%s", code, ExitUsage, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("output does not contain %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+func TestRouteFlagsFromEnvironment(t *testing.T) {
+	t.Setenv("VIGIL_HTTP_LISTEN", "nowhere")
+	code, out := runArgs(t, "route", "--registry-dir", t.TempDir())
+	if code != ExitUsage || !strings.Contains(out, `--http-listen "nowhere"`) {
+		t.Errorf("got exit %d, output:\n%s\nwant exit 2 naming --http-listen", code, out)
+	}
+}
+
+// notifySource is a Source that closes first once its first set of
+// workers has reached the router.
+type notifySource struct {
+	router.Source
+	first chan struct{}
+}
+
+func (s notifySource) Run(ctx context.Context, update func([]router.Endpoint)) {
+	sent := false
+	s.Source.Run(ctx, func(eps []router.Endpoint) {
+		update(eps)
+		if !sent {
+			sent = true
+			close(s.first)
+		}
+	})
+}
+
+func TestRouteServesAndStopsOnSignal(t *testing.T) {
+	dir := t.TempDir()
+	w := discovery.Registration{Service: "llm", WorkerID: "w1", Address: "127.0.0.1", Port: 1, Engine: "vllm", Model: "m"}
+	if err := file.New(dir, time.Minute).Register(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	cfg := routeConfig{
+		discovery: "file", registryDir: dir, service: "llm",
+		listen: "127.0.0.1:0", httpListen: "127.0.0.1:0",
+		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20, logFormat: "text", logLevel: "debug",
+	}
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: io.Discard})
+	src := notifySource{Source: router.NewFileSource(dir, "llm", log), first: make(chan struct{})}
+	signals := make(chan os.Signal, 2)
+	addrs := make(chan [2]net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveRoute(t.Context(), cfg, src, log, signals, func(g, h net.Addr) { addrs <- [2]net.Addr{g, h} })
+	}()
+	a := <-addrs
+	<-src.first
+
+	resp, err := http.Get("http://" + a[1].String() + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var models struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&models)
+	resp.Body.Close()
+	if err != nil || len(models.Data) != 1 || models.Data[0].ID != "m" {
+		t.Errorf("/v1/models: %+v, %v; want model m from the file registry", models, err)
+	}
+
+	cc, err := grpc.NewClient("passthrough:///"+a[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	hr, err := healthpb.NewHealthClient(cc).Check(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("grpc health: %v, %v; want SERVING", hr.GetStatus(), err)
+	}
+
+	signals <- syscall.SIGTERM
+	if err := <-done; err != nil {
+		t.Errorf("after SIGTERM: %v, want nil (exit 0)", err)
+	}
+	if _, err := http.Get("http://" + a[1].String() + "/health"); err == nil {
+		t.Errorf("HTTP still accepting after the drain")
+	}
+}
+
+func TestRouteListenFailure(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	cfg := routeConfig{
+		discovery: "file", registryDir: t.TempDir(), service: "llm",
+		listen: "127.0.0.1:0", httpListen: lis.Addr().String(),
+		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20,
+	}
+	err = serveRoute(t.Context(), cfg, router.NewFileSource(cfg.registryDir, "llm", nil), hclog.NewNullLogger(), nil, nil)
+	ec, ok := err.(*exitError)
+	if !ok || ec.code != 1 || !strings.Contains(ec.msg, "--http-listen") {
+		t.Errorf("got %v, want exit 1 naming --http-listen", err)
+	}
+}

@@ -1,0 +1,33 @@
+// Package router provides `vigil route`: a router in front of a fleet of
+// vigil workers that it finds in discovery, serving the worker API
+// (vigil.worker.v1) over gRPC and an OpenAI-compatible completions API over
+// HTTP.
+//
+// How a request travels:
+//
+//  1. A [Source] watches discovery (Consul's health endpoint with blocking
+//     queries, or the file registry polled every 100ms) and hands every
+//     changed set of passing workers to [Pool.Update]. Each set replaces the
+//     previous one at once: a worker that discovery dropped is never picked
+//     again, even by a request already retrying.
+//  2. The [Pool] keeps one gRPC connection per worker address, opened when
+//     the address appears and closed when it has left discovery and its last
+//     stream has ended. It picks workers round-robin among those serving the
+//     requested model (any worker when the request names none), skipping
+//     workers this request has already tried.
+//  3. The [Proxy] sends the request to the picked worker. When the worker
+//     answers UNAVAILABLE or RESOURCE_EXHAUSTED before its first message,
+//     nothing was generated, so the Proxy tries another worker, up to
+//     [ProxyConfig.Retries] more times. From the first message on it relays
+//     the worker's stream as it is: chunks, the final message, the status.
+//     A request no current worker can serve fails with NOT_FOUND when workers
+//     are known but none serves the model, and with UNAVAILABLE otherwise.
+//  4. [NewGRPCServer] serves the Proxy as vigil.worker.v1.Worker (the same
+//     API a single worker serves), beside grpc.health.v1.
+//     [NewHTTPHandler] maps POST /v1/completions, GET /v1/models and
+//     GET /health onto it; gRPC status codes become HTTP statuses and
+//     OpenAI error bodies.
+//
+// The client's cancellation and the request timeout travel to the worker as
+// the context of its call, so an abandoned request stops generating.
+package router

@@ -1,0 +1,266 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeWorker is an in-process vigil worker on loopback. By default it
+// answers every request with the chunks "hello" and " world" and a final
+// STOP; its knobs change that.
+type fakeWorker struct {
+	ep       Endpoint
+	requests atomic.Int64
+
+	mu sync.Mutex
+	// refuse, when not OK, fails requests with this code before any
+	// message.
+	refuse codes.Code
+	// breakAfterChunk sends one chunk, then a final ERROR and UNAVAILABLE,
+	// as a worker whose engine was lost mid-generation.
+	breakAfterChunk bool
+	// hold makes requests wait for the client to go away; the first one
+	// closes holding when it starts waiting, and cancelled when it is done.
+	hold      bool
+	holdOnce  sync.Once
+	holding   chan struct{}
+	cancelled chan struct{}
+	last      *workerv1.GenerateRequest
+
+	workerv1.UnimplementedWorkerServer
+}
+
+func (w *fakeWorker) set(f func(w *fakeWorker)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f(w)
+}
+
+func (w *fakeWorker) lastRequest() *workerv1.GenerateRequest {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse]) error {
+	w.requests.Add(1)
+	w.mu.Lock()
+	w.last = proto.Clone(req).(*workerv1.GenerateRequest)
+	refuse, broken, hold := w.refuse, w.breakAfterChunk, w.hold
+	w.mu.Unlock()
+
+	if refuse != codes.OK {
+		return status.Errorf(refuse, "worker %s refuses", w.ep.ID)
+	}
+	if req.GetModel() != "" && req.GetModel() != w.ep.Model {
+		return status.Errorf(codes.NotFound, "model %q is not served here", req.GetModel())
+	}
+	if hold {
+		first := false
+		w.holdOnce.Do(func() { first = true })
+		if first {
+			close(w.holding)
+			defer close(w.cancelled)
+		}
+		<-stream.Context().Done()
+		return status.FromContextError(stream.Context().Err()).Err()
+	}
+	chunk := func(text string) error {
+		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: &workerv1.Chunk{Text: text, TokenIds: []uint32{1}}}})
+	}
+	final := func(r workerv1.FinishReason, desc string, completion uint32) error {
+		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: &workerv1.Final{
+			FinishReason: r, Description: desc, RequestId: req.GetRequestId(),
+			Usage: &workerv1.Usage{PromptTokens: promptTokens(req), CompletionTokens: completion},
+		}}})
+	}
+	if err := chunk("hello"); err != nil {
+		return err
+	}
+	if broken {
+		if err := final(workerv1.FinishReason_FINISH_REASON_ERROR, "engine lost", 1); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "engine lost")
+	}
+	if err := chunk(" world"); err != nil {
+		return err
+	}
+	return final(workerv1.FinishReason_FINISH_REASON_STOP, "", 2)
+}
+
+func promptTokens(req *workerv1.GenerateRequest) uint32 {
+	if ids := req.GetTokenIds(); ids != nil {
+		return uint32(len(ids.GetIds()))
+	}
+	return uint32(len(strings.Fields(req.GetText())))
+}
+
+// startWorker serves a fakeWorker of model on loopback until the test ends.
+func startWorker(t *testing.T, id, model string) *fakeWorker {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &fakeWorker{
+		ep:        Endpoint{ID: id, Addr: lis.Addr().String(), Model: model, Engine: "fake", InstanceID: id + "-1"},
+		holding:   make(chan struct{}),
+		cancelled: make(chan struct{}),
+	}
+	s := grpc.NewServer()
+	workerv1.RegisterWorkerServer(s, w)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		<-done
+	})
+	return w
+}
+
+func endpoints(ws ...*fakeWorker) []Endpoint {
+	var eps []Endpoint
+	for _, w := range ws {
+		eps = append(eps, w.ep)
+	}
+	return eps
+}
+
+// testRouter is a router on loopback: its pool, gRPC client and HTTP
+// server.
+type testRouter struct {
+	pool   *Pool
+	proxy  *Proxy
+	conn   *grpc.ClientConn
+	client workerv1.WorkerClient
+	http   *httptest.Server
+}
+
+type routerOption func(*ProxyConfig, *HTTPConfig)
+
+func withRetries(n int) routerOption {
+	return func(p *ProxyConfig, _ *HTTPConfig) { p.Retries = n }
+}
+
+func withTimeout(d time.Duration) routerOption {
+	return func(p *ProxyConfig, _ *HTTPConfig) { p.RequestTimeout = d }
+}
+
+func withMaxBody(n int64) routerOption {
+	return func(_ *ProxyConfig, h *HTTPConfig) { h.MaxBodyBytes = n }
+}
+
+// startRouter serves a router over workers until the test ends.
+func startRouter(t *testing.T, workers []*fakeWorker, opts ...routerOption) *testRouter {
+	t.Helper()
+	log := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Debug, Output: testWriter{t}})
+	pcfg := ProxyConfig{Retries: DefaultRetries, RequestTimeout: DefaultRequestTimeout, Logger: log}
+	hcfg := HTTPConfig{Logger: log}
+	for _, o := range opts {
+		o(&pcfg, &hcfg)
+	}
+	pool := NewPool(log)
+	pool.Update(endpoints(workers...))
+	proxy := NewProxy(pool, pcfg)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := NewGRPCServer(proxy)
+	served := make(chan error, 1)
+	go func() { served <- gs.Serve(lis) }()
+	cc, err := grpc.NewClient("passthrough:///"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(NewHTTPHandler(proxy, hcfg))
+	t.Cleanup(func() {
+		hs.Close()
+		cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		gs.Shutdown(ctx)
+		if err := <-served; err != nil {
+			t.Errorf("grpc Serve: %v", err)
+		}
+		pool.Close()
+	})
+	return &testRouter{pool: pool, proxy: proxy, conn: cc, client: workerv1.NewWorkerClient(cc), http: hs}
+}
+
+// testWriter sends log lines to t.Log, so they show only for failed tests.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// generated is what a client saw of one Generate call.
+type generated struct {
+	text  string
+	final *workerv1.Final
+	err   error
+}
+
+// generate calls Generate through the router's gRPC API and reads the
+// whole stream.
+func (r *testRouter) generate(ctx context.Context, model, prompt string) generated {
+	stream, err := r.client.Generate(ctx, &workerv1.GenerateRequest{
+		Model: model, Prompt: &workerv1.GenerateRequest_Text{Text: prompt},
+	})
+	if err != nil {
+		return generated{err: err}
+	}
+	var g generated
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return g
+		}
+		if err != nil {
+			g.err = err
+			return g
+		}
+		switch k := m.GetKind().(type) {
+		case *workerv1.GenerateResponse_Chunk:
+			g.text += k.Chunk.GetText()
+		case *workerv1.GenerateResponse_Final:
+			g.final = k.Final
+		}
+	}
+}
+
+func counts(ws ...*fakeWorker) string {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, fmt.Sprintf("%s=%d", w.ep.ID, w.requests.Load()))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,210 @@
+package router
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// Pool is the current set of workers and a gRPC connection to each worker
+// address. Update replaces the set; Pick chooses a worker for one attempt.
+// It is safe for concurrent use.
+type Pool struct {
+	log hclog.Logger
+
+	mu     sync.Mutex
+	eps    []Endpoint       // current set, sorted by ID
+	conns  map[string]*conn // by address, for the current set
+	next   map[string]uint64
+	known  bool // Update was called at least once
+	closed bool
+}
+
+// conn is a connection to one worker address. It is closed once its
+// address has left discovery (or the pool closed) and no stream uses it.
+type conn struct {
+	addr     string
+	cc       *grpc.ClientConn
+	inflight int  // guarded by Pool.mu
+	removed  bool // guarded by Pool.mu
+}
+
+// NewPool returns an empty Pool.
+func NewPool(log hclog.Logger) *Pool {
+	return &Pool{log: orNull(log), conns: map[string]*conn{}, next: map[string]uint64{}}
+}
+
+// Update replaces the set of workers with eps, at once: after it returns,
+// Pick never returns a worker missing from eps. Connections to new
+// addresses are opened; those to departed addresses close when their last
+// stream ends. Update after Close does nothing.
+func (p *Pool) Update(eps []Endpoint) {
+	eps = slices.Clone(eps)
+	sortEndpoints(eps)
+	var toClose []*conn
+
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	want := map[string]bool{}
+	for _, ep := range eps {
+		want[ep.Addr] = true
+	}
+	for addr, c := range p.conns {
+		if !want[addr] {
+			delete(p.conns, addr)
+			c.removed = true
+			if c.inflight == 0 {
+				toClose = append(toClose, c)
+			}
+			p.log.Info("worker left discovery", "addr", addr, "in_flight", c.inflight)
+		}
+	}
+	for _, ep := range eps {
+		if _, ok := p.conns[ep.Addr]; ok {
+			continue
+		}
+		cc, err := grpc.NewClient("passthrough:///"+ep.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			// Only a malformed target fails here; leave the worker out.
+			p.log.Error("cannot connect to worker; ignoring it", "addr", ep.Addr, "worker_id", ep.ID, "error", err)
+			continue
+		}
+		cc.Connect()
+		p.conns[ep.Addr] = &conn{addr: ep.Addr, cc: cc}
+		p.log.Info("worker joined", "addr", ep.Addr, "worker_id", ep.ID, "model", ep.Model, "engine", ep.Engine)
+	}
+	p.eps = slices.DeleteFunc(eps, func(ep Endpoint) bool { return p.conns[ep.Addr] == nil })
+	p.known = true
+	p.mu.Unlock()
+
+	for _, c := range toClose {
+		c.cc.Close()
+	}
+}
+
+// Endpoints returns the current set of workers.
+func (p *Pool) Endpoints() []Endpoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.eps)
+}
+
+// Models returns the served model names of the current workers, sorted,
+// each once.
+func (p *Pool) Models() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var models []string
+	for _, ep := range p.eps {
+		if ep.Model != "" {
+			models = append(models, ep.Model)
+		}
+	}
+	slices.Sort(models)
+	return slices.Compact(models)
+}
+
+// Pick chooses a worker for one attempt of a request for model ("" means
+// any model): the next one round-robin among the current workers serving
+// model whose address is not in tried. The caller must call release when
+// its stream on the returned connection has ended.
+//
+// Errors are gRPC statuses: UNAVAILABLE when no worker is known or every
+// worker serving model was tried, NOT_FOUND when workers are known but none
+// serves model.
+func (p *Pool) Pick(model string, tried map[string]bool) (ep Endpoint, cc *grpc.ClientConn, release func(), err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || len(p.eps) == 0 {
+		return Endpoint{}, nil, nil, status.Error(codes.Unavailable, "no workers available")
+	}
+	var serving, untried int
+	for _, e := range p.eps {
+		if model == "" || e.Model == model {
+			serving++
+			if !tried[e.Addr] {
+				untried++
+			}
+		}
+	}
+	if serving == 0 {
+		return Endpoint{}, nil, nil, status.Errorf(codes.NotFound, "no worker serves model %q", model)
+	}
+	if untried == 0 {
+		return Endpoint{}, nil, nil, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(model), serving)
+	}
+	// Round-robin per requested model, over the workers not yet tried.
+	k := int(p.next[model] % uint64(untried))
+	p.next[model]++
+	for _, e := range p.eps {
+		if (model == "" || e.Model == model) && !tried[e.Addr] {
+			if k == 0 {
+				ep = e
+				break
+			}
+			k--
+		}
+	}
+	c := p.conns[ep.Addr]
+	c.inflight++
+	var once sync.Once
+	return ep, c.cc, func() { once.Do(func() { p.release(c) }) }, nil
+}
+
+func (p *Pool) release(c *conn) {
+	p.mu.Lock()
+	c.inflight--
+	closeNow := c.removed && c.inflight == 0
+	p.mu.Unlock()
+	if closeNow {
+		c.cc.Close()
+	}
+}
+
+// Ready reports whether the pool has a worker set from discovery
+// (possibly empty) and how many workers it holds.
+func (p *Pool) Ready() (known bool, workers int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.known, len(p.eps)
+}
+
+// Close drops every worker: idle connections close at once, the others
+// when their last stream ends. Pick fails with UNAVAILABLE afterwards.
+func (p *Pool) Close() {
+	var toClose []*conn
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	for addr, c := range p.conns {
+		delete(p.conns, addr)
+		c.removed = true
+		if c.inflight == 0 {
+			toClose = append(toClose, c)
+		}
+	}
+	p.eps = nil
+	p.mu.Unlock()
+	for _, c := range toClose {
+		c.cc.Close()
+	}
+}
+
+func describe(model string) string {
+	if model == "" {
+		return "worker"
+	}
+	return fmt.Sprintf("worker of model %q", model)
+}

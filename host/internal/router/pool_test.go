@@ -1,0 +1,128 @@
+package router
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+)
+
+func TestPoolPick(t *testing.T) {
+	t.Parallel()
+	p := NewPool(nil)
+	defer p.Close()
+	p.Update([]Endpoint{
+		{ID: "c", Addr: "127.0.0.1:3", Model: "m2"},
+		{ID: "a", Addr: "127.0.0.1:1", Model: "m1"},
+		{ID: "b", Addr: "127.0.0.1:2", Model: "m1"},
+	})
+	pick := func(model string, tried map[string]bool) (string, codes.Code) {
+		ep, _, release, err := p.Pick(model, tried)
+		if err != nil {
+			return "", status.Code(err)
+		}
+		release()
+		release() // releasing twice is harmless
+		return ep.ID, codes.OK
+	}
+	var got []string
+	for range 4 {
+		id, _ := pick("m1", nil)
+		got = append(got, id)
+	}
+	for range 3 {
+		id, _ := pick("", nil)
+		got = append(got, id)
+	}
+	if diff := cmp.Diff([]string{"a", "b", "a", "b", "a", "b", "c"}, got); diff != "" {
+		t.Errorf("picks (-want +got):\n%s", diff)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		model  string
+		tried  map[string]bool
+		wantID string
+		want   codes.Code
+	}{
+		{"skips tried", "m1", map[string]bool{"127.0.0.1:1": true}, "b", codes.OK},
+		{"all tried", "m1", map[string]bool{"127.0.0.1:1": true, "127.0.0.1:2": true}, "", codes.Unavailable},
+		{"unknown model", "m3", nil, "", codes.NotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, code := pick(tc.model, tc.tried)
+			if id != tc.wantID || code != tc.want {
+				t.Errorf("got %q, %v; want %q, %v", id, code, tc.wantID, tc.want)
+			}
+		})
+	}
+
+	if diff := cmp.Diff([]string{"m1", "m2"}, p.Models()); diff != "" {
+		t.Errorf("models (-want +got):\n%s", diff)
+	}
+	p.Update(nil)
+	if _, code := pick("m1", nil); code != codes.Unavailable {
+		t.Errorf("empty pool: got %v, want Unavailable", code)
+	}
+}
+
+func TestPoolClosesConnectionWhenIdle(t *testing.T) {
+	t.Parallel()
+	p := NewPool(nil)
+	defer p.Close()
+	a := Endpoint{ID: "a", Addr: "127.0.0.1:1", Model: "m"}
+	b := Endpoint{ID: "b", Addr: "127.0.0.1:2", Model: "m"}
+	p.Update([]Endpoint{a, b})
+
+	_, busy, release, err := p.Pick("m", map[string]bool{b.Addr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, idle, releaseB, err := p.Pick("m", map[string]bool{a.Addr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseB()
+
+	// Both leave discovery: the idle connection closes at once, the busy
+	// one when its stream ends.
+	p.Update(nil)
+	if s := idle.GetState(); s != connectivity.Shutdown {
+		t.Errorf("idle connection: %v, want Shutdown", s)
+	}
+	if s := busy.GetState(); s == connectivity.Shutdown {
+		t.Errorf("busy connection closed while in use")
+	}
+	release()
+	if s := busy.GetState(); s != connectivity.Shutdown {
+		t.Errorf("busy connection after its stream ended: %v, want Shutdown", s)
+	}
+}
+
+func TestPoolClose(t *testing.T) {
+	t.Parallel()
+	p := NewPool(nil)
+	p.Update([]Endpoint{{ID: "a", Addr: "127.0.0.1:1"}})
+	_, cc, release, err := p.Pick("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	p.Close()
+	if s := cc.GetState(); s == connectivity.Shutdown {
+		t.Errorf("connection in use closed by Close")
+	}
+	release()
+	if s := cc.GetState(); s != connectivity.Shutdown {
+		t.Errorf("connection after its stream ended: %v, want Shutdown", s)
+	}
+	p.Update([]Endpoint{{ID: "a", Addr: "127.0.0.1:1"}})
+	if known, n := p.Ready(); n != 0 {
+		t.Errorf("Update after Close: known %v, %d workers; want 0 workers", known, n)
+	}
+	if _, _, _, err := p.Pick("", nil); status.Code(err) != codes.Unavailable {
+		t.Errorf("Pick after Close: %v, want Unavailable", err)
+	}
+}

@@ -1,0 +1,206 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// WorkerService is the gRPC service name of the worker API, also reported
+// by the router's health service.
+const WorkerService = "vigil.worker.v1.Worker"
+
+// Defaults of ProxyConfig.
+const (
+	// DefaultRetries is how many other workers a request may try after the
+	// first refused it: enough to get past a draining worker and a full one.
+	DefaultRetries = 2
+	// DefaultRequestTimeout bounds a whole request, generation included:
+	// long enough for a long completion, short enough that a stuck worker
+	// does not hold a client forever.
+	DefaultRequestTimeout = 10 * time.Minute
+)
+
+// ProxyConfig configures a Proxy.
+type ProxyConfig struct {
+	// Retries is how many more workers a request tries after one answers
+	// UNAVAILABLE or RESOURCE_EXHAUSTED before its first message; 0 tries
+	// only one. Negative means 0.
+	Retries int
+	// RequestTimeout bounds a whole request, retries and generation
+	// included; it becomes the deadline of the worker call. 0 means no
+	// bound other than the client's.
+	RequestTimeout time.Duration
+	// Logger receives one debug line per attempt and retry; nil discards.
+	Logger hclog.Logger
+}
+
+// Proxy sends Generate requests to the workers of a Pool. It implements
+// workerv1.WorkerServer, and NewHTTPHandler serves it as OpenAI
+// completions.
+type Proxy struct {
+	workerv1.UnimplementedWorkerServer
+
+	pool *Pool
+	cfg  ProxyConfig
+	log  hclog.Logger
+}
+
+// NewProxy returns a Proxy over pool.
+func NewProxy(pool *Pool, cfg ProxyConfig) *Proxy {
+	cfg.Retries = max(cfg.Retries, 0)
+	return &Proxy{pool: pool, cfg: cfg, log: orNull(cfg.Logger)}
+}
+
+// Generate relays the stream of a worker serving req.Model; see the package
+// documentation for retries and errors.
+func (p *Proxy) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse]) error {
+	return p.generate(stream.Context(), req, func(_ Endpoint, m *workerv1.GenerateResponse) error {
+		return stream.Send(m)
+	})
+}
+
+// retryable reports whether a worker's status before its first message
+// means nothing was generated and another worker may serve the request.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// errSend marks an error of the caller's send function, so that it is
+// returned as it is.
+type errSend struct{ err error }
+
+func (e errSend) Error() string { return e.err.Error() }
+func (e errSend) Unwrap() error { return e.err }
+
+// generate runs req on a worker and calls send for each message of the
+// worker's stream, ep being that worker. It returns nil when the stream
+// ended OK, the worker's status when it failed, the pool's status when no
+// worker could be tried, or the error of send (after cancelling the worker
+// call).
+func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, send func(ep Endpoint, m *workerv1.GenerateResponse) error) error {
+	if p.cfg.RequestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.RequestTimeout)
+		defer cancel()
+	}
+	tried := map[string]bool{}
+	var lastErr error
+	for attempt := 0; attempt <= p.cfg.Retries; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return status.FromContextError(err).Err()
+		}
+		ep, cc, release, err := p.pool.Pick(req.GetModel(), tried)
+		if err != nil {
+			if lastErr != nil {
+				// Every worker serving the model was tried (or discovery
+				// dropped the rest): the last worker's answer says more
+				// than the pool's.
+				return lastErr
+			}
+			return err
+		}
+		tried[ep.Addr] = true
+		started, err := p.attempt(ctx, cc, ep, req, send)
+		release()
+		var se errSend
+		if errors.As(err, &se) {
+			return se.err
+		}
+		if err == nil || started || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		lastErr = err
+		p.log.Debug("worker refused the request before its first message", "request_id", req.GetRequestId(),
+			"worker_id", ep.ID, "addr", ep.Addr, "attempt", attempt+1, "attempts", p.cfg.Retries+1,
+			"code", status.Code(err), "error", status.Convert(err).Message())
+	}
+	return lastErr
+}
+
+// attempt runs req on one worker; started reports whether any message came
+// back (from then on there is no retry).
+func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep Endpoint, req *workerv1.GenerateRequest,
+	send func(Endpoint, *workerv1.GenerateResponse) error) (started bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.log.Debug("sending request", "request_id", req.GetRequestId(), "worker_id", ep.ID, "addr", ep.Addr, "model", req.GetModel())
+	stream, err := workerv1.NewWorkerClient(cc).Generate(ctx, req)
+	if err != nil {
+		return false, err
+	}
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return started, nil
+		}
+		if err != nil {
+			return started, err
+		}
+		started = true
+		if err := send(ep, m); err != nil {
+			return true, errSend{err}
+		}
+	}
+}
+
+// GRPCServer serves a Proxy as vigil.worker.v1.Worker, beside the standard
+// grpc.health.v1 service (service names "" and WorkerService, SERVING
+// until Shutdown).
+type GRPCServer struct {
+	grpc   *grpc.Server
+	health *health.Server
+}
+
+// NewGRPCServer returns a GRPCServer for p.
+func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
+	s := &GRPCServer{
+		grpc:   grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...),
+		health: health.NewServer(),
+	}
+	workerv1.RegisterWorkerServer(s.grpc, p)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(WorkerService, healthpb.HealthCheckResponse_SERVING)
+	return s
+}
+
+// Serve serves on lis until Shutdown; it returns nil after Shutdown.
+func (s *GRPCServer) Serve(lis net.Listener) error {
+	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown reports NOT_SERVING, stops accepting, and waits for the streams
+// in flight to end; when ctx ends first it cancels them. It returns when
+// every handler has returned.
+func (s *GRPCServer) Shutdown(ctx context.Context) {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+}

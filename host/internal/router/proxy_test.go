@@ -1,0 +1,231 @@
+package router
+
+import (
+	"context"
+	"testing"
+
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+func TestRoundRobinSpreadsOverWorkers(t *testing.T) {
+	t.Parallel()
+	a, b := startWorker(t, "a", "m"), startWorker(t, "b", "m")
+	r := startRouter(t, []*fakeWorker{a, b})
+
+	for i := range 4 {
+		g := r.generate(t.Context(), "m", "hi")
+		if g.err != nil || g.text != "hello world" || g.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_STOP {
+			t.Fatalf("request %d: got text %q, final %v, err %v; want \"hello world\", STOP, nil", i, g.text, g.final, g.err)
+		}
+	}
+	if a.requests.Load() != 2 || b.requests.Load() != 2 {
+		t.Errorf("requests per worker: %s, want a=2 b=2", counts(a, b))
+	}
+}
+
+func TestEmptyModelGoesToAnyWorker(t *testing.T) {
+	t.Parallel()
+	a, b := startWorker(t, "a", "m1"), startWorker(t, "b", "m2")
+	r := startRouter(t, []*fakeWorker{a, b})
+
+	for range 2 {
+		if g := r.generate(t.Context(), "", "hi"); g.err != nil {
+			t.Fatalf("got %v, want success", g.err)
+		}
+	}
+	if a.requests.Load() != 1 || b.requests.Load() != 1 {
+		t.Errorf("requests per worker: %s, want a=1 b=1", counts(a, b))
+	}
+}
+
+func TestRequestsGoOnlyToWorkersOfTheModel(t *testing.T) {
+	t.Parallel()
+	a, b := startWorker(t, "a", "m1"), startWorker(t, "b", "m2")
+	r := startRouter(t, []*fakeWorker{a, b})
+
+	for range 3 {
+		if g := r.generate(t.Context(), "m2", "hi"); g.err != nil {
+			t.Fatalf("got %v, want success", g.err)
+		}
+	}
+	if a.requests.Load() != 0 || b.requests.Load() != 3 {
+		t.Errorf("requests per worker: %s, want a=0 b=3", counts(a, b))
+	}
+}
+
+func TestRetryBeforeFirstChunk(t *testing.T) {
+	t.Parallel()
+	for _, code := range []codes.Code{codes.Unavailable, codes.ResourceExhausted} {
+		t.Run(code.String(), func(t *testing.T) {
+			t.Parallel()
+			a, b := startWorker(t, "a", "m"), startWorker(t, "b", "m")
+			a.set(func(w *fakeWorker) { w.refuse = code })
+			r := startRouter(t, []*fakeWorker{a, b})
+
+			// Whichever worker the round-robin picks first, every request
+			// ends on b: a refuses before its first message.
+			for i := range 3 {
+				g := r.generate(t.Context(), "m", "hi")
+				if g.err != nil || g.text != "hello world" {
+					t.Fatalf("request %d: got text %q, err %v; want \"hello world\" from the other worker", i, g.text, g.err)
+				}
+			}
+			if b.requests.Load() != 3 {
+				t.Errorf("requests per worker: %s, want b=3", counts(a, b))
+			}
+		})
+	}
+}
+
+func TestNoRetryOnOtherErrors(t *testing.T) {
+	t.Parallel()
+	a, b := startWorker(t, "a", "m"), startWorker(t, "b", "m")
+	a.set(func(w *fakeWorker) { w.refuse = codes.InvalidArgument })
+	b.set(func(w *fakeWorker) { w.refuse = codes.InvalidArgument })
+	r := startRouter(t, []*fakeWorker{a, b})
+
+	g := r.generate(t.Context(), "m", "hi")
+	if status.Code(g.err) != codes.InvalidArgument {
+		t.Errorf("got %v, want INVALID_ARGUMENT", g.err)
+	}
+	if n := a.requests.Load() + b.requests.Load(); n != 1 {
+		t.Errorf("requests: %s, want 1 in all", counts(a, b))
+	}
+}
+
+func TestNoRetryAfterFirstChunk(t *testing.T) {
+	t.Parallel()
+	a, b := startWorker(t, "a", "m"), startWorker(t, "b", "m")
+	a.set(func(w *fakeWorker) { w.breakAfterChunk = true })
+	b.set(func(w *fakeWorker) { w.breakAfterChunk = true })
+	r := startRouter(t, []*fakeWorker{a, b})
+
+	g := r.generate(t.Context(), "m", "hi")
+	if status.Code(g.err) != codes.Unavailable || g.text != "hello" {
+		t.Errorf("got text %q, err %v; want \"hello\" and UNAVAILABLE", g.text, g.err)
+	}
+	if f := g.final; f.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_ERROR || f.GetDescription() != "engine lost" {
+		t.Errorf("final = %v, want ERROR \"engine lost\" relayed as sent", f)
+	}
+	if n := a.requests.Load() + b.requests.Load(); n != 1 {
+		t.Errorf("requests: %s, want 1 in all", counts(a, b))
+	}
+}
+
+func TestRetriesAreBounded(t *testing.T) {
+	t.Parallel()
+	ws := []*fakeWorker{startWorker(t, "a", "m"), startWorker(t, "b", "m"), startWorker(t, "c", "m")}
+	for _, w := range ws {
+		w.set(func(w *fakeWorker) { w.refuse = codes.Unavailable })
+	}
+	for _, tc := range []struct {
+		name    string
+		retries int
+		want    int64
+	}{
+		{"no retries", 0, 1},
+		{"one retry", 1, 2},
+		{"more retries than workers", 5, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startRouter(t, ws, withRetries(tc.retries))
+			before := ws[0].requests.Load() + ws[1].requests.Load() + ws[2].requests.Load()
+			g := r.generate(t.Context(), "m", "hi")
+			if status.Code(g.err) != codes.Unavailable {
+				t.Errorf("got %v, want the workers' UNAVAILABLE", g.err)
+			}
+			after := ws[0].requests.Load() + ws[1].requests.Load() + ws[2].requests.Load()
+			if after-before != tc.want {
+				t.Errorf("attempts = %d, want %d (each worker at most once)", after-before, tc.want)
+			}
+		})
+	}
+}
+
+func TestDroppedWorkerGetsNoRequests(t *testing.T) {
+	t.Parallel()
+	a, b := startWorker(t, "a", "m"), startWorker(t, "b", "m")
+	r := startRouter(t, []*fakeWorker{a, b})
+
+	r.pool.Update(endpoints(a))
+	for range 4 {
+		if g := r.generate(t.Context(), "m", "hi"); g.err != nil {
+			t.Fatalf("got %v, want success", g.err)
+		}
+	}
+	if a.requests.Load() != 4 || b.requests.Load() != 0 {
+		t.Errorf("requests per worker: %s, want a=4 b=0", counts(a, b))
+	}
+
+	// And back: a worker that returns to discovery gets requests again.
+	r.pool.Update(endpoints(a, b))
+	for range 2 {
+		if g := r.generate(t.Context(), "m", "hi"); g.err != nil {
+			t.Fatalf("got %v, want success", g.err)
+		}
+	}
+	if b.requests.Load() != 1 {
+		t.Errorf("requests per worker: %s, want b=1 after it returned", counts(a, b))
+	}
+}
+
+func TestNoWorkerForModel(t *testing.T) {
+	t.Parallel()
+	a := startWorker(t, "a", "m")
+	for _, tc := range []struct {
+		name    string
+		workers []*fakeWorker
+		model   string
+		want    codes.Code
+	}{
+		{"unknown model", []*fakeWorker{a}, "other", codes.NotFound},
+		{"no workers", nil, "m", codes.Unavailable},
+		{"no workers, any model", nil, "", codes.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := startRouter(t, tc.workers)
+			g := r.generate(t.Context(), tc.model, "hi")
+			if status.Code(g.err) != tc.want {
+				t.Errorf("got %v, want %v", g.err, tc.want)
+			}
+		})
+	}
+	if a.requests.Load() != 0 {
+		t.Errorf("worker a got %d requests, want 0", a.requests.Load())
+	}
+}
+
+func TestClientCancellationReachesWorker(t *testing.T) {
+	t.Parallel()
+	a := startWorker(t, "a", "m")
+	a.set(func(w *fakeWorker) { w.hold = true })
+	r := startRouter(t, []*fakeWorker{a})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	stream, err := r.client.Generate(ctx, &workerv1.GenerateRequest{Model: "m", Prompt: &workerv1.GenerateRequest_Text{Text: "hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-a.holding
+	cancel()
+	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
+		t.Errorf("client got %v, want CANCELED", err)
+	}
+	<-a.cancelled // the worker's call ended with the client's
+}
+
+func TestGRPCHealth(t *testing.T) {
+	t.Parallel()
+	r := startRouter(t, nil)
+	cc := healthpb.NewHealthClient(r.conn)
+	for _, svc := range []string{"", WorkerService} {
+		resp, err := cc.Check(t.Context(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health of %q: got %v, %v; want SERVING", svc, resp.GetStatus(), err)
+		}
+	}
+}
