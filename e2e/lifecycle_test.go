@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -25,9 +27,14 @@ func TestRegistersWhileEngineServes(t *testing.T) {
 	c := consulFor(t)
 	m := startMock(t)
 	svc := uniqueService(t)
+	started := time.Now()
 	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
 
-	entries, _ := c.passing(t, svc, 30*time.Second, count(1))
+	entries, seen := c.passing(t, svc, 30*time.Second, count(1))
+	// The engine already serves: the bound runs from vigil's start.
+	if d := seen.Sub(started); d > registerBound {
+		t.Errorf("passing %s after vigil started, want within %s", d, registerBound)
+	}
 	s := entries[0].Service
 	want := map[string]string{"engine": "vllm", "model": "test-model", "model_id": "test-model", "instance_id": m.InstanceID, "worker_id": v.WorkerID}
 	for k, w := range want {
@@ -301,5 +308,34 @@ func TestConsulRestart(t *testing.T) {
 	}
 	if v.exited() {
 		t.Fatalf("vigil exited with %d when Consul restarted", v.exitCode)
+	}
+}
+
+// TestThirdPartyAdapter: an adapter shipped as its own executable
+// (--engine-plugin) registers the worker like a built-in one, and exits when
+// vigil is killed, as sdk.Serve promises every adapter.
+func TestThirdPartyAdapter(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t)
+	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--engine-plugin", adapterBin}})
+	c.passing(t, svc, 30*time.Second, count(1))
+	adapters := children(v.pid())
+	if len(adapters) != 1 {
+		t.Fatalf("vigil has %d child processes, want the adapter alone", len(adapters))
+	}
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", adapters[0])); exe != adapterBin {
+		t.Errorf("adapter process runs %q, want %q", exe, adapterBin)
+	}
+	v.signal(syscall.SIGKILL)
+	v.wait(exitBound)
+	killed := time.Now()
+	for alive(adapters[0]) {
+		if time.Since(killed) > 2*time.Second {
+			t.Fatal("third-party adapter still running 2s after vigil was killed")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

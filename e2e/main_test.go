@@ -14,8 +14,9 @@ import (
 
 // Paths of the binaries under test, built once by TestMain.
 var (
-	vigilBin string
-	mockBin  string
+	vigilBin   string
+	mockBin    string
+	adapterBin string // the vLLM adapter as a separate executable
 )
 
 func TestMain(m *testing.M) {
@@ -31,9 +32,11 @@ func TestMain(m *testing.M) {
 	}
 	vigilBin = filepath.Join(dir, "vigil")
 	mockBin = filepath.Join(dir, "vllm-mock")
+	adapterBin = filepath.Join(dir, "vigil-adapter-vllm")
 	for bin, pkg := range map[string]string{
-		vigilBin: "github.com/vigilhq/vigil/host/cmd/vigil",
-		mockBin:  "github.com/vigilhq/vigil/plugins/vllm/cmd/vllm-mock",
+		vigilBin:   "github.com/vigilhq/vigil/host/cmd/vigil",
+		mockBin:    "github.com/vigilhq/vigil/plugins/vllm/cmd/vllm-mock",
+		adapterBin: "github.com/vigilhq/vigil/plugins/vllm/cmd/vigil-adapter-vllm",
 	} {
 		args := []string{"build", "-o", bin}
 		if raceEnabled {
