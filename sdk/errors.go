@@ -48,13 +48,15 @@ func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
+	// Classes first: an adapter error may wrap both a class and a gRPC
+	// status from the engine, and the class is what the host acts on.
 	for _, c := range classCodes {
 		if errors.Is(err, c.err) {
 			return status.Error(c.code, err.Error())
 		}
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
 	}
 	return status.Error(codes.Unknown, err.Error())
 }

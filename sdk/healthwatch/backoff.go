@@ -1,6 +1,7 @@
 package healthwatch
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -27,8 +28,10 @@ func DefaultBackoff(max time.Duration) Backoff {
 // Delay returns the delay before retry number retries (0 for the first).
 func (b Backoff) Delay(retries int) time.Duration {
 	d := float64(b.Base)
-	for i := 0; i < retries && d < float64(b.Max); i++ {
-		d *= b.Factor
+	// One Pow rather than a loop of retries multiplications: with Factor <= 1
+	// the delay never reaches Max and a loop would run retries times.
+	if retries > 0 && d > 0 && d < float64(b.Max) {
+		d *= math.Pow(b.Factor, float64(retries))
 	}
 	if d > float64(b.Max) {
 		d = float64(b.Max)

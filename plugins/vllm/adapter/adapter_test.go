@@ -1,0 +1,305 @@
+package adapter_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/vigilhq/vigil/plugins/vllm/adapter"
+	"github.com/vigilhq/vigil/plugins/vllm/mock"
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/sdktest"
+)
+
+// within bounds every wait for the adapter; it only decides when a hung
+// test fails.
+const within = 10 * time.Second
+
+// health checks often, so losses through polling show quickly.
+var health = sdk.HealthPolicy{Interval: 50 * time.Millisecond, Timeout: time.Second, Failures: 2, RetryMax: 50 * time.Millisecond}
+
+// serveMock serves a mock vLLM engine on loopback and returns it with its
+// address; it is stopped when the test ends.
+func serveMock(t *testing.T, cfg mock.Config) (*mock.Engine, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mock.New(cfg)
+	served := make(chan error, 1)
+	go func() { served <- e.Serve(lis) }()
+	t.Cleanup(func() {
+		e.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("mock Serve() = %v, want nil", err)
+		}
+	})
+	return e, lis.Addr().String()
+}
+
+// TestConformance checks the adapter against the sdk.Engine contract, with
+// a mock engine that stop shuts down as vLLM does on SIGTERM.
+func TestConformance(t *testing.T) {
+	sdktest.TestEngine(t, sdktest.Harness{
+		New: func() sdk.Engine { return adapter.New() },
+		Serving: func(t *testing.T) (string, func()) {
+			e, addr := serveMock(t, mock.Config{Model: "m"})
+			return addr, e.Stop
+		},
+		Name: adapter.Name,
+	})
+}
+
+// setHealth pins a health service of the mock through its control surface.
+func setHealth(t *testing.T, e *mock.Engine, service, status string) {
+	t.Helper()
+	post(t, e, "/health", fmt.Sprintf(`{"service": %q, "status": %q}`, service, status))
+}
+
+// post sends one control request to the mock and requires 200.
+func post(t *testing.T, e *mock.Engine, path, body string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	e.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("POST %s %s: %d %s, want 200", path, body, rec.Code, rec.Body)
+	}
+}
+
+// started returns an adapter started against addr, shut down when the test
+// ends.
+func started(t *testing.T, addr string) *adapter.Adapter {
+	t.Helper()
+	a := adapter.New()
+	t.Cleanup(func() {
+		if err := a.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown() = %v, want nil", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	if _, err := a.Start(ctx, sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health}); err != nil {
+		t.Fatalf("Start(%s) error = %v, want nil", addr, err)
+	}
+	return a
+}
+
+// watch starts WatchAvailability; the watch ends with the test.
+func watch(t *testing.T, a *adapter.Adapter) <-chan sdk.Event {
+	t.Helper()
+	events, err := a.WatchAvailability(t.Context())
+	if err != nil {
+		t.Fatalf("WatchAvailability() error = %v, want nil", err)
+	}
+	return events
+}
+
+// next returns the next event, failing if none comes in time or the
+// channel closes.
+func next(t *testing.T, events <-chan sdk.Event) sdk.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		if !ok {
+			t.Fatal("availability channel closed, want another event")
+		}
+		return ev
+	case <-time.After(within):
+		t.Fatalf("no event within %v", within)
+	}
+	panic("unreachable")
+}
+
+// expect checks that the next event has availability want and a reason
+// starting with reasonPrefix.
+func expect(t *testing.T, events <-chan sdk.Event, want sdk.Availability, reasonPrefix string) {
+	t.Helper()
+	ev := next(t, events)
+	if ev.Availability != want || !strings.HasPrefix(ev.Reason, reasonPrefix) {
+		t.Fatalf("event = %v %q, want %v with a reason starting %q", ev.Availability, ev.Reason, want, reasonPrefix)
+	}
+	if ev.Time.IsZero() {
+		t.Errorf("event %v has a zero Time, want when it was observed", ev.Availability)
+	}
+}
+
+// expectClosed checks that the channel closes with no further event.
+func expectClosed(t *testing.T, events <-chan sdk.Event) {
+	t.Helper()
+	select {
+	case ev, ok := <-events:
+		if ok {
+			t.Fatalf("event %v %q after Lost, want the channel closed", ev.Availability, ev.Reason)
+		}
+	case <-time.After(within):
+		t.Fatalf("availability channel still open %v after Lost", within)
+	}
+}
+
+func TestStartWorker(t *testing.T) {
+	t.Parallel()
+	_, addr := serveMock(t, mock.Config{Model: "org/model", InstanceID: "feedface", MaxModelLen: 8192, KVBlockSize: 32})
+	a := adapter.New()
+	defer a.Shutdown(context.Background())
+	got, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health})
+	if err != nil {
+		t.Fatalf("Start() error = %v, want nil", err)
+	}
+	want := sdk.Worker{
+		ModelID:           "org/model",
+		ServedModelName:   "org/model",
+		EngineVersion:     "0.33.0-mock",
+		InstanceID:        "feedface",
+		MaxModelLen:       8192,
+		KVBlockSize:       32,
+		SupportsTextInput: true,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Start() worker mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestStartWaitsForModelLoad: vLLM listens before its model is loaded;
+// Start waits until Control and Inference serve.
+func TestStartWaitsForModelLoad(t *testing.T) {
+	t.Parallel()
+	const loading = 300 * time.Millisecond
+	e, addr := serveMock(t, mock.Config{Model: "m", StartupDelay: loading})
+	a := adapter.New()
+	defer a.Shutdown(context.Background())
+	if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health}); err != nil {
+		t.Fatalf("Start() error = %v, want nil", err)
+	}
+	select {
+	case <-e.Ready():
+	default:
+		t.Error("Start returned before the engine was ready")
+	}
+}
+
+func TestStartInvalid(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		req  sdk.StartRequest
+		want string // in the error message
+	}{
+		"unknown option": {
+			req:  sdk.StartRequest{EngineAddr: "127.0.0.1:1", Options: map[string]string{"tp": "2"}},
+			want: `engine option "tp"`,
+		},
+		"negative startup deadline": {
+			req:  sdk.StartRequest{EngineAddr: "127.0.0.1:1", StartupDeadline: -time.Second},
+			want: "startup-deadline -1s",
+		},
+		"negative health interval": {
+			req:  sdk.StartRequest{EngineAddr: "127.0.0.1:1", Health: sdk.HealthPolicy{Interval: -time.Second}},
+			want: "health-interval -1s",
+		},
+		"no port": {
+			req:  sdk.StartRequest{EngineAddr: "localhost"},
+			want: `engine-addr "localhost"`,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			a := adapter.New()
+			defer a.Shutdown(context.Background())
+			_, err := a.Start(t.Context(), tt.req)
+			if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Start(%+v) error = %v, want an error wrapping sdk.ErrInvalidArgument naming %s", tt.req, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestNotReady: "vllm.Inference" NOT_SERVING while "" serves is an engine
+// that is alive but takes no work; it serves again when restored.
+func TestNotReady(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{Model: "m"})
+	events := watch(t, started(t, addr))
+
+	expect(t, events, sdk.Serving, "vLLM engine serving")
+	setHealth(t, e, "vllm.Inference", "NOT_SERVING")
+	expect(t, events, sdk.NotReady, "vLLM engine not ready")
+	setHealth(t, e, "vllm.Inference", "SERVING")
+	expect(t, events, sdk.Serving, "vLLM engine serving")
+}
+
+// TestSleepIsNotReady: a sleeping or paused engine is NotReady, as later
+// vLLM releases report it, and Serving again when woken or resumed.
+func TestSleepIsNotReady(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{Model: "m"})
+	events := watch(t, started(t, addr))
+
+	expect(t, events, sdk.Serving, "vLLM engine serving")
+	post(t, e, "/sleep", "")
+	expect(t, events, sdk.NotReady, "vLLM engine not ready")
+	post(t, e, "/wake", "")
+	expect(t, events, sdk.Serving, "vLLM engine serving")
+	post(t, e, "/pause", "")
+	expect(t, events, sdk.NotReady, "vLLM engine not ready")
+	post(t, e, "/resume", "")
+	expect(t, events, sdk.Serving, "vLLM engine serving")
+}
+
+// TestLostWhenServerNotServing: "" NOT_SERVING is engine failure or
+// shutdown: Lost, and the channel closes.
+func TestLostWhenServerNotServing(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{Model: "m"})
+	events := watch(t, started(t, addr))
+
+	expect(t, events, sdk.Serving, "vLLM engine serving")
+	setHealth(t, e, "", "NOT_SERVING")
+	expect(t, events, sdk.Lost, "vLLM engine lost")
+	expectClosed(t, events)
+}
+
+// TestLostAfterStop: however the engine's Watch behaves, an engine that
+// shuts down is Lost.
+func TestLostAfterStop(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []mock.WatchMode{mock.WatchNormal, mock.WatchOnce, mock.WatchUnimplemented, mock.WatchSilent} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			e, addr := serveMock(t, mock.Config{Model: "m", WatchMode: mode})
+			events := watch(t, started(t, addr))
+
+			expect(t, events, sdk.Serving, "vLLM engine serving")
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				e.Stop() // waits for open Watch streams, which end with the test
+			}()
+			t.Cleanup(func() {
+				select {
+				case <-stopped:
+				case <-time.After(within):
+					t.Errorf("mock Stop() did not return within %v", within)
+				}
+			})
+			// Lost may follow a NotReady: Stop turns every service
+			// NOT_SERVING, in no set order.
+			ev := next(t, events)
+			if ev.Availability == sdk.NotReady {
+				ev = next(t, events)
+			}
+			if ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, "vLLM engine lost") {
+				t.Fatalf("event after Stop = %v %q, want %v with a reason starting %q", ev.Availability, ev.Reason, sdk.Lost, "vLLM engine lost")
+			}
+			expectClosed(t, events)
+		})
+	}
+}
