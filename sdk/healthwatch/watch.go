@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -59,7 +60,10 @@ type Update struct {
 // It combines three sources: the Watch stream (changes at once); one Check
 // when the stream ends cleanly or answers UNIMPLEMENTED, after which Checks
 // alone follow the service; and a Check every Interval, which catches a
-// server that stops answering while its connection stays open.
+// server that stops answering while its connection stays open. While the
+// stream is live, Checks prove liveness only and their statuses are not
+// reported, so a late Check answer cannot undo a change the stream
+// reported.
 func Watch(ctx context.Context, conn grpc.ClientConnInterface, service string, opts Options) <-chan Update {
 	w := &watcher{
 		client:  healthpb.NewHealthClient(conn),
@@ -78,6 +82,10 @@ type watcher struct {
 	service string
 	opts    Options
 	out     chan Update
+	// streaming is true while the Watch stream delivers statuses. Checks
+	// then only prove liveness: a Check answer read before a change but
+	// delivered after the stream's report of it would undo the change.
+	streaming atomic.Bool
 }
 
 func (w *watcher) run(parent context.Context) {
@@ -125,6 +133,7 @@ func emit(ctx context.Context, obs chan<- Update, u Update) {
 }
 
 func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
+	w.streaming.Store(true)
 	stream, err := w.client.Watch(ctx, &healthpb.HealthCheckRequest{Service: w.service})
 	for err == nil {
 		var resp *healthpb.HealthCheckResponse
@@ -132,19 +141,19 @@ func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
 			emit(ctx, obs, Update{Status: resp.GetStatus()})
 		}
 	}
+	w.streaming.Store(false)
 	switch {
 	case ctx.Err() != nil:
-	case status.Code(err) == codes.Unimplemented:
-		// Checks alone follow the service from here on.
-	case errors.Is(err, io.EOF):
-		// Some servers end Watch after one status, or after none. One Check
-		// tells a server that is going away from one that merely stopped
-		// streaming; if it still serves, Checks follow it from here on.
+	case status.Code(err) == codes.Unimplemented, errors.Is(err, io.EOF):
+		// Some servers answer Watch UNIMPLEMENTED, or end it after one
+		// status, or after none. One Check at once tells a server that is
+		// going away from one that merely does not stream; if it still
+		// serves, Checks follow it from here on.
 		cctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
 		st, cerr := w.check(cctx, w.service)
 		cancel()
 		if cerr != nil {
-			emit(ctx, obs, Update{Err: fmt.Errorf("health watch of %q ended and the confirming check failed: %w", w.service, cerr)})
+			emit(ctx, obs, Update{Err: fmt.Errorf("health watch of %q stopped streaming and the confirming check failed: %w", w.service, cerr)})
 			return
 		}
 		emit(ctx, obs, Update{Status: st})
@@ -179,7 +188,9 @@ func (w *watcher) probe(ctx context.Context, obs chan<- Update) {
 			continue
 		}
 		failures = 0
-		emit(ctx, obs, Update{Status: st})
+		if !w.streaming.Load() {
+			emit(ctx, obs, Update{Status: st})
+		}
 		timer.Reset(w.opts.Interval)
 	}
 }

@@ -2,6 +2,7 @@ package healthwatch_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,4 +232,51 @@ func drainNoErr(t *testing.T, updates <-chan healthwatch.Update) {
 			t.Fatalf("watch channel still open %v after cancel", within)
 		}
 	}
+}
+
+// staleCheck reads the status when its first Check arrives but answers only
+// when released, so the answer can be older than a change the Watch stream
+// has already delivered.
+type staleCheck struct {
+	*health.Server
+	calls    atomic.Int32
+	entered  chan struct{}
+	release  chan struct{}
+	answered chan struct{}
+}
+
+func (h *staleCheck) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	resp, err := h.Server.Check(ctx, req)
+	if h.calls.Add(1) == 1 {
+		close(h.entered)
+		<-h.release
+	}
+	select {
+	case h.answered <- struct{}{}:
+	default:
+	}
+	return resp, err
+}
+
+// TestWatchStaleCheckDoesNotUndoStream: while the stream is live, a Check
+// answer read before a change cannot report the old status after it.
+func TestWatchStaleCheckDoesNotUndoStream(t *testing.T) {
+	t.Parallel()
+	opts := healthwatch.Options{Interval: 10 * time.Millisecond, Timeout: 5 * time.Second, Failures: 1}
+	h := &staleCheck{Server: health.NewServer(), entered: make(chan struct{}), release: make(chan struct{}), answered: make(chan struct{}, 100)}
+	h.SetServingStatus(svc, serving)
+	_, conn := serve(t, h)
+	updates, _ := watch(t, conn, svc, opts)
+
+	nextStatus(t, updates, serving)
+	receive(t, h.entered, "the first Check")
+	h.SetServingStatus(svc, notServing)
+	nextStatus(t, updates, notServing)
+	close(h.release) // the Check now answers SERVING, read before the change
+	receive(t, h.answered, "the stale answer")
+	receive(t, h.answered, "a later Check")
+	// Updates keep their order: had the stale SERVING been reported, it
+	// would come before this one.
+	h.SetServingStatus(svc, healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
+	nextStatus(t, updates, healthpb.HealthCheckResponse_SERVICE_UNKNOWN)
 }

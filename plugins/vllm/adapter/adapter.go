@@ -100,18 +100,30 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 	a.started, a.conn, a.health = true, conn, policy
 	a.mu.Unlock()
 
+	worker, err := a.waitAndRead(ctx, conn, req.EngineAddr, deadline, policy)
+	if err != nil {
+		// Leave the adapter as it was, so the caller may Start again.
+		a.mu.Lock()
+		a.started, a.conn = false, nil
+		a.mu.Unlock()
+		conn.Close()
+	}
+	return worker, err
+}
+
+func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, addr string, deadline time.Duration, policy sdk.HealthPolicy) (sdk.Worker, error) {
 	wctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	err = healthwatch.WaitServing(wctx, healthwatch.Checker(conn), []string{serviceControl, serviceInference}, healthwatch.WaitOptions{
+	err := healthwatch.WaitServing(wctx, healthwatch.Checker(conn), []string{serviceControl, serviceInference}, healthwatch.WaitOptions{
 		AttemptTimeout: policy.Timeout,
 		Backoff:        healthwatch.DefaultBackoff(policy.RetryMax),
 		Clock:          a.clock,
 	})
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return sdk.Worker{}, fmt.Errorf("%w: vLLM engine at %s did not serve within %s: %v", sdk.ErrStartupDeadline, req.EngineAddr, deadline, err)
+			return sdk.Worker{}, fmt.Errorf("%w: vLLM engine at %s did not serve within %s: %v", sdk.ErrStartupDeadline, addr, deadline, err)
 		}
-		return sdk.Worker{}, fmt.Errorf("waiting for vLLM engine at %s: %w", req.EngineAddr, err)
+		return sdk.Worker{}, fmt.Errorf("waiting for vLLM engine at %s: %w", addr, err)
 	}
 	return readWorker(ctx, conn)
 }
@@ -141,13 +153,15 @@ func readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) 
 	ctx, cancel := context.WithTimeout(ctx, infoTimeout)
 	defer cancel()
 	control := vllmpb.NewControlClient(conn)
+	// The engine's own status codes stay out of the error chain: a timeout
+	// here is an unavailable engine, not the startup deadline.
 	server, err := control.GetServerInfo(ctx, &vllmpb.GetServerInfoRequest{})
 	if err != nil {
-		return sdk.Worker{}, fmt.Errorf("reading vLLM server info: %w", err)
+		return sdk.Worker{}, fmt.Errorf("%w: reading vLLM server info: %v", sdk.ErrUnavailable, err)
 	}
 	model, err := control.GetModelInfo(ctx, &vllmpb.GetModelInfoRequest{})
 	if err != nil {
-		return sdk.Worker{}, fmt.Errorf("reading vLLM model info: %w", err)
+		return sdk.Worker{}, fmt.Errorf("%w: reading vLLM model info: %v", sdk.ErrUnavailable, err)
 	}
 	return sdk.Worker{
 		ModelID:           model.GetModelId(),
@@ -177,10 +191,16 @@ func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, erro
 		return nil, fmt.Errorf("%w: WatchAvailability before Start", sdk.ErrNotStarted)
 	}
 	opts := healthwatch.Options{Interval: policy.Interval, Timeout: policy.Timeout, Failures: policy.Failures}
-	live := healthwatch.Watch(ctx, conn, serviceServer, opts)
-	ready := healthwatch.Watch(ctx, conn, serviceInference, opts)
+	// The watches end with the merge, which ends after Lost: nothing keeps
+	// checking an engine that is gone.
+	wctx, cancel := context.WithCancel(ctx)
+	live := healthwatch.Watch(wctx, conn, serviceServer, opts)
+	ready := healthwatch.Watch(wctx, conn, serviceInference, opts)
 	out := make(chan sdk.Event)
-	go merge(ctx, live, ready, out)
+	go func() {
+		defer cancel()
+		merge(wctx, live, ready, out)
+	}()
 	return out, nil
 }
 

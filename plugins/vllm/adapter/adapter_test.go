@@ -303,3 +303,90 @@ func TestLostAfterStop(t *testing.T) {
 		})
 	}
 }
+
+// TestStartAgainAfterFailure: a Start that failed leaves the adapter as it
+// was, so a second Start against a serving engine succeeds.
+func TestStartAgainAfterFailure(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := lis.Addr().String()
+	lis.Close()
+	a := adapter.New()
+	t.Cleanup(func() { a.Shutdown(context.Background()) })
+	_, err = a.Start(context.Background(), sdk.StartRequest{EngineAddr: closed, StartupDeadline: 100 * time.Millisecond})
+	if !errors.Is(err, sdk.ErrStartupDeadline) {
+		t.Fatalf("Start against nothing = %v, want ErrStartupDeadline", err)
+	}
+	_, addr := serveMock(t, mock.Config{Model: "m"})
+	if _, err := a.Start(context.Background(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: 10 * time.Second}); err != nil {
+		t.Fatalf("second Start = %v, want nil", err)
+	}
+}
+
+// TestGenerate: output is relayed chunk by chunk with vLLM's usage and
+// finish reason.
+func TestGenerate(t *testing.T) {
+	t.Parallel()
+	_, addr := serveMock(t, mock.Config{Model: "m"})
+	a := started(t, addr)
+	var got []uint32
+	var text string
+	res, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "g1", TokenIDs: []uint32{3, 4}, MaxTokens: 5},
+		func(c sdk.Chunk) error {
+			got = append(got, c.TokenIDs...)
+			text += c.Text
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []uint32
+	var wantText string
+	for i := range 5 {
+		id := mock.OutputToken(0, []uint32{3, 4}, i)
+		want = append(want, id)
+		wantText += mock.TokenText(id)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tokens (-want +got):\n%s", diff)
+	}
+	if text != wantText {
+		t.Errorf("text = %q, want %q", text, wantText)
+	}
+	if res != (sdk.Result{FinishReason: sdk.FinishLength, PromptTokens: 2, CompletionTokens: 5}) {
+		t.Errorf("result = %+v, want length, 2 prompt and 5 completion tokens", res)
+	}
+}
+
+// TestGenerateCancelAborts: a cancelled request is aborted by its id.
+func TestGenerateCancelAborts(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{Model: "m", TokenDelay: 10 * time.Millisecond})
+	a := started(t, addr)
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err := a.Generate(ctx, sdk.GenerateRequest{RequestID: "c1", TokenIDs: []uint32{1}, MaxTokens: 1000},
+		func(sdk.Chunk) error { cancel(); return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Generate = %v, want context.Canceled", err)
+	}
+	if n := e.State().Aborts["c1"]; n != 1 {
+		t.Errorf("aborts of c1 = %d, want 1 (Generate returns after the Abort)", n)
+	}
+}
+
+// TestGenerateUnavailable: a sleeping engine refuses with ErrUnavailable,
+// so the host can answer UNAVAILABLE and a router retry elsewhere.
+func TestGenerateUnavailable(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{Model: "m"})
+	a := started(t, addr)
+	post(t, e, "/sleep", "")
+	_, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "u1", TokenIDs: []uint32{1}, MaxTokens: 1},
+		func(sdk.Chunk) error { return nil })
+	if !errors.Is(err, sdk.ErrUnavailable) {
+		t.Errorf("Generate on a sleeping engine = %v, want ErrUnavailable", err)
+	}
+}

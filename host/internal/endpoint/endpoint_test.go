@@ -1,0 +1,230 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"github.com/vigilhq/vigil/sdk"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeEngine streams n tokens per request; with hold set, each request
+// waits after its first token until hold is closed or its ctx ends.
+type fakeEngine struct {
+	hold    chan struct{}
+	mu      sync.Mutex
+	ids     []string
+	started chan string
+}
+
+func (f *fakeEngine) Generate(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	f.mu.Lock()
+	f.ids = append(f.ids, req.RequestID)
+	f.mu.Unlock()
+	if err := send(sdk.Chunk{TokenIDs: []uint32{1}, Text: "a"}); err != nil {
+		return sdk.Result{}, err
+	}
+	if f.started != nil {
+		f.started <- req.RequestID
+	}
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-ctx.Done():
+			return sdk.Result{}, ctx.Err()
+		}
+	}
+	if err := send(sdk.Chunk{TokenIDs: []uint32{2}, Text: "b"}); err != nil {
+		return sdk.Result{}, err
+	}
+	return sdk.Result{FinishReason: sdk.FinishLength, PromptTokens: 1, CompletionTokens: 2}, nil
+}
+
+func (f *fakeEngine) Abort(context.Context, []string) error { return nil }
+
+func serve(t *testing.T, e sdk.Generator, w sdk.Worker, maxInflight int) (*Server, workerv1.WorkerClient) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(lis, maxInflight, hclog.NewNullLogger())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve() }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); s.Close(); <-done })
+	if e != nil {
+		s.Attach(e, w)
+	}
+	return s, workerv1.NewWorkerClient(conn)
+}
+
+var worker = sdk.Worker{ServedModelName: "m", MaxModelLen: 100, SupportsTextInput: true}
+
+func prompt(ids ...uint32) *workerv1.GenerateRequest {
+	return &workerv1.GenerateRequest{RequestId: "r", Prompt: &workerv1.GenerateRequest_TokenIds{TokenIds: &workerv1.TokenIds{Ids: ids}}}
+}
+
+type result struct {
+	tokens int
+	final  *workerv1.Final
+	err    error
+}
+
+func run(ctx context.Context, c workerv1.WorkerClient, req *workerv1.GenerateRequest) result {
+	var r result
+	stream, err := c.Generate(ctx, req)
+	if err != nil {
+		r.err = err
+		return r
+	}
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return r
+		}
+		if err != nil {
+			r.err = err
+			return r
+		}
+		if f := m.GetFinal(); f != nil {
+			r.final = f
+		} else {
+			r.tokens += len(m.GetChunk().GetTokenIds())
+		}
+	}
+}
+
+func TestAdmission(t *testing.T) {
+	t.Parallel()
+	s, c := serve(t, &fakeEngine{}, worker, 0)
+	if r := run(t.Context(), c, prompt(1)); status.Code(r.err) != codes.Unavailable || !strings.Contains(r.err.Error(), "starting") {
+		t.Errorf("before Admit: %v, want Unavailable (starting)", r.err)
+	}
+	s.Admit(true, "")
+	if r := run(t.Context(), c, prompt(1)); r.err != nil || r.tokens != 2 || r.final.GetUsage().GetCompletionTokens() != 2 {
+		t.Errorf("admitted: %+v, want 2 tokens and usage", r)
+	}
+	s.Admit(false, "worker not ready")
+	if r := run(t.Context(), c, prompt(1)); status.Code(r.err) != codes.Unavailable || !strings.Contains(r.err.Error(), "not ready") {
+		t.Errorf("not ready: %v, want Unavailable (not ready)", r.err)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	t.Parallel()
+	tokenOnly := worker
+	tokenOnly.SupportsTextInput = false
+	s, c := serve(t, &fakeEngine{}, tokenOnly, 0)
+	s.Admit(true, "")
+	temp := float32(-1)
+	topP := float32(1.5)
+	for name, tc := range map[string]struct {
+		req   *workerv1.GenerateRequest
+		code  codes.Code
+		field string
+	}{
+		"no prompt":   {&workerv1.GenerateRequest{}, codes.InvalidArgument, "prompt"},
+		"empty ids":   {prompt(), codes.InvalidArgument, "prompt"},
+		"text prompt": {&workerv1.GenerateRequest{Prompt: &workerv1.GenerateRequest_Text{Text: "hi"}}, codes.InvalidArgument, "token ids only"},
+		"too long":    {&workerv1.GenerateRequest{Prompt: prompt(1, 2).Prompt, Stopping: &workerv1.Stopping{MaxTokens: 99}}, codes.InvalidArgument, "stopping.max_tokens"},
+		"temperature": {&workerv1.GenerateRequest{Prompt: prompt(1).Prompt, Sampling: &workerv1.Sampling{Temperature: &temp}}, codes.InvalidArgument, "sampling.temperature"},
+		"top_p":       {&workerv1.GenerateRequest{Prompt: prompt(1).Prompt, Sampling: &workerv1.Sampling{TopP: &topP}}, codes.InvalidArgument, "sampling.top_p"},
+		"model":       {&workerv1.GenerateRequest{Model: "x", Prompt: prompt(1).Prompt}, codes.NotFound, `model "x"`},
+	} {
+		r := run(t.Context(), c, tc.req)
+		if status.Code(r.err) != tc.code || !strings.Contains(status.Convert(r.err).Message(), tc.field) {
+			t.Errorf("%s: %v, want %s naming %q", name, r.err, tc.code, tc.field)
+		}
+	}
+	if s.InFlight() != 0 {
+		t.Errorf("in flight after refusals = %d, want 0", s.InFlight())
+	}
+}
+
+// Engine-side ids are unique per request even when clients reuse one.
+func TestEngineRequestIDsUnique(t *testing.T) {
+	t.Parallel()
+	e := &fakeEngine{}
+	s, c := serve(t, e, worker, 0)
+	s.Admit(true, "")
+	for range 3 {
+		if r := run(t.Context(), c, prompt(1)); r.err != nil || r.final.GetRequestId() != "r" {
+			t.Fatalf("request: %+v, want final with the client's id", r)
+		}
+	}
+	seen := map[string]bool{}
+	for _, id := range e.ids {
+		if seen[id] || !strings.HasPrefix(id, "r-") {
+			t.Errorf("engine ids %v: want distinct ids prefixed with the client's", e.ids)
+		}
+		seen[id] = true
+	}
+}
+
+func TestMaxInflight(t *testing.T) {
+	t.Parallel()
+	e := &fakeEngine{hold: make(chan struct{}), started: make(chan string, 1)}
+	s, c := serve(t, e, worker, 1)
+	s.Admit(true, "")
+	first := make(chan result, 1)
+	go func() { first <- run(t.Context(), c, prompt(1)) }()
+	<-e.started
+	if r := run(t.Context(), c, prompt(1)); status.Code(r.err) != codes.ResourceExhausted {
+		t.Errorf("second request: %v, want ResourceExhausted", r.err)
+	}
+	close(e.hold)
+	if r := <-first; r.err != nil || r.tokens != 2 {
+		t.Errorf("first request: %+v, want it to complete", r)
+	}
+}
+
+// Drain returns as soon as nothing is in flight; at the end of the grace
+// period the rest end with a final error and UNAVAILABLE.
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	e := &fakeEngine{hold: make(chan struct{}), started: make(chan string, 2)}
+	s, c := serve(t, e, worker, 0)
+	s.Admit(true, "")
+	results := make(chan result, 2)
+	for range 2 {
+		go func() { results <- run(t.Context(), c, prompt(1)) }()
+	}
+	<-e.started
+	<-e.started
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	s.Drain(ctx)
+	if s.InFlight() != 0 {
+		t.Errorf("in flight after Drain = %d, want 0", s.InFlight())
+	}
+	for range 2 {
+		r := <-results
+		if status.Code(r.err) != codes.Unavailable || r.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_ERROR ||
+			!strings.Contains(r.final.GetDescription(), "grace period") || r.final.GetUsage().GetCompletionTokens() != 1 {
+			t.Errorf("request cut by the grace period: %+v, want final ERROR (grace period, 1 token) then Unavailable", r)
+		}
+	}
+	if r := run(t.Context(), c, prompt(1)); status.Code(r.err) != codes.Unavailable || !strings.Contains(r.err.Error(), "draining") {
+		t.Errorf("after Drain: %v, want Unavailable (draining)", r.err)
+	}
+	// With nothing in flight, Drain returns at once.
+	s.Drain(t.Context())
+}
