@@ -7,9 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -31,13 +28,7 @@ func routeCommand() *cli.Command {
 		Description: "route watches discovery for the workers of --service-name and serves the worker API\n" +
 			"(vigil.worker.v1.Worker) on --listen and OpenAI-compatible completions on --http-listen,\n" +
 			"round-robin over the workers serving the requested model.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "discovery", Value: "file", EnvVars: env("DISCOVERY"),
-				Usage: "discovery backend: file or consul (consul honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the other standard variables)"},
-			&cli.StringFlag{Name: "service-name", Value: "llm", EnvVars: env("SERVICE_NAME"),
-				Usage: "service name the workers are registered under"},
-			&cli.StringFlag{Name: "registry-dir", Value: defaultRegistryDir(), EnvVars: env("REGISTRY_DIR"),
-				Usage: "directory of the file registry"},
+		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8480", EnvVars: env("LISTEN"),
 				Usage: "address of the gRPC worker API, host:port"},
 			&cli.StringFlag{Name: "http-listen", Value: "127.0.0.1:8481", EnvVars: env("HTTP_LISTEN"),
@@ -48,44 +39,32 @@ func routeCommand() *cli.Command {
 				Usage: "bound of a whole request, generation included"},
 			&cli.Int64Flag{Name: "max-body-bytes", Value: router.DefaultMaxBodyBytes, EnvVars: env("MAX_BODY_BYTES"),
 				Usage: "largest HTTP request body, in bytes; a larger one gets 413"},
-			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"),
-				Usage: "log format: text or json"},
-			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"),
-				Usage: "log level: trace, debug, info, warn or error"},
-		},
+		}, discoveryFlags("service name the workers are registered under")...), logFlags()...),
 		Action: routeAction,
 	}
 }
 
 // routeConfig is the validated form of route's flags.
 type routeConfig struct {
-	discovery, registryDir, service string
-	listen, httpListen              string
-	retries                         int
-	requestTimeout                  time.Duration
-	maxBodyBytes                    int64
-	logFormat, logLevel             string
+	discoveryConfig
+	log                logConfig
+	listen, httpListen string
+	retries            int
+	requestTimeout     time.Duration
+	maxBodyBytes       int64
 }
 
 func routeAction(c *cli.Context) error {
-	// Subscribe before any slow work, so a signal during start-up is seen.
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(signals)
-
-	if c.Args().Len() > 0 {
-		return usageErrorf("route takes no arguments, got %q", c.Args().First())
+	signals, stop := subscribeSignals()
+	defer stop()
+	if err := noArgs(c); err != nil {
+		return err
 	}
 	cfg, err := parseRoute(c)
 	if err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "vigil",
-		Level:      hclog.LevelFromString(cfg.logLevel),
-		JSONFormat: cfg.logFormat == "json",
-		Output:     c.App.ErrWriter,
-	})
+	log := cfg.log.logger(c.App.ErrWriter)
 	var src router.Source
 	switch cfg.discovery {
 	case "consul":
@@ -209,28 +188,15 @@ func serveRoute(ctx context.Context, cfg routeConfig, src router.Source, log hcl
 // it accepts.
 func parseRoute(c *cli.Context) (routeConfig, error) {
 	cfg := routeConfig{
-		discovery:      c.String("discovery"),
-		registryDir:    c.String("registry-dir"),
-		service:        c.String("service-name"),
 		listen:         c.String("listen"),
 		httpListen:     c.String("http-listen"),
 		retries:        c.Int("retries"),
 		requestTimeout: c.Duration("request-timeout"),
 		maxBodyBytes:   c.Int64("max-body-bytes"),
-		logFormat:      c.String("log-format"),
-		logLevel:       strings.ToLower(c.String("log-level")),
 	}
-	switch cfg.discovery {
-	case "file":
-		if cfg.registryDir == "" {
-			return cfg, usageErrorf("--registry-dir: must not be empty with --discovery file")
-		}
-	case "consul":
-	default:
-		return cfg, usageErrorf("--discovery %q: want file or consul", cfg.discovery)
-	}
-	if cfg.service == "" || strings.ContainsAny(cfg.service, "/\\ ") {
-		return cfg, usageErrorf("--service-name %q: want a non-empty name without slashes or spaces", cfg.service)
+	var err error
+	if cfg.discoveryConfig, err = parseDiscovery(c); err != nil {
+		return cfg, err
 	}
 	if _, _, err := splitHostPort("listen", cfg.listen); err != nil {
 		return cfg, err
@@ -250,11 +216,6 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 	if cfg.maxBodyBytes < 1 {
 		return cfg, usageErrorf("--max-body-bytes %d: must be 1 or more", cfg.maxBodyBytes)
 	}
-	if cfg.logFormat != "text" && cfg.logFormat != "json" {
-		return cfg, usageErrorf("--log-format %q: want text or json", cfg.logFormat)
-	}
-	if hclog.LevelFromString(cfg.logLevel) == hclog.NoLevel {
-		return cfg, usageErrorf("--log-level %q: want trace, debug, info, warn or error", cfg.logLevel)
-	}
-	return cfg, nil
+	cfg.log, err = parseLog(c)
+	return cfg, err
 }

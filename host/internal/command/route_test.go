@@ -86,9 +86,9 @@ func TestRouteServesAndStopsOnSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := routeConfig{
-		discovery: "file", registryDir: dir, service: "llm",
-		listen: "127.0.0.1:0", httpListen: "127.0.0.1:0",
-		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20, logFormat: "text", logLevel: "debug",
+		discoveryConfig: discoveryConfig{discovery: "file", registryDir: dir, service: "llm"},
+		listen:          "127.0.0.1:0", httpListen: "127.0.0.1:0",
+		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20,
 	}
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: io.Discard})
 	src := notifySource{Source: router.NewFileSource(dir, "llm", log), first: make(chan struct{})}
@@ -140,8 +140,8 @@ func TestRouteListenFailure(t *testing.T) {
 	}
 	defer lis.Close()
 	cfg := routeConfig{
-		discovery: "file", registryDir: t.TempDir(), service: "llm",
-		listen: "127.0.0.1:0", httpListen: lis.Addr().String(),
+		discoveryConfig: discoveryConfig{discovery: "file", registryDir: t.TempDir(), service: "llm"},
+		listen:          "127.0.0.1:0", httpListen: lis.Addr().String(),
 		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20,
 	}
 	err = serveRoute(t.Context(), cfg, router.NewFileSource(cfg.registryDir, "llm", nil), hclog.NewNullLogger(), nil, nil)

@@ -5,11 +5,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -24,13 +22,11 @@ import (
 	"github.com/vigilhq/vigil/sdk"
 )
 
-func env(name string) []string { return []string{"VIGIL_" + name} }
-
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
 		Usage: "supervise an engine: register the worker while it serves, exit 1 when it is lost",
-		Flags: []cli.Flag{
+		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "engine", Value: "vllm", EnvVars: env("ENGINE"),
 				Usage: "engine name: a built-in adapter (" + strings.Join(builtin.Names(), ", ") + "), or the name of the adapter given by --engine-plugin"},
 			&cli.StringFlag{Name: "engine-plugin", EnvVars: env("ENGINE_PLUGIN"),
@@ -43,12 +39,6 @@ func runCommand() *cli.Command {
 				Usage: "address of the worker endpoint, host:port"},
 			&cli.StringFlag{Name: "advertise-addr", EnvVars: env("ADVERTISE_ADDR"),
 				Usage: "address published in discovery, host:port (default: --listen, which must then not be a wildcard address)"},
-			&cli.StringFlag{Name: "discovery", Value: "file", EnvVars: env("DISCOVERY"),
-				Usage: "discovery backend: file or consul (consul honours CONSUL_HTTP_ADDR, CONSUL_HTTP_TOKEN and the other standard variables)"},
-			&cli.StringFlag{Name: "registry-dir", Value: defaultRegistryDir(), EnvVars: env("REGISTRY_DIR"),
-				Usage: "directory of the file registry"},
-			&cli.StringFlag{Name: "service-name", Value: "llm", EnvVars: env("SERVICE_NAME"),
-				Usage: "service name the worker is registered under"},
 			&cli.StringFlag{Name: "worker-id", EnvVars: env("WORKER_ID"),
 				Usage: "worker id, stable across restarts (default: NOMAD_ALLOC_ID-NOMAD_TASK_NAME under Nomad, else host name-listen port)"},
 			&cli.DurationFlag{Name: "grace-period", Value: 5 * time.Second, EnvVars: env("GRACE_PERIOD"),
@@ -71,11 +61,7 @@ func runCommand() *cli.Command {
 				Usage: "consecutive failed liveness checks after which the engine is lost"},
 			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
 				Usage: "cap of the retry backoff while waiting for the engine"},
-			&cli.StringFlag{Name: "log-format", Value: "text", EnvVars: env("LOG_FORMAT"),
-				Usage: "log format: text or json"},
-			&cli.StringFlag{Name: "log-level", Value: "info", EnvVars: env("LOG_LEVEL"),
-				Usage: "log level: trace, debug, info, warn or error"},
-		},
+		}, discoveryFlags("service name the worker is registered under")...), logFlags()...),
 		Action: runAction,
 	}
 }
@@ -93,39 +79,30 @@ func defaultRegistryDir() string {
 
 // runConfig is the validated form of run's flags.
 type runConfig struct {
+	discoveryConfig
+	log                  logConfig
 	engine, enginePlugin string
 	start                sdk.StartRequest
 	listen               string
 	advHost              string
 	advPort              int
-	discovery            string
-	registryDir          string
-	service, workerID    string
+	workerID             string
 	grace, ttl, deregAft time.Duration
 	shutdownDelay        time.Duration
 	maxInflight          int
-	logFormat, logLevel  string
 }
 
 func runAction(c *cli.Context) error {
-	// Subscribe before any slow work, so a signal during start-up is seen.
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(signals)
-
-	if c.Args().Len() > 0 {
-		return usageErrorf("run takes no arguments, got %q", c.Args().First())
+	signals, stop := subscribeSignals()
+	defer stop()
+	if err := noArgs(c); err != nil {
+		return err
 	}
 	cfg, err := parseRun(c)
 	if err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "vigil",
-		Level:      hclog.LevelFromString(cfg.logLevel),
-		JSONFormat: cfg.logFormat == "json",
-		Output:     c.App.ErrWriter,
-	})
+	log := cfg.log.logger(c.App.ErrWriter)
 
 	registry, err := newRegistry(cfg)
 	if err != nil {
@@ -204,17 +181,12 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	cfg := runConfig{
 		engine:        c.String("engine"),
 		enginePlugin:  c.String("engine-plugin"),
-		discovery:     c.String("discovery"),
-		registryDir:   c.String("registry-dir"),
-		service:       c.String("service-name"),
 		workerID:      c.String("worker-id"),
 		grace:         c.Duration("grace-period"),
 		ttl:           c.Duration("check-ttl"),
 		deregAft:      c.Duration("deregister-after"),
 		shutdownDelay: c.Duration("shutdown-delay"),
 		maxInflight:   c.Int("max-inflight"),
-		logFormat:     c.String("log-format"),
-		logLevel:      strings.ToLower(c.String("log-level")),
 	}
 	if cfg.enginePlugin == "" && !builtin.Has(cfg.engine) {
 		return cfg, usageErrorf("--engine %q: unknown engine; built-in engines: %s (or give an adapter executable with --engine-plugin)",
@@ -296,17 +268,8 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		}
 	}
 
-	switch cfg.discovery {
-	case "file":
-		if cfg.registryDir == "" {
-			return cfg, usageErrorf("--registry-dir: must not be empty with --discovery file")
-		}
-	case "consul":
-	default:
-		return cfg, usageErrorf("--discovery %q: want file or consul", cfg.discovery)
-	}
-	if cfg.service == "" || strings.ContainsAny(cfg.service, "/\\ ") {
-		return cfg, usageErrorf("--service-name %q: want a non-empty name without slashes or spaces", cfg.service)
+	if cfg.discoveryConfig, err = parseDiscovery(c); err != nil {
+		return cfg, err
 	}
 	if cfg.workerID == "" {
 		cfg.workerID = defaultWorkerID(lport)
@@ -314,13 +277,8 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	if strings.ContainsAny(cfg.workerID, "/\\ ") {
 		return cfg, usageErrorf("--worker-id %q: want an id without slashes or spaces", cfg.workerID)
 	}
-	if cfg.logFormat != "text" && cfg.logFormat != "json" {
-		return cfg, usageErrorf("--log-format %q: want text or json", cfg.logFormat)
-	}
-	if hclog.LevelFromString(cfg.logLevel) == hclog.NoLevel {
-		return cfg, usageErrorf("--log-level %q: want trace, debug, info, warn or error", cfg.logLevel)
-	}
-	return cfg, nil
+	cfg.log, err = parseLog(c)
+	return cfg, err
 }
 
 // splitHostPort parses host:port for flag, with a port from 0 to 65535.
