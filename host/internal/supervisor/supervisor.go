@@ -191,8 +191,14 @@ func (s *supervisor) waitForEngine(ctx context.Context, signals <-chan os.Signal
 	case sig := <-signals:
 		s.log.Info("signal received during the startup wait; exiting", "signal", sig.String())
 		cancel()
-		<-done
-		s.shutdownAdapter()
+		// A cancelled Start returns at once; an adapter that does not is
+		// killed on return all the same.
+		select {
+		case <-done:
+			s.shutdownAdapter()
+		case <-time.After(adapterShutdownTimeout):
+			s.log.Warn("adapter did not return from Start after cancellation")
+		}
 		return sdk.Worker{}, ExitOK, false
 	case r := <-done:
 		switch {
