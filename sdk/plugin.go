@@ -163,8 +163,10 @@ type Plugin struct {
 }
 
 // Launch starts an adapter subprocess with AutoMTLS and returns it ready for
-// calls. On error no process is left running.
-func Launch(cfg LaunchConfig) (*Plugin, error) {
+// calls. When ctx ends before the handshake completes, the process is killed
+// and Launch returns an error wrapping ctx's. On error no process is left
+// running.
+func Launch(ctx context.Context, cfg LaunchConfig) (*Plugin, error) {
 	if cfg.Cmd == nil {
 		return nil, fmt.Errorf("%w: launch config has no command", ErrInvalidArgument)
 	}
@@ -185,9 +187,26 @@ func Launch(cfg LaunchConfig) (*Plugin, error) {
 		Logger:           logger,
 		StartTimeout:     timeout,
 	})
+	// go-plugin's handshake takes no context: killing the process is what
+	// ends it early.
+	handshook := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			client.Kill()
+		case <-handshook:
+		}
+	}()
 	rpc, err := client.Client()
+	close(handshook)
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		client.Kill()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("starting adapter %s: %w", cfg.Cmd.Path, ctx.Err())
+		}
 		return nil, fmt.Errorf("starting adapter %s: %w", cfg.Cmd.Path, err)
 	}
 	raw, err := rpc.Dispense(PluginName)

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
+	"github.com/vigilhq/vigil/host/internal/supervisor"
 	"github.com/vigilhq/vigil/sdk"
 )
 
 // ExitUsage is the exit code for bad flags or arguments.
-const ExitUsage = 2
+const ExitUsage = supervisor.ExitUsage
 
 // Version is vigil's version, set at build time with
 // -ldflags "-X github.com/vigilhq/vigil/host/internal/command.Version=...".
@@ -47,10 +51,8 @@ func App(stdout, stderr io.Writer) *cli.App {
 		Commands:  []*cli.Command{runCommand(), routeCommand(), versionCommand()},
 		// Exit codes are decided in Main, not inside the library.
 		ExitErrHandler: func(*cli.Context, error) {},
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageErrorf("%v", err)
-		},
-		HideVersion: false,
+		OnUsageError:   onUsageError,
+		HideVersion:    false,
 	}
 }
 
@@ -68,7 +70,14 @@ func versionCommand() *cli.Command {
 // Main runs vigil with args and returns its exit code: 0 after a clean
 // stop, 1 when the engine is lost or never served, 2 for bad input.
 func Main(args []string) int {
-	err := App(os.Stdout, os.Stderr).Run(args)
+	app := App(os.Stdout, os.Stderr)
+	unknown := ""
+	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
+	err := app.Run(args)
+	if unknown != "" {
+		fmt.Fprintf(os.Stderr, "vigil: unknown command %q; commands: run, route, version, help\n", unknown)
+		return ExitUsage
+	}
 	if err == nil {
 		return 0
 	}
@@ -83,4 +92,36 @@ func Main(args []string) int {
 	// command or flag, a value that does not parse).
 	fmt.Fprintln(os.Stderr, "vigil:", err)
 	return ExitUsage
+}
+
+// invalidValue matches the flag package's parse errors, such as
+// `invalid value "soon" for flag -grace-period: parse error`.
+var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([a-z0-9-]+): `)
+
+// onUsageError turns the CLI library's parse errors into vigil's form:
+// exit 2, the flag as it is written, and what it accepts.
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+		return usageErrorf("unknown flag --%s; see vigil %s --help", name, c.Command.Name)
+	}
+	m := invalidValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return usageErrorf("%v", err)
+	}
+	value, name := m[1], m[2]
+	want := "a valid value"
+	for _, f := range c.Command.Flags {
+		if !slices.Contains(f.Names(), name) {
+			continue
+		}
+		switch f.(type) {
+		case *cli.DurationFlag:
+			want = "a duration such as 500ms, 30s or 5m"
+		case *cli.IntFlag, *cli.Int64Flag:
+			want = "a whole number"
+		case *cli.BoolFlag:
+			want = "true or false"
+		}
+	}
+	return usageErrorf("--%s %q: want %s", name, value, want)
 }

@@ -45,11 +45,16 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"health failures", []string{"--health-failures", "0"}, "--health-failures 0: must be 1 or more"},
 		{"discovery", []string{"--discovery", "zk"}, `--discovery "zk": want file or consul`},
 		{"service", []string{"--service-name", "a/b"}, "--service-name"},
+		{"service escapes", []string{"--service-name", ".."}, "--service-name \"..\": want letters"},
+		{"hidden worker id", []string{"--worker-id", ".hidden"}, "--worker-id \".hidden\""},
+		{"registry dir not a dir", []string{"--registry-dir", "/dev/null"}, "--registry-dir \"/dev/null\": cannot write"},
 		{"engine option", []string{"--engine-option", "novalue"}, `--engine-option "novalue": want key=value`},
 		{"log format", []string{"--log-format", "xml"}, `--log-format "xml": want text or json`},
 		{"log level", []string{"--log-level", "loud"}, `--log-level "loud"`},
 		{"argument", []string{"extra"}, "run takes no arguments"},
-		{"unparsable", []string{"--grace-period", "soon"}, "grace-period"},
+		{"unparsable duration", []string{"--grace-period", "soon"}, `--grace-period "soon": want a duration such as 500ms, 30s or 5m`},
+		{"unparsable number", []string{"--health-failures", "two"}, `--health-failures "two": want a whole number`},
+		{"unknown flag", []string{"--no-such"}, "unknown flag --no-such; see vigil run --help"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := runArgs(t, append([]string{"run", "--registry-dir", t.TempDir()}, tc.args...)...)
@@ -79,5 +84,12 @@ func TestVersion(t *testing.T) {
 	code, out := runArgs(t, "version")
 	if code != 0 || !strings.Contains(out, "plugin protocol 1") {
 		t.Errorf("version: code %d, output %q", code, out)
+	}
+}
+
+func TestUnknownCommand(t *testing.T) {
+	// Main writes to the process's stderr; the exit code is what matters.
+	if code := Main([]string{"vigil", "routex"}); code != ExitUsage {
+		t.Errorf("unknown command: exit %d, want %d", code, ExitUsage)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -58,11 +59,20 @@ func parseDiscovery(c *cli.Context) (discoveryConfig, error) {
 	default:
 		return d, usageErrorf("--discovery %q: want file or consul", d.discovery)
 	}
-	if d.service == "" || strings.ContainsAny(d.service, "/\\ ") {
-		return d, usageErrorf("--service-name %q: want a non-empty name without slashes or spaces", d.service)
+	if !validName(d.service) {
+		return d, usageErrorf("--service-name %q: %s", d.service, nameRule)
 	}
 	return d, nil
 }
+
+// Service names and worker ids become Consul ids and file names: letters,
+// digits and . _ : - only, starting with a letter or digit (so no path
+// escapes and no hidden files).
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]*$`)
+
+const nameRule = "want letters, digits and . _ : - only, starting with a letter or digit"
+
+func validName(s string) bool { return namePattern.MatchString(s) }
 
 // logFlags are the logging flags of every long-running command.
 func logFlags() []cli.Flag {

@@ -40,7 +40,8 @@ func routeCommand() *cli.Command {
 			&cli.Int64Flag{Name: "max-body-bytes", Value: router.DefaultMaxBodyBytes, EnvVars: env("MAX_BODY_BYTES"),
 				Usage: "largest HTTP request body, in bytes; a larger one gets 413"},
 		}, discoveryFlags("service name the workers are registered under")...), logFlags()...),
-		Action: routeAction,
+		Action:       routeAction,
+		OnUsageError: onUsageError,
 	}
 }
 

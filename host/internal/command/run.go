@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -62,7 +63,8 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
 				Usage: "cap of the retry backoff while waiting for the engine"},
 		}, discoveryFlags("service name the worker is registered under")...), logFlags()...),
-		Action: runAction,
+		Action:       runAction,
+		OnUsageError: onUsageError,
 	}
 }
 
@@ -123,8 +125,8 @@ func runAction(c *cli.Context) error {
 		"service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
 
 	code := supervisor.Run(c.Context, supervisor.Config{
-		Launch: func() (supervisor.Adapter, error) {
-			p, err := launch(cfg, log)
+		Launch: func(ctx context.Context) (supervisor.Adapter, error) {
+			p, err := launch(ctx, cfg, log)
 			if err != nil {
 				return supervisor.Adapter{}, err
 			}
@@ -148,7 +150,7 @@ func runAction(c *cli.Context) error {
 	return nil
 }
 
-func launch(cfg runConfig, log hclog.Logger) (*sdk.Plugin, error) {
+func launch(ctx context.Context, cfg runConfig, log hclog.Logger) (*sdk.Plugin, error) {
 	var cmd *exec.Cmd
 	if cfg.enginePlugin != "" {
 		cmd = exec.Command(cfg.enginePlugin)
@@ -158,7 +160,7 @@ func launch(cfg runConfig, log hclog.Logger) (*sdk.Plugin, error) {
 			return nil, err
 		}
 	}
-	return sdk.Launch(sdk.LaunchConfig{Cmd: cmd, Logger: log.Named("adapter")})
+	return sdk.Launch(ctx, sdk.LaunchConfig{Cmd: cmd, Logger: log.Named("adapter")})
 }
 
 func newRegistry(cfg runConfig) (discovery.Registry, error) {
@@ -274,8 +276,13 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	if cfg.workerID == "" {
 		cfg.workerID = defaultWorkerID(lport)
 	}
-	if strings.ContainsAny(cfg.workerID, "/\\ ") {
-		return cfg, usageErrorf("--worker-id %q: want an id without slashes or spaces", cfg.workerID)
+	if !validName(cfg.workerID) {
+		return cfg, usageErrorf("--worker-id %q: %s", cfg.workerID, nameRule)
+	}
+	if cfg.discovery == "file" {
+		if err := file.CheckWritable(cfg.registryDir, cfg.service); err != nil {
+			return cfg, usageErrorf("--registry-dir %q: cannot write worker records there: %v", cfg.registryDir, err)
+		}
 	}
 	cfg.log, err = parseLog(c)
 	return cfg, err

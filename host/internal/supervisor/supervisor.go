@@ -19,10 +19,21 @@ const (
 	// deadline, or the adapter could not be started; or a second signal cut
 	// the drain short.
 	ExitFailure = 1
+	// ExitUsage: the adapter rejected its configuration (an engine option,
+	// say) as invalid; restarting will not help.
+	ExitUsage = 2
 )
 
 // adapterShutdownTimeout bounds the adapter's Shutdown call.
 const adapterShutdownTimeout = 2 * time.Second
+
+// minWithdrawTime is the least time a withdrawal gets to deregister,
+// whatever the grace period: a grace period of 0 means "do not wait for
+// requests", not "leave the worker registered".
+const minWithdrawTime = 5 * time.Second
+
+// withdrawTime is the bound of one withdrawal's retries.
+func (s *supervisor) withdrawTime() time.Duration { return max(s.cfg.GracePeriod, minWithdrawTime) }
 
 // Endpoint is the worker's request endpoint as the lifecycle drives it.
 type Endpoint interface {
@@ -54,8 +65,9 @@ func FromPlugin(p *sdk.Plugin) Adapter {
 
 // Config is what Run needs. All fields are required.
 type Config struct {
-	// Launch starts the adapter.
-	Launch func() (Adapter, error)
+	// Launch starts the adapter; it returns early with an error when ctx
+	// ends.
+	Launch func(ctx context.Context) (Adapter, error)
 	// Start is passed to the adapter's Start.
 	Start sdk.StartRequest
 	// Registration has the service, worker id, engine name and advertised
@@ -97,10 +109,9 @@ type supervisor struct {
 
 func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
 	s.log.Info("starting engine adapter", "engine", s.cfg.Registration.Engine)
-	p, err := s.cfg.Launch()
-	if err != nil {
-		s.log.Error("starting engine adapter failed", "error", err)
-		return ExitFailure
+	p, code, ok := s.launch(ctx, signals)
+	if !ok {
+		return code
 	}
 	s.plugin = p
 	defer p.Kill()
@@ -171,6 +182,37 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
 	return ExitOK
 }
 
+// launch starts the adapter, unless a signal comes first. ok is false when
+// Run must return code.
+func (s *supervisor) launch(ctx context.Context, signals <-chan os.Signal) (a Adapter, code int, ok bool) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		a   Adapter
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		a, err := s.cfg.Launch(lctx)
+		done <- result{a, err}
+	}()
+	select {
+	case sig := <-signals:
+		s.log.Info("signal received while starting the adapter; exiting", "signal", sig.String())
+		cancel()
+		if r := <-done; r.err == nil {
+			r.a.Kill()
+		}
+		return Adapter{}, ExitOK, false
+	case r := <-done:
+		if r.err != nil {
+			s.log.Error("starting engine adapter failed", "error", r.err)
+			return Adapter{}, ExitFailure, false
+		}
+		return r.a, 0, true
+	}
+}
+
 // waitForEngine runs the adapter's Start until the engine serves, the
 // startup deadline passes, or a signal arrives. ok is false when Run must
 // return code.
@@ -206,6 +248,10 @@ func (s *supervisor) waitForEngine(ctx context.Context, signals <-chan os.Signal
 			return r.w, 0, true
 		case errors.Is(r.err, sdk.ErrStartupDeadline):
 			s.log.Error("engine did not serve within the startup deadline", "startup_deadline", s.cfg.Start.StartupDeadline, "error", r.err)
+		case errors.Is(r.err, sdk.ErrInvalidArgument):
+			s.log.Error("the engine adapter rejected its configuration", "error", r.err)
+			s.shutdownAdapter()
+			return sdk.Worker{}, ExitUsage, false
 		default:
 			s.log.Error("waiting for the engine failed", "error", r.err)
 		}
@@ -249,7 +295,7 @@ func (s *supervisor) enter(st State) {
 	case StateNotReady:
 		s.cfg.Endpoint.Admit(false, "worker not ready: the engine is asleep or paused")
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.GracePeriod)
+			ctx, cancel := context.WithTimeout(context.Background(), s.withdrawTime())
 			defer cancel()
 			if err := s.cfg.Announcer.Withdraw(ctx); err != nil {
 				s.log.Error("withdrawing the not-ready worker failed", "error", err)
@@ -284,7 +330,7 @@ func (s *supervisor) refusal() string {
 func (s *supervisor) drain(ctx context.Context, delay time.Duration) {
 	defer close(s.drained)
 	defer s.cancelDrain()
-	withdrawCtx, cancel := context.WithTimeout(ctx, delay+s.cfg.GracePeriod)
+	withdrawCtx, cancel := context.WithTimeout(ctx, delay+s.withdrawTime())
 	defer cancel()
 	withdrawn := make(chan struct{})
 	go func() {

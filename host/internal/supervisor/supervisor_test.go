@@ -1,10 +1,14 @@
 package supervisor
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/sdk"
 )
 
@@ -112,20 +116,25 @@ func TestLifecycleSignalDuringStartup(t *testing.T) {
 	h.registered(false)
 }
 
-// Start failing exits 1: startup deadline or any other error.
+// Start failing exits 1 (startup deadline, any engine error), or 2 when the
+// adapter rejects its configuration: restarting would not help.
 func TestLifecycleStartFails(t *testing.T) {
 	t.Parallel()
-	for name, err := range map[string]error{
-		"deadline": fmt.Errorf("%w: engine did not serve", sdk.ErrStartupDeadline),
-		"other":    fmt.Errorf("%w: engine-addr", sdk.ErrInvalidArgument),
+	for name, tc := range map[string]struct {
+		err  error
+		code int
+	}{
+		"deadline": {fmt.Errorf("%w: engine did not serve", sdk.ErrStartupDeadline), ExitFailure},
+		"engine":   {fmt.Errorf("%w: reading server info", sdk.ErrUnavailable), ExitFailure},
+		"config":   {fmt.Errorf("%w: engine option \"x\"", sdk.ErrInvalidArgument), ExitUsage},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newFakeEngine()
-			e.startErr = err
+			e.startErr = tc.err
 			h := startHarness(t, e, &fakeEndpoint{}, time.Second)
-			if code := h.exit(); code != ExitFailure {
-				t.Errorf("exit code = %d, want %d", code, ExitFailure)
+			if code := h.exit(); code != tc.code {
+				t.Errorf("exit code = %d, want %d", code, tc.code)
 			}
 			h.registered(false)
 		})
@@ -144,4 +153,29 @@ func TestLifecycleStreamClosed(t *testing.T) {
 		t.Errorf("exit code = %d, want %d", code, ExitFailure)
 	}
 	h.registered(false)
+}
+
+// A signal while the adapter is still starting exits 0 at once, and the
+// launch is cancelled.
+func TestLifecycleSignalDuringLaunch(t *testing.T) {
+	t.Parallel()
+	h := &harness{t: t, signals: make(chan os.Signal, 1), code: make(chan int, 1), killed: make(chan struct{})}
+	launched := make(chan context.Context, 1)
+	cfg := Config{
+		Launch: func(ctx context.Context) (Adapter, error) {
+			launched <- ctx
+			<-ctx.Done()
+			return Adapter{}, ctx.Err()
+		},
+		Logger: hclog.NewNullLogger(),
+	}
+	go func() { h.code <- Run(context.Background(), cfg, h.signals) }()
+	ctx := <-launched
+	h.signals <- syscall.SIGTERM
+	if code := <-h.code; code != ExitOK {
+		t.Errorf("exit code = %d, want %d", code, ExitOK)
+	}
+	if ctx.Err() == nil {
+		t.Error("the launch was not cancelled")
+	}
 }

@@ -99,7 +99,7 @@ func startHarness(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, grac
 	var once sync.Once
 	reg := file.New(h.dir, time.Minute)
 	cfg := Config{
-		Launch: func() (Adapter, error) {
+		Launch: func(context.Context) (Adapter, error) {
 			return Adapter{Engine: engine, Version: 1, Kill: func() { once.Do(func() { close(h.killed) }) }}, nil
 		},
 		Registration: discovery.Registration{Service: "llm", WorkerID: "w1", Engine: "fake", Address: "127.0.0.1", Port: 1},

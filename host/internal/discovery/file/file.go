@@ -50,6 +50,22 @@ func New(dir string, ttl time.Duration) *Registry { return &Registry{dir: dir, t
 
 func (f *Registry) String() string { return "file " + f.dir }
 
+// CheckWritable reports whether records of service can be written under
+// dir, creating the directories it needs; vigil calls it at startup so that
+// a bad --registry-dir is an error then, not a stream of failed heartbeats.
+func CheckWritable(dir, service string) error {
+	sdir := filepath.Join(dir, service)
+	if err := os.MkdirAll(sdir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(sdir, ".vigil-check.*.tmp")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 // Path is where the record of r lives.
 func Path(dir string, r discovery.Registration) string {
 	return filepath.Join(dir, r.Service, r.WorkerID+".json")
@@ -96,6 +112,12 @@ func (f *Registry) write(r discovery.Registration) error {
 		return fmt.Errorf("writing worker record: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
+	// CreateTemp makes the file 0600; readers such as `vigil route` may
+	// run as another user.
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing worker record: %w", err)
+	}
 	if _, err := tmp.Write(append(data, '\n')); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing worker record: %w", err)

@@ -80,3 +80,32 @@ func TestListSkipsMalformedAndTemporary(t *testing.T) {
 		t.Errorf("List of an absent service = %v, %v; want nil, nil", recs, err)
 	}
 }
+
+// Records are world-readable: a router may run as another user.
+func TestRecordReadableByOthers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := file.New(dir, time.Minute).Register(context.Background(), reg("a")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(file.Path(dir, reg("a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o644 {
+		t.Errorf("record mode = %v, want 0644", mode)
+	}
+}
+
+func TestCheckWritable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := file.CheckWritable(dir, "llm"); err != nil {
+		t.Errorf("CheckWritable(temp dir) = %v, want nil", err)
+	}
+	notDir := filepath.Join(dir, "plain-file")
+	os.WriteFile(notDir, nil, 0o644)
+	if err := file.CheckWritable(notDir, "llm"); err == nil {
+		t.Error("CheckWritable(a regular file) = nil, want an error")
+	}
+}
