@@ -5,12 +5,12 @@ SHELL    := /bin/bash
 BIN      := bin
 TOOLBIN  := $(CURDIR)/.bin
 PKGS     := ./proto/... ./sdk/... ./host/... ./plugins/vllm/...
-MODULES  := proto sdk host plugins/vllm e2e
+MODULES  := proto sdk host plugins/vllm e2e bench
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: build test unit e2e lint demo proto proto-check tools consul proto-tools clean
+.PHONY: build test unit e2e lint demo proto proto-check tools consul proto-tools clean bench bench-quick
 
 build: ## bin/vigil, bin/vllm-mock, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -21,7 +21,7 @@ test: lint unit e2e ## everything CI runs
 
 lint: ## gofmt and go vet over every module
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet $(PKGS) ./e2e/...
+	go vet $(PKGS) ./e2e/... ./bench/...
 
 unit: ## unit and in-process tests, race detector on
 	go test -race -count=1 $(PKGS)
@@ -30,6 +30,15 @@ unit: ## unit and in-process tests, race detector on
 # time keeps them steady on a 2-core machine.
 e2e: consul ## process tests against a real Consul agent
 	go test -race -count=1 -p 1 -timeout 20m ./e2e/...
+
+# The benchmarks build their own vigil and vllm-mock (no -race) and start
+# their own Consul agent; see bench/README.md. The full run takes about
+# 4 minutes and writes bench/results.md and bench/results.json.
+bench: consul ## measure vigil: print the figures and write bench/results.{md,json}
+	go run ./bench/cmd/vigil-bench
+
+bench-quick: consul ## one short trial of each figure, to keep the harness working (CI)
+	go run ./bench/cmd/vigil-bench -quick -out $(CURDIR)/bench/tmp
 
 demo: build ## a vllm-mock and vigil on the file registry: register, lose, exit 1
 	./scripts/demo.sh

@@ -16,9 +16,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-engine=127.0.0.1:${DEMO_ENGINE_PORT:-55051}
-control=127.0.0.1:${DEMO_CONTROL_PORT:-55052}
-listen=127.0.0.1:${DEMO_LISTEN_PORT:-58470}
+# free_port prints a loopback port nothing listens on, from 20000 up
+# (below the kernel's range for outgoing connections).
+free_port() {
+  local p
+  for p in $(seq "$1" 20999); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+  done
+  echo "demo: no free port" >&2; exit 1
+}
+engine=127.0.0.1:${DEMO_ENGINE_PORT:-$(free_port 20051)}
+control=127.0.0.1:${DEMO_CONTROL_PORT:-$(free_port 20151)}
+listen=127.0.0.1:${DEMO_LISTEN_PORT:-$(free_port 20251)}
 registry=$work/registry
 record=$registry/llm/demo-worker.json
 
@@ -41,12 +50,12 @@ bin/vigil run --engine vllm --engine-addr "$engine" --listen "$listen" \
   2> >(sed -u 's/^/  vigil | /') &
 vigil_pid=$!
 
-wait_for test -f "$record" || { echo "demo: the worker was never registered"; exit 1; }
+wait_for test -f "$record" || { echo "demo: the worker was never registered; vllm-mock said:"; cat "$work/mock.log"; exit 1; }
 say "registered: $record"
 sed 's/^/  /' "$record"
 
-say "stopping the engine (POST /stop: all health NOT_SERVING, then exit)"
-curl -fsS -X POST "http://$control/stop" >/dev/null
+say "stopping the engine (SIGTERM: vllm-mock reports NOT_SERVING, then exits, as vLLM does)"
+kill -TERM "$mock_pid"
 
 code=0
 wait "$vigil_pid" || code=$?

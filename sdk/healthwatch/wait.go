@@ -25,6 +25,22 @@ func Checker(conn grpc.ClientConnInterface) CheckFunc {
 	}
 }
 
+// ReadyChecker returns a CheckFunc over conn whose calls wait (within their
+// deadline) for the connection to be ready. While an engine is down, such a
+// call returns as soon as gRPC's reconnect reaches the engine, instead of
+// failing at once and leaving the next attempt to a retry delay: a waiting
+// caller then sees the engine one reconnect after it listens.
+func ReadyChecker(conn grpc.ClientConnInterface) CheckFunc {
+	client := healthpb.NewHealthClient(conn)
+	return func(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: service}, grpc.WaitForReady(true))
+		if err != nil {
+			return healthpb.HealthCheckResponse_UNKNOWN, err
+		}
+		return resp.GetStatus(), nil
+	}
+}
+
 // WaitOptions configures WaitServing.
 type WaitOptions struct {
 	// AttemptTimeout bounds each Check, so a server that accepts

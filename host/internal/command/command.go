@@ -43,7 +43,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 		Name:    "vigil",
 		Usage:   "keep service discovery honest for an LLM inference engine",
 		Version: Version,
-		Description: "vigil runs beside an inference engine (vLLM, SGLang, TensorRT-LLM), registers the\n" +
+		Description: "vigil runs beside an inference engine (built in: vLLM; others as plugins), registers the\n" +
 			"worker in discovery only while the engine serves, and withdraws it and exits 1 the\n" +
 			"moment the engine is lost, so that its supervisor restarts it.",
 		Writer:    stdout,

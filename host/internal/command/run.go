@@ -105,6 +105,10 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	log := cfg.log.logger(c.App.ErrWriter)
+	if ip := net.ParseIP(cfg.advHost); cfg.discovery == "consul" && (cfg.advHost == "localhost" || ip != nil && ip.IsLoopback()) {
+		log.Warn("advertising a loopback address in Consul: only clients on this host can reach the worker; set --advertise-addr",
+			"advertise", net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort)))
+	}
 
 	registry, err := newRegistry(cfg)
 	if err != nil {

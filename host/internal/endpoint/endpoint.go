@@ -14,6 +14,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
@@ -21,10 +22,16 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 )
 
 // WorkerService is the health service name of the worker API.
 const WorkerService = "vigil.worker.v1.Worker"
+
+// KeepaliveMinTime is the shortest interval at which clients (vigil route)
+// may ping the worker endpoint to detect a frozen worker; gRPC's default
+// (5 minutes) would cut them off with GOAWAY too_many_pings.
+const KeepaliveMinTime = 5 * time.Second
 
 // DefaultMaxInflight is the default --max-inflight: well above what one
 // engine batches at once, so that it only stops a runaway client.
@@ -61,7 +68,8 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger) *Server {
 		maxInflight = DefaultMaxInflight
 	}
 	s := &Server{
-		lis: lis, grpc: grpc.NewServer(), health: health.NewServer(), log: log,
+		lis: lis, health: health.NewServer(), log: log,
+		grpc:        grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime})),
 		maxInflight: maxInflight, refusal: "worker starting", inflight: map[uint64]context.CancelCauseFunc{},
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)

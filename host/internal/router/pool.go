@@ -1,6 +1,8 @@
 package router
 
 import (
+	"time"
+
 	"fmt"
 	"slices"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 )
 
@@ -72,7 +75,8 @@ func (p *Pool) Update(eps []Endpoint) {
 		if _, ok := p.conns[ep.Addr]; ok {
 			continue
 		}
-		cc, err := grpc.NewClient("passthrough:///"+ep.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient("passthrough:///"+ep.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithKeepaliveParams(workerKeepalive))
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.
 			p.log.Error("cannot connect to worker; ignoring it", "addr", ep.Addr, "worker_id", ep.ID, "error", err)
@@ -208,3 +212,11 @@ func describe(model string) string {
 	}
 	return fmt.Sprintf("worker of model %q", model)
 }
+
+// workerKeepalive pings a worker connection that has streams open and has
+// been silent for Time, and fails those streams when no answer comes within
+// Timeout: a frozen worker (its process stopped, its connection open) then
+// fails its requests in about 15 s instead of holding them until the
+// request timeout. vigil workers permit pings this often
+// (endpoint.KeepaliveMinTime); engines are never pinged.
+var workerKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}

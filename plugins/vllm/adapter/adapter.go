@@ -114,7 +114,7 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, addr string, deadline time.Duration, policy sdk.HealthPolicy) (sdk.Worker, error) {
 	wctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	err := healthwatch.WaitServing(wctx, healthwatch.Checker(conn), []string{serviceControl, serviceInference}, healthwatch.WaitOptions{
+	err := healthwatch.WaitServing(wctx, healthwatch.ReadyChecker(conn), []string{serviceControl, serviceInference}, healthwatch.WaitOptions{
 		AttemptTimeout: policy.Timeout,
 		Backoff:        healthwatch.DefaultBackoff(policy.RetryMax),
 		Clock:          a.clock,
