@@ -116,9 +116,11 @@ func Serve(impl Engine, opts ...ServeOption) {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: pluginSets(impl),
-		GRPCServer:       plugin.DefaultGRPCServer,
-		Logger:           cfg.logger,
-		Test:             cfg.test,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return plugin.DefaultGRPCServer(append(opts, StreamServerOptions()...))
+		},
+		Logger: cfg.logger,
+		Test:   cfg.test,
 	})
 }
 
@@ -184,6 +186,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Plugin, error) {
 		Cmd:              cfg.Cmd,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
+		GRPCDialOptions:  StreamDialOptions(),
 		Logger:           logger,
 		StartTimeout:     timeout,
 	})
@@ -229,3 +232,20 @@ func (p *Plugin) Exited() bool { return p.client.Exited() }
 // Kill stops the adapter: gracefully first, then forcibly after go-plugin's
 // 2 s bound. It is idempotent.
 func (p *Plugin) Kill() { p.client.Kill() }
+
+// streamWindow is the static HTTP/2 flow-control window of the connections
+// that carry token streams. A static window turns off gRPC's BDP estimator,
+// which sends a PING for nearly every small message; with one message per
+// token that doubles the writes and wake-ups per token on every hop.
+const streamWindow = 1 << 20
+
+// StreamDialOptions are the dial options for connections that carry token
+// streams (host to adapter, adapter to engine, router to worker).
+func StreamDialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow)}
+}
+
+// StreamServerOptions are the server options for servers of token streams.
+func StreamServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow)}
+}

@@ -69,7 +69,8 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger) *Server {
 	}
 	s := &Server{
 		lis: lis, health: health.NewServer(), log: log,
-		grpc:        grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime})),
+		grpc: grpc.NewServer(append(sdk.StreamServerOptions(),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime}))...),
 		maxInflight: maxInflight, refusal: "worker starting", inflight: map[uint64]context.CancelCauseFunc{},
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -75,8 +76,8 @@ func (p *Pool) Update(eps []Endpoint) {
 		if _, ok := p.conns[ep.Addr]; ok {
 			continue
 		}
-		cc, err := grpc.NewClient("passthrough:///"+ep.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithKeepaliveParams(workerKeepalive))
+		cc, err := grpc.NewClient("passthrough:///"+ep.Addr, append(sdk.StreamDialOptions(),
+			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(workerKeepalive))...)
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.
 			p.log.Error("cannot connect to worker; ignoring it", "addr", ep.Addr, "worker_id", ep.ID, "error", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -169,7 +170,7 @@ type GRPCServer struct {
 // NewGRPCServer returns a GRPCServer for p.
 func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
 	s := &GRPCServer{
-		grpc:   grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...),
+		grpc:   grpc.NewServer(append(append(sdk.StreamServerOptions(), grpc.WaitForHandlers(true)), opts...)...),
 		health: health.NewServer(),
 	}
 	workerv1.RegisterWorkerServer(s.grpc, p)

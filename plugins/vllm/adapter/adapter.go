@@ -89,10 +89,10 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 		a.mu.Unlock()
 		return sdk.Worker{}, fmt.Errorf("%w: vLLM adapter", sdk.ErrAlreadyStarted)
 	}
-	conn, err := grpc.NewClient(req.EngineAddr,
+	conn, err := grpc.NewClient(req.EngineAddr, append(sdk.StreamDialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		healthwatch.ConnectParams(policy.RetryMax),
-	)
+	)...)
 	if err != nil {
 		a.mu.Unlock()
 		return sdk.Worker{}, fmt.Errorf("%w: engine address %q: %v", sdk.ErrInvalidArgument, req.EngineAddr, err)
