@@ -4,7 +4,7 @@
 SHELL    := /bin/bash
 BIN      := bin
 TOOLBIN  := $(CURDIR)/.bin
-PKGS     := ./proto/... ./sdk/... ./host/... ./plugins/vllm/...
+PKGS     := ./proto/... ./sdk/... ./host/... ./plugins/vllm/... ./bench/...
 MODULES  := proto sdk host plugins/vllm e2e bench
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
@@ -21,7 +21,7 @@ test: lint unit e2e ## everything CI runs
 
 lint: ## gofmt and go vet over every module
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet $(PKGS) ./e2e/... ./bench/...
+	go vet $(PKGS) ./e2e/...
 
 unit: ## unit and in-process tests, race detector on
 	go test -race -count=1 $(PKGS)

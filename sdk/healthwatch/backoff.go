@@ -50,6 +50,9 @@ func ConnectParams(max time.Duration) grpc.DialOption {
 	cfg := grpcbackoff.DefaultConfig
 	cfg.BaseDelay = 10 * time.Millisecond
 	cfg.MaxDelay = max
+	// No jitter: each client reconnects to its own engine, so there is no
+	// herd to spread, and jitter would stretch the cap by a fifth.
+	cfg.Jitter = 0
 	return grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff:           cfg,
 		MinConnectTimeout: time.Second,

@@ -70,6 +70,7 @@ func WaitServing(ctx context.Context, check CheckFunc, services []string, opts W
 		opts.Clock = SystemClock{}
 	}
 	for retry := 0; ; retry++ {
+		start := opts.Clock.Now()
 		err := checkAll(ctx, check, services, opts.AttemptTimeout)
 		if err == nil {
 			return nil
@@ -77,10 +78,20 @@ func WaitServing(ctx context.Context, check CheckFunc, services []string, opts W
 		if opts.OnAttempt != nil {
 			opts.OnAttempt(retry, err)
 		}
+		// Attempts start a backoff delay apart: an attempt that itself
+		// waited that long (a ReadyChecker waiting for the connection) is
+		// followed at once, so the wait never adds to gRPC's reconnect.
+		wait := opts.Backoff.Delay(retry) - opts.Clock.Now().Sub(start)
+		if wait <= 0 {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-opts.Clock.After(opts.Backoff.Delay(retry)):
+		case <-opts.Clock.After(wait):
 		}
 	}
 }

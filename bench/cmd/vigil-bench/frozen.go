@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/vigilhq/vigil/bench/internal/harness"
+	"github.com/vigilhq/vigil/bench/internal/report"
+)
+
+// frozenTrialsFull is B3's trial count; each takes about the detection
+// time itself (seconds), so fewer trials than B1.
+const frozenTrialsFull = 5
+
+func figB3(e *env) ([]report.Row, error) {
+	n := e.trials(frozenTrialsFull)
+	samples := make([]time.Duration, 0, n)
+	var repeated int
+	for i := range n {
+		d, repeats, err := repeatEarly(func() (time.Duration, error) { return frozenTrial(e) })
+		repeated += repeats
+		if err != nil {
+			return nil, fmt.Errorf("trial %d: %w", i+1, err)
+		}
+		samples = append(samples, d)
+	}
+	metric := "SIGSTOP of the engine→withdrawn from Consul, default health settings"
+	if repeated > 0 {
+		metric += fmt.Sprintf("; %d trials repeated: worker left discovery before the loss", repeated)
+	}
+	return []report.Row{report.SummaryRow("B3", metric, samples, "3 s")}, nil
+}
+
+// frozenTrial stops the engine process (its connections stay open, so
+// only the liveness checks can notice) and times until the worker leaves
+// Consul's passing list.
+func frozenTrial(e *env) (time.Duration, error) {
+	m, err := e.h.StartMock("")
+	if err != nil {
+		return 0, err
+	}
+	// SIGKILL ends a stopped process too; Kill runs last, after vigil's.
+	defer m.Kill()
+	if _, err := m.WaitLine("serving", harness.StartTimeout); err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), observeTimeout)
+	defer cancel()
+	v, gone, err := e.registeredWorker(ctx, m.GRPC, true)
+	if err != nil {
+		return 0, err
+	}
+	defer v.Kill()
+	frozen := time.Now()
+	if err := m.Signal(syscall.SIGSTOP); err != nil {
+		return 0, err
+	}
+	at, err := gone.Wait()
+	if err != nil {
+		return 0, fmt.Errorf("observing the withdrawal: %w; vigil's last lines:\n%s", err, v.Tail(20))
+	}
+	if at.Before(frozen) {
+		return 0, fmt.Errorf("%w, by %s", errEarly, frozen.Sub(at))
+	}
+	return at.Sub(frozen), nil
+}

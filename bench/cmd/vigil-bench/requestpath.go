@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vigilhq/vigil/bench/internal/harness"
+	"github.com/vigilhq/vigil/bench/internal/load"
+	"github.com/vigilhq/vigil/bench/internal/report"
+	"github.com/vigilhq/vigil/bench/internal/stats"
+	"google.golang.org/grpc"
+)
+
+var (
+	// streamCounts are B5's concurrency levels.
+	streamCounts = []int{1, 16, 64, 256}
+	// tokenDelays are the mock's pause between two messages: a realistic
+	// decode step, then none, which makes the path's own cost the limit.
+	tokenDelays = []time.Duration{10 * time.Millisecond, 0}
+)
+
+const (
+	// requestTokens is max_tokens of every B5 request.
+	requestTokens = 64
+	// rowFull and rowQuick are how long each path of a row sends requests.
+	rowFull  = 5 * time.Second
+	rowQuick = time.Second
+	// rowMaxRequests bounds a row in count as well as time; far above what
+	// 5s can send.
+	rowMaxRequests = 2_000_000
+	// requestTimeout bounds one request: 64 tokens at 10ms take 0.65s.
+	requestTimeout = 30 * time.Second
+	// warmup is a short run on each path before the rows, so that neither
+	// path's first row pays for connection set-up and cold code.
+	warmup = 300 * time.Millisecond
+	// idleSettle is how long vigil sits registered and idle before its idle
+	// memory is read.
+	idleSettle = time.Second
+	// rssEvery is how often memory is sampled during a 256-stream row.
+	rssEvery = 100 * time.Millisecond
+)
+
+// pathResult is one path (direct or through vigil) of one row.
+type pathResult struct {
+	res       load.Result
+	ttft      stats.Summary
+	mockCPU   time.Duration // the engine's CPU during the path's run
+	driverCPU time.Duration // the load generator's (this process's)
+	vigilCPU  time.Duration // vigil plus adapter, busy or idle
+	peakRSS   int64         // vigil plus adapter, when sampled
+}
+
+// requestPathRow is one B5 row: both paths at one delay and concurrency.
+type requestPathRow struct {
+	delay         time.Duration
+	streams       int
+	direct, vigil pathResult
+}
+
+func (r requestPathRow) ratio() float64 {
+	d := r.direct.res.TokensPerSecond()
+	if d == 0 {
+		return 0
+	}
+	return r.vigil.res.TokensPerSecond() / d
+}
+
+// cpuPer1k is vigil's CPU time per 1,000 tokens it forwarded.
+func (r requestPathRow) cpuPer1k() time.Duration { return per1k(r.vigil.vigilCPU, r.vigil.res.Tokens) }
+
+// peakRSS is vigil's peak memory during the row; 0 when not sampled.
+func (r requestPathRow) peakRSS() int64 { return r.vigil.peakRSS }
+
+func per1k(cpu time.Duration, tokens int64) time.Duration {
+	if tokens == 0 {
+		return 0
+	}
+	return cpu * 1000 / time.Duration(tokens)
+}
+
+// requestPathResult is all of B5, with the idle memory B6 reports.
+type requestPathResult struct {
+	rows    []requestPathRow
+	idleRSS int64
+}
+
+func figB5(e *env) ([]report.Row, error) {
+	res, err := e.requestPathRows()
+	if err != nil {
+		return nil, err
+	}
+	var rows []report.Row
+	for _, r := range res.rows {
+		rows = append(rows, b5Rows(r)...)
+	}
+	e.sections = append(e.sections, b5Section(res.rows))
+	return rows, nil
+}
+
+func b5Rows(r requestPathRow) []report.Row {
+	name := fmt.Sprintf("%s delay, %s", delayName(r.delay), streamsName(r.streams))
+	var ratioTarget, cpuTarget string
+	if r.delay == 10*time.Millisecond && r.streams == 64 {
+		ratioTarget = "ratio 0.95"
+	}
+	cpuTarget = "5 ms"
+	errs := ""
+	if n := r.direct.res.Errors + r.vigil.res.Errors; n > 0 {
+		errs = fmt.Sprintf(" (%d failed requests)", n)
+	}
+	return []report.Row{
+		{Figure: "B5", Metric: name + ": tokens/s vigil / direct",
+			Value:  fmt.Sprintf("%.0f / %.0f (ratio %.2f)%s", r.vigil.res.TokensPerSecond(), r.direct.res.TokensPerSecond(), r.ratio(), errs),
+			Target: ratioTarget, Data: rowData(r)},
+		{Figure: "B5", Metric: name + ": TTFT p50 vigil / direct",
+			Value: fmt.Sprintf("%s / %s", report.Dur(r.vigil.ttft.P50), report.Dur(r.direct.ttft.P50))},
+		{Figure: "B5", Metric: name + ": vigil CPU per 1,000 tokens",
+			Value: report.Dur(r.cpuPer1k()), Target: cpuTarget},
+	}
+}
+
+func streamsName(n int) string {
+	if n == 1 {
+		return "1 stream"
+	}
+	return fmt.Sprintf("%d streams", n)
+}
+
+func delayName(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	return report.Dur(d)
+}
+
+// rowJSON is a B5 row in results.json.
+type rowJSON struct {
+	TokenDelayMs         float64            `json:"token_delay_ms"`
+	Streams              int                `json:"streams"`
+	DirectTokensPerS     float64            `json:"direct_tokens_per_s"`
+	VigilTokensPerS      float64            `json:"vigil_tokens_per_s"`
+	Ratio                float64            `json:"ratio"`
+	DirectTTFT           report.SummaryData `json:"direct_ttft"`
+	VigilTTFT            report.SummaryData `json:"vigil_ttft"`
+	VigilCPUMsPer1k      float64            `json:"vigil_cpu_ms_per_1k_tokens"`
+	MockCPUMsPer1kDirect float64            `json:"mock_cpu_ms_per_1k_tokens_direct"`
+	MockCPUMsPer1kVigil  float64            `json:"mock_cpu_ms_per_1k_tokens_vigil"`
+	DriverCPUMsPer1k     [2]float64         `json:"driver_cpu_ms_per_1k_tokens_direct_vigil"`
+	Requests             [2]int64           `json:"requests_direct_vigil"`
+	Errors               [2]int64           `json:"errors_direct_vigil"`
+	FirstError           string             `json:"first_error,omitempty"`
+	PeakRSSBytes         int64              `json:"peak_rss_bytes,omitempty"`
+}
+
+func rowData(r requestPathRow) rowJSON {
+	d, v := r.direct, r.vigil
+	out := rowJSON{
+		TokenDelayMs: report.Ms(r.delay), Streams: r.streams,
+		DirectTokensPerS: d.res.TokensPerSecond(), VigilTokensPerS: v.res.TokensPerSecond(), Ratio: r.ratio(),
+		DirectTTFT: report.Summary(d.ttft), VigilTTFT: report.Summary(v.ttft),
+		VigilCPUMsPer1k:      report.Ms(r.cpuPer1k()),
+		MockCPUMsPer1kDirect: report.Ms(per1k(d.mockCPU, d.res.Tokens)),
+		MockCPUMsPer1kVigil:  report.Ms(per1k(v.mockCPU, v.res.Tokens)),
+		DriverCPUMsPer1k:     [2]float64{report.Ms(per1k(d.driverCPU, d.res.Tokens)), report.Ms(per1k(v.driverCPU, v.res.Tokens))},
+		Requests:             [2]int64{d.res.Requests, v.res.Requests},
+		Errors:               [2]int64{d.res.Errors, v.res.Errors},
+		PeakRSSBytes:         r.peakRSS(),
+	}
+	if err := errors.Join(d.res.FirstErr, v.res.FirstErr); err != nil {
+		out.FirstError = err.Error()
+	}
+	return out
+}
+
+// b5Section is the per-row table of results.md.
+func b5Section(rows []requestPathRow) report.Section {
+	var b strings.Builder
+	b.WriteString("| token delay | streams | direct tok/s | vigil tok/s | ratio | TTFT p50 / p99 direct | TTFT p50 / p99 vigil | vigil CPU / 1k tok | mock CPU / 1k tok direct / vigil | driver CPU / 1k tok direct / vigil | failed |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	data := make([]rowJSON, len(rows))
+	for i, r := range rows {
+		d := rowData(r)
+		data[i] = d
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.2f | %s / %s | %s / %s | %s | %s / %s | %s / %s | %d / %d |\n",
+			delayName(r.delay), r.streams, d.DirectTokensPerS, d.VigilTokensPerS, d.Ratio,
+			report.Dur(r.direct.ttft.P50), report.Dur(r.direct.ttft.P99), report.Dur(r.vigil.ttft.P50), report.Dur(r.vigil.ttft.P99),
+			report.Dur(r.cpuPer1k()),
+			report.Dur(per1k(r.direct.mockCPU, r.direct.res.Tokens)), report.Dur(per1k(r.vigil.mockCPU, r.vigil.res.Tokens)),
+			report.Dur(per1k(r.direct.driverCPU, r.direct.res.Tokens)), report.Dur(per1k(r.vigil.driverCPU, r.vigil.res.Tokens)),
+			d.Errors[0], d.Errors[1])
+	}
+	return report.Section{
+		Title: "B5 request path, row by row",
+		Text:  b.String(),
+		Data:  data,
+		Notes: []string{"Each row runs the direct path, then the vigil path, for the same time against the same engine; " +
+			"every stream sends max_tokens 64 requests back to back over one shared client connection per path. " +
+			"tok/s counts tokens received from the start of the row to the end of its last request. " +
+			"CPU per 1,000 tokens divides CPU time (utime+stime, 10 ms ticks) by the tokens of that path's run: " +
+			"vigil's is the vigil process plus its adapter child; the mock's and the driver's (the load generator) are shown " +
+			"to tell where the shared cores went."},
+	}
+}
+
+// requestPathRows runs B5 once for both B5 and B6.
+func (e *env) requestPathRows() (*requestPathResult, error) {
+	if e.requestPath != nil {
+		return e.requestPath, nil
+	}
+	res := &requestPathResult{}
+	for i, delay := range tokenDelays {
+		rows, idle, err := e.requestPathAt(delay)
+		if err != nil {
+			return nil, fmt.Errorf("token delay %s: %w", delayName(delay), err)
+		}
+		if i == 0 {
+			res.idleRSS = idle
+		}
+		res.rows = append(res.rows, rows...)
+	}
+	e.requestPath = res
+	return res, nil
+}
+
+// requestPathAt runs every concurrency level against one engine and one
+// vigil, and reads vigil's idle memory before the load.
+func (e *env) requestPathAt(delay time.Duration) ([]requestPathRow, int64, error) {
+	m, err := e.h.StartMock("", "--token-delay", delay.String())
+	if err != nil {
+		return nil, 0, err
+	}
+	defer m.Kill()
+	if _, err := m.WaitLine("serving", harness.StartTimeout); err != nil {
+		return nil, 0, err
+	}
+	dir, err := e.fileRegistry()
+	if err != nil {
+		return nil, 0, err
+	}
+	v, err := e.h.StartVigil(harness.VigilOpts{EngineAddr: m.GRPC, RegistryDir: dir, Service: "llm"})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer v.Kill()
+	if _, err := v.WaitLine("worker registered", harness.StartTimeout); err != nil {
+		return nil, 0, err
+	}
+	b := &rowBench{e: e, mockPids: []int{m.Pid()}, vigilPids: harness.Tree(v.Pid())}
+	if len(b.vigilPids) < 2 {
+		return nil, 0, fmt.Errorf("vigil (pid %d) has no adapter child", v.Pid())
+	}
+	time.Sleep(idleSettle)
+	idle, err := harness.RSS(b.vigilPids)
+	if err != nil {
+		return nil, 0, fmt.Errorf("idle memory: %w", err)
+	}
+	if b.direct, b.vigil, err = dialBoth(m.GRPC, v.Listen); err != nil {
+		return nil, 0, err
+	}
+	defer b.direct.Close()
+	defer b.vigil.Close()
+	if err := b.warm(); err != nil {
+		return nil, 0, err
+	}
+	var rows []requestPathRow
+	for _, streams := range streamCounts {
+		row, err := b.row(delay, streams)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%d streams: %w", streams, err)
+		}
+		progress("  %s delay, %s: %.0f tok/s via vigil, %.0f direct", delayName(delay), streamsName(streams),
+			row.vigil.res.TokensPerSecond(), row.direct.res.TokensPerSecond())
+		rows = append(rows, row)
+	}
+	return rows, idle, nil
+}
+
+func dialBoth(direct, vigil string) (*grpc.ClientConn, *grpc.ClientConn, error) {
+	d, err := load.Dial(direct)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := load.Dial(vigil)
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	return d, v, nil
+}
+
+// rowBench runs the rows against one engine and one vigil.
+type rowBench struct {
+	e                   *env
+	mockPids, vigilPids []int
+	direct, vigil       *grpc.ClientConn
+}
+
+// warm sends a little traffic on both paths and fails if either path
+// fails, so that a broken path is an error rather than a row of zeros.
+func (b *rowBench) warm() error {
+	cfg := load.Config{Streams: 16, Duration: warmup, MaxRequests: rowMaxRequests, RequestTimeout: requestTimeout, IDPrefix: "warm-"}
+	for name, req := range map[string]load.Request{
+		"direct": load.Direct(b.direct, requestTokens),
+		"vigil":  load.Worker(b.vigil, requestTokens),
+	} {
+		res := load.Run(context.Background(), cfg, req)
+		if res.Errors > 0 || res.Tokens == 0 {
+			return fmt.Errorf("warm-up on the %s path: %d of %d requests failed (first: %v)", name, res.Errors, res.Requests, res.FirstErr)
+		}
+	}
+	return nil
+}
+
+// row runs the direct path and then the vigil path for the same time.
+func (b *rowBench) row(delay time.Duration, streams int) (requestPathRow, error) {
+	r := requestPathRow{delay: delay, streams: streams}
+	cfg := load.Config{
+		Streams: streams, Duration: b.e.pick(rowFull, rowQuick),
+		MaxRequests: rowMaxRequests, RequestTimeout: requestTimeout,
+		IDPrefix: fmt.Sprintf("d%s-s%d-", delayName(delay), streams),
+	}
+	r.direct = b.path(cfg, load.Direct(b.direct, requestTokens), false)
+	cfg.IDPrefix = fmt.Sprintf("v%s-s%d-", delayName(delay), streams)
+	// B6 reads vigil's memory under the heaviest load, the last row.
+	r.vigil = b.path(cfg, load.Worker(b.vigil, requestTokens), streams == streamCounts[len(streamCounts)-1])
+	if r.direct.res.Tokens == 0 || r.vigil.res.Tokens == 0 {
+		return r, fmt.Errorf("no tokens (direct: %v; vigil: %v)", r.direct.res.FirstErr, r.vigil.res.FirstErr)
+	}
+	return r, nil
+}
+
+// path runs one path's load and reads the CPU time of the engine, the
+// driver and vigil around it; sampleRSS also samples vigil's memory.
+func (b *rowBench) path(cfg load.Config, req load.Request, sampleRSS bool) pathResult {
+	self := []int{os.Getpid()}
+	m0, d0, v0 := harness.CPUTime(b.mockPids), harness.CPUTime(self), harness.CPUTime(b.vigilPids)
+	var stop func() int64
+	if sampleRSS {
+		stop = sampleMemory(b.vigilPids)
+	}
+	res := load.Run(context.Background(), cfg, req)
+	var peak int64
+	if stop != nil {
+		peak = stop()
+	}
+	m1, d1, v1 := harness.CPUTime(b.mockPids), harness.CPUTime(self), harness.CPUTime(b.vigilPids)
+	return pathResult{res: res, ttft: stats.Summarize(res.TTFT),
+		mockCPU: m1 - m0, driverCPU: d1 - d0, vigilCPU: v1 - v0, peakRSS: peak}
+}
+
+// sampleMemory samples the processes' summed RSS every rssEvery until the
+// returned function is called, which returns the peak.
+func sampleMemory(pids []int) func() int64 {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var peak int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(rssEvery)
+		defer t.Stop()
+		for {
+			if rss, err := harness.RSS(pids); err == nil {
+				peak = max(peak, rss)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		wg.Wait()
+		return peak
+	}
+}

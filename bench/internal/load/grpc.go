@@ -1,0 +1,94 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// prompt is the same three token ids on both paths, so that the mock does
+// the same work whether vigil forwards the request or the bench sends it.
+var prompt = []uint32{1, 2, 3}
+
+// Dial opens one client connection to a loopback gRPC server; all streams
+// of a row share it, on both paths, as a router's would.
+func Dial(target string) (*grpc.ClientConn, error) {
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dialing %s: %w", target, err)
+	}
+	return cc, nil
+}
+
+// Worker sends Generate requests to a vigil worker (or router) endpoint.
+func Worker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
+	c := workerv1.NewWorkerClient(cc)
+	return func(ctx context.Context, id string) Outcome {
+		stream, err := c.Generate(ctx, &workerv1.GenerateRequest{
+			RequestId: id,
+			Prompt:    &workerv1.GenerateRequest_TokenIds{TokenIds: &workerv1.TokenIds{Ids: prompt}},
+			Stopping:  &workerv1.Stopping{MaxTokens: maxTokens},
+		})
+		if err != nil {
+			return Outcome{Err: err}
+		}
+		return drain(func() (int, error) {
+			msg, err := stream.Recv()
+			if f := msg.GetFinal(); f != nil && f.GetFinishReason() == workerv1.FinishReason_FINISH_REASON_ERROR {
+				return 0, fmt.Errorf("final: %s", f.GetDescription())
+			}
+			return len(msg.GetChunk().GetTokenIds()), err
+		})
+	}
+}
+
+// Direct sends GenerateStream requests straight to a vLLM engine (the
+// mock), with the options vigil's vLLM adapter sets.
+func Direct(cc grpc.ClientConnInterface, maxTokens uint32) Request {
+	c := vllmpb.NewInferenceClient(cc)
+	return func(ctx context.Context, id string) Outcome {
+		stream, err := c.GenerateStream(ctx, &vllmpb.GenerateRequest{
+			RequestId: id,
+			Prompt:    &vllmpb.GenerateRequest_TokenIds{TokenIds: &vllmpb.TokenIds{Ids: prompt}},
+			Sampling:  &vllmpb.RandomSampling{},
+			Stopping:  &vllmpb.StoppingCriteria{MaxNewTokens: maxTokens},
+			Response:  &vllmpb.ResponseOptions{OutputTokenIds: true},
+		})
+		if err != nil {
+			return Outcome{Err: err}
+		}
+		return drain(func() (int, error) {
+			msg, err := stream.Recv()
+			return len(msg.GetOutputs().GetTokenIds()), err
+		})
+	}
+}
+
+// drain reads messages with recv, which returns the number of tokens in
+// one message, until the stream ends.
+func drain(recv func() (int, error)) Outcome {
+	var out Outcome
+	for {
+		n, err := recv()
+		if n > 0 {
+			if out.First.IsZero() {
+				out.First = time.Now()
+			}
+			out.Tokens += n
+		}
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			out.Err = err
+			return out
+		}
+	}
+}
