@@ -179,3 +179,25 @@ func TestLifecycleSignalDuringLaunch(t *testing.T) {
 		t.Error("the launch was not cancelled")
 	}
 }
+
+// With a shutdown delay, a stop withdraws at once but keeps admitting until
+// the delay has passed; an engine loss during the delay ends it at once.
+func TestLifecycleShutdownDelay(t *testing.T) {
+	t.Parallel()
+	ep := &fakeEndpoint{}
+	h := startHarnessDelay(t, newFakeEngine(), ep, time.Second, time.Hour)
+	h.send(sdk.Serving)
+	h.registered(true)
+	h.signal()
+	h.registered(false)
+	if !ep.Serving() {
+		t.Error("endpoint stopped admitting during the shutdown delay")
+	}
+	h.send(sdk.Lost)
+	if code := h.exit(); code != ExitOK {
+		t.Errorf("exit code = %d, want %d (the stop came first)", code, ExitOK)
+	}
+	if ep.Serving() {
+		t.Error("endpoint still admitting after the drain")
+	}
+}

@@ -71,6 +71,7 @@ func (e *fakeEndpoint) Attach(sdk.Generator, sdk.Worker) {}
 func (e *fakeEndpoint) Admit(b bool, _ string)           { e.mu.Lock(); e.serving = b; e.mu.Unlock() }
 func (e *fakeEndpoint) Serving() bool                    { e.mu.Lock(); defer e.mu.Unlock(); return e.serving }
 func (e *fakeEndpoint) Drain(ctx context.Context) {
+	e.Admit(false, "draining")
 	if e.release == nil {
 		return
 	}
@@ -93,6 +94,10 @@ type harness struct {
 }
 
 func startHarness(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, grace time.Duration) *harness {
+	return startHarnessDelay(t, engine, endpoint, grace, 0)
+}
+
+func startHarnessDelay(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, grace, shutdownDelay time.Duration) *harness {
 	t.Helper()
 	h := &harness{t: t, engine: engine, endpoint: endpoint, dir: t.TempDir(),
 		signals: make(chan os.Signal, 2), code: make(chan int, 1), killed: make(chan struct{})}
@@ -102,11 +107,12 @@ func startHarness(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, grac
 		Launch: func(context.Context) (Adapter, error) {
 			return Adapter{Engine: engine, Version: 1, Kill: func() { once.Do(func() { close(h.killed) }) }}, nil
 		},
-		Registration: discovery.Registration{Service: "llm", WorkerID: "w1", Engine: "fake", Address: "127.0.0.1", Port: 1},
-		Announcer:    discovery.NewAnnouncer(reg, time.Minute, hclog.NewNullLogger()),
-		Endpoint:     endpoint,
-		GracePeriod:  grace,
-		Logger:       hclog.NewNullLogger(),
+		Registration:  discovery.Registration{Service: "llm", WorkerID: "w1", Engine: "fake", Address: "127.0.0.1", Port: 1},
+		Announcer:     discovery.NewAnnouncer(reg, time.Minute, hclog.NewNullLogger()),
+		Endpoint:      endpoint,
+		GracePeriod:   grace,
+		ShutdownDelay: shutdownDelay,
+		Logger:        hclog.NewNullLogger(),
 	}
 	go func() { h.code <- Run(context.Background(), cfg, h.signals) }()
 	return h
