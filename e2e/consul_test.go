@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,80 +12,47 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/vigilhq/vigil/e2e/harness"
 )
 
 // consulBin finds the Consul agent: VIGIL_CONSUL_BIN, else the one
 // `make consul` builds into .bin at the repository root.
 func consulBin(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("VIGIL_CONSUL_BIN"); p != "" {
-		return p
-	}
 	_, file, _, _ := runtime.Caller(0)
-	p := filepath.Join(filepath.Dir(file), "..", ".bin", "consul")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("no Consul agent at %s: run `make consul` or set VIGIL_CONSUL_BIN", p)
+	p, err := harness.ConsulBin(filepath.Join(filepath.Dir(file), ".."))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
 }
 
 // consulAgent is a dev-mode Consul agent on loopback ports of its own.
 type consulAgent struct {
-	t      testing.TB
-	bin    string
-	args   []string
-	proc   *proc
-	Addr   string
-	Client *api.Client
+	*harness.Consul
+	t testing.TB
 }
 
 // startConsul starts a dev agent and waits until it has a leader.
 func startConsul(t testing.TB) *consulAgent {
 	t.Helper()
-	httpPort := freePort(t)
-	a := &consulAgent{t: t, bin: consulBin(t), Addr: addr(httpPort)}
-	a.args = []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-node", fmt.Sprintf("e2e-%d", httpPort),
-		"-http-port", fmt.Sprint(httpPort), "-dns-port", "-1", "-grpc-port", "-1",
-		"-serf-lan-port", fmt.Sprint(freePort(t)), "-serf-wan-port", fmt.Sprint(freePort(t)),
-		"-server-port", fmt.Sprint(freePort(t)),
-		"-hcl", "ports { grpc_tls = -1 }", "-log-level", "warn"}
-	client, err := api.NewClient(&api.Config{Address: a.Addr})
+	c, err := harness.StartConsul(starter{t}, consulBin(t), "e2e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Client = client
-	a.start()
-	return a
-}
-
-func (a *consulAgent) start() {
-	a.t.Helper()
-	a.proc = startProc(a.t, "consul", a.bin, a.args...)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		// Polling is the only way to learn of the leader election.
-		leader, err := a.Client.Status().Leader()
-		if err == nil && leader != "" {
-			return
-		}
-		if a.proc.exited() || time.Now().After(deadline) {
-			a.t.Fatalf("consul agent did not elect a leader (last error: %v):\n%s", err, a.proc.output())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return &consulAgent{Consul: c, t: t}
 }
 
 // restart kills the agent and starts it again on the same ports; a dev
 // agent keeps no state, so all registrations are gone.
 func (a *consulAgent) restart() {
 	a.t.Helper()
-	_ = a.proc.cmd.Process.Kill()
-	a.proc.wait(10 * time.Second)
-	a.start()
+	if err := a.Restart(); err != nil {
+		a.t.Fatal(err)
+	}
 }
 
-func (a *consulAgent) env() []string { return []string{"CONSUL_HTTP_ADDR=" + a.Addr} }
+func (a *consulAgent) env() []string { return a.Env() }
 
 var (
 	sharedConsulOnce sync.Once
@@ -155,36 +121,14 @@ func (a *consulAgent) passing(t *testing.T, service string, timeout time.Duratio
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var index uint64
-	for {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: timeout}).WithContext(ctx)
-		entries, meta, err := a.Client.Health().Service(service, "", true, q)
-		now := time.Now()
-		if err == nil {
-			if cond(entries) {
-				return entries, now
-			}
-			index = meta.LastIndex
-			continue
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("passing instances of %s did not reach the expected state within %s (last: %d entries)", service, timeout, len(entries))
-		}
-		if errors.Is(err, context.Canceled) {
-			t.Fatal(err)
-		}
-		// The agent may be restarting; ask again without an index.
-		index = 0
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
+	entries, at, err := a.Passing(ctx, service, cond)
+	if err != nil {
+		t.Fatalf("passing instances of %s did not reach the expected state within %s: %v", service, timeout, err)
 	}
+	return entries, at
 }
 
-func count(n int) func([]*api.ServiceEntry) bool {
-	return func(e []*api.ServiceEntry) bool { return len(e) == n }
-}
+func count(n int) func([]*api.ServiceEntry) bool { return harness.Count(n) }
 
 // catalogHas reports whether the agent holds any instance of service,
 // passing or not.

@@ -1,25 +1,22 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vigilhq/vigil/e2e/harness"
 	vllmmock "github.com/vigilhq/vigil/plugins/vllm/mock"
 )
 
 // mock is a running vllm-mock.
 type mock struct {
 	*proc
-	GRPC, Control string
-	InstanceID    string
+	*harness.Mock
 }
 
 // startMock starts vllm-mock on fresh ports with a fresh instance id.
@@ -31,43 +28,34 @@ func startMock(t *testing.T, extra ...string) *mock {
 // startMockOn starts vllm-mock serving gRPC on grpcAddr.
 func startMockOn(t *testing.T, grpcAddr string, extra ...string) *mock {
 	t.Helper()
-	m := &mock{GRPC: grpcAddr, Control: addr(freePort(t)), InstanceID: fmt.Sprintf("inst-%d", time.Now().UnixNano())}
-	args := append([]string{"--listen", m.GRPC, "--control", m.Control, "--model", "test-model", "--instance-id", m.InstanceID}, extra...)
-	m.proc = startProc(t, "vllm-mock", mockBin, args...)
-	m.waitLine("listening", 30*time.Second)
-	return m
+	o := harness.MockOpts{GRPC: grpcAddr, Model: "test-model", InstanceID: fmt.Sprintf("inst-%d", time.Now().UnixNano()), Extra: extra}
+	hm, err := harness.StartMock(starter{t}, mockBin, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mock{proc: &proc{Proc: hm.Proc, t: t}, Mock: hm}
 }
 
 // post sends a control request and fails the test unless it succeeds.
 func (m *mock) post(t *testing.T, path string, body any) {
 	t.Helper()
-	data, _ := json.Marshal(body)
-	resp, err := http.Post("http://"+m.Control+path, "application/json", bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("POST %s: %s: %s", path, resp.Status, b)
+	if err := m.Post(path, body); err != nil {
+		t.Fatal(err)
 	}
 }
 
 func (m *mock) setHealth(t *testing.T, service, status string) {
 	t.Helper()
-	m.post(t, "/health", map[string]string{"service": service, "status": status})
+	if err := m.SetServiceHealth(service, status); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (m *mock) state(t *testing.T) vllmmock.State {
 	t.Helper()
-	resp, err := http.Get("http://" + m.Control + "/state")
+	st, err := m.State()
 	if err != nil {
-		t.Fatalf("GET /state: %v", err)
-	}
-	defer resp.Body.Close()
-	var st vllmmock.State
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		t.Fatalf("GET /state: %v", err)
+		t.Fatal(err)
 	}
 	return st
 }
@@ -89,30 +77,26 @@ type vigilOpts struct {
 
 type vigil struct {
 	*proc
-	Listen   string
-	WorkerID string
+	*harness.Vigil
 }
 
 func startVigil(t *testing.T, o vigilOpts) *vigil {
 	t.Helper()
-	if o.discovery == "" {
-		o.discovery = "consul"
+	listen := addr(freePort(t))
+	ho := harness.VigilOpts{EngineAddr: o.engineAddr, RegistryDir: o.registry, Service: o.service,
+		Listen: listen, WorkerID: "worker-" + filepath.Base(listen),
+		Extra: append([]string{"--check-ttl", "5s", "--grace-period", "5s"}, o.extra...)}
+	if o.discovery != "file" {
+		if o.consul == nil {
+			t.Fatal("vigilOpts: consul discovery without an agent")
+		}
+		ho.Consul = o.consul.Consul
 	}
-	v := &vigil{Listen: addr(freePort(t))}
-	v.WorkerID = "worker-" + filepath.Base(v.Listen)
-	args := []string{"run", "--engine", "vllm", "--engine-addr", o.engineAddr, "--listen", v.Listen,
-		"--discovery", o.discovery, "--service-name", o.service, "--worker-id", v.WorkerID,
-		"--check-ttl", "5s", "--grace-period", "5s", "--log-format", "text"}
-	if o.registry != "" {
-		args = append(args, "--registry-dir", o.registry)
+	hv, err := harness.StartVigil(starter{t}, vigilBin, ho)
+	if err != nil {
+		t.Fatal(err)
 	}
-	args = append(args, o.extra...)
-	var env []string
-	if o.consul != nil {
-		env = o.consul.env()
-	}
-	v.proc = startProcEnv(t, "vigil", env, vigilBin, args...)
-	return v
+	return &vigil{proc: &proc{Proc: hv.Proc, t: t}, Vigil: hv}
 }
 
 func (v *vigil) term(t *testing.T) { v.signal(syscall.SIGTERM) }

@@ -87,7 +87,7 @@ func TestWaitsForEngine(t *testing.T) {
 				t.Errorf("registered %s after the engine served, want within %s", d, registerBound)
 			}
 			if v.exited() {
-				t.Fatalf("vigil exited with %d", v.exitCode)
+				t.Fatalf("vigil exited with %d", v.exitCode())
 			}
 		})
 	}
@@ -182,7 +182,7 @@ func TestSleepWake(t *testing.T) {
 		t.Errorf("registered again %s after wake, want within %s", d, registerBound)
 	}
 	if v.exited() {
-		t.Fatalf("vigil exited with %d during sleep and wake", v.exitCode)
+		t.Fatalf("vigil exited with %d during sleep and wake", v.exitCode())
 	}
 	if l := v.findLine("engine lost"); l != "" {
 		t.Errorf("vigil logged a loss for a sleeping engine: %s", l)
@@ -307,7 +307,7 @@ func TestConsulRestart(t *testing.T) {
 		t.Errorf("registered again %s after the agent restarted, want within the TTL plus 2s", d)
 	}
 	if v.exited() {
-		t.Fatalf("vigil exited with %d when Consul restarted", v.exitCode)
+		t.Fatalf("vigil exited with %d when Consul restarted", v.exitCode())
 	}
 }
 

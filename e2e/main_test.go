@@ -3,12 +3,12 @@ package e2e
 import (
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/vigilhq/vigil/e2e/harness"
 	"go.uber.org/goleak"
 )
 
@@ -61,18 +61,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
+// freePort returns a loopback TCP port that was free a moment ago and that
+// no other test of this run was given.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
-func addr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+func addr(port int) string { return harness.Addr(port) }
 
 func skipShort(t *testing.T) {
 	t.Helper()

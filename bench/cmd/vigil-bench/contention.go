@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vigilhq/vigil/bench/internal/harness"
 	"github.com/vigilhq/vigil/bench/internal/report"
+	"github.com/vigilhq/vigil/e2e/harness"
 )
 
 // busyShare is the share of the machine taken by processes outside the

@@ -6,8 +6,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigilhq/vigil/bench/internal/harness"
 	"github.com/vigilhq/vigil/bench/internal/report"
+	"github.com/vigilhq/vigil/e2e/harness"
 )
 
 // frozenTrialsFull is B3's trial count; each takes about the detection

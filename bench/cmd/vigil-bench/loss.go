@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigilhq/vigil/bench/internal/harness"
 	"github.com/vigilhq/vigil/bench/internal/report"
+	"github.com/vigilhq/vigil/e2e/harness"
 )
 
 // lossTrialsFull is B1's (and B4's) trial count per case.

@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigilhq/vigil/bench/internal/harness"
 	"github.com/vigilhq/vigil/bench/internal/report"
+	"github.com/vigilhq/vigil/e2e/harness"
 )
 
 // options are the driver's flags.

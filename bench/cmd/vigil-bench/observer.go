@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/vigilhq/vigil/bench/internal/harness"
+	"github.com/vigilhq/vigil/e2e/harness"
 )
 
 // observeCmd is the hidden first argument that runs the driver as a

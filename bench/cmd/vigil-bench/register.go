@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vigilhq/vigil/bench/internal/harness"
 	"github.com/vigilhq/vigil/bench/internal/report"
+	"github.com/vigilhq/vigil/e2e/harness"
 )
 
 const (

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/vigilhq/vigil/bench/internal/harness"
 	"github.com/vigilhq/vigil/bench/internal/load"
 	"github.com/vigilhq/vigil/bench/internal/report"
 	"github.com/vigilhq/vigil/bench/internal/stats"
+	"github.com/vigilhq/vigil/e2e/harness"
 	"google.golang.org/grpc"
 )
 

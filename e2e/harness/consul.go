@@ -21,17 +21,27 @@ type Consul struct {
 	Proc   *Proc
 	Addr   string
 	Client *api.Client
+
+	starter Starter
+	bin     string
+	args    []string
 }
 
 // StartConsul starts a dev agent and waits until it has a leader.
 func (h *Harness) StartConsul() (*Consul, error) {
+	return StartConsul(h, h.Bins.Consul, "bench")
+}
+
+// StartConsul starts the dev agent bin through s, as a node named after
+// node and its HTTP port, and waits until it has a leader.
+func StartConsul(s Starter, bin, node string) (*Consul, error) {
 	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
 	}
-	c := &Consul{Addr: Addr(ports[0])}
-	args := []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-node", fmt.Sprintf("bench-%d", ports[0]),
+	c := &Consul{Addr: Addr(ports[0]), starter: s, bin: bin}
+	c.args = []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-node", fmt.Sprintf("%s-%d", node, ports[0]),
 		"-http-port", fmt.Sprint(ports[0]), "-dns-port", "-1", "-grpc-port", "-1",
 		"-serf-lan-port", fmt.Sprint(ports[1]), "-serf-wan-port", fmt.Sprint(ports[2]),
 		"-server-port", fmt.Sprint(ports[3]),
@@ -39,10 +49,25 @@ func (h *Harness) StartConsul() (*Consul, error) {
 	if c.Client, err = api.NewClient(&api.Config{Address: c.Addr}); err != nil {
 		return nil, fmt.Errorf("consul client: %w", err)
 	}
-	if c.Proc, err = h.Start("consul", nil, h.Bins.Consul, args...); err != nil {
-		return nil, err
+	return c, c.start()
+}
+
+func (c *Consul) start() error {
+	var err error
+	if c.Proc, err = c.starter.Start("consul", nil, c.bin, c.args...); err != nil {
+		return err
 	}
-	return c, c.waitLeader()
+	return c.waitLeader()
+}
+
+// Restart kills the agent and starts it again on the same ports; a dev
+// agent keeps no state, so all registrations are gone.
+func (c *Consul) Restart() error {
+	c.Proc.Kill()
+	if _, _, err := c.Proc.Wait(killWait); err != nil {
+		return err
+	}
+	return c.start()
 }
 
 func freePorts(n int) ([]int, error) {
@@ -103,25 +128,34 @@ func (c *Consul) Observe(ctx context.Context, service string, cond func([]*api.S
 	case cond(entries):
 		o.finish(now, nil)
 	default:
-		go c.block(ctx, service, meta.LastIndex, cond, o)
+		go func() {
+			_, at, err := c.block(ctx, service, meta.LastIndex, cond)
+			o.finish(at, err)
+		}()
 	}
 	return o
 }
 
-func (c *Consul) block(ctx context.Context, service string, index uint64, cond func([]*api.ServiceEntry) bool, o *Observation) {
+// Passing waits, with blocking queries from the current state on, until
+// the passing instances of service satisfy cond, and returns them with the
+// time the answer came. A failed query (the agent may be restarting) is
+// asked again until ctx ends.
+func (c *Consul) Passing(ctx context.Context, service string, cond func([]*api.ServiceEntry) bool) ([]*api.ServiceEntry, time.Time, error) {
+	return c.block(ctx, service, 0, cond)
+}
+
+func (c *Consul) block(ctx context.Context, service string, index uint64, cond func([]*api.ServiceEntry) bool) ([]*api.ServiceEntry, time.Time, error) {
 	for {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: blockingWait}).WithContext(ctx)
 		entries, meta, err := c.Client.Health().Service(service, "", true, q)
 		now := time.Now()
 		switch {
 		case err == nil && cond(entries):
-			o.finish(now, nil)
-			return
+			return entries, now, nil
 		case err == nil:
 			index = meta.LastIndex
 		case ctx.Err() != nil:
-			o.finish(time.Time{}, fmt.Errorf("passing instances of %s: condition not reached: %w", service, ctx.Err()))
-			return
+			return nil, time.Time{}, fmt.Errorf("passing instances of %s: condition not reached: %w", service, ctx.Err())
 		default:
 			// A transient failure: ask again from the start after a pause.
 			index = 0

@@ -20,7 +20,7 @@ const maxLines = 100_000
 // killWait bounds how long Kill waits for a killed process to be reaped.
 const killWait = 10 * time.Second
 
-// Proc is a process the bench started, in a process group of its own so
+// Proc is a process the harness started, in a process group of its own so
 // that killing it also kills its children (vigil's engine adapter). Its
 // output lines are kept and can be awaited, and its exit is timed the
 // moment wait4 returns.
@@ -38,8 +38,9 @@ type Proc struct {
 	exitCode int
 }
 
-// start runs bin with args and env added to the driver's environment.
-func start(name string, env []string, bin string, args ...string) (*Proc, error) {
+// StartProc runs bin with args and env added to the driver's environment.
+// Nothing kills it but its caller: see Harness.Start.
+func StartProc(name string, env []string, bin string, args ...string) (*Proc, error) {
 	p := &Proc{Name: name, changed: make(chan struct{}), scanned: make(chan struct{}), done: make(chan struct{})}
 	p.Cmd = exec.Command(bin, args...)
 	p.Cmd.Env = append(os.Environ(), env...)
@@ -120,6 +121,18 @@ func (p *Proc) Exited() bool {
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
+// OutputDone is closed when the output pipe reached EOF: the process and
+// every child that inherited its output have closed it, and every line is in.
+func (p *Proc) OutputDone() <-chan struct{} { return p.scanned }
+
+// ExitCode is the exit code (128+signal when killed by one) once the process
+// has exited, else 0.
+func (p *Proc) ExitCode() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitCode
+}
+
 // Wait waits up to timeout for the exit and returns when it happened and
 // the exit code (128+signal when killed by one).
 func (p *Proc) Wait(timeout time.Duration) (time.Time, int, error) {
@@ -185,7 +198,7 @@ func (p *Proc) WaitLine(substr string, timeout time.Duration) (string, error) {
 		case <-changed:
 		case <-p.scanned:
 			// All output is in: one last look, then give up.
-			if l := p.findLine(substr); l != "" {
+			if l := p.FindLine(substr); l != "" {
 				return l, nil
 			}
 			return "", fmt.Errorf("%s ended its output (exited: %v) before logging %q; last lines:\n%s", p.Name, p.Exited(), substr, p.Tail(20))
@@ -195,7 +208,8 @@ func (p *Proc) WaitLine(substr string, timeout time.Duration) (string, error) {
 	}
 }
 
-func (p *Proc) findLine(substr string) string {
+// FindLine returns the first line kept that contains substr, or "".
+func (p *Proc) FindLine(substr string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, l := range p.lines {
@@ -204,6 +218,13 @@ func (p *Proc) findLine(substr string) string {
 		}
 	}
 	return ""
+}
+
+// Output returns every output line kept.
+func (p *Proc) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
 }
 
 // Tail returns the last n output lines, for error messages.

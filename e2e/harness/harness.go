@@ -1,6 +1,8 @@
-// Package harness starts and tracks the processes of a benchmark run (the
-// Consul agent, vllm-mock engines, vigil workers and routers) on loopback,
-// and kills every one of them when the run ends, however it ends.
+// Package harness starts and observes the real binaries (the Consul agent,
+// vllm-mock engines, vigil workers and routers) as processes on loopback, for
+// the end-to-end tests and the benchmarks. A Harness tracks the processes of
+// a benchmark run and kills every one of them when the run ends, however it
+// ends; the tests start processes through a Starter of their own.
 package harness
 
 import (
@@ -18,6 +20,11 @@ import (
 // Bins are the executables under test.
 type Bins struct {
 	Vigil, Mock, Consul string
+}
+
+// Starter starts a process: *Harness is one.
+type Starter interface {
+	Start(name string, env []string, bin string, args ...string) (*Proc, error)
 }
 
 // Harness starts processes and remembers them so that Close can kill them.
@@ -51,7 +58,7 @@ func New(root string) (*Harness, error) {
 			return nil, err
 		}
 	}
-	if h.Bins.Consul, err = consulBin(root); err != nil {
+	if h.Bins.Consul, err = ConsulBin(root); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -68,9 +75,9 @@ func goBuild(root, out, pkg string) error {
 	return nil
 }
 
-// consulBin is VIGIL_CONSUL_BIN, else the agent `make consul` builds into
+// ConsulBin is VIGIL_CONSUL_BIN, else the agent `make consul` builds into
 // .bin at the repository root.
-func consulBin(root string) (string, error) {
+func ConsulBin(root string) (string, error) {
 	p := os.Getenv("VIGIL_CONSUL_BIN")
 	if p == "" {
 		p = filepath.Join(root, ".bin", "consul")
@@ -107,7 +114,7 @@ func (h *Harness) Start(name string, env []string, bin string, args ...string) (
 	if h.closed {
 		return nil, errors.New("harness closed")
 	}
-	p, err := start(name, env, bin, args...)
+	p, err := StartProc(name, env, bin, args...)
 	if err != nil {
 		return nil, err
 	}

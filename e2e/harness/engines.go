@@ -25,6 +25,14 @@ var controlClient = &http.Client{Timeout: 10 * time.Second}
 type Mock struct {
 	*Proc
 	GRPC, Control string
+	InstanceID    string
+}
+
+// MockOpts are the flags of one vllm-mock.
+type MockOpts struct {
+	// GRPC is the gRPC listen address, a fresh port when empty.
+	GRPC, Model, InstanceID string
+	Extra                   []string
 }
 
 // mockAttempts is how many times StartMock tries fresh ports when a port
@@ -37,7 +45,8 @@ func (h *Harness) StartMock(grpcAddr string, extra ...string) (*Mock, error) {
 	var err error
 	for range mockAttempts {
 		var m *Mock
-		if m, err = h.startMock(grpcAddr, extra); err == nil {
+		o := MockOpts{GRPC: grpcAddr, Model: "bench-model", InstanceID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), Extra: extra}
+		if m, err = StartMock(h, h.Bins.Mock, o); err == nil {
 			return m, nil
 		}
 		if !strings.Contains(err.Error(), "address already in use") {
@@ -47,20 +56,22 @@ func (h *Harness) StartMock(grpcAddr string, extra ...string) (*Mock, error) {
 	return nil, err
 }
 
-func (h *Harness) startMock(grpcAddr string, extra []string) (*Mock, error) {
+// StartMock starts the vllm-mock bin through s, its control surface on a
+// fresh port, and waits until it listens.
+func StartMock(s Starter, bin string, o MockOpts) (*Mock, error) {
 	var err error
-	if grpcAddr == "" {
-		if grpcAddr, err = FreeAddr(); err != nil {
+	if o.GRPC == "" {
+		if o.GRPC, err = FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
-	m := &Mock{GRPC: grpcAddr}
+	m := &Mock{GRPC: o.GRPC, InstanceID: o.InstanceID}
 	if m.Control, err = FreeAddr(); err != nil {
 		return nil, err
 	}
-	args := append([]string{"--listen", m.GRPC, "--control", m.Control, "--model", "bench-model",
-		"--instance-id", fmt.Sprintf("bench-%d", time.Now().UnixNano())}, extra...)
-	if m.Proc, err = h.Start("vllm-mock", nil, h.Bins.Mock, args...); err != nil {
+	args := append([]string{"--listen", m.GRPC, "--control", m.Control, "--model", o.Model,
+		"--instance-id", o.InstanceID}, o.Extra...)
+	if m.Proc, err = s.Start("vllm-mock", nil, bin, args...); err != nil {
 		return nil, err
 	}
 	if _, err := m.WaitLine("listening", StartTimeout); err != nil {
@@ -85,11 +96,16 @@ func (m *Mock) State() (vllmmock.State, error) {
 }
 
 // SetHealth pins the health status of the whole server ("" service).
-func (m *Mock) SetHealth(status string) error {
-	return m.post("/health", map[string]string{"service": "", "status": status})
+func (m *Mock) SetHealth(status string) error { return m.SetServiceHealth("", status) }
+
+// SetServiceHealth pins the health status of service.
+func (m *Mock) SetServiceHealth(service, status string) error {
+	return m.Post("/health", map[string]string{"service": service, "status": status})
 }
 
-func (m *Mock) post(path string, body any) error {
+// Post sends body as JSON to the control surface's path and fails unless
+// the answer is 200 OK.
+func (m *Mock) Post(path string, body any) error {
 	data, err := json.Marshal(body)
 	if err != nil {
 		return err
@@ -124,7 +140,11 @@ type VigilOpts struct {
 	Consul      *Consul
 	RegistryDir string
 	Service     string
-	Extra       []string
+	// Listen is vigil's listen address, a fresh port when empty.
+	Listen string
+	// WorkerID defaults to worker-PORT, the port of Listen.
+	WorkerID string
+	Extra    []string
 }
 
 // Vigil is a running `vigil run`.
@@ -135,14 +155,24 @@ type Vigil struct {
 	Started time.Time
 }
 
-// StartVigil starts `vigil run` on a fresh port and returns at once.
+// StartVigil starts `vigil run` and returns at once.
 func (h *Harness) StartVigil(o VigilOpts) (*Vigil, error) {
-	listen, err := FreeAddr()
-	if err != nil {
-		return nil, err
+	return StartVigil(h, h.Bins.Vigil, o)
+}
+
+// StartVigil starts `vigil run` from bin through s and returns at once.
+func StartVigil(s Starter, bin string, o VigilOpts) (*Vigil, error) {
+	var err error
+	if o.Listen == "" {
+		if o.Listen, err = FreeAddr(); err != nil {
+			return nil, err
+		}
 	}
-	_, port, _ := strings.Cut(listen, ":")
-	v := &Vigil{Listen: listen, WorkerID: "worker-" + port}
+	if o.WorkerID == "" {
+		_, port, _ := strings.Cut(o.Listen, ":")
+		o.WorkerID = "worker-" + port
+	}
+	v := &Vigil{Listen: o.Listen, WorkerID: o.WorkerID}
 	args := []string{"run", "--engine", "vllm", "--engine-addr", o.EngineAddr, "--listen", v.Listen,
 		"--service-name", o.Service, "--worker-id", v.WorkerID, "--log-format", "text"}
 	var env []string
@@ -154,7 +184,7 @@ func (h *Harness) StartVigil(o VigilOpts) (*Vigil, error) {
 	}
 	args = append(args, o.Extra...)
 	v.Started = time.Now()
-	if v.Proc, err = h.Start("vigil", env, h.Bins.Vigil, args...); err != nil {
+	if v.Proc, err = s.Start("vigil", env, bin, args...); err != nil {
 		return nil, err
 	}
 	return v, nil

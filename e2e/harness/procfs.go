@@ -83,6 +83,24 @@ func Tree(pid int) []int {
 	return out
 }
 
+// Children are the direct children of pid, zombies included.
+func Children(pid int) []int {
+	var out []int
+	for p, s := range allStats() {
+		if s.ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Alive reports whether pid names a process that has not exited (a zombie
+// counts as exited).
+func Alive(pid int) bool {
+	s, err := readStat(pid)
+	return err == nil && s.state != 'Z'
+}
+
 // CPUTime is the user plus system CPU time the processes have used so far.
 // A process that has gone is skipped.
 func CPUTime(pids []int) time.Duration {
