@@ -1,0 +1,20 @@
+package sdk
+
+import (
+	"fmt"
+	"testing"
+
+	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+)
+
+// The go-plugin protocol version and the proto package's version suffix
+// must move together: a vigil.plugin.v2 is a new ProtocolVersion.
+func TestProtocolVersionMatchesProtoPackage(t *testing.T) {
+	got := string(pluginv1.File_vigil_plugin_v1_engine_proto.Package())
+	if want := fmt.Sprintf("vigil.plugin.v%d", ProtocolVersion); got != want {
+		t.Errorf("proto package = %q, want %q for ProtocolVersion %d", got, want, ProtocolVersion)
+	}
+	if _, ok := pluginSets(nil)[ProtocolVersion]; !ok {
+		t.Errorf("no plugin set for ProtocolVersion %d", ProtocolVersion)
+	}
+}
