@@ -37,8 +37,9 @@ func startRouter(t *testing.T, c *consulAgent, service string, want int) *router
 	return r
 }
 
-// waitWorkers polls GET /v1/models... the router's view of discovery, until
-// it lists want workers' model (or none when want is 0).
+// waitWorkers polls the router's GET /health, its view of discovery, until
+// it knows a worker (want > 0) or knows none (want 0); the router offers no
+// event to await.
 func (r *router) waitWorkers(t *testing.T, want int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
