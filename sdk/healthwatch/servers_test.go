@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/healthwatch"
 )
 
@@ -75,7 +76,7 @@ func closedAddr(t *testing.T) string {
 
 // watch starts healthwatch.Watch and, when the test ends, cancels it and
 // checks that the channel closes.
-func watch(t *testing.T, conn *grpc.ClientConn, service string, opts healthwatch.Options) (<-chan healthwatch.Update, context.CancelFunc) {
+func watch(t *testing.T, conn *grpc.ClientConn, service string, opts sdk.HealthPolicy) (<-chan healthwatch.Update, context.CancelFunc) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	updates := healthwatch.Watch(ctx, conn, service, opts)

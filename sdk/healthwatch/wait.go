@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/vigilhq/vigil/sdk"
 )
 
 // CheckFunc asks for one service's status, as grpc.health.v1.Health/Check.
@@ -41,14 +43,14 @@ func ReadyChecker(conn grpc.ClientConnInterface) CheckFunc {
 	}
 }
 
-// WaitOptions configures WaitServing.
+// WaitOptions configures WaitServing and Wait.
 type WaitOptions struct {
-	// AttemptTimeout bounds each Check, so a server that accepts
-	// connections but does not answer is retried. Default 1s.
+	// AttemptTimeout bounds each Check of WaitServing, so a server that
+	// accepts connections but does not answer is retried. Default sdk.DefaultHealthTimeout.
 	AttemptTimeout time.Duration
-	// Backoff spaces the attempts. Default DefaultBackoff(250ms).
+	// Backoff spaces the attempts. Default DefaultBackoff(sdk.DefaultRetryMax).
 	Backoff Backoff
-	// Clock is the time source. Default SystemClock.
+	// Clock is the time source of the backoff. Default SystemClock.
 	Clock Clock
 	// OnAttempt, if set, is called after each failed attempt with the
 	// retry number and what was wrong, for logs.
@@ -61,17 +63,28 @@ type WaitOptions struct {
 // wrapped with the last failure, when ctx ends first.
 func WaitServing(ctx context.Context, check CheckFunc, services []string, opts WaitOptions) error {
 	if opts.AttemptTimeout == 0 {
-		opts.AttemptTimeout = time.Second
+		opts.AttemptTimeout = sdk.DefaultHealthTimeout
 	}
+	return Wait(ctx, func(ctx context.Context) error {
+		return checkAll(ctx, check, services, opts.AttemptTimeout)
+	}, opts)
+}
+
+// Wait calls attempt until it returns nil, and returns nil then. Failed
+// attempts are retried after opts.Backoff's delay, counted from the start of
+// the failed attempt (opts.AttemptTimeout is WaitServing's, not Wait's: an
+// attempt bounds its own calls). It returns ctx's error, wrapped with the
+// last failure, when ctx ends first.
+func Wait(ctx context.Context, attempt func(context.Context) error, opts WaitOptions) error {
 	if opts.Backoff.Max == 0 {
-		opts.Backoff = DefaultBackoff(250 * time.Millisecond)
+		opts.Backoff = DefaultBackoff(sdk.DefaultRetryMax)
 	}
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
 	for retry := 0; ; retry++ {
 		start := opts.Clock.Now()
-		err := checkAll(ctx, check, services, opts.AttemptTimeout)
+		err := attempt(ctx)
 		if err == nil {
 			return nil
 		}

@@ -13,41 +13,16 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/vigilhq/vigil/sdk"
 )
-
-// Options configures Watch. Zero fields take the defaults, which find a
-// frozen server within Interval + Failures*Timeout = 2.5 s.
-type Options struct {
-	// Interval between Checks while they succeed. Default 500ms.
-	Interval time.Duration
-	// Timeout of one Check. An answer within it never counts as a failure,
-	// however slow. Default 1s.
-	Timeout time.Duration
-	// Failures is how many consecutive Checks may fail (error or timeout)
-	// before Watch gives up; after a failure the next Check starts at once.
-	// Default 2.
-	Failures int
-}
-
-func (o Options) withDefaults() Options {
-	if o.Interval <= 0 {
-		o.Interval = 500 * time.Millisecond
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = time.Second
-	}
-	if o.Failures <= 0 {
-		o.Failures = 2
-	}
-	return o
-}
 
 // Update is one observation of a service's health: a status, or (last of
 // all) the error that ended the watch.
 type Update struct {
 	Status healthpb.HealthCheckResponse_ServingStatus
-	// Err, when set, ends the watch: the Watch stream failed, or Failures
-	// Checks in a row failed. The channel is closed after it.
+	// Err, when set, ends the watch: the Watch stream failed, or
+	// policy.Failures Checks in a row failed. The channel is closed after it.
 	Err error
 	// Time is when the observation was made.
 	Time time.Time
@@ -59,19 +34,24 @@ type Update struct {
 //
 // It combines three sources: the Watch stream (changes at once); one Check
 // when the stream ends cleanly or answers UNIMPLEMENTED, after which Checks
-// alone follow the service; and a Check every Interval, which catches a
-// server that stops answering while its connection stays open. While the
+// alone follow the service; and Checks polled as [Poll] does (at once, then
+// every policy.Interval, each under policy.Timeout), which catch a server
+// that stops answering while its connection stays open: with the default
+// policy it is given up within Interval + Failures*Timeout = 2.5 s. While the
 // stream is live, Checks prove liveness only and their statuses are not
 // reported, so a late Check answer cannot undo a change the stream
 // reported.
-func Watch(ctx context.Context, conn grpc.ClientConnInterface, service string, opts Options) <-chan Update {
+func Watch(ctx context.Context, conn grpc.ClientConnInterface, service string, policy sdk.HealthPolicy) <-chan Update {
 	w := &watcher{
 		client:  healthpb.NewHealthClient(conn),
 		check:   Checker(conn),
 		service: service,
-		opts:    opts.withDefaults(),
+		policy:  policy.WithDefaults(),
 		out:     make(chan Update),
 	}
+	// Streaming from the start: a probe answer must not race the stream's
+	// first status.
+	w.streaming.Store(true)
 	go w.run(ctx)
 	return w.out
 }
@@ -80,7 +60,7 @@ type watcher struct {
 	client  healthpb.HealthClient
 	check   CheckFunc
 	service string
-	opts    Options
+	policy  sdk.HealthPolicy
 	out     chan Update
 	// streaming is true while the Watch stream delivers statuses. Checks
 	// then only prove liveness: a Check answer read before a change but
@@ -133,7 +113,6 @@ func emit(ctx context.Context, obs chan<- Update, u Update) {
 }
 
 func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
-	w.streaming.Store(true)
 	stream, err := w.client.Watch(ctx, &healthpb.HealthCheckRequest{Service: w.service})
 	for err == nil {
 		var resp *healthpb.HealthCheckResponse
@@ -149,7 +128,7 @@ func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
 		// status, or after none. One Check at once tells a server that is
 		// going away from one that merely does not stream; if it still
 		// serves, Checks follow it from here on.
-		cctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
+		cctx, cancel := context.WithTimeout(ctx, w.policy.Timeout)
 		st, cerr := w.check(cctx, w.service)
 		cancel()
 		if cerr != nil {
@@ -162,35 +141,17 @@ func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
 	}
 }
 
+// probe polls Check: failures end the watch, and while the stream is not
+// live the answers are the statuses.
 func (w *watcher) probe(ctx context.Context, obs chan<- Update) {
-	timer := time.NewTimer(w.opts.Interval)
-	defer timer.Stop()
-	failures := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		cctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
-		st, err := w.check(cctx, w.service)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			failures++
-			if failures >= w.opts.Failures {
-				emit(ctx, obs, Update{Err: fmt.Errorf("%d health checks of %q failed in a row, last: %w", failures, w.service, err)})
-				return
-			}
-			timer.Reset(0)
-			continue
-		}
-		failures = 0
-		if !w.streaming.Load() {
+	err := Poll(ctx, w.policy, func(ctx context.Context) error {
+		st, err := w.check(ctx, w.service)
+		if err == nil && !w.streaming.Load() {
 			emit(ctx, obs, Update{Status: st})
 		}
-		timer.Reset(w.opts.Interval)
+		return err
+	})
+	if err != nil {
+		emit(ctx, obs, Update{Err: fmt.Errorf("health checks of %q: %w", w.service, err)})
 	}
 }

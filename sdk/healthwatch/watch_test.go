@@ -11,6 +11,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/healthwatch"
 )
 
@@ -22,10 +23,10 @@ const (
 
 // noPolling makes the periodic Check too rare to matter, so a test sees
 // only what the Watch stream and its confirming Check deliver.
-var noPolling = healthwatch.Options{Interval: time.Hour, Timeout: 5 * time.Second, Failures: 2}
+var noPolling = sdk.HealthPolicy{Interval: time.Hour, Timeout: 5 * time.Second, Failures: 2}
 
 // polling checks often, with a generous timeout.
-var polling = healthwatch.Options{Interval: 20 * time.Millisecond, Timeout: 5 * time.Second, Failures: 2}
+var polling = sdk.HealthPolicy{Interval: 20 * time.Millisecond, Timeout: 5 * time.Second, Failures: 2}
 
 // TestWatchStream: with grpc-go's health server, the stream alone delivers
 // the first status and every change.
@@ -124,13 +125,13 @@ func TestWatchStreamFails(t *testing.T) {
 	closed(t, updates)
 }
 
-// TestWatchFrozen: a server that accepts calls and answers none is found
-// within Interval + Failures*Timeout: the first Check waits Interval, each
-// failed Check takes Timeout, and the next starts at once.
+// TestWatchFrozen: a server that accepts calls and answers none from the
+// start is found after Failures*Timeout: the first Check starts at once,
+// each failed Check takes Timeout, and the next starts at once.
 func TestWatchFrozen(t *testing.T) {
 	t.Parallel()
-	opts := healthwatch.Options{Interval: 50 * time.Millisecond, Timeout: 100 * time.Millisecond, Failures: 2}
-	bound := opts.Interval + time.Duration(opts.Failures)*opts.Timeout
+	opts := sdk.HealthPolicy{Interval: 50 * time.Millisecond, Timeout: 100 * time.Millisecond, Failures: 2}
+	bound := time.Duration(opts.Failures) * opts.Timeout
 	_, conn := serve(t, frozenHealth{})
 	start := time.Now()
 	updates, _ := watch(t, conn, svc, opts)
@@ -148,7 +149,7 @@ func TestWatchFrozen(t *testing.T) {
 	if slack := 2 * time.Second; took < bound || took > bound+slack {
 		t.Errorf("frozen server found after %v, want within [%v, %v]", took, bound, bound+slack)
 	}
-	t.Logf("frozen server found after %v (Interval + Failures*Timeout = %v)", took, bound)
+	t.Logf("frozen server found after %v (Failures*Timeout = %v)", took, bound)
 	closed(t, updates)
 }
 
@@ -156,7 +157,7 @@ func TestWatchFrozen(t *testing.T) {
 // a failure, even with Failures 1.
 func TestWatchSlowCheck(t *testing.T) {
 	t.Parallel()
-	opts := healthwatch.Options{Interval: 20 * time.Millisecond, Timeout: 5 * time.Second, Failures: 1}
+	opts := sdk.HealthPolicy{Interval: 20 * time.Millisecond, Timeout: 5 * time.Second, Failures: 1}
 	h := &slowCheck{Server: health.NewServer(), delay: 15 * opts.Interval, answered: make(chan struct{}, 100)}
 	h.SetServingStatus(svc, serving)
 	_, conn := serve(t, h)
@@ -262,7 +263,7 @@ func (h *staleCheck) Check(ctx context.Context, req *healthpb.HealthCheckRequest
 // answer read before a change cannot report the old status after it.
 func TestWatchStaleCheckDoesNotUndoStream(t *testing.T) {
 	t.Parallel()
-	opts := healthwatch.Options{Interval: 10 * time.Millisecond, Timeout: 5 * time.Second, Failures: 1}
+	opts := sdk.HealthPolicy{Interval: 10 * time.Millisecond, Timeout: 5 * time.Second, Failures: 1}
 	h := &staleCheck{Server: health.NewServer(), entered: make(chan struct{}), release: make(chan struct{}), answered: make(chan struct{}, 100)}
 	h.SetServingStatus(svc, serving)
 	_, conn := serve(t, h)

@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"sort"
 
-	"github.com/vigilhq/vigil/plugins/vllm/adapter"
+	"github.com/vigilhq/vigil/plugins/vllm"
 	"github.com/vigilhq/vigil/sdk"
 )
 
@@ -17,7 +17,7 @@ import (
 const envAdapter = "VIGIL_BUILTIN_ADAPTER"
 
 var adapters = map[string]func() sdk.Engine{
-	adapter.Name: func() sdk.Engine { return adapter.New() },
+	vllm.Name: func() sdk.Engine { return vllm.New() },
 }
 
 // Names lists the built-in engine names, sorted.

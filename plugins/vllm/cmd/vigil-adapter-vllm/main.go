@@ -5,8 +5,8 @@
 package main
 
 import (
-	"github.com/vigilhq/vigil/plugins/vllm/adapter"
+	"github.com/vigilhq/vigil/plugins/vllm"
 	"github.com/vigilhq/vigil/sdk"
 )
 
-func main() { sdk.Serve(adapter.New()) }
+func main() { sdk.Serve(vllm.New()) }

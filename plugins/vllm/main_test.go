@@ -1,4 +1,4 @@
-package adapter_test
+package vllm_test
 
 import (
 	"testing"

@@ -1,5 +1,7 @@
-// Package adapter is vigil's engine adapter for vLLM: it implements
-// sdk.Engine over vLLM's gRPC API.
+// Package vllm is vigil's engine adapter for vLLM: it implements sdk.Engine
+// and sdk.Generator over vLLM's gRPC API, on the sdk's adapterkit, and keeps
+// only what is vLLM's: its health services, the worker information it
+// reads, and the request and finish-reason mapping.
 //
 // The contract it relies on, as vLLM serves it (vllm-project/vllm, the gRPC
 // server and its vllm.proto):
@@ -21,6 +23,9 @@
 //     sends no keepalive pings and checks liveness with health Checks.
 //
 // Mapping to vigil's availability: "" other than SERVING, a failed health
-// stream, or an engine that stops answering Checks is Lost; "vllm.Inference"
-// NOT_SERVING while "" serves is NotReady; both SERVING is Serving.
-package adapter
+// stream, an engine that stops answering Checks, or a reconnect to an engine
+// with another instance id is Lost; "vllm.Inference" NOT_SERVING while ""
+// serves is NotReady; both SERVING is Serving. Start waits for "",
+// "vllm.Control" and "vllm.Inference" to serve, so nothing the watch takes
+// for loss holds when it returns.
+package vllm

@@ -1,4 +1,4 @@
-package adapter_test
+package vllm_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/vigilhq/vigil/plugins/vllm/adapter"
+	"github.com/vigilhq/vigil/plugins/vllm"
 	"github.com/vigilhq/vigil/plugins/vllm/mock"
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/sdktest"
@@ -50,12 +50,12 @@ func serveMock(t *testing.T, cfg mock.Config) (*mock.Engine, string) {
 // a mock engine that stop shuts down as vLLM does on SIGTERM.
 func TestConformance(t *testing.T) {
 	sdktest.TestEngine(t, sdktest.Harness{
-		New: func() sdk.Engine { return adapter.New() },
+		New: func() sdk.Engine { return vllm.New() },
 		Serving: func(t *testing.T) (string, func()) {
 			e, addr := serveMock(t, mock.Config{Model: "m"})
 			return addr, e.Stop
 		},
-		Name: adapter.Name,
+		Name: vllm.Name,
 	})
 }
 
@@ -77,9 +77,9 @@ func post(t *testing.T, e *mock.Engine, path, body string) {
 
 // started returns an adapter started against addr, shut down when the test
 // ends.
-func started(t *testing.T, addr string) *adapter.Adapter {
+func started(t *testing.T, addr string) *vllm.Adapter {
 	t.Helper()
-	a := adapter.New()
+	a := vllm.New()
 	t.Cleanup(func() {
 		if err := a.Shutdown(context.Background()); err != nil {
 			t.Errorf("Shutdown() = %v, want nil", err)
@@ -94,7 +94,7 @@ func started(t *testing.T, addr string) *adapter.Adapter {
 }
 
 // watch starts WatchAvailability; the watch ends with the test.
-func watch(t *testing.T, a *adapter.Adapter) <-chan sdk.Event {
+func watch(t *testing.T, a *vllm.Adapter) <-chan sdk.Event {
 	t.Helper()
 	events, err := a.WatchAvailability(t.Context())
 	if err != nil {
@@ -148,7 +148,7 @@ func expectClosed(t *testing.T, events <-chan sdk.Event) {
 func TestStartWorker(t *testing.T) {
 	t.Parallel()
 	_, addr := serveMock(t, mock.Config{Model: "org/model", InstanceID: "feedface", MaxModelLen: 8192, KVBlockSize: 32})
-	a := adapter.New()
+	a := vllm.New()
 	defer a.Shutdown(context.Background())
 	got, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health})
 	if err != nil {
@@ -174,7 +174,7 @@ func TestStartWaitsForModelLoad(t *testing.T) {
 	t.Parallel()
 	const loading = 300 * time.Millisecond
 	e, addr := serveMock(t, mock.Config{Model: "m", StartupDelay: loading})
-	a := adapter.New()
+	a := vllm.New()
 	defer a.Shutdown(context.Background())
 	if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health}); err != nil {
 		t.Fatalf("Start() error = %v, want nil", err)
@@ -194,7 +194,7 @@ func TestStartInvalid(t *testing.T) {
 	}{
 		"unknown option": {
 			req:  sdk.StartRequest{EngineAddr: "127.0.0.1:1", Options: map[string]string{"tp": "2"}},
-			want: `engine option "tp"`,
+			want: `engine-option "tp": unknown key`,
 		},
 		"negative startup deadline": {
 			req:  sdk.StartRequest{EngineAddr: "127.0.0.1:1", StartupDeadline: -time.Second},
@@ -212,7 +212,7 @@ func TestStartInvalid(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			a := adapter.New()
+			a := vllm.New()
 			defer a.Shutdown(context.Background())
 			_, err := a.Start(t.Context(), tt.req)
 			if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
@@ -314,7 +314,7 @@ func TestStartAgainAfterFailure(t *testing.T) {
 	}
 	closed := lis.Addr().String()
 	lis.Close()
-	a := adapter.New()
+	a := vllm.New()
 	t.Cleanup(func() { a.Shutdown(context.Background()) })
 	_, err = a.Start(context.Background(), sdk.StartRequest{EngineAddr: closed, StartupDeadline: 100 * time.Millisecond})
 	if !errors.Is(err, sdk.ErrStartupDeadline) {

@@ -1,0 +1,84 @@
+package vllm
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/adapterkit"
+)
+
+// Name is the engine name vigil selects this adapter by (--engine vllm).
+const Name = "vllm"
+
+// Version is the adapter's version.
+const Version = "0.2.0"
+
+// engine names vLLM in reasons and errors.
+const engine = "vLLM"
+
+// Adapter implements sdk.Engine and sdk.Generator for vLLM, on the
+// adapterkit. Create it with New.
+type Adapter struct {
+	*adapterkit.Adapter
+}
+
+var (
+	_ sdk.Engine    = (*Adapter)(nil)
+	_ sdk.Generator = (*Adapter)(nil)
+)
+
+// New returns a vLLM adapter; opts are the kit's (a fake clock in tests).
+func New(opts ...adapterkit.Option) *Adapter {
+	return &Adapter{adapterkit.New(adapterkit.Spec{
+		Info: sdk.AdapterInfo{
+			Name:         Name,
+			Version:      Version,
+			Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: true},
+		},
+		Engine:     engine,
+		Signals:    signals,
+		ReadWorker: readWorker,
+		LifetimeID: lifetimeID,
+	}, opts...)}
+}
+
+// signals: "" is liveness and "vllm.Inference" readiness; Start also waits
+// for "vllm.Control", which serves the information it reads.
+func signals(conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
+	return []adapterkit.Signal{
+		adapterkit.HealthService(conn, "", adapterkit.Liveness),
+		adapterkit.HealthService(conn, vllmpb.Inference_ServiceDesc.ServiceName, adapterkit.Readiness),
+		adapterkit.HealthService(conn, vllmpb.Control_ServiceDesc.ServiceName, adapterkit.Startup),
+	}, nil
+}
+
+func readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) {
+	control := vllmpb.NewControlClient(conn)
+	server, err := control.GetServerInfo(ctx, &vllmpb.GetServerInfoRequest{})
+	if err != nil {
+		return sdk.Worker{}, err
+	}
+	model, err := control.GetModelInfo(ctx, &vllmpb.GetModelInfoRequest{})
+	if err != nil {
+		return sdk.Worker{}, err
+	}
+	return sdk.Worker{
+		ModelID:           model.GetModelId(),
+		ServedModelName:   model.GetServedModelName(),
+		EngineVersion:     server.GetEngineVersion(),
+		InstanceID:        server.GetInstanceId(),
+		MaxModelLen:       server.GetMaxModelLen(),
+		KVBlockSize:       server.GetKvBlockSize(),
+		SupportsTextInput: model.GetSupportsTextInput(),
+	}, nil
+}
+
+// lifetimeID reads ServerInfo.instance_id, new each time an engine process
+// starts.
+func lifetimeID(ctx context.Context, conn *grpc.ClientConn) (string, error) {
+	server, err := vllmpb.NewControlClient(conn).GetServerInfo(ctx, &vllmpb.GetServerInfoRequest{})
+	return server.GetInstanceId(), err
+}

@@ -1,0 +1,220 @@
+package adapterkit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/healthwatch"
+)
+
+// Spec is the engine's own half of an adapter built on the kit: its
+// description, its health signals and how to read what it reports.
+type Spec struct {
+	// Info describes the adapter, as sdk.Engine.Info returns it. Info.Name
+	// is required.
+	Info sdk.AdapterInfo
+	// Engine names the engine in reasons and errors, e.g. "vLLM". Default
+	// Info.Name.
+	Engine string
+	// Options lists the engine option keys (vigil's --engine-option
+	// key=value) the adapter accepts; Start rejects any other key.
+	Options []string
+	// Signals returns the engine's health signals over conn for one Start,
+	// given its engine options. Start waits until every one serves; the
+	// watch follows all but Startup ones. An error for a bad option value
+	// wraps sdk.ErrInvalidArgument and names the option. Required.
+	Signals func(conn *grpc.ClientConn, options map[string]string) ([]Signal, error)
+	// ReadWorker reads what the engine reports about itself, once every
+	// signal serves, under a deadline of InfoTimeout. Its errors reach the
+	// host as sdk.ErrUnavailable. Required.
+	ReadWorker func(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error)
+	// LifetimeID reads the engine's lifetime id again (what ReadWorker
+	// returned as sdk.Worker.InstanceID). With it, and a non-empty id from
+	// ReadWorker, a reconnect to the engine is followed by a read, and a
+	// different id is Lost; without it the connection closing after Start
+	// is Lost at once. See LifetimeSource.
+	LifetimeID func(ctx context.Context, conn *grpc.ClientConn) (string, error)
+}
+
+// InfoTimeout bounds Spec.ReadWorker after the engine serves: reading a few
+// fields takes milliseconds, but an engine under load may be slow to
+// answer.
+const InfoTimeout = 10 * time.Second
+
+// Adapter implements sdk.Engine for an engine reached over gRPC, from a
+// Spec. An adapter embeds it and adds what is its engine's own, such as
+// sdk.Generator with Relay over Conn. Create it with New.
+//
+// Start checks the request (CheckStart), dials the engine once (Dial), and
+// waits within the startup deadline until every signal serves; when any
+// step fails it closes the connection and leaves the Adapter as it was, so
+// Start may be called again. WatchAvailability merges the signals and the
+// connection's lifetime (Merge, LifetimeSource). Shutdown closes the
+// connection.
+type Adapter struct {
+	spec  Spec
+	clock healthwatch.Clock
+
+	mu      sync.Mutex
+	conn    *grpc.ClientConn // from dial until a failed Start or Shutdown
+	started bool             // Start succeeded
+	policy  sdk.HealthPolicy
+	signals []Signal
+	worker  sdk.Worker
+}
+
+var _ sdk.Engine = (*Adapter)(nil)
+
+// Option configures an Adapter.
+type Option func(*Adapter)
+
+// WithClock sets the clock of the startup wait's backoff; tests use a fake
+// one. Default healthwatch.SystemClock.
+func WithClock(c healthwatch.Clock) Option { return func(a *Adapter) { a.clock = c } }
+
+// New returns an Adapter for spec.
+func New(spec Spec, opts ...Option) *Adapter {
+	if spec.Engine == "" {
+		spec.Engine = spec.Info.Name
+	}
+	a := &Adapter{spec: spec, clock: healthwatch.SystemClock{}}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
+}
+
+// Info returns Spec.Info; it does not touch the engine.
+func (a *Adapter) Info(context.Context) (sdk.AdapterInfo, error) { return a.spec.Info, nil }
+
+// Start implements sdk.Engine.Start.
+func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, error) {
+	if err := CheckStart(req, a.spec.Options...); err != nil {
+		return sdk.Worker{}, err
+	}
+	policy := req.Health.WithDefaults()
+	a.mu.Lock()
+	if a.conn != nil {
+		a.mu.Unlock()
+		return sdk.Worker{}, fmt.Errorf("%w: %s adapter", sdk.ErrAlreadyStarted, a.spec.Engine)
+	}
+	conn, err := Dial(req.EngineAddr, policy)
+	if err != nil {
+		a.mu.Unlock()
+		return sdk.Worker{}, err
+	}
+	signals, err := a.spec.Signals(conn, req.Options)
+	if err != nil {
+		a.mu.Unlock()
+		conn.Close()
+		return sdk.Worker{}, err
+	}
+	a.conn, a.policy, a.signals = conn, policy, signals
+	a.mu.Unlock()
+
+	worker, err := a.waitAndRead(ctx, conn, req, policy, signals)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		if a.conn == conn {
+			a.conn = nil
+		}
+		conn.Close()
+		return sdk.Worker{}, err
+	}
+	a.started, a.worker = true, worker
+	return worker, nil
+}
+
+func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sdk.StartRequest, policy sdk.HealthPolicy, signals []Signal) (sdk.Worker, error) {
+	deadline := req.StartupDeadline
+	if deadline == 0 {
+		deadline = sdk.DefaultStartupDeadline
+	}
+	wctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	err := healthwatch.Wait(wctx, func(ctx context.Context) error {
+		for _, s := range signals {
+			sctx, cancel := context.WithTimeout(ctx, policy.Timeout)
+			err := s.Check(sctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Name, err)
+			}
+		}
+		return nil
+	}, healthwatch.WaitOptions{Backoff: healthwatch.DefaultBackoff(policy.RetryMax), Clock: a.clock})
+	if err != nil {
+		return sdk.Worker{}, startupError(ctx, err, a.spec.Engine, req.EngineAddr, deadline)
+	}
+	rctx, cancel := context.WithTimeout(ctx, InfoTimeout)
+	defer cancel()
+	worker, err := a.spec.ReadWorker(rctx, conn)
+	if err != nil {
+		if ctx.Err() != nil {
+			return sdk.Worker{}, fmt.Errorf("reading %s engine information: %w", a.spec.Engine, ctx.Err())
+		}
+		// The engine's own status stays out of the chain: a timeout here
+		// is an unavailable engine, not the startup deadline.
+		return sdk.Worker{}, fmt.Errorf("%w: reading %s engine information: %v", sdk.ErrUnavailable, a.spec.Engine, err)
+	}
+	return worker, nil
+}
+
+// WatchAvailability implements sdk.Engine.WatchAvailability: Merge over
+// every signal but Startup ones, and LifetimeSource. The first event comes
+// once every signal has reported.
+func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, error) {
+	a.mu.Lock()
+	conn, started, policy, signals, worker := a.conn, a.started, a.policy, a.signals, a.worker
+	a.mu.Unlock()
+	if conn == nil || !started {
+		return nil, fmt.Errorf("%w: WatchAvailability before Start", sdk.ErrNotStarted)
+	}
+	sources := make([]Source, 0, len(signals)+1)
+	for _, s := range signals {
+		if s.Role != Startup {
+			sources = append(sources, s.Source(policy))
+		}
+	}
+	var read func(context.Context) (string, error)
+	if a.spec.LifetimeID != nil {
+		read = func(ctx context.Context) (string, error) { return a.spec.LifetimeID(ctx, conn) }
+	}
+	sources = append(sources, LifetimeSource(conn, policy, worker.InstanceID, read))
+	return Merge(ctx, a.spec.Engine, sources...), nil
+}
+
+// Conn returns the engine connection after a successful Start, for the
+// adapter's own calls; before Start, or after Shutdown, an error wrapping
+// sdk.ErrNotStarted.
+func (a *Adapter) Conn() (*grpc.ClientConn, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conn == nil || !a.started {
+		return nil, fmt.Errorf("%w: %s adapter", sdk.ErrNotStarted, a.spec.Engine)
+	}
+	return a.conn, nil
+}
+
+// Shutdown implements sdk.Engine.Shutdown: it closes the engine connection,
+// which ends watches and calls on it; the engine keeps running. It is
+// idempotent.
+func (a *Adapter) Shutdown(context.Context) error {
+	a.mu.Lock()
+	conn := a.conn
+	a.conn, a.started = nil, false
+	a.mu.Unlock()
+	if conn == nil {
+		return nil
+	}
+	if err := conn.Close(); err != nil {
+		return fmt.Errorf("closing %s engine connection: %w", a.spec.Engine, err)
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+// Package adapterkit is the engine-independent half of a vigil engine
+// adapter for an engine reached over gRPC: the machinery every adapter
+// needs beyond its engine's own wire types. Adapters opt in; sdk.Engine
+// stays small.
+//
+// An adapter describes its engine in a [Spec] and embeds the [Adapter] that
+// New builds from it, adding what is its engine's own (sdk.Generator with
+// [Relay] over [Adapter.Conn]):
+//
+//   - Start checks the request ([CheckStart]: a malformed engine address or
+//     an unknown engine option is sdk.ErrInvalidArgument), dials the engine
+//     once ([Dial]), waits within the startup deadline, against the
+//     caller's context, until every [Signal] serves, and reads the
+//     [sdk.Worker]. A failed Start closes the connection and may be
+//     retried.
+//   - WatchAvailability follows the same signals ([Merge]): liveness
+//     signals that stop serving are Lost, readiness ones NotReady, and Lost
+//     is terminal. One list drives both, so nothing the watch takes for
+//     loss can hold while Start reports the engine serving. Signals come
+//     from a grpc.health.v1 service ([HealthService]), a unary health RPC
+//     polled with the health policy's interval, deadline and failure count
+//     (a Signal with only Check), or a stream of the engine's own (Watch).
+//   - [LifetimeSource] follows the connection: after a reconnect the
+//     engine's lifetime id is read again and a different one is Lost; an
+//     engine without one is Lost when the connection closes.
+//   - [Relay] forwards a generation, aborting the engine request when the
+//     caller goes away; [Classify] maps engine errors to the sdk's classes.
+//
+// Every timing comes from sdk.HealthPolicy, whose defaults are written once
+// in package sdk.
+package adapterkit

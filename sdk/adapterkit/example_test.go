@@ -1,0 +1,71 @@
+package adapterkit_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/adapterkit"
+)
+
+// toy is an adapter for an engine whose only API is grpc.health.v1: "" is
+// its liveness, "toy.Inference" its readiness. A real adapter adds its
+// engine's calls to ReadWorker and LifetimeID, and sdk.Generator with
+// adapterkit.Relay; its main function calls sdk.Serve(newToy()).
+type toy struct {
+	*adapterkit.Adapter
+}
+
+func newToy() *toy {
+	return &toy{adapterkit.New(adapterkit.Spec{
+		Info:   sdk.AdapterInfo{Name: "toy", Version: "0.1.0", Capabilities: sdk.Capabilities{Readiness: true}},
+		Engine: "Toy",
+		Signals: func(conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
+			return []adapterkit.Signal{
+				adapterkit.HealthService(conn, "", adapterkit.Liveness),
+				adapterkit.HealthService(conn, "toy.Inference", adapterkit.Readiness),
+			}, nil
+		},
+		ReadWorker: func(context.Context, *grpc.ClientConn) (sdk.Worker, error) {
+			return sdk.Worker{ModelID: "toy-model", ServedModelName: "toy-model"}, nil
+		},
+	})}
+}
+
+func Example() {
+	// A stand-in engine: grpc-go's health server on loopback.
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	hs.SetServingStatus("toy.Inference", healthgrpc.HealthCheckResponse_SERVING)
+	healthgrpc.RegisterHealthServer(srv, hs)
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	ctx := context.Background()
+	a := newToy()
+	defer a.Shutdown(ctx)
+	worker, err := a.Start(ctx, sdk.StartRequest{EngineAddr: lis.Addr().String()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("worker:", worker.ServedModelName)
+
+	events, _ := a.WatchAvailability(ctx)
+	fmt.Println((<-events).Reason)
+	hs.SetServingStatus("toy.Inference", healthgrpc.HealthCheckResponse_NOT_SERVING)
+	fmt.Println((<-events).Reason)
+	hs.SetServingStatus("", healthgrpc.HealthCheckResponse_NOT_SERVING)
+	fmt.Println((<-events).Reason)
+	// Output:
+	// worker: toy-model
+	// Toy engine serving
+	// Toy engine not ready: health of "toy.Inference" is NOT_SERVING
+	// Toy engine lost: health of "" is NOT_SERVING
+}

@@ -1,0 +1,138 @@
+package adapterkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/healthwatch"
+)
+
+// Role says what a signal that does not serve means.
+type Role int
+
+const (
+	// Liveness: not serving means the engine is lost.
+	Liveness Role = iota + 1
+	// Readiness: not serving means the engine is alive but takes no work
+	// (asleep, paused): NotReady.
+	Readiness
+	// Startup: Start waits for it; the watch does not follow it.
+	Startup
+)
+
+func (r Role) String() string {
+	switch r {
+	case Liveness:
+		return "liveness"
+	case Readiness:
+		return "readiness"
+	case Startup:
+		return "startup"
+	}
+	return fmt.Sprintf("Role(%d)", int(r))
+}
+
+// down is the availability a signal in role r that does not serve stands for.
+func (r Role) down() sdk.Availability {
+	if r == Readiness {
+		return sdk.NotReady
+	}
+	return sdk.Lost
+}
+
+// ErrNotServing is wrapped by a Check whose engine answered that the signal
+// does not serve, as opposed to a check that failed.
+var ErrNotServing = errors.New("not serving")
+
+// Signal is one health signal of an engine. One list of them drives both
+// halves of an adapter built on the kit: Start waits until every signal
+// serves, and the watch follows every signal but Startup ones. So nothing
+// the watch would take for loss can hold while Start reports the engine
+// serving.
+type Signal struct {
+	// Name names the signal in reasons and errors, e.g. `health of ""`.
+	Name string
+	// Role says what the signal not serving means.
+	Role Role
+	// Check asks once, under ctx's deadline (HealthPolicy.Timeout). It
+	// returns nil when the signal serves; an error wrapping ErrNotServing
+	// when the engine answers that it does not; any other error when the
+	// check failed (refused, timed out, an error status). Start retries
+	// every error until the startup deadline. When Watch is nil the watch
+	// polls Check (healthwatch.Poll): a not-serving answer is reported at
+	// once, other errors count toward HealthPolicy.Failures. Required.
+	Check func(ctx context.Context) error
+	// Watch, if set, follows the signal after Start instead of polling
+	// Check. It sends the current state first, then every change, as an
+	// sdk.Event whose Availability already applies Role, and closes its
+	// channel after Lost or when ctx ends. Reasons name the signal.
+	Watch func(ctx context.Context, policy sdk.HealthPolicy) <-chan sdk.Event
+}
+
+// HealthService is service of the engine's standard grpc.health.v1.Health
+// as a Signal. Check waits, within its deadline, for the connection to be
+// ready (healthwatch.ReadyChecker), so a waiting Start sees an engine one
+// reconnect after it listens. Watch is healthwatch.Watch: a status other
+// than SERVING is Role's down state, a failed watch is Lost.
+func HealthService(conn grpc.ClientConnInterface, service string, role Role) Signal {
+	name := fmt.Sprintf("health of %q", service)
+	check := healthwatch.ReadyChecker(conn)
+	return Signal{
+		Name: name,
+		Role: role,
+		Check: func(ctx context.Context) error {
+			st, err := check(ctx, service)
+			if err == nil && st != healthpb.HealthCheckResponse_SERVING {
+				err = fmt.Errorf("%w: %s", ErrNotServing, st)
+			}
+			return err
+		},
+		Watch: func(ctx context.Context, policy sdk.HealthPolicy) <-chan sdk.Event {
+			updates := healthwatch.Watch(ctx, conn, service, policy)
+			return relayEvents(ctx, updates, func(u healthwatch.Update) sdk.Event {
+				switch {
+				case u.Err != nil:
+					return event(sdk.Lost, u.Time, "%v", u.Err)
+				case u.Status != healthpb.HealthCheckResponse_SERVING:
+					return event(role.down(), u.Time, "%s is %s", name, u.Status)
+				}
+				return event(sdk.Serving, u.Time, "%s is SERVING", name)
+			})
+		},
+	}
+}
+
+// Source returns s as Merge follows it under policy: its Watch, or else
+// its Check polled.
+func (s Signal) Source(policy sdk.HealthPolicy) Source {
+	if s.Watch != nil {
+		return Source{Name: s.Name, Follow: func(ctx context.Context) <-chan sdk.Event { return s.Watch(ctx, policy) }}
+	}
+	return Source{Name: s.Name, Follow: func(ctx context.Context) <-chan sdk.Event {
+		out := make(chan sdk.Event)
+		go func() {
+			defer close(out)
+			err := healthwatch.Poll(ctx, policy, func(cctx context.Context) error {
+				err := s.Check(cctx)
+				switch {
+				case err == nil:
+					emit(ctx, out, event(sdk.Serving, timeNow(), "%s serves", s.Name))
+				case errors.Is(err, ErrNotServing):
+					// An answer, not a failed check.
+					emit(ctx, out, event(s.Role.down(), timeNow(), "%s: %v", s.Name, err))
+					return nil
+				}
+				return err
+			})
+			if err != nil {
+				emit(ctx, out, event(sdk.Lost, timeNow(), "%s: %v", s.Name, err))
+			}
+		}()
+		return out
+	}}
+}

@@ -1,0 +1,95 @@
+package adapterkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/healthwatch"
+)
+
+// CheckStart reports the first bad field of req as an error wrapping
+// sdk.ErrInvalidArgument that names the flag and what it accepts: an engine
+// address that is not host:port with a port from 1 to 65535, a negative
+// startup deadline, a health policy out of range (sdk.HealthPolicy.Validate),
+// or an engine option whose key is not in options.
+func CheckStart(req sdk.StartRequest, options ...string) error {
+	if err := checkAddr(req.EngineAddr); err != nil {
+		return err
+	}
+	if req.StartupDeadline < 0 {
+		return fmt.Errorf("%w: startup-deadline %s: must be a positive duration", sdk.ErrInvalidArgument, req.StartupDeadline)
+	}
+	if err := req.Health.Validate(); err != nil {
+		return err
+	}
+	var unknown []string
+	for k := range req.Options {
+		if !slices.Contains(options, k) {
+			unknown = append(unknown, strconv.Quote(k))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	accepted := "takes no engine options"
+	if len(options) > 0 {
+		accepted = "accepts " + strings.Join(options, ", ")
+	}
+	return fmt.Errorf("%w: engine-option %s: unknown key; this adapter %s", sdk.ErrInvalidArgument, strings.Join(unknown, ", "), accepted)
+}
+
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		n, perr := strconv.Atoi(port)
+		switch {
+		case perr != nil || n < 1 || n > 65535:
+			err = fmt.Errorf("port %q: want a number from 1 to 65535", port)
+		case strings.ContainsAny(host, "/ "):
+			err = fmt.Errorf("host %q: want a host name or IP address", host)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: engine-addr %q: want host:port: %v", sdk.ErrInvalidArgument, addr, err)
+	}
+	return nil
+}
+
+// Dial returns a client for an engine's plaintext gRPC address; it does not
+// connect until the first call. Its options: sdk.StreamDialOptions for
+// token streams; gRPC's reconnect backoff capped at policy.RetryMax
+// (healthwatch.ConnectParams), so an engine back after a long outage is
+// found within that; and no idle timeout, because a connection that left
+// READY is taken for an engine that went away (see Spec.LifetimeID).
+func Dial(addr string, policy sdk.HealthPolicy) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr, append(sdk.StreamDialOptions(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		healthwatch.ConnectParams(policy.WithDefaults().RetryMax),
+		grpc.WithIdleTimeout(0),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: engine-addr %q: %v", sdk.ErrInvalidArgument, addr, err)
+	}
+	return conn, nil
+}
+
+// startupError turns the end of a startup wait into the error Start
+// returns: the caller's context ending is its own error, the startup
+// deadline passing is sdk.ErrStartupDeadline.
+func startupError(ctx context.Context, err error, engine, addr string, deadline fmt.Stringer) error {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s engine at %s did not serve within %s: %v", sdk.ErrStartupDeadline, engine, addr, deadline, err)
+	}
+	return fmt.Errorf("waiting for %s engine at %s: %w", engine, addr, err)
+}

@@ -1,0 +1,48 @@
+package healthwatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vigilhq/vigil/sdk"
+)
+
+// Poll calls check at once and then every policy.Interval, each call under
+// policy.Timeout, until ctx ends (Poll returns nil) or policy.Failures calls
+// in a row have failed (Poll returns an error wrapping the last failure).
+// Zero policy fields take the sdk defaults.
+//
+// After a failure the next call starts at once, so a server that stops
+// answering is given up within Interval + Failures*Timeout of its last
+// answer; an answer within Timeout, however slow, is never a failure. It is
+// the liveness half of [Watch], and on its own follows engines whose only
+// health signal is a unary RPC.
+func Poll(ctx context.Context, policy sdk.HealthPolicy, check func(context.Context) error) error {
+	policy = policy.WithDefaults()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, policy.Timeout)
+		err := check(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			failures = 0
+			timer.Reset(policy.Interval)
+			continue
+		}
+		if failures++; failures >= policy.Failures {
+			return fmt.Errorf("%d checks failed in a row, last: %w", failures, err)
+		}
+		timer.Reset(0)
+	}
+}
