@@ -93,7 +93,7 @@ func (e *refEngine) WatchAvailability(ctx context.Context) (<-chan sdk.Event, er
 		return nil, fmt.Errorf("%w: WatchAvailability before Start", sdk.ErrNotStarted)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	updates := healthwatch.Watch(ctx, conn, "", healthwatch.Options{Interval: policy.Interval, Timeout: policy.Timeout, Failures: policy.Failures})
+	updates := healthwatch.Watch(ctx, conn, "", policy)
 	out := make(chan sdk.Event)
 	go func() {
 		defer close(out)
