@@ -13,21 +13,15 @@ type controlServer struct {
 	e *Engine
 }
 
-func (s *controlServer) ready() error {
-	s.e.mu.Lock()
-	defer s.e.mu.Unlock()
-	return s.e.unavailableLocked(false)
-}
-
 func (s *controlServer) GetServerInfo(context.Context, *vllmpb.GetServerInfoRequest) (*vllmpb.ServerInfo, error) {
-	if err := s.ready(); err != nil {
+	if err := s.e.Available(); err != nil {
 		return nil, err
 	}
 	c := s.e.cfg
 	return &vllmpb.ServerInfo{
 		EngineVersion: c.EngineVersion,
 		ApiVersion:    "v1",
-		InstanceId:    c.InstanceID,
+		InstanceId:    s.e.Config().InstanceID,
 		Parallelism: &vllmpb.ParallelismInfo{
 			TensorParallelSize:   1,
 			PipelineParallelSize: 1,
@@ -44,12 +38,13 @@ func (s *controlServer) GetServerInfo(context.Context, *vllmpb.GetServerInfoRequ
 }
 
 func (s *controlServer) GetModelInfo(context.Context, *vllmpb.GetModelInfoRequest) (*vllmpb.ModelInfo, error) {
-	if err := s.ready(); err != nil {
+	if err := s.e.Available(); err != nil {
 		return nil, err
 	}
+	model := s.e.Config().Model
 	return &vllmpb.ModelInfo{
-		ModelId:               s.e.cfg.Model,
-		ServedModelName:       s.e.cfg.Model,
+		ModelId:               model,
+		ServedModelName:       model,
 		SupportsTextInput:     true,
 		SupportsTokenIdsInput: true,
 	}, nil
@@ -57,61 +52,68 @@ func (s *controlServer) GetModelInfo(context.Context, *vllmpb.GetModelInfoReques
 
 // Abort counts every id, known or not, and aborts its in-flight streams.
 func (s *controlServer) Abort(_ context.Context, req *vllmpb.AbortRequest) (*vllmpb.AbortResponse, error) {
-	if err := s.ready(); err != nil {
+	if err := s.e.Available(); err != nil {
 		return nil, err
 	}
-	s.e.abortRequests(req.GetRequestIds())
+	s.e.Abort(req.GetRequestIds()...)
 	return &vllmpb.AbortResponse{}, nil
 }
 
 // Sleep ignores the level: the mock has no weights or KV cache to free.
 func (s *controlServer) Sleep(_ context.Context, req *vllmpb.SleepRequest) (*vllmpb.SleepResponse, error) {
-	if err := s.ready(); err != nil {
+	if err := s.pause(s.e.SetSleeping, req.GetMode()); err != nil {
 		return nil, err
 	}
-	s.e.setSleeping(true, req.GetMode())
 	return &vllmpb.SleepResponse{}, nil
 }
 
 // WakeUp wakes the engine fully whatever the tags.
 func (s *controlServer) WakeUp(context.Context, *vllmpb.WakeUpRequest) (*vllmpb.WakeUpResponse, error) {
-	if err := s.ready(); err != nil {
+	if err := s.e.Available(); err != nil {
 		return nil, err
 	}
-	s.e.setSleeping(false, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED)
+	s.e.SetSleeping(false)
 	return &vllmpb.WakeUpResponse{}, nil
 }
 
 func (s *controlServer) IsSleeping(context.Context, *vllmpb.IsSleepingRequest) (*vllmpb.IsSleepingResponse, error) {
-	if err := s.ready(); err != nil {
+	if err := s.e.Available(); err != nil {
 		return nil, err
 	}
-	s.e.mu.Lock()
-	defer s.e.mu.Unlock()
-	return &vllmpb.IsSleepingResponse{Sleeping: s.e.sleeping}, nil
+	return &vllmpb.IsSleepingResponse{Sleeping: s.e.Condition().Sleeping}, nil
 }
 
 func (s *controlServer) PauseGeneration(_ context.Context, req *vllmpb.PauseGenerationRequest) (*vllmpb.PauseGenerationResponse, error) {
-	if err := s.ready(); err != nil {
+	if err := s.pause(s.e.SetPaused, req.GetMode()); err != nil {
 		return nil, err
 	}
-	s.e.setPaused(true, req.GetMode())
 	return &vllmpb.PauseGenerationResponse{}, nil
 }
 
 func (s *controlServer) ResumeGeneration(context.Context, *vllmpb.ResumeGenerationRequest) (*vllmpb.ResumeGenerationResponse, error) {
-	if err := s.ready(); err != nil {
+	if err := s.e.Available(); err != nil {
 		return nil, err
 	}
-	s.e.setPaused(false, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED)
+	s.e.SetPaused(false)
 	return &vllmpb.ResumeGenerationResponse{}, nil
 }
 
 func (s *controlServer) IsPaused(context.Context, *vllmpb.IsPausedRequest) (*vllmpb.IsPausedResponse, error) {
-	if err := s.ready(); err != nil {
+	if err := s.e.Available(); err != nil {
 		return nil, err
 	}
-	s.e.mu.Lock()
-	defer s.e.mu.Unlock()
-	return &vllmpb.IsPausedResponse{Paused: s.e.paused}, nil
+	return &vllmpb.IsPausedResponse{Paused: s.e.Condition().Paused}, nil
+}
+
+// pause sleeps or pauses through set; PAUSE_MODE_ABORT also aborts requests
+// in flight, as in vLLM, while other modes let them run on.
+func (s *controlServer) pause(set func(bool), mode vllmpb.PauseMode) error {
+	if err := s.e.Available(); err != nil {
+		return err
+	}
+	set(true)
+	if mode == vllmpb.PauseMode_PAUSE_MODE_ABORT {
+		s.e.AbortInFlight()
+	}
+	return nil
 }

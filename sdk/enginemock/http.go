@@ -1,4 +1,4 @@
-package mock
+package enginemock
 
 import (
 	"encoding/json"
@@ -12,16 +12,15 @@ import (
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
 )
 
 // Handler is the JSON control surface. Every successful request answers 200
-// with the State after it; errors answer {"error": "..."}, 400 for bad input
-// naming the field.
+// with the State after it; errors answer {"error": "..."}: 400 for bad input
+// naming the field, 404 for an unknown path, 405 for the wrong method, 409
+// for POST /health after stop.
 //
-//	POST /health  {"service": "", "status": "NOT_SERVING"}  pin a health status (SERVING, NOT_SERVING, SERVICE_UNKNOWN)
-//	POST /sleep, /wake, /pause, /resume                   as the Control RPCs
+//	POST /health  {"service": "", "status": "NOT_SERVING"}  pin a health signal (SERVING, NOT_SERVING, SERVICE_UNKNOWN)
+//	POST /sleep, /wake, /pause, /resume                   SetSleeping or SetPaused; in-flight requests run on
 //	POST /stop                                            all NOT_SERVING, then stop gRPC; Serve returns nil
 //	POST /hold    {"at_token": N}                         hold every new stream before output token N
 //	POST /release                                         release held streams
@@ -29,24 +28,26 @@ import (
 //	GET  /state                                           the State
 //
 // A status set through /health sticks: the engine changes it again only on
-// stop.
+// stop. A signal the engine lacks is added.
 func (e *Engine) Handler() http.Handler {
 	type route struct {
 		method string
 		do     func(*http.Request) error
 	}
-	noop := func(*http.Request) error { return nil }
+	set := func(f func(bool), on bool) func(*http.Request) error {
+		return func(*http.Request) error { f(on); return nil }
+	}
 	routes := map[string]route{
 		"/health":  {http.MethodPost, e.postHealth},
-		"/sleep":   {http.MethodPost, func(*http.Request) error { e.setSleeping(true, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED); return nil }},
-		"/wake":    {http.MethodPost, func(*http.Request) error { e.setSleeping(false, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED); return nil }},
-		"/pause":   {http.MethodPost, func(*http.Request) error { e.setPaused(true, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED); return nil }},
-		"/resume":  {http.MethodPost, func(*http.Request) error { e.setPaused(false, vllmpb.PauseMode_PAUSE_MODE_UNSPECIFIED); return nil }},
+		"/sleep":   {http.MethodPost, set(e.SetSleeping, true)},
+		"/wake":    {http.MethodPost, set(e.SetSleeping, false)},
+		"/pause":   {http.MethodPost, set(e.SetPaused, true)},
+		"/resume":  {http.MethodPost, set(e.SetPaused, false)},
 		"/stop":    {http.MethodPost, func(*http.Request) error { e.shutdown(); return nil }},
 		"/hold":    {http.MethodPost, e.postHold},
 		"/release": {http.MethodPost, e.postRelease},
 		"/fail":    {http.MethodPost, e.postFail},
-		"/state":   {http.MethodGet, noop},
+		"/state":   {http.MethodGet, func(*http.Request) error { return nil }},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := routes[r.URL.Path]
@@ -101,7 +102,7 @@ func (e *Engine) postHealth(r *http.Request) error {
 	if !ok || st == int32(healthpb.HealthCheckResponse_UNKNOWN) {
 		return fmt.Errorf("status: unknown status %q, want SERVING, NOT_SERVING or SERVICE_UNKNOWN", *body.Status)
 	}
-	return e.setManual(body.Service, healthpb.HealthCheckResponse_ServingStatus(st))
+	return e.pin(body.Service, Status(st))
 }
 
 func (e *Engine) postHold(r *http.Request) error {

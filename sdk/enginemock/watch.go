@@ -1,4 +1,4 @@
-package mock
+package enginemock
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// WatchMode selects how grpc.health.v1.Health/Watch behaves. vLLM uses
-// grpc-go's normal Watch, but other gRPC servers in its family differ, and a
-// client must cope with each. Check works normally in every mode.
+// WatchMode selects how grpc.health.v1.Health/Watch behaves. Engine servers
+// differ here (vLLM streams every change, older SGLang sends one status and
+// ends), and a client must cope with each. Check works normally in every mode.
 type WatchMode string
 
 const (
@@ -34,11 +34,13 @@ func ParseWatchMode(s string) (WatchMode, error) {
 	case WatchNormal, WatchOnce, WatchUnimplemented, WatchSilent:
 		return m, nil
 	}
-	return "", fmt.Errorf("mock: unknown watch mode %q: want normal, once, unimplemented or silent", s)
+	return "", fmt.Errorf("enginemock: unknown watch mode %q: want normal, once, unimplemented or silent", s)
 }
 
-// healthServer wraps hs so Watch behaves as mode says.
-func healthServer(mode WatchMode, hs *health.Server) (healthgrpc.HealthServer, error) {
+// HealthServer returns hs with Watch behaving as mode says, for registering
+// with grpc_health_v1.RegisterHealthServer; "" means WatchNormal. Feed hs
+// from Config.Publish with SetServingStatus.
+func HealthServer(mode WatchMode, hs *health.Server) (healthgrpc.HealthServer, error) {
 	m, err := ParseWatchMode(string(mode))
 	if err != nil {
 		return nil, err

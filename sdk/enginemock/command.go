@@ -1,0 +1,216 @@
+package enginemock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Command is the command line every mock engine shares. It serves gRPC on
+// --listen and the control surface on --control, logs "listening" once both
+// are open and "serving" once the engine is ready (test harnesses wait for
+// these lines), and exits 0 after POST /stop, SIGTERM or SIGINT, 2 on bad
+// flags (naming the flag and what it accepts) and 1 on other errors.
+//
+// Shared flags: --listen (default 127.0.0.1:50051), --control (default
+// 127.0.0.1:50052), --model, --instance-id, --startup-delay, --token-delay
+// (default 10ms) and --tokens-per-message (default 1), as in Config.
+type Command struct {
+	// Name is the command's name, as in "vllm-mock"; it prefixes errors.
+	Name string
+	// Usage is the one line --help shows under the name.
+	Usage string
+	// Serves lists what --listen serves, for its help, as in
+	// "vllm.Inference, vllm.Control, grpc.health.v1".
+	Serves string
+	// Flags are the engine's own flags, after the shared ones.
+	Flags []Flag
+	// New builds the engine from the shared settings in cfg and the engine's
+	// flags in c, before anything listens. It also returns key-value pairs
+	// for the "listening" log line. A *BadFlag error exits 2 naming the
+	// flag; other errors exit 1.
+	New func(c *cli.Context, cfg Config) (e *Engine, logAttrs []any, err error)
+}
+
+// Flag is an engine-specific flag of a Command.
+type Flag struct {
+	cli.Flag
+	// Accepts says what the flag takes, for usage errors, as in
+	// "one of normal, once".
+	Accepts string
+}
+
+// BadFlag is the error Command.New returns for a flag value it rejects.
+type BadFlag struct {
+	Name  string // the flag's name, without dashes
+	Value string // the value given
+}
+
+func (b *BadFlag) Error() string { return fmt.Sprintf("invalid value %q for --%s", b.Value, b.Name) }
+
+// flags are the shared flags, then the engine's; new ones on each call, as
+// urfave/cli keeps state in them.
+func (cmd Command) flags() []Flag {
+	return append([]Flag{
+		{&cli.StringFlag{Name: "listen", Value: "127.0.0.1:50051", Usage: fmt.Sprintf("gRPC `ADDR` (%s)", cmd.Serves)}, "a host:port to listen on"},
+		{&cli.StringFlag{Name: "control", Value: "127.0.0.1:50052", Usage: "`ADDR` of the JSON control surface (HTTP)"}, "a host:port to listen on"},
+		{&cli.StringFlag{Name: "model", Value: "mock-model", Usage: "model `NAME` to report"}, "a model name"},
+		{&cli.StringFlag{Name: "instance-id", Usage: "engine lifetime `ID` (default: fresh random, 16 hex chars)"}, "an instance id"},
+		{&cli.DurationFlag{Name: "startup-delay", Usage: "how long health stays NOT_SERVING after start (`DUR`)"}, "a non-negative Go duration such as 0s, 500ms or 2m"},
+		{&cli.DurationFlag{Name: "token-delay", Value: 10 * time.Millisecond, Usage: "pause between two stream messages (`DUR`)"}, "a non-negative Go duration such as 0s, 10ms or 1s"},
+		{&cli.IntFlag{Name: "tokens-per-message", Value: 1, Usage: "output tokens per stream message (`N`)"}, "an integer from 1"},
+	}, cmd.Flags...)
+}
+
+// Main runs the command on os.Args, logging to stderr, and exits.
+func (cmd Command) Main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	err := cmd.App(log).Run(os.Args)
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, cmd.Name+":", err)
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the one place exit codes are decided: an ExitCoder's own, else 1.
+func exitCode(err error) int {
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return 1
+}
+
+// App is the command as a cli.App logging to log; its Run returns errors
+// instead of exiting, with cli.ExitCoder for exit codes other than 1.
+func (cmd Command) App(log *slog.Logger) *cli.App {
+	var flags []cli.Flag
+	for _, f := range cmd.flags() {
+		flags = append(flags, f.Flag)
+	}
+	return &cli.App{
+		Name:            cmd.Name,
+		Usage:           cmd.Usage,
+		HideVersion:     true,
+		ExitErrHandler:  func(*cli.Context, error) {}, // Main decides exit codes
+		OnUsageError:    cmd.usageError,
+		HideHelpCommand: true,
+		Flags:           flags,
+		Action:          func(c *cli.Context) error { return cmd.run(c, log) },
+	}
+}
+
+// usageError names the flag and what it accepts, and exits 2.
+func (cmd Command) usageError(_ *cli.Context, err error, _ bool) error {
+	msg := err.Error()
+	for _, f := range cmd.flags() {
+		if name := f.Names()[0]; strings.Contains(msg, "-"+name+":") {
+			return cli.Exit(fmt.Sprintf("%s; --%s accepts %s", msg, name, f.Accepts), 2)
+		}
+	}
+	return cli.Exit(msg+"; see --help", 2)
+}
+
+func (cmd Command) badFlag(name, got string) error {
+	var what string
+	for _, f := range cmd.flags() {
+		if f.Names()[0] == name {
+			what = f.Accepts
+		}
+	}
+	return cli.Exit(fmt.Sprintf("invalid value %q for --%s: want %s", got, name, what), 2)
+}
+
+func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
+	if c.Args().Present() {
+		return cli.Exit(fmt.Sprintf("unexpected argument %q; %s takes flags only", c.Args().First(), cmd.Name), 2)
+	}
+	for _, name := range []string{"startup-delay", "token-delay"} {
+		if d := c.Duration(name); d < 0 {
+			return cmd.badFlag(name, d.String())
+		}
+	}
+	if n := c.Int("tokens-per-message"); n < 1 {
+		return cmd.badFlag("tokens-per-message", fmt.Sprint(n))
+	}
+	eng, attrs, err := cmd.New(c, Config{
+		Model:            c.String("model"),
+		InstanceID:       c.String("instance-id"),
+		StartupDelay:     c.Duration("startup-delay"),
+		TokenDelay:       c.Duration("token-delay"),
+		TokensPerMessage: c.Int("tokens-per-message"),
+	})
+	var bad *BadFlag
+	if errors.As(err, &bad) {
+		return cmd.badFlag(bad.Name, bad.Value)
+	}
+	if err != nil {
+		return fmt.Errorf("building the engine: %w", err)
+	}
+	defer eng.Stop() // at once when already stopped
+
+	// Signals first, so one arriving during start still stops cleanly.
+	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
+	defer stopSignals()
+
+	grpcLis, err := net.Listen("tcp", c.String("listen"))
+	if err != nil {
+		return fmt.Errorf("listening on --listen: %w", err)
+	}
+	ctlLis, err := net.Listen("tcp", c.String("control"))
+	if err != nil {
+		_ = grpcLis.Close()
+		return fmt.Errorf("listening on --control: %w", err)
+	}
+
+	httpSrv := &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- httpSrv.Serve(ctlLis) }()
+	served := make(chan error, 1)
+	go func() { served <- eng.Serve(grpcLis) }()
+	st := eng.State()
+	log.Info("listening", append([]any{"grpc", grpcLis.Addr().String(), "control", ctlLis.Addr().String(),
+		"model", st.Model, "instance_id", st.InstanceID}, attrs...)...)
+
+	ready := eng.Ready()
+	for {
+		select {
+		case <-ready:
+			log.Info("serving")
+			ready = nil
+		case <-ctx.Done():
+			log.Info("stopping", "reason", "signal")
+			stopSignals()
+			go eng.Stop()
+			ctx = context.Background() // fire once
+		case err := <-httpErr:
+			eng.Stop()
+			<-served
+			return fmt.Errorf("serving control surface: %w", err)
+		case err := <-served:
+			if err != nil {
+				_ = httpSrv.Close()
+				return fmt.Errorf("serving gRPC: %w", err)
+			}
+			// Let a pending POST /stop answer before exiting.
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := httpSrv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("stopping control surface: %w", err)
+			}
+			log.Info("stopped")
+			return nil
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package enginemock_test
+
+import (
+	"context"
+	"fmt"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/vigilhq/vigil/sdk/enginemock"
+)
+
+// A mock engine with a liveness signal "" and a readiness signal "ready"
+// that fails while generation is paused, its health view printing what it
+// hears, and one generation run in process (a real mock calls Generate from
+// its gRPC handler and formats each chunk as its engine's message).
+func Example() {
+	e := enginemock.New(enginemock.Config{
+		Signals: []string{"", "ready"},
+		Health: func(signal string, c enginemock.Condition) enginemock.Status {
+			if !c.Ready || signal == "ready" && c.Paused {
+				return healthpb.HealthCheckResponse_NOT_SERVING
+			}
+			return healthpb.HealthCheckResponse_SERVING
+		},
+		Publish: func(c enginemock.Change) {
+			for _, sig := range c.Changed {
+				fmt.Printf("health %q %v\n", sig, c.Health[sig])
+			}
+		},
+		TokensPerMessage: 2,
+	})
+
+	err := e.Generate(context.Background(), enginemock.Request{ID: "r1", Prompt: []uint32{1, 2, 3}, Seed: 42, MaxNewTokens: 3},
+		func(c enginemock.Chunk) error {
+			fmt.Println("tokens", c.Tokens, "last", c.Finish != nil)
+			return nil
+		})
+	fmt.Println("generate:", err)
+
+	e.SetPaused(true)
+	e.Stop()
+	// Output:
+	// health "" NOT_SERVING
+	// health "ready" NOT_SERVING
+	// health "" SERVING
+	// health "ready" SERVING
+	// tokens [328 8247] last false
+	// tokens [16166] last true
+	// generate: <nil>
+	// health "ready" NOT_SERVING
+	// health "" NOT_SERVING
+}

@@ -1,0 +1,300 @@
+package enginemock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// OutputToken is output token i (from 0) for a prompt and sampling seed
+// (0 when unset): (seed + sum(prompt)*31 + i*7919) % 32000 + 100, in uint32
+// arithmetic. Every mock engine generates these, so tests and benchmarks
+// can predict each token.
+func OutputToken(seed int64, prompt []uint32, i int) uint32 {
+	return outputToken(uint32(seed), sum(prompt), uint32(i))
+}
+
+func outputToken(seed, promptSum, i uint32) uint32 {
+	return (seed+promptSum*31+i*7919)%32000 + 100
+}
+
+// TokenText is the text a mock engine produces for a token: " t" and its id.
+func TokenText(id uint32) string { return fmt.Sprintf(" t%d", id) }
+
+func sum(ids []uint32) uint32 {
+	var s uint32
+	for _, id := range ids {
+		s += id
+	}
+	return s
+}
+
+// Request is one generation, turned from an engine's wire request.
+type Request struct {
+	// ID is the request id, counted in State.Requests and matched by Abort.
+	ID string
+	// Prompt is the prompt's token ids.
+	Prompt []uint32
+	// Seed is the sampling seed; 0 when unset.
+	Seed int64
+	// MaxNewTokens is the most output tokens; values below 1 mean 1. The
+	// engine-specific side applies its engine's default.
+	MaxNewTokens uint32
+	// MinNewTokens is how many output tokens come before a stop token counts.
+	MinNewTokens uint32
+	// StopTokenIDs end the generation when produced, the token included.
+	StopTokenIDs []uint32
+	// Err, if set, refuses the request with it (a gRPC status error) after
+	// counting it and before checking the engine can serve: a bad request is
+	// bad whatever the engine's state.
+	Err error
+}
+
+// Chunk is one message of a generation, for the engine-specific side to
+// format: TokensPerMessage new tokens, or fewer on the last.
+type Chunk struct {
+	// Tokens are the output tokens new in this message; an aborted
+	// generation's last message may have none.
+	Tokens []uint32
+	// Finish is set on the last message only.
+	Finish *Finish
+}
+
+// FinishReason says why a generation ended.
+type FinishReason int
+
+const (
+	// FinishLength: MaxNewTokens were produced.
+	FinishLength FinishReason = iota + 1
+	// FinishStop: a stop token was produced; it is the last token.
+	FinishStop
+	// FinishAborted: Abort named the request, or AbortInFlight ran.
+	FinishAborted
+)
+
+// Finish ends a generation.
+type Finish struct {
+	Reason FinishReason // why it ended
+	// StopToken is the token that stopped the generation, for FinishStop.
+	StopToken uint32
+	// OutputTokens counts the generation's output tokens, all messages.
+	OutputTokens uint32
+}
+
+// stream is one generation in flight.
+type stream struct {
+	id        string
+	aborted   chan struct{}
+	abortOnce sync.Once
+	hold      *hold // taken when the stream starts
+	fail      *fail
+}
+
+func (s *stream) abort() { s.abortOnce.Do(func() { close(s.aborted) }) }
+
+// hold stops streams before output token at until release is closed.
+type hold struct {
+	at      uint32
+	release chan struct{}
+}
+
+// fail ends one stream with code before output token at.
+type fail struct {
+	at   uint32
+	code codes.Code
+}
+
+var errAborted = errors.New("request aborted")
+
+// Generate runs one generation, calling send for each message in order. The
+// output is deterministic (see OutputToken); messages are TokenDelay apart;
+// POST /hold and /fail act on it. It returns nil once the last message is
+// sent (an aborted generation too, after a FinishAborted message), send's
+// error, or a gRPC status: UNAVAILABLE when the engine is not ready,
+// stopped, asleep or paused; the code POST /fail named; the context's.
+func (e *Engine) Generate(ctx context.Context, req Request, send func(Chunk) error) error {
+	st, err := e.begin(req)
+	if err != nil {
+		return err
+	}
+	defer e.end(st)
+	r := &run{ctx: ctx, st: st, send: send, delay: e.cfg.TokenDelay, perMsg: e.cfg.TokensPerMessage}
+	err = r.loop(req)
+	if errors.Is(err, errAborted) {
+		return r.emit(&Finish{Reason: FinishAborted, OutputTokens: r.produced})
+	}
+	return err
+}
+
+// begin counts the request and registers it in flight if the engine can serve it.
+func (e *Engine) begin(req Request) (*stream, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.requests[req.ID]++
+	e.reqTotal++
+	if req.Err != nil {
+		return nil, req.Err
+	}
+	if err := e.unavailableLocked(true); err != nil {
+		return nil, err
+	}
+	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail}
+	e.fail = nil // one stream only
+	e.streams[st] = struct{}{}
+	return st, nil
+}
+
+func (e *Engine) end(st *stream) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.streams, st)
+}
+
+// Abort counts an abort for each id, known or not, and aborts its
+// generations in flight.
+func (e *Engine) Abort(ids ...string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range ids {
+		e.aborts[id]++
+		e.abortTotal++
+		for st := range e.streams {
+			if st.id == id {
+				st.abort()
+			}
+		}
+	}
+}
+
+// AbortInFlight aborts every generation in flight without counting aborts,
+// for engines whose pause or sleep modes abort requests.
+func (e *Engine) AbortInFlight() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for st := range e.streams {
+		st.abort()
+	}
+}
+
+// run is the state of one generation.
+type run struct {
+	ctx    context.Context
+	st     *stream
+	send   func(Chunk) error
+	delay  time.Duration
+	perMsg int
+
+	sent     int    // messages sent
+	produced uint32 // output tokens so far
+	ids      []uint32
+}
+
+func (r *run) loop(req Request) error {
+	stops := make(map[uint32]bool, len(req.StopTokenIDs))
+	for _, id := range req.StopTokenIDs {
+		stops[id] = true
+	}
+	seed, promptSum := uint32(req.Seed), sum(req.Prompt)
+
+	for i := uint32(0); ; i++ {
+		if h := r.st.hold; h != nil && i == h.at {
+			if err := r.flush(); err != nil {
+				return err
+			}
+			if err := wait(r, h.release); err != nil {
+				return err
+			}
+		}
+		if f := r.st.fail; f != nil && i == f.at {
+			if err := r.flush(); err != nil {
+				return err
+			}
+			return status.Errorf(f.code, "mock: injected failure after %d tokens", i)
+		}
+		if err := r.check(); err != nil {
+			return err
+		}
+
+		tok := outputToken(seed, promptSum, i)
+		r.produced++
+		r.ids = append(r.ids, tok)
+		var fin *Finish
+		switch {
+		// Engines ignore stop tokens until min_tokens are out.
+		case stops[tok] && i+1 >= req.MinNewTokens:
+			fin = &Finish{Reason: FinishStop, StopToken: tok}
+		case i+1 >= req.MaxNewTokens:
+			fin = &Finish{Reason: FinishLength}
+		}
+		if fin != nil {
+			fin.OutputTokens = r.produced
+			if err := r.pause(); err != nil {
+				return err
+			}
+			return r.emit(fin)
+		}
+		if len(r.ids) >= r.perMsg {
+			if err := r.flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// flush sends pending tokens, if any, after the delay between messages.
+func (r *run) flush() error {
+	if len(r.ids) == 0 {
+		return nil
+	}
+	if err := r.pause(); err != nil {
+		return err
+	}
+	return r.emit(nil)
+}
+
+// pause waits TokenDelay before every message but the first.
+func (r *run) pause() error {
+	if r.sent == 0 || r.delay <= 0 {
+		return r.check()
+	}
+	t := time.NewTimer(r.delay)
+	defer t.Stop()
+	return wait(r, t.C)
+}
+
+// wait blocks until c yields, the request is aborted, or the client leaves.
+func wait[T any](r *run, c <-chan T) error {
+	select {
+	case <-c:
+		return nil
+	case <-r.st.aborted:
+		return errAborted
+	case <-r.ctx.Done():
+		return status.FromContextError(r.ctx.Err()).Err()
+	}
+}
+
+// check reports an abort or a departed client without blocking.
+func (r *run) check() error {
+	select {
+	case <-r.st.aborted:
+		return errAborted
+	case <-r.ctx.Done():
+		return status.FromContextError(r.ctx.Err()).Err()
+	default:
+		return nil
+	}
+}
+
+// emit sends pending tokens now, with fin on the last message.
+func (r *run) emit(fin *Finish) error {
+	c := Chunk{Tokens: r.ids, Finish: fin}
+	r.sent++
+	r.ids = nil
+	return r.send(c)
+}

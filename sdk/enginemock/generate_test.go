@@ -1,0 +1,298 @@
+package enginemock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// collect runs one generation to its end.
+func collect(ctx context.Context, e *Engine, req Request) ([]Chunk, error) {
+	var got []Chunk
+	err := e.Generate(ctx, req, func(c Chunk) error {
+		got = append(got, c)
+		return nil
+	})
+	return got, err
+}
+
+// started starts a generation of up to 10 tokens and returns its chunks as
+// they come and its result.
+func started(t *testing.T, ctx context.Context, e *Engine, id string) (<-chan Chunk, <-chan error) {
+	t.Helper()
+	chunks, done := make(chan Chunk, 16), make(chan error, 1)
+	go func() {
+		done <- e.Generate(ctx, Request{ID: id, MaxNewTokens: 10}, func(c Chunk) error {
+			chunks <- c
+			return nil
+		})
+		close(chunks)
+	}()
+	return chunks, done
+}
+
+// recv takes n chunks of a started generation.
+func recv(t *testing.T, chunks <-chan Chunk, n int) []Chunk {
+	t.Helper()
+	var got []Chunk
+	for range n {
+		c, ok := <-chunks
+		if !ok {
+			t.Fatalf("generation ended after %d chunks, want %d", len(got), n)
+		}
+		got = append(got, c)
+	}
+	return got
+}
+
+// seq is the formula restated: (seed + sum(prompt)*31 + i*7919) % 32000 + 100
+// for i from 0 to n-1.
+func seq(seed uint32, prompt []uint32, n int) []uint32 {
+	var s uint32
+	for _, p := range prompt {
+		s += p
+	}
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = (seed+s*31+uint32(i)*7919)%32000 + 100
+	}
+	return out
+}
+
+// chunks splits ids into chunks of per with fin on the last.
+func chunks(ids []uint32, per int, fin Finish) []Chunk {
+	var out []Chunk
+	for i := 0; i < len(ids); i += per {
+		out = append(out, Chunk{Tokens: ids[i:min(i+per, len(ids))]})
+	}
+	out[len(out)-1].Finish = &fin
+	return out
+}
+
+func TestOutputToken(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		seed   int64
+		prompt []uint32
+		i      int
+		want   uint32
+	}{
+		{0, nil, 0, 100},
+		{42, []uint32{1, 2, 3}, 0, 328}, // 42 + 6*31 = 228
+		{42, []uint32{1, 2, 3}, 2, 16166},
+		{-1, nil, 0, (1<<32-1)%32000 + 100}, // uint32 arithmetic
+	}
+	for _, tt := range tests {
+		if got := OutputToken(tt.seed, tt.prompt, tt.i); got != tt.want {
+			t.Errorf("OutputToken(%d, %v, %d) = %d, want %d", tt.seed, tt.prompt, tt.i, got, tt.want)
+		}
+	}
+	if got, want := TokenText(328), " t328"; got != want {
+		t.Errorf("TokenText(328) = %q, want %q", got, want)
+	}
+}
+
+func TestGenerate(t *testing.T) {
+	t.Parallel()
+	p := []uint32{5}
+	stopAt := seq(0, p, 10)
+	tests := map[string]struct {
+		perMsg int
+		req    Request
+		want   []Chunk
+	}{
+		"seed": {
+			req:  Request{Prompt: []uint32{1, 2, 3}, Seed: 42, MaxNewTokens: 3},
+			want: chunks([]uint32{328, 8247, 16166}, 1, Finish{Reason: FinishLength, OutputTokens: 3}),
+		},
+		"three tokens per message": {
+			perMsg: 3,
+			req:    Request{Prompt: p, MaxNewTokens: 7},
+			want:   chunks(seq(0, p, 7), 3, Finish{Reason: FinishLength, OutputTokens: 7}),
+		},
+		"max 0 means 1": {
+			req:  Request{Prompt: p},
+			want: chunks(seq(0, p, 1), 1, Finish{Reason: FinishLength, OutputTokens: 1}),
+		},
+		"stop token is the last": {
+			perMsg: 2,
+			req:    Request{Prompt: p, MaxNewTokens: 10, StopTokenIDs: []uint32{1, stopAt[4]}},
+			want:   chunks(stopAt[:5], 2, Finish{Reason: FinishStop, StopToken: stopAt[4], OutputTokens: 5}),
+		},
+		"min new tokens defers a stop token": {
+			req:  Request{Prompt: p, MaxNewTokens: 4, MinNewTokens: 3, StopTokenIDs: []uint32{stopAt[1]}},
+			want: chunks(stopAt[:4], 1, Finish{Reason: FinishLength, OutputTokens: 4}),
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEngine(t, Config{TokensPerMessage: tt.perMsg})
+			for run := range 2 { // deterministic: the same answer twice
+				got, err := collect(t.Context(), e, tt.req)
+				if err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("run %d: chunks (-want +got):\n%s", run, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestGenerateRefuses(t *testing.T) {
+	t.Parallel()
+	bad := status.Error(codes.InvalidArgument, "n: one sequence only")
+	tests := map[string]struct {
+		cfg      Config
+		enter    func(*Engine)
+		req      Request
+		wantCode codes.Code
+	}{
+		"bad request":         {req: Request{ID: "r", Err: bad}, wantCode: codes.InvalidArgument},
+		"bad request, asleep": {enter: func(e *Engine) { e.SetSleeping(true) }, req: Request{ID: "r", Err: bad}, wantCode: codes.InvalidArgument},
+		"asleep":              {enter: func(e *Engine) { e.SetSleeping(true) }, req: Request{ID: "r"}, wantCode: codes.Unavailable},
+		"paused":              {enter: func(e *Engine) { e.SetPaused(true) }, req: Request{ID: "r"}, wantCode: codes.Unavailable},
+		"stopped":             {enter: (*Engine).Stop, req: Request{ID: "r"}, wantCode: codes.Unavailable},
+		"starting":            {cfg: Config{StartupDelay: time.Hour}, req: Request{ID: "r"}, wantCode: codes.Unavailable},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEngine(t, tt.cfg)
+			if tt.enter != nil {
+				tt.enter(e)
+			}
+			got, err := collect(t.Context(), e, tt.req)
+			if status.Code(err) != tt.wantCode || len(got) != 0 {
+				t.Errorf("Generate = %d chunks, %v; want none and code %v", len(got), err, tt.wantCode)
+			}
+			if n := e.State().Requests["r"]; n != 1 {
+				t.Errorf("requests[r] = %d, want 1: refused requests count", n)
+			}
+		})
+	}
+}
+
+// TestHoldAbort: a held generation sends what it has, waits, and ends with
+// FinishAborted when aborted by id; the abort is counted.
+func TestHoldAbort(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{TokensPerMessage: 2})
+	must(t, e, "/hold", `{"at_token": 3}`)
+	chunks, done := started(t, t.Context(), e, "r")
+	ids := seq(0, nil, 3)
+	want := []Chunk{{Tokens: ids[:2]}, {Tokens: ids[2:3]}}
+	if diff := cmp.Diff(want, recv(t, chunks, 2)); diff != "" {
+		t.Errorf("before the hold (-want +got):\n%s", diff)
+	}
+	if got := e.State().InFlight; got != 1 {
+		t.Errorf("in_flight = %d, want 1", got)
+	}
+	e.Abort("r", "gone")
+	want = []Chunk{{Finish: &Finish{Reason: FinishAborted, OutputTokens: 3}}}
+	if diff := cmp.Diff(want, recv(t, chunks, 1)); diff != "" {
+		t.Errorf("after Abort (-want +got):\n%s", diff)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Generate = %v, want nil", err)
+	}
+	s := e.State()
+	if diff := cmp.Diff(map[string]int{"r": 1, "gone": 1}, s.Aborts); diff != "" || s.InFlight != 0 {
+		t.Errorf("aborts (-want +got):\n%s\nin_flight %d, want 0", diff, s.InFlight)
+	}
+}
+
+// TestHoldRelease: /release lets every held generation finish.
+func TestHoldRelease(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{})
+	must(t, e, "/hold", `{"at_token": 3}`)
+	c1, d1 := started(t, t.Context(), e, "a")
+	recv(t, c1, 3)
+	must(t, e, "/hold", `{"at_token": 1}`) // a second hold shares the release
+	c2, d2 := started(t, t.Context(), e, "b")
+	recv(t, c2, 1)
+	must(t, e, "/release", "")
+	must(t, e, "/release", "") // nothing held: no-op
+	recv(t, c1, 7)
+	recv(t, c2, 9)
+	if err1, err2 := <-d1, <-d2; err1 != nil || err2 != nil {
+		t.Errorf("Generate = %v, %v; want nil, nil", err1, err2)
+	}
+}
+
+// TestAbortInFlight aborts every generation without counting aborts.
+func TestAbortInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{})
+	must(t, e, "/hold", `{"at_token": 1}`)
+	chunks, done := started(t, t.Context(), e, "r")
+	recv(t, chunks, 1)
+	e.AbortInFlight()
+	if got := recv(t, chunks, 1)[0].Finish; got == nil || got.Reason != FinishAborted {
+		t.Errorf("last chunk's finish = %+v, want FinishAborted", got)
+	}
+	if err := <-done; err != nil || e.State().AbortsTotal != 0 {
+		t.Errorf("Generate = %v, aborts_total %d; want nil, 0", err, e.State().AbortsTotal)
+	}
+}
+
+func TestFail(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{})
+	must(t, e, "/fail", `{"at_token": 2, "code": "RESOURCE_EXHAUSTED"}`)
+	got, err := collect(t.Context(), e, Request{MaxNewTokens: 4})
+	if status.Code(err) != codes.ResourceExhausted || len(got) != 2 {
+		t.Errorf("first generation: %d chunks, %v; want 2 and RESOURCE_EXHAUSTED", len(got), err)
+	}
+	got, err = collect(t.Context(), e, Request{MaxNewTokens: 4}) // only the next one fails
+	if err != nil || len(got) != 4 {
+		t.Errorf("second generation: %d chunks, %v; want 4, nil", len(got), err)
+	}
+}
+
+func TestClientLeaves(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{})
+	must(t, e, "/hold", `{"at_token": 1}`)
+	ctx, cancel := context.WithCancel(t.Context())
+	chunks, done := started(t, ctx, e, "c")
+	recv(t, chunks, 1)
+	cancel()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Errorf("Generate after cancel = %v, want CANCELED", err)
+	}
+}
+
+func TestSendError(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{})
+	gone := errors.New("gone")
+	if err := e.Generate(t.Context(), Request{MaxNewTokens: 3}, func(Chunk) error { return gone }); !errors.Is(err, gone) {
+		t.Errorf("Generate = %v, want send's error", err)
+	}
+	if got := e.State().InFlight; got != 0 {
+		t.Errorf("in_flight = %d, want 0", got)
+	}
+}
+
+func TestTokenDelay(t *testing.T) {
+	t.Parallel()
+	const delay = 20 * time.Millisecond
+	e := newEngine(t, Config{TokenDelay: delay, TokensPerMessage: 2})
+	begin := time.Now()
+	got, err := collect(t.Context(), e, Request{MaxNewTokens: 6})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Generate = %d chunks, %v; want 3, nil", len(got), err)
+	}
+	if took := time.Since(begin); took < 2*delay {
+		t.Errorf("3 messages took %v, want at least %v: none before the first", took, 2*delay)
+	}
+}

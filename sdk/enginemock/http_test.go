@@ -1,0 +1,130 @@
+package enginemock
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPostHealth(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		body      string
+		wantCode  int
+		wantError string // prefix: the field named
+		signal    string
+		want      Status
+	}{
+		"liveness not serving": {body: `{"service": "", "status": "NOT_SERVING"}`, wantCode: 200, signal: "", want: notServing},
+		"service omitted":      {body: `{"status": "NOT_SERVING"}`, wantCode: 200, signal: "", want: notServing},
+		"readiness unknown":    {body: `{"service": "ready", "status": "SERVICE_UNKNOWN"}`, wantCode: 200, signal: "ready", want: unknownSvc},
+		"new signal":           {body: `{"service": "other", "status": "SERVING"}`, wantCode: 200, signal: "other", want: serving},
+		"unknown status":       {body: `{"service": "", "status": "DOWN"}`, wantCode: 400, wantError: "status"},
+		"zero status":          {body: `{"service": "", "status": "UNKNOWN"}`, wantCode: 400, wantError: "status"},
+		"missing status":       {body: `{"service": ""}`, wantCode: 400, wantError: "status"},
+		"status of wrong type": {body: `{"status": 1}`, wantCode: 400, wantError: "status"},
+		"unknown field":        {body: `{"status": "SERVING", "colour": "red"}`, wantCode: 400, wantError: "colour"},
+		"empty body":           {body: ``, wantCode: 400, wantError: "body"},
+		"not an object":        {body: `[]`, wantCode: 400, wantError: "body"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEngine(t, Config{Signals: []string{"", "ready"}})
+			before := e.State().LastHealthChangeUnixNano
+			code, body := do(t, e, http.MethodPost, "/health", tt.body)
+			if code != tt.wantCode {
+				t.Fatalf("POST /health %s = %d %v, want %d", tt.body, code, body, tt.wantCode)
+			}
+			if tt.wantCode != 200 {
+				if msg, _ := body["error"].(string); !strings.HasPrefix(msg, tt.wantError+":") {
+					t.Errorf("error = %q, want it to start with %q", msg, tt.wantError+":")
+				}
+				return
+			}
+			if got := e.Status(tt.signal); got != tt.want {
+				t.Errorf("Status(%q) = %v, want %v", tt.signal, got, tt.want)
+			}
+			if got := body["health"].(map[string]any)[tt.signal]; got != tt.want.String() {
+				t.Errorf("answer's health[%q] = %v, want %v", tt.signal, got, tt.want)
+			}
+			if after := e.State().LastHealthChangeUnixNano; after <= before {
+				t.Errorf("last_health_change_unix_nano = %d, want after %d", after, before)
+			}
+		})
+	}
+}
+
+// TestPinSticks: a pinned signal ignores the engine's rule until stop.
+func TestPinSticks(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{Signals: []string{"live", "ready"}, Health: readiness})
+	must(t, e, "/sleep", "")
+	must(t, e, "/health", `{"service": "ready", "status": "NOT_SERVING"}`)
+	must(t, e, "/wake", "")
+	if got := e.Status("ready"); got != notServing {
+		t.Errorf("Status(ready) after wake = %v, want the NOT_SERVING pinned", got)
+	}
+	must(t, e, "/health", `{"service": "live", "status": "SERVING"}`)
+	must(t, e, "/pause", "")
+	must(t, e, "/resume", "")
+	if s := e.State(); s.Sleeping || s.Paused {
+		t.Errorf("State after wake and resume: sleeping %v, paused %v; want neither", s.Sleeping, s.Paused)
+	}
+}
+
+func TestControlSurfaceErrors(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		method, path, body string
+		wantCode           int
+		wantError          string
+	}{
+		"unknown path":      {"POST", "/nope", "", 404, "no endpoint"},
+		"wrong method":      {"GET", "/sleep", "", 405, "GET /sleep"},
+		"state by POST":     {"POST", "/state", "", 405, "POST /state"},
+		"hold without at":   {"POST", "/hold", `{}`, 400, "at_token:"},
+		"hold negative":     {"POST", "/hold", `{"at_token": -1}`, 400, "at_token:"},
+		"hold too far":      {"POST", "/hold", `{"at_token": 4294967296}`, 400, "at_token:"},
+		"hold at as string": {"POST", "/hold", `{"at_token": "3"}`, 400, "at_token:"},
+		"fail unknown code": {"POST", "/fail", `{"at_token": 1, "code": "NOPE"}`, 400, "code:"},
+		"fail OK code":      {"POST", "/fail", `{"at_token": 1, "code": "OK"}`, 400, "code:"},
+		"fail without code": {"POST", "/fail", `{"at_token": 1}`, 400, "code:"},
+		"fail without at":   {"POST", "/fail", `{"code": "INTERNAL"}`, 400, "at_token:"},
+	}
+	e := newEngine(t, Config{})
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			code, body := do(t, e, tt.method, tt.path, tt.body)
+			msg, _ := body["error"].(string)
+			if code != tt.wantCode || !strings.HasPrefix(msg, tt.wantError) {
+				t.Errorf("%s %s %s = %d %q, want %d and an error starting %q", tt.method, tt.path, tt.body, code, msg, tt.wantCode, tt.wantError)
+			}
+		})
+	}
+}
+
+// TestPostStop: /stop answers with every signal down, then Serve returns
+// nil; pins are refused from then on.
+func TestPostStop(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{Signals: []string{"", "ready"}})
+	_, served := serve(t, e)
+	code, body := do(t, e, http.MethodPost, "/stop", "")
+	want := map[string]any{"": "NOT_SERVING", "ready": "NOT_SERVING"}
+	if code != http.StatusOK {
+		t.Errorf("POST /stop = %d %v, want 200", code, body)
+	}
+	if diff := cmp.Diff(want, body["health"]); diff != "" {
+		t.Errorf("POST /stop health (-want +got):\n%s", diff)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve() after /stop = %v, want nil", err)
+	}
+	if code, _ := do(t, e, http.MethodPost, "/health", `{"status": "SERVING"}`); code != http.StatusConflict {
+		t.Errorf("POST /health after /stop = %d, want 409", code)
+	}
+}
