@@ -17,11 +17,10 @@ import (
 //
 // The source reports Serving at once. When the connection leaves READY (the
 // engine closed it or went away): with read and want both set, it waits for
-// the connection to be ready again and reads the lifetime id, each attempt
-// under policy.Timeout and up to policy.Failures attempts; a different id,
-// or no successful read, is Lost, the same id carries on. Without a
-// lifetime id to compare (read nil or want empty) the connection closing is
-// Lost at once.
+// one reconnect and reads the lifetime id, within policy.Timeout; a
+// different id, a failed reconnect or a failed read is Lost, the same id
+// carries on. Without a lifetime id to compare (read nil or want empty)
+// the connection closing is Lost at once.
 //
 // conn must not have an idle timeout (Dial sets none): going idle would
 // look like the engine leaving.
@@ -52,7 +51,7 @@ func LifetimeSource(conn *grpc.ClientConn, policy sdk.HealthPolicy, want string,
 				case ctx.Err() != nil:
 					return
 				case err != nil:
-					emit(ctx, out, event(sdk.Lost, timeNow(), "%s closed and the lifetime id could not be read again: %v", name, err))
+					emit(ctx, out, event(sdk.Lost, timeNow(), "%s closed and the engine's lifetime id could not be read again: %v", name, err))
 					return
 				case got != want:
 					emit(ctx, out, event(sdk.Lost, timeNow(), "engine replaced: instance id %q, was %q", got, want))
@@ -64,34 +63,21 @@ func LifetimeSource(conn *grpc.ClientConn, policy sdk.HealthPolicy, want string,
 	}}
 }
 
-// reread waits for conn to be ready and reads the lifetime id, up to
-// policy.Failures attempts of policy.Timeout each.
+// reread reconnects and reads the lifetime id, within policy.Timeout. A
+// failed reconnect ends it at once: the same engine, reached through a
+// connection that merely dropped, answers at once, and anything else is
+// lost either way.
 func reread(ctx context.Context, conn *grpc.ClientConn, policy sdk.HealthPolicy, read func(context.Context) (string, error)) (string, error) {
-	var err error
-	for range policy.Failures {
-		actx, cancel := context.WithTimeout(ctx, policy.Timeout)
-		var id string
-		if err = waitReady(actx, conn); err == nil {
-			id, err = read(actx)
-		}
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			return id, err
-		}
-	}
-	return "", fmt.Errorf("%d attempts failed, last: %w", policy.Failures, err)
-}
-
-// waitReady returns once conn is READY, or ctx's error.
-func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(ctx, policy.Timeout)
+	defer cancel()
 	conn.Connect()
-	for {
-		st := conn.GetState()
-		if st == connectivity.Ready {
-			return nil
+	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
+		if st == connectivity.TransientFailure || st == connectivity.Shutdown {
+			return "", fmt.Errorf("reconnecting: connection %s", st)
 		}
 		if !conn.WaitForStateChange(ctx, st) {
-			return fmt.Errorf("connection %s: %w", st, ctx.Err())
+			return "", fmt.Errorf("reconnecting: connection %s: %w", st, ctx.Err())
 		}
 	}
+	return read(ctx)
 }

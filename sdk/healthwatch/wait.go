@@ -73,8 +73,8 @@ func WaitServing(ctx context.Context, check CheckFunc, services []string, opts W
 // Wait calls attempt until it returns nil, and returns nil then. Failed
 // attempts are retried after opts.Backoff's delay, counted from the start of
 // the failed attempt (opts.AttemptTimeout is WaitServing's, not Wait's: an
-// attempt bounds its own calls). It returns ctx's error, wrapped with the
-// last failure, when ctx ends first.
+// attempt bounds its own calls). It returns ctx's error when ctx ends
+// first, with the last failure that ctx did not cut short in its text.
 func Wait(ctx context.Context, attempt func(context.Context) error, opts WaitOptions) error {
 	if opts.Backoff.Max == 0 {
 		opts.Backoff = DefaultBackoff(sdk.DefaultRetryMax)
@@ -82,11 +82,15 @@ func Wait(ctx context.Context, attempt func(context.Context) error, opts WaitOpt
 	if opts.Clock == nil {
 		opts.Clock = SystemClock{}
 	}
+	var last error // of the last attempt that ctx did not cut short
 	for retry := 0; ; retry++ {
 		start := opts.Clock.Now()
 		err := attempt(ctx)
 		if err == nil {
 			return nil
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
 		}
 		if opts.OnAttempt != nil {
 			opts.OnAttempt(retry, err)
@@ -97,13 +101,13 @@ func Wait(ctx context.Context, attempt func(context.Context) error, opts WaitOpt
 		wait := opts.Backoff.Delay(retry) - opts.Clock.Now().Sub(start)
 		if wait <= 0 {
 			if ctx.Err() != nil {
-				return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+				return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
 			}
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
 		case <-opts.Clock.After(wait):
 		}
 	}

@@ -1,0 +1,330 @@
+package adapterkit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/adapterkit"
+)
+
+// TestStartWaitsForEverySignal: Start reports the engine serving only once
+// every signal the watch follows serves. A signal that does not serve while
+// the others do holds Start until the deadline, naming the signal:
+// registering such an engine would be followed at once by its loss.
+func TestStartWaitsForEverySignal(t *testing.T) {
+	t.Parallel()
+	for _, service := range []string{"", inference} {
+		t.Run(fmt.Sprintf("%q", service), func(t *testing.T) {
+			t.Parallel()
+			e := serveEngine(t, nil, "a")
+			e.SetServingStatus(service, notServing)
+			a := adapterkit.New(spec(true))
+			defer a.Shutdown(context.Background())
+			_, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: e.addr, StartupDeadline: 200 * time.Millisecond, Health: policy})
+			want := fmt.Sprintf("health of %q: not serving: NOT_SERVING", service)
+			if !errors.Is(err, sdk.ErrStartupDeadline) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Start() = %v, want ErrStartupDeadline naming %s", err, want)
+			}
+
+			// Once it serves, a Start that is waiting returns.
+			for len(e.reads) > 0 {
+				<-e.reads
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: e.addr, StartupDeadline: within, Health: policy})
+				done <- err
+			}()
+			receive(t, e.reads, "a check by the waiting Start")
+			e.SetServingStatus(service, serving)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Start() after %q served = %v, want nil", service, err)
+				}
+			case <-time.After(within):
+				t.Fatalf("Start() still waiting %v after %q served", within, service)
+			}
+			expect(t, watch(t, a), sdk.Serving, "Toy engine serving")
+		})
+	}
+}
+
+// TestStartFailureResets: whatever fails, a failed Start leaves the adapter
+// as it was, so a later Start against a serving engine succeeds.
+func TestStartFailureResets(t *testing.T) {
+	t.Parallel()
+	errEngine := errors.New("engine fault")
+	tests := map[string]struct {
+		spec    func(fail *atomic.Bool) adapterkit.Spec
+		req     sdk.StartRequest // EngineAddr is set to the engine's
+		wantErr error
+	}{
+		"bad option value": {
+			spec: func(fail *atomic.Bool) adapterkit.Spec {
+				s := spec(true)
+				signals := s.Signals
+				s.Options = []string{"mode"}
+				s.Signals = func(conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
+					if fail.Load() {
+						return nil, fmt.Errorf("%w: engine-option mode=%q: want a or b", sdk.ErrInvalidArgument, o["mode"])
+					}
+					return signals(conn, o)
+				}
+				return s
+			},
+			req:     sdk.StartRequest{Options: map[string]string{"mode": "c"}},
+			wantErr: sdk.ErrInvalidArgument,
+		},
+		"startup deadline": {
+			spec: func(fail *atomic.Bool) adapterkit.Spec {
+				s := spec(true)
+				signals := s.Signals
+				s.Signals = func(conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
+					sig, err := signals(conn, o)
+					if fail.Load() {
+						sig = append(sig, adapterkit.Signal{Name: "never", Role: adapterkit.Startup, Check: func(context.Context) error { return adapterkit.ErrNotServing }})
+					}
+					return sig, err
+				}
+				return s
+			},
+			req:     sdk.StartRequest{StartupDeadline: 100 * time.Millisecond},
+			wantErr: sdk.ErrStartupDeadline,
+		},
+		"engine information unreadable": {
+			spec: func(fail *atomic.Bool) adapterkit.Spec {
+				s := spec(true)
+				read := s.ReadWorker
+				s.ReadWorker = func(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) {
+					if fail.Load() {
+						return sdk.Worker{}, errEngine
+					}
+					return read(ctx, conn)
+				}
+				return s
+			},
+			wantErr: sdk.ErrUnavailable,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := serveEngine(t, nil, "a")
+			var fail atomic.Bool
+			fail.Store(true)
+			a := adapterkit.New(tt.spec(&fail))
+			defer a.Shutdown(context.Background())
+			req := tt.req
+			req.EngineAddr, req.Health = e.addr, policy
+			if _, err := a.Start(t.Context(), req); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("failing Start() = %v, want an error wrapping %v", err, tt.wantErr)
+			}
+			if _, err := a.Conn(); !errors.Is(err, sdk.ErrNotStarted) {
+				t.Errorf("Conn() after a failed Start = %v, want ErrNotStarted", err)
+			}
+			fail.Store(false)
+			req.StartupDeadline = within
+			if _, err := a.Start(t.Context(), req); err != nil {
+				t.Fatalf("second Start() = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// TestStartCanceled: the caller's context ending is its own error, not the
+// startup deadline.
+func TestStartCanceled(t *testing.T) {
+	t.Parallel()
+	e := serveEngine(t, nil, "a")
+	e.SetServingStatus("", notServing)
+	a := adapterkit.New(spec(true))
+	defer a.Shutdown(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		<-e.reads
+		cancel()
+	}()
+	_, err := a.Start(ctx, sdk.StartRequest{EngineAddr: e.addr, StartupDeadline: within, Health: policy})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, sdk.ErrStartupDeadline) {
+		t.Fatalf("Start() canceled = %v, want context.Canceled and not ErrStartupDeadline", err)
+	}
+}
+
+// TestCallOrder: calls that need Start fail with ErrNotStarted before it
+// and after Shutdown; Start twice is ErrAlreadyStarted; Shutdown is
+// idempotent.
+func TestCallOrder(t *testing.T) {
+	t.Parallel()
+	e := serveEngine(t, nil, "a")
+	a := adapterkit.New(spec(true))
+	if _, err := a.Conn(); !errors.Is(err, sdk.ErrNotStarted) {
+		t.Errorf("Conn() before Start = %v, want ErrNotStarted", err)
+	}
+	if _, err := a.WatchAvailability(t.Context()); !errors.Is(err, sdk.ErrNotStarted) {
+		t.Errorf("WatchAvailability() before Start = %v, want ErrNotStarted", err)
+	}
+	req := sdk.StartRequest{EngineAddr: e.addr, StartupDeadline: within, Health: policy}
+	if _, err := a.Start(t.Context(), req); err != nil {
+		t.Fatalf("Start() = %v, want nil", err)
+	}
+	if _, err := a.Start(t.Context(), req); !errors.Is(err, sdk.ErrAlreadyStarted) {
+		t.Errorf("second Start() = %v, want ErrAlreadyStarted", err)
+	}
+	for i := range 2 {
+		if err := a.Shutdown(t.Context()); err != nil {
+			t.Errorf("Shutdown() #%d = %v, want nil", i+1, err)
+		}
+	}
+	if _, err := a.Conn(); !errors.Is(err, sdk.ErrNotStarted) {
+		t.Errorf("Conn() after Shutdown = %v, want ErrNotStarted", err)
+	}
+}
+
+// TestWatchHealthServices: readiness not serving is NotReady and back;
+// liveness not serving is Lost, the last event.
+func TestWatchHealthServices(t *testing.T) {
+	t.Parallel()
+	e := serveEngine(t, nil, "a")
+	events := watch(t, start(t, spec(true), e.addr))
+
+	expect(t, events, sdk.Serving, "Toy engine serving")
+	e.SetServingStatus(inference, notServing)
+	expect(t, events, sdk.NotReady, `Toy engine not ready: health of "toy.Inference" is NOT_SERVING`)
+	e.SetServingStatus(inference, serving)
+	expect(t, events, sdk.Serving, "Toy engine serving")
+	e.SetServingStatus("", notServing)
+	expect(t, events, sdk.Lost, `Toy engine lost: health of "" is NOT_SERVING`)
+	closed(t, events)
+}
+
+// TestWatchPolledSignals: a signal with only Check is polled. A
+// not-serving answer counts at once, as its role says; failed checks are
+// Lost after HealthPolicy.Failures in a row.
+func TestWatchPolledSignals(t *testing.T) {
+	t.Parallel()
+	e := serveEngine(t, nil, "a")
+	type result struct{ err error } // what a check answers; nil serves
+	var live, ready atomic.Pointer[result]
+	live.Store(&result{})
+	ready.Store(&result{})
+	answer := func(v *atomic.Pointer[result]) func(context.Context) error {
+		return func(context.Context) error { return v.Load().err }
+	}
+	s := spec(true)
+	s.Signals = func(*grpc.ClientConn, map[string]string) ([]adapterkit.Signal, error) {
+		return []adapterkit.Signal{
+			{Name: "HealthCheck", Role: adapterkit.Liveness, Check: answer(&live)},
+			{Name: "ready flag", Role: adapterkit.Readiness, Check: answer(&ready)},
+		}, nil
+	}
+	events := watch(t, start(t, s, e.addr))
+
+	expect(t, events, sdk.Serving, "Toy engine serving")
+	ready.Store(&result{fmt.Errorf("%w: paused", adapterkit.ErrNotServing)})
+	expect(t, events, sdk.NotReady, "Toy engine not ready: ready flag: not serving: paused")
+	ready.Store(&result{})
+	expect(t, events, sdk.Serving, "Toy engine serving")
+	live.Store(&result{errors.New(`status "rank 3 crashed"`)})
+	expect(t, events, sdk.Lost, `Toy engine lost: HealthCheck: 2 checks failed in a row, last: status "rank 3 crashed"`)
+	closed(t, events)
+}
+
+// polledOnly is spec with its health services polled, as for an engine
+// whose health Watch sends one status and ends, and polled once only, at
+// the start of the watch: whatever the engine does later, only the
+// connection can tell.
+func polledOnly(lifetime bool) (adapterkit.Spec, sdk.HealthPolicy) {
+	s := spec(lifetime)
+	signals := s.Signals
+	s.Signals = func(conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
+		sig, err := signals(conn, o)
+		for i := range sig {
+			sig[i].Watch = nil
+		}
+		return sig, err
+	}
+	p := policy
+	p.Interval = time.Hour
+	return s, p
+}
+
+// TestEngineReplaced: an engine followed by polling alone, killed and
+// restarted on the same address between two polls, looks healthy. The
+// connection tells: after a reconnect the lifetime id is read again and a
+// different one is Lost; an engine without one is Lost when the connection
+// closes.
+func TestEngineReplaced(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		lifetime bool
+		want     string // reason prefix
+	}{
+		"new lifetime id": {true, `Toy engine lost: engine replaced: instance id "b", was "a"`},
+		"no lifetime id":  {false, "Toy engine lost: engine connection closed (IDLE), and the engine has no lifetime id"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			lis := listen(t)
+			old := serveEngine(t, lis, "a")
+			s, noPolling := polledOnly(tt.lifetime)
+			a := adapterkit.New(s)
+			defer a.Shutdown(context.Background())
+			if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: old.addr, StartupDeadline: within, Health: noPolling}); err != nil {
+				t.Fatal(err)
+			}
+			events := watch(t, a)
+			expect(t, events, sdk.Serving, "Toy engine serving")
+
+			old.stop()
+			serveEngine(t, lis, "b")
+			if ev := next(t, events); ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, tt.want) {
+				t.Fatalf("event after the engine was replaced = %v %q, want Lost %q", ev.Availability, ev.Reason, tt.want)
+			}
+			closed(t, events)
+		})
+	}
+}
+
+// TestEngineReconnectedSameLifetime: a connection that drops to the same
+// engine is not a loss; the watch carries on and still tells a later
+// replacement.
+func TestEngineReconnectedSameLifetime(t *testing.T) {
+	t.Parallel()
+	s, noPolling := polledOnly(true)
+	reread := make(chan string, 10)
+	s.LifetimeID = func(ctx context.Context, conn *grpc.ClientConn) (string, error) {
+		id, err := readID(ctx, conn)
+		if err == nil {
+			reread <- id
+		}
+		return id, err
+	}
+	lis := listen(t)
+	first := serveEngine(t, lis, "a")
+	a := adapterkit.New(s)
+	defer a.Shutdown(context.Background())
+	if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: first.addr, StartupDeadline: within, Health: noPolling}); err != nil {
+		t.Fatal(err)
+	}
+	events := watch(t, a)
+	expect(t, events, sdk.Serving, "Toy engine serving")
+
+	first.stop()
+	same := serveEngine(t, lis, "a")
+	receive(t, reread, "the lifetime id read after the reconnect")
+	same.stop()
+	serveEngine(t, lis, "c")
+	if ev := next(t, events); ev.Availability != sdk.Lost || ev.Reason != `Toy engine lost: engine replaced: instance id "c", was "a"` {
+		t.Fatalf("event = %v %q, want Lost by the replacement with c, and nothing before it", ev.Availability, ev.Reason)
+	}
+}
