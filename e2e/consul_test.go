@@ -82,11 +82,18 @@ func stopSharedConsul() {
 }
 
 // longLivedTB lets the shared agent outlive the test that started it: its
-// cleanups run in TestMain.
+// cleanups run in TestMain, after that test has ended, where they must not
+// log to it (testing panics) nor take its failure for the agent's.
 type longLivedTB struct {
 	testing.TB
 	mu       sync.Mutex
 	cleanups []func()
+}
+
+func (l *longLivedTB) Failed() bool { return false }
+
+func (l *longLivedTB) Logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
 }
 
 func (l *longLivedTB) Cleanup(f func()) {
@@ -106,12 +113,18 @@ var serviceSeq struct {
 	n int
 }
 
-// uniqueService returns a service name no other test uses.
+// uniqueService returns a service name no other test uses, made of the
+// test's name in the characters vigil takes in one.
 func uniqueService(t *testing.T) string {
 	serviceSeq.Lock()
 	defer serviceSeq.Unlock()
 	serviceSeq.n++
-	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(t.Name()))
 	return fmt.Sprintf("%s-%d-%d", name, os.Getpid(), serviceSeq.n)
 }
 

@@ -22,6 +22,7 @@ func TestBadFlags(t *testing.T) {
 		{"negative duration", []string{"--grace-period", "-5s"}, []string{"--grace-period", "positive duration"}},
 		{"bad discovery", []string{"--discovery", "etcd"}, []string{"--discovery", "file or consul"}},
 		{"unparsable duration", []string{"--check-ttl", "soon"}, []string{"check-ttl"}},
+		{"blank served model name", []string{"--served-model-name", " "}, []string{"--served-model-name", "blank"}},
 		{"unknown flag", []string{"--no-such-flag"}, []string{"no-such-flag"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,31 +10,29 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/e2e/harness"
-	vllmmock "github.com/vigilhq/vigil/plugins/vllm/mock"
 )
 
-// mock is a running vllm-mock.
+// mock is a running mock engine.
 type mock struct {
 	*proc
 	*harness.Mock
 }
 
-// startMock starts vllm-mock on fresh ports with a fresh instance id.
-func startMock(t *testing.T, extra ...string) *mock {
+// startMock starts e's mock with o, serving e's model with a fresh instance
+// id, on o.GRPC or a fresh port.
+func startMock(t *testing.T, e *engine, o harness.MockOpts) *mock {
 	t.Helper()
-	return startMockOn(t, addr(freePort(t)), extra...)
-}
-
-// startMockOn starts vllm-mock serving gRPC on grpcAddr.
-func startMockOn(t *testing.T, grpcAddr string, extra ...string) *mock {
-	t.Helper()
-	o := harness.MockOpts{GRPC: grpcAddr, Model: "test-model", InstanceID: fmt.Sprintf("inst-%d", time.Now().UnixNano()), Extra: extra}
-	hm, err := harness.StartMock(starter{t}, mockBin, o)
+	o.Model = e.model
+	o.InstanceID = fmt.Sprintf("inst-%d", time.Now().UnixNano())
+	hm, err := harness.StartMock(starter{t}, e.Engine, e.mockBin, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &mock{proc: &proc{Proc: hm.Proc, t: t}, Mock: hm}
 }
+
+// delay is a harness.MockOpts.TokenDelay.
+func delay(d time.Duration) *time.Duration { return &d }
 
 // post sends a control request and fails the test unless it succeeds.
 func (m *mock) post(t *testing.T, path string, body any) {
@@ -51,7 +49,7 @@ func (m *mock) setHealth(t *testing.T, service, status string) {
 	}
 }
 
-func (m *mock) state(t *testing.T) vllmmock.State {
+func (m *mock) state(t *testing.T) harness.MockState {
 	t.Helper()
 	st, err := m.State()
 	if err != nil {
@@ -67,6 +65,7 @@ func (m *mock) lastHealthChange(t *testing.T) time.Time {
 
 // vigilOpts are the flags of one vigil run.
 type vigilOpts struct {
+	engine     *engine // required
 	engineAddr string
 	discovery  string // "consul" (default) or "file"
 	consul     *consulAgent
@@ -82,8 +81,11 @@ type vigil struct {
 
 func startVigil(t *testing.T, o vigilOpts) *vigil {
 	t.Helper()
+	if o.engine == nil {
+		t.Fatal("vigilOpts: no engine")
+	}
 	listen := addr(freePort(t))
-	ho := harness.VigilOpts{EngineAddr: o.engineAddr, RegistryDir: o.registry, Service: o.service,
+	ho := harness.VigilOpts{Engine: o.engine.Name, EngineAddr: o.engineAddr, RegistryDir: o.registry, Service: o.service,
 		Listen: listen, WorkerID: "worker-" + filepath.Base(listen),
 		Extra: append([]string{"--check-ttl", "5s", "--grace-period", "5s"}, o.extra...)}
 	if o.discovery != "file" {

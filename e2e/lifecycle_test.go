@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/consul/api"
+	"github.com/vigilhq/vigil/e2e/harness"
 )
 
 // Behavioural bounds, with slack for a loaded 2-core machine under -race;
@@ -24,30 +25,32 @@ const (
 func TestRegistersWhileEngineServes(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	c := consulFor(t)
-	m := startMock(t)
-	svc := uniqueService(t)
-	started := time.Now()
-	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		c := consulFor(t)
+		m := startMock(t, e, harness.MockOpts{})
+		svc := uniqueService(t)
+		started := time.Now()
+		v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc})
 
-	entries, seen := c.passing(t, svc, 30*time.Second, count(1))
-	// The engine already serves: the bound runs from vigil's start.
-	if d := seen.Sub(started); d > registerBound {
-		t.Errorf("passing %s after vigil started, want within %s", d, registerBound)
-	}
-	s := entries[0].Service
-	want := map[string]string{"engine": "vllm", "model": "test-model", "model_id": "test-model", "instance_id": m.InstanceID, "worker_id": v.WorkerID}
-	for k, w := range want {
-		if got := s.Meta[k]; got != w {
-			t.Errorf("meta %s = %q, want %q", k, got, w)
+		entries, seen := c.passing(t, svc, 30*time.Second, count(1))
+		// The engine already serves: the bound runs from vigil's start.
+		if d := seen.Sub(started); d > registerBound {
+			t.Errorf("passing %s after vigil started, want within %s", d, registerBound)
 		}
-	}
-	if s.Address != "127.0.0.1" || addr(s.Port) != v.Listen {
-		t.Errorf("address = %s:%d, want %s", s.Address, s.Port, v.Listen)
-	}
-	if len(s.Tags) != 1 || s.Tags[0] != "vllm" {
-		t.Errorf("tags = %v, want [vllm]", s.Tags)
-	}
+		s := entries[0].Service
+		want := map[string]string{"engine": e.Name, "model": e.servedModel, "model_id": e.modelID, "instance_id": e.instanceID(m), "worker_id": v.WorkerID}
+		for k, w := range want {
+			if got := s.Meta[k]; got != w {
+				t.Errorf("meta %s = %q, want %q", k, got, w)
+			}
+		}
+		if s.Address != "127.0.0.1" || addr(s.Port) != v.Listen {
+			t.Errorf("address = %s:%d, want %s", s.Address, s.Port, v.Listen)
+		}
+		if len(s.Tags) != 1 || s.Tags[0] != e.Name {
+			t.Errorf("tags = %v, want [%s]", s.Tags, e.Name)
+		}
+	})
 }
 
 // TestWaitsForEngine: vigil starts first, while the engine is down (nothing
@@ -55,42 +58,44 @@ func TestRegistersWhileEngineServes(t *testing.T) {
 // until the engine serves, and then within registerBound.
 func TestWaitsForEngine(t *testing.T) {
 	skipShort(t)
-	for _, tc := range []struct {
-		name    string
-		loading bool
-	}{
-		{"engine down", false},
-		{"engine loading", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := consulFor(t)
-			svc := uniqueService(t)
-			engineAddr := addr(freePort(t))
-			var m *mock
-			if tc.loading {
-				m = startMockOn(t, engineAddr, "--startup-delay", "3s")
-			}
-			v := startVigil(t, vigilOpts{engineAddr: engineAddr, consul: c, service: svc})
-			v.waitLine("waiting for engine", 30*time.Second)
-			if !tc.loading {
-				// Let vigil's retry backoff reach its cap before the engine comes.
-				time.Sleep(2 * time.Second)
-				if c.catalogHas(t, svc) {
-					t.Fatal("worker registered while the engine was down")
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		for _, tc := range []struct {
+			name    string
+			loading bool
+		}{
+			{"engine down", false},
+			{"engine loading", true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				c := consulFor(t)
+				svc := uniqueService(t)
+				engineAddr := addr(freePort(t))
+				var m *mock
+				if tc.loading {
+					m = startMock(t, e, harness.MockOpts{GRPC: engineAddr, StartupDelay: 3 * time.Second})
 				}
-				m = startMockOn(t, engineAddr)
-			}
-			m.waitLine("serving", 30*time.Second)
-			_, seen := c.passing(t, svc, 30*time.Second, count(1))
-			if d := seen.Sub(m.lastHealthChange(t)); d > registerBound {
-				t.Errorf("registered %s after the engine served, want within %s", d, registerBound)
-			}
-			if v.exited() {
-				t.Fatalf("vigil exited with %d", v.exitCode())
-			}
-		})
-	}
+				v := startVigil(t, vigilOpts{engine: e, engineAddr: engineAddr, consul: c, service: svc})
+				v.waitLine("waiting for engine", 30*time.Second)
+				if !tc.loading {
+					// Let vigil's retry backoff reach its cap before the engine comes.
+					time.Sleep(2 * time.Second)
+					if c.catalogHas(t, svc) {
+						t.Fatal("worker registered while the engine was down")
+					}
+					m = startMock(t, e, harness.MockOpts{GRPC: engineAddr})
+				}
+				m.waitLine("serving", 30*time.Second)
+				_, seen := c.passing(t, svc, 30*time.Second, count(1))
+				if d := seen.Sub(m.lastHealthChange(t)); d > registerBound {
+					t.Errorf("registered %s after the engine served, want within %s", d, registerBound)
+				}
+				if v.exited() {
+					t.Fatalf("vigil exited with %d", v.exitCode())
+				}
+			})
+		}
+	})
 }
 
 // TestFileRegistry: with the embedded file registry, the record appears
@@ -98,95 +103,117 @@ func TestWaitsForEngine(t *testing.T) {
 func TestFileRegistry(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
+	e := firstEngine()
 	dir := t.TempDir()
 	svc := "llm"
-	m := startMock(t)
-	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, discovery: "file", registry: dir, service: svc})
+	m := startMock(t, e, harness.MockOpts{})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, discovery: "file", registry: dir, service: svc})
 	path := filepath.Join(dir, svc, v.WorkerID+".json")
 
 	rec, _ := waitFile(t, path, true, 30*time.Second)
-	if rec.Model != "test-model" || rec.InstanceID != m.InstanceID || rec.Engine != "vllm" || addr(rec.Port) != v.Listen {
-		t.Errorf("record = %+v, want model test-model, instance %s, engine vllm, port of %s", rec, m.InstanceID, v.Listen)
+	if rec.Model != e.servedModel || rec.InstanceID != e.instanceID(m) || rec.Engine != e.Name || addr(rec.Port) != v.Listen {
+		t.Errorf("record = %+v, want model %s, instance %s, engine %s, port of %s", rec, e.servedModel, e.instanceID(m), e.Name, v.Listen)
 	}
 	if !rec.Expires.After(time.Now()) {
 		t.Errorf("record expires %s, want in the future", rec.Expires)
 	}
 
-	m.setHealth(t, "", "NOT_SERVING")
+	e.unhealthy.lose(t, m)
 	if code := v.wait(exitBound); code != 1 {
 		t.Fatalf("vigil exit code = %d, want 1", code)
 	}
 	waitFile(t, path, false, 0)
 }
 
-// TestEngineLost: the engine turns NOT_SERVING, or is killed, after
-// registration: vigil deregisters the worker itself, logs the loss and exits
-// 1 within the grace period.
+// TestEngineLost: the engine reports itself failed (NOT_SERVING for vLLM),
+// or is killed, after registration; and it reports itself failed under each
+// way its mock can answer a health Watch: vigil deregisters the worker
+// itself, logs the loss and exits 1 within the grace period.
 func TestEngineLost(t *testing.T) {
 	skipShort(t)
-	for _, tc := range []struct {
-		name string
-		lose func(t *testing.T, m *mock)
-	}{
-		{"NOT_SERVING", func(t *testing.T, m *mock) { m.setHealth(t, "", "NOT_SERVING") }},
-		{"SIGKILL", func(t *testing.T, m *mock) { m.signal(syscall.SIGKILL) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := consulFor(t)
-			svc := uniqueService(t)
-			m := startMock(t)
-			// A TTL far longer than the test: only vigil's own
-			// deregistration can empty the catalog in time.
-			v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
-			c.passing(t, svc, 30*time.Second, count(1))
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		type lossCase struct {
+			name     string
+			mockArgs []string
+			lose     func(t *testing.T, m *mock)
+		}
+		cases := []lossCase{
+			{e.unhealthy.name, nil, e.unhealthy.lose},
+			{"SIGKILL", nil, func(t *testing.T, m *mock) { m.signal(syscall.SIGKILL) }},
+		}
+		for _, w := range e.watchModes {
+			cases = append(cases, lossCase{e.unhealthy.name + " " + w.name, w.args, e.unhealthy.lose})
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				c := consulFor(t)
+				svc := uniqueService(t)
+				m := startMock(t, e, harness.MockOpts{Extra: tc.mockArgs})
+				// A TTL far longer than the test: only vigil's own
+				// deregistration can empty the catalog in time.
+				v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
+				c.passing(t, svc, 30*time.Second, count(1))
 
-			lost := time.Now()
-			tc.lose(t, m)
-			code := v.wait(exitBound)
-			if code != 1 {
-				t.Fatalf("vigil exit code = %d, want 1", code)
-			}
-			if d := time.Since(lost); d > 5*time.Second {
-				t.Errorf("vigil exited %s after the loss, want within the 5s grace period", d)
-			}
-			v.waitLine("vLLM engine lost", 0)
-			if c.catalogHas(t, svc) {
-				t.Error("worker still in Consul after vigil exited: it did not deregister")
-			}
-			if !strings.Contains(v.findLine("engine lost"), "[ERROR]") {
-				t.Errorf("loss not logged at error level: %q", v.findLine("engine lost"))
-			}
-		})
-	}
+				lost := time.Now()
+				tc.lose(t, m)
+				code := v.wait(exitBound)
+				if code != 1 {
+					t.Fatalf("vigil exit code = %d, want 1", code)
+				}
+				if d := time.Since(lost); d > 5*time.Second {
+					t.Errorf("vigil exited %s after the loss, want within the 5s grace period", d)
+				}
+				v.waitLine(e.lostReason, 0)
+				if c.catalogHas(t, svc) {
+					t.Error("worker still in Consul after vigil exited: it did not deregister")
+				}
+				if !strings.Contains(v.findLine("engine lost"), "[ERROR]") {
+					t.Errorf("loss not logged at error level: %q", v.findLine("engine lost"))
+				}
+			})
+		}
+	})
 }
 
-// TestSleepWake: a sleeping engine is withdrawn but not lost.
-func TestSleepWake(t *testing.T) {
+// TestNotReady: an engine that sleeps or pauses is withdrawn but not lost,
+// and registered again when it wakes or resumes, in each way the engine
+// has.
+func TestNotReady(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	c := consulFor(t)
-	svc := uniqueService(t)
-	m := startMock(t)
-	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
-	c.passing(t, svc, 30*time.Second, count(1))
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		if len(e.notReady) == 0 {
+			t.Skip("the engine has no sleep or pause")
+		}
+		for _, way := range e.notReady {
+			t.Run(way.name, func(t *testing.T) {
+				t.Parallel()
+				c := consulFor(t)
+				svc := uniqueService(t)
+				m := startMock(t, e, harness.MockOpts{})
+				v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc})
+				c.passing(t, svc, 30*time.Second, count(1))
 
-	m.post(t, "/sleep", nil)
-	_, gone := c.passing(t, svc, 10*time.Second, count(0))
-	if d := gone.Sub(m.lastHealthChange(t)); d > registerBound {
-		t.Errorf("withdrawn %s after sleep, want within %s", d, registerBound)
-	}
-	m.post(t, "/wake", nil)
-	_, back := c.passing(t, svc, 10*time.Second, count(1))
-	if d := back.Sub(m.lastHealthChange(t)); d > registerBound {
-		t.Errorf("registered again %s after wake, want within %s", d, registerBound)
-	}
-	if v.exited() {
-		t.Fatalf("vigil exited with %d during sleep and wake", v.exitCode())
-	}
-	if l := v.findLine("engine lost"); l != "" {
-		t.Errorf("vigil logged a loss for a sleeping engine: %s", l)
-	}
+				m.post(t, way.enter, nil)
+				_, gone := c.passing(t, svc, 10*time.Second, count(0))
+				if d := gone.Sub(m.lastHealthChange(t)); d > registerBound {
+					t.Errorf("withdrawn %s after %s, want within %s", d, way.enter, registerBound)
+				}
+				m.post(t, way.leave, nil)
+				_, back := c.passing(t, svc, 10*time.Second, count(1))
+				if d := back.Sub(m.lastHealthChange(t)); d > registerBound {
+					t.Errorf("registered again %s after %s, want within %s", d, way.leave, registerBound)
+				}
+				if v.exited() {
+					t.Fatalf("vigil exited with %d during %s and %s", v.exitCode(), way.enter, way.leave)
+				}
+				if l := v.findLine("engine lost"); l != "" {
+					t.Errorf("vigil logged a loss for an engine that was only not ready (%s): %s", way.name, l)
+				}
+			})
+		}
+	})
 }
 
 // TestStartupDeadline: an engine that never serves makes vigil exit 1
@@ -194,20 +221,22 @@ func TestSleepWake(t *testing.T) {
 func TestStartupDeadline(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	c := consulFor(t)
-	svc := uniqueService(t)
-	m := startMock(t, "--startup-delay", "1h")
-	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--startup-deadline", "2s"}})
-	if code := v.wait(exitBound + 2*time.Second); code != 1 {
-		t.Fatalf("vigil exit code = %d, want 1", code)
-	}
-	v.waitLine("startup deadline", 0)
-	if l := v.findLine("worker registered"); l != "" {
-		t.Errorf("vigil registered the worker: %s", l)
-	}
-	if c.catalogHas(t, svc) {
-		t.Error("worker in Consul after a startup deadline failure")
-	}
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		c := consulFor(t)
+		svc := uniqueService(t)
+		m := startMock(t, e, harness.MockOpts{StartupDelay: time.Hour})
+		v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--startup-deadline", "2s"}})
+		if code := v.wait(exitBound + 2*time.Second); code != 1 {
+			t.Fatalf("vigil exit code = %d, want 1", code)
+		}
+		v.waitLine("startup deadline", 0)
+		if l := v.findLine("worker registered"); l != "" {
+			t.Errorf("vigil registered the worker: %s", l)
+		}
+		if c.catalogHas(t, svc) {
+			t.Error("worker in Consul after a startup deadline failure")
+		}
+	})
 }
 
 // TestSIGTERM: a registered worker is withdrawn before vigil exits 0; during
@@ -216,10 +245,11 @@ func TestSIGTERM(t *testing.T) {
 	skipShort(t)
 	t.Run("registered", func(t *testing.T) {
 		t.Parallel()
+		e := firstEngine()
 		c := consulFor(t)
 		svc := uniqueService(t)
-		m := startMock(t)
-		v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
+		m := startMock(t, e, harness.MockOpts{})
+		v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
 		c.passing(t, svc, 30*time.Second, count(1))
 		v.term(t)
 		if code := v.wait(exitBound); code != 0 {
@@ -236,7 +266,7 @@ func TestSIGTERM(t *testing.T) {
 		t.Parallel()
 		c := consulFor(t)
 		svc := uniqueService(t)
-		v := startVigil(t, vigilOpts{engineAddr: addr(freePort(t)), consul: c, service: svc})
+		v := startVigil(t, vigilOpts{engine: firstEngine(), engineAddr: addr(freePort(t)), consul: c, service: svc})
 		v.waitLine("waiting for engine", 30*time.Second)
 		sent := time.Now()
 		v.term(t)
@@ -259,8 +289,9 @@ func TestVigilKilled(t *testing.T) {
 	t.Parallel()
 	c := consulFor(t)
 	svc := uniqueService(t)
-	m := startMock(t)
-	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
+	e := firstEngine()
+	m := startMock(t, e, harness.MockOpts{})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc})
 	c.passing(t, svc, 30*time.Second, count(1))
 	adapters := children(v.pid())
 	if len(adapters) == 0 {
@@ -296,8 +327,9 @@ func TestConsulRestart(t *testing.T) {
 	t.Parallel()
 	c := startConsul(t) // its own agent: the restart must not disturb others
 	svc := uniqueService(t)
-	m := startMock(t)
-	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
+	e := firstEngine()
+	m := startMock(t, e, harness.MockOpts{})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc})
 	c.passing(t, svc, 30*time.Second, count(1))
 
 	c.restart()
@@ -317,25 +349,30 @@ func TestConsulRestart(t *testing.T) {
 func TestThirdPartyAdapter(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	c := consulFor(t)
-	svc := uniqueService(t)
-	m := startMock(t)
-	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--engine-plugin", adapterBin}})
-	c.passing(t, svc, 30*time.Second, count(1))
-	adapters := children(v.pid())
-	if len(adapters) != 1 {
-		t.Fatalf("vigil has %d child processes, want the adapter alone", len(adapters))
-	}
-	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", adapters[0])); exe != adapterBin {
-		t.Errorf("adapter process runs %q, want %q", exe, adapterBin)
-	}
-	v.signal(syscall.SIGKILL)
-	v.wait(exitBound)
-	killed := time.Now()
-	for alive(adapters[0]) {
-		if time.Since(killed) > 2*time.Second {
-			t.Fatal("third-party adapter still running 2s after vigil was killed")
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		if e.adapterBin == "" {
+			t.Skip("the engine has no adapter executable")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		c := consulFor(t)
+		svc := uniqueService(t)
+		m := startMock(t, e, harness.MockOpts{})
+		v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--engine-plugin", e.adapterBin}})
+		c.passing(t, svc, 30*time.Second, count(1))
+		adapters := children(v.pid())
+		if len(adapters) != 1 {
+			t.Fatalf("vigil has %d child processes, want the adapter alone", len(adapters))
+		}
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", adapters[0])); exe != e.adapterBin {
+			t.Errorf("adapter process runs %q, want %q", exe, e.adapterBin)
+		}
+		v.signal(syscall.SIGKILL)
+		v.wait(exitBound)
+		killed := time.Now()
+		for alive(adapters[0]) {
+			if time.Since(killed) > 2*time.Second {
+				t.Fatal("third-party adapter still running 2s after vigil was killed")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
 }

@@ -12,12 +12,9 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Paths of the binaries under test, built once by TestMain.
-var (
-	vigilBin   string
-	mockBin    string
-	adapterBin string // the vLLM adapter as a separate executable
-)
+// vigilBin is the vigil binary under test, built once by TestMain with
+// each row's mock and adapter.
+var vigilBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -31,13 +28,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	vigilBin = filepath.Join(dir, "vigil")
-	mockBin = filepath.Join(dir, "vllm-mock")
-	adapterBin = filepath.Join(dir, "vigil-adapter-vllm")
-	for bin, pkg := range map[string]string{
-		vigilBin:   "github.com/vigilhq/vigil/host/cmd/vigil",
-		mockBin:    "github.com/vigilhq/vigil/plugins/vllm/cmd/vllm-mock",
-		adapterBin: "github.com/vigilhq/vigil/plugins/vllm/cmd/vigil-adapter-vllm",
-	} {
+	builds := map[string]string{vigilBin: harness.VigilPkg}
+	for _, e := range engines {
+		e.mockBin = filepath.Join(dir, e.Mock)
+		builds[e.mockBin] = e.MockPkg
+		if e.AdapterPkg != "" {
+			e.adapterBin = filepath.Join(dir, "vigil-adapter-"+e.Name)
+			builds[e.adapterBin] = e.AdapterPkg
+		}
+	}
+	for bin, pkg := range builds {
 		args := []string{"build", "-o", bin}
 		if raceEnabled {
 			args = append(args, "-race")

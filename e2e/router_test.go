@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilhq/vigil/e2e/harness"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -64,10 +65,12 @@ type consulWorker struct {
 	v *vigil
 }
 
-func startConsulWorker(t *testing.T, c *consulAgent, svc, engineAddr string) consulWorker {
+// startConsulWorker starts e's mock on engineAddr and its vigil, and waits
+// until the worker is registered.
+func startConsulWorker(t *testing.T, c *consulAgent, e *engine, svc, engineAddr string) consulWorker {
 	t.Helper()
-	m := startMockOn(t, engineAddr, "--token-delay", "10ms")
-	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, consul: c, service: svc})
+	m := startMock(t, e, harness.MockOpts{GRPC: engineAddr, TokenDelay: delay(10 * time.Millisecond)})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc})
 	v.waitLine("worker registered", 30*time.Second)
 	return consulWorker{m, v}
 }
@@ -81,11 +84,11 @@ func requestsTotal(t *testing.T, m *mock) int { return m.state(t).RequestsTotal 
 func TestRouterSpreadsAndFailsOver(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
+	e := firstEngine()
 	c := consulFor(t)
 	svc := uniqueService(t)
-	addr1 := addr(freePort(t))
-	w1 := startConsulWorker(t, c, svc, addr1)
-	w2 := startConsulWorker(t, c, svc, addr(freePort(t)))
+	w1 := startConsulWorker(t, c, e, svc, addr(freePort(t)))
+	w2 := startConsulWorker(t, c, e, svc, addr(freePort(t)))
 	c.passing(t, svc, 30*time.Second, count(2))
 	r := startRouter(t, c, svc, 1)
 	rc := workerClient(t, r.GRPC)
@@ -140,7 +143,7 @@ func TestRouterSpreadsAndFailsOver(t *testing.T) {
 	}
 
 	// Engine 1 and vigil 1 back (on the victim's address): spread again.
-	back := startConsulWorker(t, c, svc, victim.m.GRPC)
+	back := startConsulWorker(t, c, e, svc, victim.m.GRPC)
 	c.passing(t, svc, 30*time.Second, count(2))
 	waitSpread := time.Now().Add(10 * time.Second)
 	for {
@@ -161,11 +164,26 @@ func TestRouterSpreadsAndFailsOver(t *testing.T) {
 func TestRouterHTTP(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
+	forEachEngine(t, testRouterHTTP)
+}
+
+func testRouterHTTP(t *testing.T, e *engine) {
 	c := consulFor(t)
 	svc := uniqueService(t)
-	startConsulWorker(t, c, svc, addr(freePort(t)))
+	startConsulWorker(t, c, e, svc, addr(freePort(t)))
 	r := startRouter(t, c, svc, 1)
 	base := "http://" + r.HTTP
+	// body is a completion request for the engine's model with prompt
+	// (JSON) and more fields.
+	body := func(prompt, more string) string {
+		return fmt.Sprintf(`{"model":%q,"prompt":%s%s}`, e.servedModel, prompt, more)
+	}
+	// hello is a prompt the engine takes: text, or token ids for an
+	// engine that takes token ids only.
+	hello, hi := `"Hello"`, `"hi"`
+	if !e.textPrompts {
+		hello, hi = `[9906]`, `[6151]`
+	}
 
 	t.Run("curl SSE", func(t *testing.T) {
 		if _, err := exec.LookPath("curl"); err != nil {
@@ -173,7 +191,7 @@ func TestRouterHTTP(t *testing.T) {
 		}
 		out, err := exec.Command("curl", "-sSN", "--max-time", "30", base+"/v1/completions",
 			"-H", "Content-Type: application/json",
-			"-d", `{"model":"test-model","prompt":"Hello","max_tokens":5,"stream":true}`).CombinedOutput()
+			"-d", body(hello, `,"max_tokens":5,"stream":true`)).CombinedOutput()
 		if err != nil {
 			t.Fatalf("curl: %v\n%s", err, out)
 		}
@@ -192,7 +210,7 @@ func TestRouterHTTP(t *testing.T) {
 		if out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput(); err != nil {
 			t.Fatalf("npm ci: %v\n%s", err, out)
 		}
-		out, err := exec.Command("node", filepath.Join(dir, "complete.mjs"), base+"/v1", "test-model", "Hello").Output()
+		out, err := exec.Command("node", filepath.Join(dir, "complete.mjs"), base+"/v1", e.servedModel, hello).Output()
 		if err != nil {
 			t.Fatalf("node client: %v\n%s", err, out)
 		}
@@ -204,22 +222,29 @@ func TestRouterHTTP(t *testing.T) {
 		if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
 			t.Fatalf("client output %q: %v", out, err)
 		}
-		if got.Chunks < 2 || got.Text == "" || got.Finish != "length" {
+		if got.Chunks < 2 || got.Text == "" && e.tokenText != nil || got.Finish != "length" {
 			t.Errorf("client got %+v, want a streamed completion of 8 tokens ending with length", got)
 		}
 	})
 
 	t.Run("bad requests", func(t *testing.T) {
-		for _, tc := range []struct {
+		type badBody struct {
 			body  string
 			code  int
 			field string
-		}{
-			{`{"model":"test-model","prompt":"","max_tokens":5}`, 400, "prompt"},
-			{`{"model":"test-model","prompt":"hi","max_tokens":100000}`, 400, "max_tokens"},
-			{`{"model":"test-model","prompt":"hi","n":2}`, 400, "n"},
-			{`{"model":"no-such-model","prompt":"hi"}`, 404, "no-such-model"},
-		} {
+		}
+		cases := []badBody{
+			{body(`""`, `,"max_tokens":5`), 400, "prompt"},
+			{body(hi, `,"n":2`), 400, "n"},
+			{`{"model":"no-such-model","prompt":` + hi + `}`, 404, "no-such-model"},
+		}
+		if e.maxModelLen > 0 {
+			cases = append(cases, badBody{body(hi, `,"max_tokens":100000`), 400, "max_tokens"})
+		}
+		if !e.textPrompts {
+			cases = append(cases, badBody{body(`"hi"`, `,"max_tokens":5`), 400, "prompt"})
+		}
+		for _, tc := range cases {
 			resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(tc.body))
 			if err != nil {
 				t.Fatal(err)
@@ -230,7 +255,7 @@ func TestRouterHTTP(t *testing.T) {
 				t.Errorf("%s: %d %s, want %d naming %q", tc.body, resp.StatusCode, b, tc.code, tc.field)
 			}
 		}
-		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"model":"test-model","prompt":"hi","max_tokens":3}`))
+		resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(body(hi, `,"max_tokens":3`)))
 		if err != nil {
 			t.Fatal(err)
 		}

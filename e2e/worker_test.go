@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	vllmmock "github.com/vigilhq/vigil/plugins/vllm/mock"
+	"github.com/vigilhq/vigil/e2e/harness"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -75,12 +75,12 @@ func tokenPrompt(id string, maxTokens uint32, ids ...uint32) *workerv1.GenerateR
 	}
 }
 
-// servingWorker starts a mock and a vigil on the file registry and waits
+// servingWorker starts e's mock and a vigil on the file registry and waits
 // until the worker serves.
-func servingWorker(t *testing.T, mockArgs []string, vigilArgs ...string) (*mock, *vigil) {
+func servingWorker(t *testing.T, e *engine, mo harness.MockOpts, vigilArgs ...string) (*mock, *vigil) {
 	t.Helper()
-	m := startMock(t, mockArgs...)
-	v := startVigil(t, vigilOpts{engineAddr: m.GRPC, discovery: "file", registry: t.TempDir(), service: "llm", extra: vigilArgs})
+	m := startMock(t, e, mo)
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, discovery: "file", registry: t.TempDir(), service: "llm", extra: vigilArgs})
 	v.waitLine("worker registered", 30*time.Second)
 	return m, v
 }
@@ -90,38 +90,42 @@ func servingWorker(t *testing.T, mockArgs []string, vigilArgs ...string) (*mock,
 func TestGenerateThroughWorker(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	_, v := servingWorker(t, []string{"--token-delay", "0"})
-	c := workerClient(t, v.Listen)
-	seed := int64(7)
-	req := tokenPrompt("r1", 12, 5, 6, 7)
-	req.Sampling = &workerv1.Sampling{Seed: &seed}
-	got := generate(context.Background(), c, req, nil)
-	if got.err != nil {
-		t.Fatalf("Generate: %v", got.err)
-	}
-	var want []uint32
-	var wantText strings.Builder
-	for i := range 12 {
-		id := vllmmock.OutputToken(seed, []uint32{5, 6, 7}, i)
-		want = append(want, id)
-		wantText.WriteString(vllmmock.TokenText(id))
-	}
-	if len(got.tokens) != len(want) {
-		t.Fatalf("got %d tokens, want %d", len(got.tokens), len(want))
-	}
-	for i := range want {
-		if got.tokens[i] != want[i] {
-			t.Fatalf("token %d = %d, want %d", i, got.tokens[i], want[i])
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		_, v := servingWorker(t, e, harness.MockOpts{TokenDelay: delay(0)})
+		c := workerClient(t, v.Listen)
+		seed := int64(7)
+		req := tokenPrompt("r1", 12, 5, 6, 7)
+		req.Sampling = &workerv1.Sampling{Seed: &seed}
+		got := generate(context.Background(), c, req, nil)
+		if got.err != nil {
+			t.Fatalf("Generate: %v", got.err)
 		}
-	}
-	if got.text != wantText.String() {
-		t.Errorf("text = %q, want %q", got.text, wantText.String())
-	}
-	f := got.final
-	if f == nil || f.FinishReason != workerv1.FinishReason_FINISH_REASON_LENGTH ||
-		f.Usage.GetPromptTokens() != 3 || f.Usage.GetCompletionTokens() != 12 || f.RequestId != "r1" {
-		t.Errorf("final = %v, want LENGTH, usage 3+12, request id r1", f)
-	}
+		var want []uint32
+		var wantText strings.Builder
+		for i := range 12 {
+			id := e.outputToken(seed, []uint32{5, 6, 7}, i)
+			want = append(want, id)
+			if e.tokenText != nil {
+				wantText.WriteString(e.tokenText(id))
+			}
+		}
+		if len(got.tokens) != len(want) {
+			t.Fatalf("got %d tokens, want %d", len(got.tokens), len(want))
+		}
+		for i := range want {
+			if got.tokens[i] != want[i] {
+				t.Fatalf("token %d = %d, want %d", i, got.tokens[i], want[i])
+			}
+		}
+		if got.text != wantText.String() {
+			t.Errorf("text = %q, want %q", got.text, wantText.String())
+		}
+		f := got.final
+		if f == nil || f.FinishReason != workerv1.FinishReason_FINISH_REASON_LENGTH ||
+			f.Usage.GetPromptTokens() != 3 || f.Usage.GetCompletionTokens() != 12 || f.RequestId != "r1" {
+			t.Errorf("final = %v, want LENGTH, usage 3+12, request id r1", f)
+		}
+	})
 }
 
 // TestCancelAbortsEngineRequest: a client that cancels half-way gets its
@@ -129,7 +133,11 @@ func TestGenerateThroughWorker(t *testing.T) {
 func TestCancelAbortsEngineRequest(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	m, v := servingWorker(t, []string{"--token-delay", "20ms"})
+	forEachEngine(t, testCancelAbortsEngineRequest)
+}
+
+func testCancelAbortsEngineRequest(t *testing.T, e *engine) {
+	m, v := servingWorker(t, e, harness.MockOpts{TokenDelay: delay(20 * time.Millisecond)})
 	c := workerClient(t, v.Listen)
 
 	var wg sync.WaitGroup
@@ -180,19 +188,31 @@ func TestCancelAbortsEngineRequest(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	_, v := servingWorker(t, []string{"--token-delay", "0"})
+	forEachEngine(t, testBadRequests)
+}
+
+type badRequest struct {
+	name  string
+	req   *workerv1.GenerateRequest
+	code  codes.Code
+	field string
+}
+
+func testBadRequests(t *testing.T, e *engine) {
+	_, v := servingWorker(t, e, harness.MockOpts{TokenDelay: delay(0)})
 	c := workerClient(t, v.Listen)
-	for _, tc := range []struct {
-		name  string
-		req   *workerv1.GenerateRequest
-		code  codes.Code
-		field string
-	}{
+	cases := []badRequest{
 		{"empty prompt", &workerv1.GenerateRequest{}, codes.InvalidArgument, "prompt"},
 		{"empty token ids", tokenPrompt("x", 1), codes.InvalidArgument, "prompt"},
-		{"max tokens beyond model length", tokenPrompt("x", 5000, 1), codes.InvalidArgument, "max_tokens"},
 		{"other model", &workerv1.GenerateRequest{Model: "gpt-9", Prompt: &workerv1.GenerateRequest_Text{Text: "hi"}}, codes.NotFound, "model"},
-	} {
+	}
+	if e.maxModelLen > 0 {
+		cases = append(cases, badRequest{"max tokens beyond model length", tokenPrompt("x", e.maxModelLen+1, 1), codes.InvalidArgument, "max_tokens"})
+	}
+	if !e.textPrompts {
+		cases = append(cases, badRequest{"text prompt", &workerv1.GenerateRequest{Prompt: &workerv1.GenerateRequest_Text{Text: "hi"}}, codes.InvalidArgument, "prompt.text"})
+	}
+	for _, tc := range cases {
 		got := generate(context.Background(), c, tc.req, nil)
 		if status.Code(got.err) != tc.code || !strings.Contains(status.Convert(got.err).Message(), tc.field) {
 			t.Errorf("%s: got %v, want %s naming %q", tc.name, got.err, tc.code, tc.field)
@@ -209,7 +229,7 @@ func TestBadRequests(t *testing.T) {
 func TestDrainOnSIGTERM(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	m, v := servingWorker(t, []string{"--token-delay", "20ms"}, "--grace-period", "30s")
+	m, v := servingWorker(t, firstEngine(), harness.MockOpts{TokenDelay: delay(20 * time.Millisecond)}, "--grace-period", "30s")
 	c := workerClient(t, v.Listen)
 
 	var wg sync.WaitGroup
@@ -260,20 +280,80 @@ func TestDrainOnSIGTERM(t *testing.T) {
 func TestEngineKilledMidStream(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	m, v := servingWorker(t, []string{"--token-delay", "20ms"})
-	c := workerClient(t, v.Listen)
-	res := generate(context.Background(), c, tokenPrompt("long", 1000, 1), func(n int) {
-		if n == 5 {
-			m.signal(syscall.SIGKILL)
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		m, v := servingWorker(t, e, harness.MockOpts{TokenDelay: delay(20 * time.Millisecond)})
+		c := workerClient(t, v.Listen)
+		res := generate(context.Background(), c, tokenPrompt("long", 1000, 1), func(n int) {
+			if n == 5 {
+				m.signal(syscall.SIGKILL)
+			}
+		})
+		if status.Code(res.err) != codes.Unavailable {
+			t.Errorf("stream ended with %v, want Unavailable", res.err)
+		}
+		if res.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_ERROR || res.final.GetDescription() == "" {
+			t.Errorf("final = %v, want ERROR with a description", res.final)
+		}
+		if code := v.wait(exitBound); code != 1 {
+			t.Errorf("vigil exit code = %d, want 1", code)
 		}
 	})
-	if status.Code(res.err) != codes.Unavailable {
-		t.Errorf("stream ended with %v, want Unavailable", res.err)
+}
+
+// TestServedModelName: --served-model-name replaces the engine's served
+// model name wherever vigil uses it. Consul's meta and the file record
+// carry the override as model (model_id stays the engine's), the "engine
+// serving" line logs it, and the worker answers requests for it, or for no
+// model, while the engine's own name gets NOT_FOUND naming the override:
+// the worker advertises only the override, so a client asking for the
+// engine's name has the wrong worker.
+func TestServedModelName(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	const override = "team/alias-model"
+	e := firstEngine()
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t, e, harness.MockOpts{TokenDelay: delay(0)})
+	dir := t.TempDir()
+	workers := map[string]*vigil{
+		"consul": startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc,
+			extra: []string{"--served-model-name", override}}),
+		"file": startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, discovery: "file", registry: dir, service: svc,
+			extra: []string{"--served-model-name", override}}),
 	}
-	if res.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_ERROR || res.final.GetDescription() == "" {
-		t.Errorf("final = %v, want ERROR with a description", res.final)
+
+	entries, _ := c.passing(t, svc, 30*time.Second, count(1))
+	if meta := entries[0].Service.Meta; meta["model"] != override || meta["model_id"] != e.modelID {
+		t.Errorf("Consul meta model %q, model_id %q; want %q, %q", meta["model"], meta["model_id"], override, e.modelID)
 	}
-	if code := v.wait(exitBound); code != 1 {
-		t.Errorf("vigil exit code = %d, want 1", code)
+	rec, _ := waitFile(t, workers["file"].RecordPath(dir, svc), true, 30*time.Second)
+	if rec.Model != override || rec.Meta["model"] != override || rec.Meta["model_id"] != e.modelID {
+		t.Errorf("file record model %q, meta model %q, meta model_id %q; want %q, %q, %q",
+			rec.Model, rec.Meta["model"], rec.Meta["model_id"], override, override, e.modelID)
+	}
+
+	for name, v := range workers {
+		t.Run(name, func(t *testing.T) {
+			line := v.waitLine("engine serving", 30*time.Second)
+			if !strings.Contains(line, "model="+override+" ") || !strings.Contains(line, "engine_served_model_name="+e.servedModel) {
+				t.Errorf("log line %q, want model=%s and the engine's own name %s", line, override, e.servedModel)
+			}
+			v.waitLine("worker registered", 30*time.Second)
+			wc := workerClient(t, v.Listen)
+			for _, model := range []string{override, ""} {
+				req := tokenPrompt("ok", 3, 1)
+				req.Model = model
+				if got := generate(context.Background(), wc, req, nil); got.err != nil || len(got.tokens) != 3 {
+					t.Errorf("model %q: %d tokens, err %v; want 3 tokens", model, len(got.tokens), got.err)
+				}
+			}
+			req := tokenPrompt("own", 3, 1)
+			req.Model = e.servedModel
+			got := generate(context.Background(), wc, req, nil)
+			if status.Code(got.err) != codes.NotFound || !strings.Contains(status.Convert(got.err).Message(), override) {
+				t.Errorf("the engine's own name %q: %v, want NotFound naming %q", e.servedModel, got.err, override)
+			}
+		})
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	vllmmock "github.com/vigilhq/vigil/plugins/vllm/mock"
 )
 
 // StartTimeout bounds each wait for a process to reach a logged milestone
@@ -21,32 +19,88 @@ const StartTimeout = 30 * time.Second
 // stopped (SIGSTOP) mock from hanging the driver.
 var controlClient = &http.Client{Timeout: 10 * time.Second}
 
-// Mock is a running vllm-mock.
+// Engine is an engine as the harness runs it: the name vigil knows it by
+// and the mock engine that stands in for it. The e2e tests' engine table
+// (e2e/engines_test.go) holds one per row, with what the scenarios need to
+// know besides.
+type Engine struct {
+	// Name is the engine's --engine name in vigil run.
+	Name string
+	// Mock is the mock engine's binary name; MockPkg the package that
+	// builds it.
+	Mock, MockPkg string
+	// AdapterPkg builds the engine's adapter as an executable of its own,
+	// for --engine-plugin; "" when there is none.
+	AdapterPkg string
+	// MockArgs is the mock's command line for o. Every mock serves the
+	// JSON control surface of Mock on o.Control and logs a line holding
+	// "listening" once it listens and one holding "serving" once it
+	// serves.
+	MockArgs func(o MockOpts) []string
+}
+
+// VLLM is vLLM, stood in for by vllm-mock.
+var VLLM = Engine{
+	Name:       "vllm",
+	Mock:       "vllm-mock",
+	MockPkg:    "github.com/vigilhq/vigil/plugins/vllm/cmd/vllm-mock",
+	AdapterPkg: "github.com/vigilhq/vigil/plugins/vllm/cmd/vigil-adapter-vllm",
+	MockArgs: func(o MockOpts) []string {
+		args := []string{"--listen", o.GRPC, "--control", o.Control, "--model", o.Model}
+		if o.InstanceID != "" {
+			args = append(args, "--instance-id", o.InstanceID)
+		}
+		if o.StartupDelay != 0 {
+			args = append(args, "--startup-delay", o.StartupDelay.String())
+		}
+		if o.TokenDelay != nil {
+			args = append(args, "--token-delay", o.TokenDelay.String())
+		}
+		return append(args, o.Extra...)
+	},
+}
+
+// Mock is a running mock engine.
 type Mock struct {
 	*Proc
 	GRPC, Control string
 	InstanceID    string
 }
 
-// MockOpts are the flags of one vllm-mock.
+// MockOpts are the options of one mock engine; Engine.MockArgs turns them
+// into the mock's flags.
 type MockOpts struct {
-	// GRPC is the gRPC listen address, a fresh port when empty.
-	GRPC, Model, InstanceID string
-	Extra                   []string
+	// GRPC is the gRPC listen address, a fresh port when empty; Control
+	// the control surface's, always a fresh port chosen by StartMock.
+	GRPC, Control string
+	// Model is the model the mock serves.
+	Model string
+	// InstanceID is the engine's lifetime id, for engines that have one;
+	// "" lets the mock choose.
+	InstanceID string
+	// StartupDelay keeps the mock loading (listening, not serving) this
+	// long after it starts.
+	StartupDelay time.Duration
+	// TokenDelay is the pause between two stream messages; nil leaves the
+	// mock's default.
+	TokenDelay *time.Duration
+	// Extra are flags of this mock alone, after the others.
+	Extra []string
 }
 
 // mockAttempts is how many times StartMock tries fresh ports when a port
 // it picked was taken before the mock could bind it.
 const mockAttempts = 3
 
-// StartMock starts vllm-mock serving gRPC on grpcAddr (a fresh port when
-// empty) and waits until it listens; extra flags follow the defaults.
+// StartMock starts the harness's mock engine serving gRPC on grpcAddr (a
+// fresh port when empty) and waits until it listens; extra flags follow
+// the defaults.
 func (h *Harness) StartMock(grpcAddr string, extra ...string) (*Mock, error) {
 	var err error
 	for range mockAttempts {
 		var m *Mock
 		o := MockOpts{GRPC: grpcAddr, Model: "bench-model", InstanceID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), Extra: extra}
-		if m, err = StartMock(h, h.Bins.Mock, o); err == nil {
+		if m, err = StartMock(h, h.Engine, h.Bins.Mock, o); err == nil {
 			return m, nil
 		}
 		if !strings.Contains(err.Error(), "address already in use") {
@@ -56,22 +110,20 @@ func (h *Harness) StartMock(grpcAddr string, extra ...string) (*Mock, error) {
 	return nil, err
 }
 
-// StartMock starts the vllm-mock bin through s, its control surface on a
-// fresh port, and waits until it listens.
-func StartMock(s Starter, bin string, o MockOpts) (*Mock, error) {
+// StartMock starts e's mock engine, the executable bin, through s, its
+// control surface on a fresh port, and waits until it listens.
+func StartMock(s Starter, e Engine, bin string, o MockOpts) (*Mock, error) {
 	var err error
 	if o.GRPC == "" {
 		if o.GRPC, err = FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
-	m := &Mock{GRPC: o.GRPC, InstanceID: o.InstanceID}
-	if m.Control, err = FreeAddr(); err != nil {
+	if o.Control, err = FreeAddr(); err != nil {
 		return nil, err
 	}
-	args := append([]string{"--listen", m.GRPC, "--control", m.Control, "--model", o.Model,
-		"--instance-id", o.InstanceID}, o.Extra...)
-	if m.Proc, err = s.Start("vllm-mock", nil, bin, args...); err != nil {
+	m := &Mock{GRPC: o.GRPC, Control: o.Control, InstanceID: o.InstanceID}
+	if m.Proc, err = s.Start(e.Mock, nil, bin, e.MockArgs(o)...); err != nil {
 		return nil, err
 	}
 	if _, err := m.WaitLine("listening", StartTimeout); err != nil {
@@ -81,9 +133,26 @@ func StartMock(s Starter, bin string, o MockOpts) (*Mock, error) {
 	return m, nil
 }
 
+// MockState is what the harness reads of a mock's GET /state; every mock
+// answers these fields.
+type MockState struct {
+	// LastHealthChangeUnixNano is time.Now().UnixNano() taken when the
+	// engine last changed its health, by the mock's clock (the same wall
+	// clock as the driver's).
+	LastHealthChangeUnixNano int64 `json:"last_health_change_unix_nano"`
+	// Requests counts generation requests received per engine-side
+	// request id, rejected ones included; Aborts counts the ids the engine
+	// was asked to abort.
+	Requests      map[string]int `json:"requests"`
+	Aborts        map[string]int `json:"aborts"`
+	RequestsTotal int            `json:"requests_total"`
+	// InFlight is the number of generations running now.
+	InFlight int `json:"in_flight"`
+}
+
 // State reads GET /state.
-func (m *Mock) State() (vllmmock.State, error) {
-	var st vllmmock.State
+func (m *Mock) State() (MockState, error) {
+	var st MockState
 	resp, err := controlClient.Get("http://" + m.Control + "/state")
 	if err != nil {
 		return st, fmt.Errorf("GET /state: %w", err)
@@ -95,10 +164,11 @@ func (m *Mock) State() (vllmmock.State, error) {
 	return st, nil
 }
 
-// SetHealth pins the health status of the whole server ("" service).
+// SetHealth pins the health status of the whole server ("" service) of a
+// mock with grpc.health.v1 (vllm-mock).
 func (m *Mock) SetHealth(status string) error { return m.SetServiceHealth("", status) }
 
-// SetServiceHealth pins the health status of service.
+// SetServiceHealth pins the grpc.health.v1 status of service.
 func (m *Mock) SetServiceHealth(service, status string) error {
 	return m.Post("/health", map[string]string{"service": service, "status": status})
 }
@@ -134,6 +204,8 @@ func (m *Mock) LastHealthChange() (time.Time, error) {
 
 // VigilOpts are the flags of one `vigil run`.
 type VigilOpts struct {
+	// Engine is the --engine name; "" is VLLM's.
+	Engine     string
 	EngineAddr string
 	// Consul, when set, selects --discovery consul against it; otherwise
 	// the file registry under RegistryDir.
@@ -172,8 +244,11 @@ func StartVigil(s Starter, bin string, o VigilOpts) (*Vigil, error) {
 		_, port, _ := strings.Cut(o.Listen, ":")
 		o.WorkerID = "worker-" + port
 	}
+	if o.Engine == "" {
+		o.Engine = VLLM.Name
+	}
 	v := &Vigil{Listen: o.Listen, WorkerID: o.WorkerID}
-	args := []string{"run", "--engine", "vllm", "--engine-addr", o.EngineAddr, "--listen", v.Listen,
+	args := []string{"run", "--engine", o.Engine, "--engine-addr", o.EngineAddr, "--listen", v.Listen,
 		"--service-name", o.Service, "--worker-id", v.WorkerID, "--log-format", "text"}
 	var env []string
 	if o.Consul != nil {

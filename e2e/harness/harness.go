@@ -1,5 +1,5 @@
 // Package harness starts and observes the real binaries (the Consul agent,
-// vllm-mock engines, vigil workers and routers) as processes on loopback, for
+// mock engines, vigil workers and routers) as processes on loopback, for
 // the end-to-end tests and the benchmarks. A Harness tracks the processes of
 // a benchmark run and kills every one of them when the run ends, however it
 // ends; the tests start processes through a Starter of their own.
@@ -17,7 +17,7 @@ import (
 	"sync"
 )
 
-// Bins are the executables under test.
+// Bins are the executables under test; Mock is the Harness's Engine's.
 type Bins struct {
 	Vigil, Mock, Consul string
 }
@@ -30,6 +30,8 @@ type Starter interface {
 // Harness starts processes and remembers them so that Close can kill them.
 type Harness struct {
 	Bins Bins
+	// Engine is the engine whose mock StartMock starts: VLLM.
+	Engine Engine
 	// Dir is a scratch directory removed by Close (file registries live here).
 	Dir string
 
@@ -38,20 +40,24 @@ type Harness struct {
 	closed bool
 }
 
-// New builds vigil and vllm-mock from the workspace at root into a fresh
-// scratch directory and finds the Consul agent. The binaries are built
-// without -race: the figures are about vigil as it ships.
+// VigilPkg builds the vigil binary.
+const VigilPkg = "github.com/vigilhq/vigil/host/cmd/vigil"
+
+// New builds vigil and vllm-mock (the mock of its Engine, VLLM) from the
+// workspace at root into a fresh scratch directory and finds the Consul
+// agent. The binaries are built without -race: the figures are about vigil
+// as it ships.
 func New(root string) (*Harness, error) {
 	dir, err := os.MkdirTemp("", "vigil-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("scratch directory: %w", err)
 	}
-	h := &Harness{Dir: dir}
+	h := &Harness{Dir: dir, Engine: VLLM}
 	h.Bins.Vigil = filepath.Join(dir, "vigil")
-	h.Bins.Mock = filepath.Join(dir, "vllm-mock")
+	h.Bins.Mock = filepath.Join(dir, h.Engine.Mock)
 	for bin, pkg := range map[string]string{
-		h.Bins.Vigil: "github.com/vigilhq/vigil/host/cmd/vigil",
-		h.Bins.Mock:  "github.com/vigilhq/vigil/plugins/vllm/cmd/vllm-mock",
+		h.Bins.Vigil: VigilPkg,
+		h.Bins.Mock:  h.Engine.MockPkg,
 	} {
 		if err := goBuild(root, bin, pkg); err != nil {
 			os.RemoveAll(dir)

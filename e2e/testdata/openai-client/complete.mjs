@@ -1,9 +1,11 @@
 // Streams one completion through an OpenAI-compatible endpoint with the
 // official openai package, as an ordinary client would, and prints what it
-// received as one JSON line. Usage: node complete.mjs BASE_URL MODEL PROMPT
+// received as one JSON line. Usage: node complete.mjs BASE_URL MODEL PROMPT,
+// where PROMPT is JSON: a string, or an array of token ids.
 import OpenAI from "openai";
 
-const [baseURL, model, prompt] = process.argv.slice(2);
+const [baseURL, model, promptJSON] = process.argv.slice(2);
+const prompt = JSON.parse(promptJSON);
 const client = new OpenAI({ baseURL, apiKey: "dummy-key", maxRetries: 0, timeout: 30_000 });
 const stream = await client.completions.create({ model, prompt, max_tokens: 8, stream: true });
 let text = "";

@@ -3,6 +3,7 @@ package command
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -49,6 +50,10 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"hidden worker id", []string{"--worker-id", ".hidden"}, "--worker-id \".hidden\""},
 		{"registry dir not a dir", []string{"--registry-dir", "/dev/null"}, "--registry-dir \"/dev/null\": cannot write"},
 		{"engine option", []string{"--engine-option", "novalue"}, `--engine-option "novalue": want key=value`},
+		{"blank served model name", []string{"--served-model-name", "  "}, `--served-model-name "  ": must not be blank`},
+		{"padded served model name", []string{"--served-model-name", " my-model"}, `--served-model-name " my-model": must not begin or end with white space`},
+		{"served model name with a newline", []string{"--served-model-name", "my\nmodel"}, `--served-model-name "my\nmodel": must not contain control characters`},
+		{"long served model name", []string{"--served-model-name", strings.Repeat("m", 513)}, "513 bytes long, want at most 512"},
 		{"log format", []string{"--log-format", "xml"}, `--log-format "xml": want text or json`},
 		{"log level", []string{"--log-level", "loud"}, `--log-level "loud"`},
 		{"argument", []string{"extra"}, "run takes no arguments"},
@@ -66,6 +71,62 @@ func TestRunRejectsBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parseRunArgs parses run's flags and environment as vigil run would,
+// without running anything.
+func parseRunArgs(t *testing.T, args ...string) (runConfig, error) {
+	t.Helper()
+	cmd := runCommand()
+	var cfg runConfig
+	var parseErr error
+	cmd.Action = func(c *cli.Context) error {
+		cfg, parseErr = parseRun(c)
+		return nil
+	}
+	app := &cli.App{Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
+	if err := app.Run(append([]string{"vigil", "run", "--registry-dir", t.TempDir()}, args...)); err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return cfg, parseErr
+}
+
+// --served-model-name, from the flag or VIGIL_SERVED_MODEL_NAME (the flag
+// wins); unset or empty, the engine's own name is used.
+func TestServedModelNameFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  string // VIGIL_SERVED_MODEL_NAME; "" leaves it unset
+		args []string
+		want string
+	}{
+		{"unset", "", nil, ""},
+		{"empty", "", []string{"--served-model-name", ""}, ""},
+		{"flag", "", []string{"--served-model-name", "my-model"}, "my-model"},
+		{"a path is a name too", "", []string{"--served-model-name", "/models/Llama-3.1-8B"}, "/models/Llama-3.1-8B"},
+		{"environment", "env-model", nil, "env-model"},
+		{"flag over environment", "env-model", []string{"--served-model-name", "flag-model"}, "flag-model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("VIGIL_SERVED_MODEL_NAME", tc.env)
+			}
+			cfg, err := parseRunArgs(t, tc.args...)
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if cfg.servedModelName != tc.want {
+				t.Errorf("served model name = %q, want %q", cfg.servedModelName, tc.want)
+			}
+		})
+	}
+	t.Run("blank environment", func(t *testing.T) {
+		t.Setenv("VIGIL_SERVED_MODEL_NAME", " ")
+		code, out := runArgs(t, "run", "--registry-dir", t.TempDir())
+		if code != ExitUsage || !strings.Contains(out, "--served-model-name") {
+			t.Errorf("exit code %d, output %q; want %d naming --served-model-name", code, out, ExitUsage)
+		}
+	})
 }
 
 func TestDefaultWorkerID(t *testing.T) {

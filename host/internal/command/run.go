@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
@@ -36,6 +38,8 @@ func runCommand() *cli.Command {
 				Usage: "the engine's gRPC address, host:port"},
 			&cli.StringSliceFlag{Name: "engine-option", EnvVars: env("ENGINE_OPTION"),
 				Usage: "engine-specific adapter option, key=value (repeatable)"},
+			&cli.StringFlag{Name: "served-model-name", EnvVars: env("SERVED_MODEL_NAME"),
+				Usage: "model name clients use, registered and required of requests in place of the one the engine reports (for engines that report only a path); default: the engine's"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8470", EnvVars: env("LISTEN"),
 				Usage: "address of the worker endpoint, host:port"},
 			&cli.StringFlag{Name: "advertise-addr", EnvVars: env("ADVERTISE_ADDR"),
@@ -92,6 +96,7 @@ type runConfig struct {
 	grace, ttl, deregAft time.Duration
 	shutdownDelay        time.Duration
 	maxInflight          int
+	servedModelName      string // "": the engine's own
 }
 
 func runAction(c *cli.Context) error {
@@ -141,11 +146,12 @@ func runAction(c *cli.Context) error {
 			Service: cfg.service, WorkerID: cfg.workerID, Engine: cfg.engine,
 			Address: cfg.advHost, Port: cfg.advPort,
 		},
-		Announcer:     discovery.NewAnnouncer(registry, cfg.ttl, log),
-		Endpoint:      ep,
-		GracePeriod:   cfg.grace,
-		ShutdownDelay: cfg.shutdownDelay,
-		Logger:        log,
+		ServedModelName: cfg.servedModelName,
+		Announcer:       discovery.NewAnnouncer(registry, cfg.ttl, log),
+		Endpoint:        ep,
+		GracePeriod:     cfg.grace,
+		ShutdownDelay:   cfg.shutdownDelay,
+		Logger:          log,
 	}, signals)
 	log.Info("exiting", "code", code)
 	if code != 0 {
@@ -193,6 +199,8 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		deregAft:      c.Duration("deregister-after"),
 		shutdownDelay: c.Duration("shutdown-delay"),
 		maxInflight:   c.Int("max-inflight"),
+
+		servedModelName: c.String("served-model-name"),
 	}
 	if cfg.enginePlugin == "" && !builtin.Has(cfg.engine) {
 		return cfg, usageErrorf("--engine %q: unknown engine; built-in engines: %s (or give an adapter executable with --engine-plugin)",
@@ -232,6 +240,9 @@ func parseRun(c *cli.Context) (runConfig, error) {
 			}
 			return cfg, usageErrorf("--%s %s: must be a duration of at least %s", d.flag, v, d.min)
 		}
+	}
+	if err := checkModelName(cfg.servedModelName); err != nil {
+		return cfg, usageErrorf("--served-model-name %q: %v", cfg.servedModelName, err)
 	}
 	if cfg.maxInflight < 1 {
 		return cfg, usageErrorf("--max-inflight %d: must be 1 or more", cfg.maxInflight)
@@ -327,4 +338,28 @@ func defaultWorkerID(port int) string {
 		host = "localhost"
 	}
 	return host + "-" + strconv.Itoa(port)
+}
+
+// maxModelName is the longest --served-model-name, in bytes: Consul refuses
+// meta values longer than 512, and the name is the meta "model".
+const maxModelName = 512
+
+// checkModelName says what is wrong with a --served-model-name, if
+// anything. Empty is allowed (the flag is unset: the engine's own name);
+// a name clients cannot send back exactly is not: one that is blank, has
+// white space at either end, or holds control characters.
+func checkModelName(name string) error {
+	switch {
+	case name == "":
+		return nil
+	case strings.TrimSpace(name) == "":
+		return errors.New("must not be blank; leave the flag out to use the engine's own name")
+	case strings.TrimSpace(name) != name:
+		return errors.New("must not begin or end with white space")
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return errors.New("must not contain control characters")
+	case len(name) > maxModelName:
+		return fmt.Errorf("%d bytes long, want at most %d (Consul's limit on a meta value)", len(name), maxModelName)
+	}
+	return nil
 }

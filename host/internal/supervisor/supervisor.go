@@ -63,7 +63,8 @@ func FromPlugin(p *sdk.Plugin) Adapter {
 	return Adapter{Engine: p.Engine, Version: p.Version, Kill: p.Kill}
 }
 
-// Config is what Run needs. All fields are required.
+// Config is what Run needs. All fields are required but ServedModelName
+// and ShutdownDelay.
 type Config struct {
 	// Launch starts the adapter; it returns early with an error when ctx
 	// ends.
@@ -73,6 +74,11 @@ type Config struct {
 	// Registration has the service, worker id, engine name and advertised
 	// address set; Run fills in what the engine reports.
 	Registration discovery.Registration
+	// ServedModelName, when set, replaces the served model name the engine
+	// reports (--served-model-name), for engines that report only a path:
+	// it is the name registered, logged and required of requests that
+	// name a model. Empty: the engine's own.
+	ServedModelName string
 	// Announcer keeps the registration; Run runs it.
 	Announcer *discovery.Announcer
 	// Endpoint is the worker's request endpoint.
@@ -126,13 +132,20 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
 	if !ok {
 		return code
 	}
+	// The override takes the engine's name's place everywhere from here:
+	// the endpoint's model check, the registration and the log.
+	servingArgs := []any{"model", worker.ServedModelName}
+	if name := s.cfg.ServedModelName; name != "" {
+		servingArgs = []any{"model", name, "engine_served_model_name", worker.ServedModelName}
+		worker.ServedModelName = name
+	}
 	if g, ok := p.Engine.(sdk.Generator); ok && info.Capabilities.Generate {
 		s.cfg.Endpoint.Attach(g, worker)
 	}
 	s.reg = s.cfg.Registration
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = worker.ServedModelName, worker.ModelID, worker.InstanceID
-	s.log.Info("engine serving", "model", worker.ServedModelName, "model_id", worker.ModelID,
-		"instance_id", worker.InstanceID, "engine_version", worker.EngineVersion)
+	s.log.Info("engine serving", append(servingArgs, "model_id", worker.ModelID,
+		"instance_id", worker.InstanceID, "engine_version", worker.EngineVersion)...)
 
 	annCtx, stopAnn := context.WithCancel(ctx)
 	defer stopAnn()

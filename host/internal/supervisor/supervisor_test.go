@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -199,5 +200,58 @@ func TestLifecycleShutdownDelay(t *testing.T) {
 	}
 	if ep.Serving() {
 		t.Error("endpoint still admitting after the drain")
+	}
+}
+
+// --served-model-name: the override replaces the engine's served model name
+// in what the endpoint checks requests against, in the registration and in
+// the "engine serving" line, which also names the engine's own; the model
+// id stays the engine's. Without it, the engine's name is used throughout.
+func TestServedModelName(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, override       string
+		wantModel, wantLog   string
+		wantEngineNameLogged bool
+	}{
+		{"override", "alias", "alias", "model=alias", true},
+		{"engine's own", "", "m", "model=m", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ep := &fakeEndpoint{}
+			engine := newFakeEngine() // reports served name "m", model id "org/m"
+			engine.generate = true
+			var logs logBuffer
+			h := startHarnessWith(t, engine, ep, func(c *Config) {
+				c.ServedModelName = tc.override
+				c.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+			})
+			h.send(sdk.Serving)
+			h.registered(true)
+
+			w := ep.Attached()
+			if w == nil {
+				t.Fatal("Run did not attach the engine to the endpoint")
+			}
+			if w.ServedModelName != tc.wantModel || w.ModelID != "org/m" {
+				t.Errorf("endpoint's worker: served model name %q, model id %q; want %q, org/m", w.ServedModelName, w.ModelID, tc.wantModel)
+			}
+			if rec := h.record(); rec.Model != tc.wantModel || rec.ModelID != "org/m" || rec.Meta["model"] != tc.wantModel {
+				t.Errorf("registration: model %q, model_id %q, meta model %q; want %q, org/m, %q", rec.Model, rec.ModelID, rec.Meta["model"], tc.wantModel, tc.wantModel)
+			}
+			line := logs.line("engine serving")
+			if !strings.Contains(line, tc.wantLog+" ") || !strings.Contains(line, "model_id=org/m") {
+				t.Errorf("log line %q, want %s and model_id=org/m", line, tc.wantLog)
+			}
+			if got := strings.Contains(line, "engine_served_model_name=m"); got != tc.wantEngineNameLogged {
+				t.Errorf("log line %q names the engine's own model name: %v, want %v", line, got, tc.wantEngineNameLogged)
+			}
+
+			h.signal()
+			if code := h.exit(); code != ExitOK {
+				t.Errorf("exit code = %d, want %d", code, ExitOK)
+			}
+		})
 	}
 }

@@ -1,8 +1,10 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,6 +19,7 @@ import (
 // fakeEngine is an adapter the test drives: Start answers with startErr (or
 // blocks until released), and events are sent by the test.
 type fakeEngine struct {
+	generate   bool // Info offers Generate, so Run attaches the endpoint
 	startErr   error
 	startBlock chan struct{} // nil: Start answers at once
 	events     chan sdk.Event
@@ -30,8 +33,16 @@ func newFakeEngine() *fakeEngine {
 }
 
 func (f *fakeEngine) Info(context.Context) (sdk.AdapterInfo, error) {
-	return sdk.AdapterInfo{Name: "fake", Version: "1"}, nil
+	return sdk.AdapterInfo{Name: "fake", Version: "1", Capabilities: sdk.Capabilities{Generate: f.generate}}, nil
 }
+
+// Generate and Abort make fakeEngine an sdk.Generator; Run attaches it
+// when generate is set. Nothing is forwarded in these tests.
+func (f *fakeEngine) Generate(context.Context, sdk.GenerateRequest, func(sdk.Chunk) error) (sdk.Result, error) {
+	return sdk.Result{}, sdk.ErrUnavailable
+}
+
+func (f *fakeEngine) Abort(context.Context, []string) error { return nil }
 
 func (f *fakeEngine) Start(ctx context.Context, _ sdk.StartRequest) (sdk.Worker, error) {
 	f.startCtx <- ctx
@@ -59,17 +70,30 @@ func (f *fakeEngine) Shutdown(context.Context) error {
 	return nil
 }
 
-// fakeEndpoint records SetServing; Drain waits for release or ctx, as
-// requests in flight would.
+// fakeEndpoint records Admit and Attach; Drain waits for release or ctx,
+// as requests in flight would.
 type fakeEndpoint struct {
-	mu      sync.Mutex
-	serving bool
-	release chan struct{} // nil: nothing in flight
+	mu       sync.Mutex
+	serving  bool
+	attached *sdk.Worker   // what Attach was given; nil before
+	release  chan struct{} // nil: nothing in flight
 }
 
-func (e *fakeEndpoint) Attach(sdk.Generator, sdk.Worker) {}
-func (e *fakeEndpoint) Admit(b bool, _ string)           { e.mu.Lock(); e.serving = b; e.mu.Unlock() }
-func (e *fakeEndpoint) Serving() bool                    { e.mu.Lock(); defer e.mu.Unlock(); return e.serving }
+func (e *fakeEndpoint) Attach(_ sdk.Generator, w sdk.Worker) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.attached = &w
+}
+
+// Attached is the worker the endpoint was given, or nil.
+func (e *fakeEndpoint) Attached() *sdk.Worker {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.attached
+}
+
+func (e *fakeEndpoint) Admit(b bool, _ string) { e.mu.Lock(); e.serving = b; e.mu.Unlock() }
+func (e *fakeEndpoint) Serving() bool          { e.mu.Lock(); defer e.mu.Unlock(); return e.serving }
 func (e *fakeEndpoint) Drain(ctx context.Context) {
 	e.Admit(false, "draining")
 	if e.release == nil {
@@ -99,6 +123,13 @@ func startHarness(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, grac
 
 func startHarnessDelay(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, grace, shutdownDelay time.Duration) *harness {
 	t.Helper()
+	return startHarnessWith(t, engine, endpoint, func(c *Config) { c.GracePeriod, c.ShutdownDelay = grace, shutdownDelay })
+}
+
+// startHarnessWith runs the lifecycle with a grace period of a second,
+// after configure has changed the Config.
+func startHarnessWith(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, configure func(*Config)) *harness {
+	t.Helper()
 	h := &harness{t: t, engine: engine, endpoint: endpoint, dir: t.TempDir(),
 		signals: make(chan os.Signal, 2), code: make(chan int, 1), killed: make(chan struct{})}
 	var once sync.Once
@@ -107,13 +138,13 @@ func startHarnessDelay(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint,
 		Launch: func(context.Context) (Adapter, error) {
 			return Adapter{Engine: engine, Version: 1, Kill: func() { once.Do(func() { close(h.killed) }) }}, nil
 		},
-		Registration:  discovery.Registration{Service: "llm", WorkerID: "w1", Engine: "fake", Address: "127.0.0.1", Port: 1},
-		Announcer:     discovery.NewAnnouncer(reg, time.Minute, hclog.NewNullLogger()),
-		Endpoint:      endpoint,
-		GracePeriod:   grace,
-		ShutdownDelay: shutdownDelay,
-		Logger:        hclog.NewNullLogger(),
+		Registration: discovery.Registration{Service: "llm", WorkerID: "w1", Engine: "fake", Address: "127.0.0.1", Port: 1},
+		Announcer:    discovery.NewAnnouncer(reg, time.Minute, hclog.NewNullLogger()),
+		Endpoint:     endpoint,
+		GracePeriod:  time.Second,
+		Logger:       hclog.NewNullLogger(),
 	}
+	configure(&cfg)
 	go func() { h.code <- Run(context.Background(), cfg, h.signals) }()
 	return h
 }
@@ -162,3 +193,38 @@ func (h *harness) exit() int {
 }
 
 func (h *harness) signal() { h.signals <- syscall.SIGTERM }
+
+// record reads the worker's file registry record; it fails the test when
+// there is none.
+func (h *harness) record() file.Record {
+	h.t.Helper()
+	recs, err := file.List(h.dir, "llm", time.Now())
+	if err != nil || len(recs) != 1 {
+		h.t.Fatalf("file registry holds %d records (error %v), want the worker's", len(recs), err)
+	}
+	return recs[0]
+}
+
+// logBuffer is a logger's output that tests read while Run writes it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// line returns the first line containing substr, or "".
+func (b *logBuffer) line(substr string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for l := range strings.Lines(b.buf.String()) {
+		if strings.Contains(l, substr) {
+			return strings.TrimSuffix(l, "\n")
+		}
+	}
+	return ""
+}

@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/vigilhq/vigil/e2e/harness"
+	vllmmock "github.com/vigilhq/vigil/plugins/vllm/mock"
+)
+
+// The engine table: one row per engine vigil supervises. The scenarios that
+// depend on the engine adapter (registration with the engine's meta, the
+// startup wait, loss in each way, not-ready and back, the startup deadline,
+// requests through the worker and the router, a third-party adapter) run as
+// a subtest per row, TestX/<engine>; the tests of engine-independent
+// behaviour (file registry, Consul restart, vigil killed, signals, drain,
+// router spreading and failover, flags) run once, with the first row.
+//
+// A new engine adds:
+//   - a row below, whose harness.Engine (in e2e/harness, which the
+//     benchmarks share) builds and starts its mock;
+//   - its mock, serving the control surface harness.Mock speaks (GET /state
+//     with harness.MockState's fields; POST paths for whatever the row's
+//     hooks use);
+//   - its engine-specific cases, in the row's specific field: see there.
+var engines = []*engine{
+	{
+		Engine:      harness.VLLM,
+		model:       "test-model",
+		servedModel: "test-model",
+		modelID:     "test-model",
+		lifetimeID:  true,
+		textPrompts: true,
+		maxModelLen: 4096, // vllm-mock's default
+		outputToken: vllmmock.OutputToken,
+		tokenText:   vllmmock.TokenText,
+		unhealthy: lossWay{"NOT_SERVING", func(t *testing.T, m *mock) {
+			m.setHealth(t, "", "NOT_SERVING")
+		}},
+		lostReason: "vLLM engine lost",
+		watchModes: []mockVariant{
+			{"watch once", []string{"--health-watch", "once"}},
+			{"watch unimplemented", []string{"--health-watch", "unimplemented"}},
+			{"watch silent", []string{"--health-watch", "silent"}},
+		},
+		notReady: []notReadyWay{
+			{"sleep", "/sleep", "/wake"},
+			{"pause", "/pause", "/resume"},
+		},
+		specific: []engineCase{
+			{"readiness service withdraws without loss", vllmReadinessService},
+		},
+	},
+}
+
+// engine is one row of the engine table: an engine, the mock that stands
+// in for it, and what the scenarios need to know of them.
+type engine struct {
+	// Engine names the engine for vigil and says how to build and start
+	// its mock, and its adapter as an executable of its own.
+	harness.Engine
+
+	// model is the model the mock is started with; servedModel and modelID
+	// are what the engine then reports (the registration's model and
+	// model_id).
+	model, servedModel, modelID string
+	// lifetimeID: the engine reports a lifetime id, and the registration
+	// carries the mock's instance id.
+	lifetimeID bool
+	// textPrompts: the engine takes text prompts besides token ids.
+	textPrompts bool
+	// maxModelLen is the model length the worker learns, in tokens; 0 when
+	// it learns none.
+	maxModelLen uint32
+	// outputToken is the i-th token the mock generates for a token prompt
+	// and seed; tokenText is a token's text, nil when the engine returns
+	// token ids only.
+	outputToken func(seed int64, prompt []uint32, i int) uint32
+	tokenText   func(id uint32) string
+
+	// unhealthy makes the running engine report itself failed, its
+	// process staying up.
+	unhealthy lossWay
+	// lostReason begins vigil's "engine lost" reason, from the adapter.
+	lostReason string
+	// watchModes are the ways the mock can answer a health Watch other
+	// than the engine's usual one (mock flags); the adapter must see the
+	// engine's loss under each.
+	watchModes []mockVariant
+	// notReady are the ways the engine, alive, stops taking work (sleep,
+	// pause) and takes it again; empty when it has none.
+	notReady []notReadyWay
+
+	// specific are this engine's own cases: behaviour of its API that no
+	// other engine has (vLLM's readiness health service, say, or an
+	// engine that stays up unhealthy after a crash). TestEngineSpecific
+	// runs each as TestEngineSpecific/<engine>/<case>, with the helpers
+	// the other scenarios use; a case gets its row as e, for it cannot
+	// refer to the table (engines, firstEngine) that refers to it. A
+	// behaviour two engines share belongs in a scenario instead, with a
+	// row field saying how each engine does it.
+	specific []engineCase
+
+	// mockBin and adapterBin are the built binaries, set by TestMain;
+	// adapterBin is "" when the engine has no adapter executable.
+	mockBin, adapterBin string
+}
+
+// lossWay is a way to lose a running engine.
+type lossWay struct {
+	name string
+	lose func(t *testing.T, m *mock)
+}
+
+// mockVariant is a mock started with extra flags.
+type mockVariant struct {
+	name string
+	args []string
+}
+
+// notReadyWay takes the engine out of service and back, by POSTs to the
+// mock's control surface.
+type notReadyWay struct {
+	name, enter, leave string
+}
+
+// engineCase is a case of one engine alone.
+type engineCase struct {
+	name string
+	run  func(t *testing.T, e *engine)
+}
+
+// forEachEngine runs f as a parallel subtest per row, named after the
+// engine.
+func forEachEngine(t *testing.T, f func(t *testing.T, e *engine)) {
+	t.Helper()
+	for _, e := range engines {
+		t.Run(e.Name, func(t *testing.T) {
+			t.Parallel()
+			f(t, e)
+		})
+	}
+}
+
+// firstEngine is the row the engine-independent tests run with.
+func firstEngine() *engine { return engines[0] }
+
+// instanceID is the instance id the registration carries for mock m.
+func (e *engine) instanceID(m *mock) string {
+	if !e.lifetimeID {
+		return ""
+	}
+	return m.InstanceID
+}
+
+// TestEngineSpecific runs each row's cases of its engine alone.
+func TestEngineSpecific(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		if len(e.specific) == 0 {
+			t.Skip("no engine-specific cases")
+		}
+		for _, c := range e.specific {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.run(t, e)
+			})
+		}
+	})
+}
+
+// vllmReadinessService: later vLLM releases report readiness on the
+// "vllm.Inference" health service and leave "" (liveness) SERVING. Its
+// NOT_SERVING withdraws the worker without a loss; SERVING again registers
+// it again.
+func vllmReadinessService(t *testing.T, e *engine) {
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t, e, harness.MockOpts{})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc})
+	c.passing(t, svc, 30*time.Second, count(1))
+
+	m.setHealth(t, "vllm.Inference", "NOT_SERVING")
+	_, gone := c.passing(t, svc, 10*time.Second, count(0))
+	if d := gone.Sub(m.lastHealthChange(t)); d > registerBound {
+		t.Errorf("withdrawn %s after vllm.Inference turned NOT_SERVING, want within %s", d, registerBound)
+	}
+	m.setHealth(t, "vllm.Inference", "SERVING")
+	_, back := c.passing(t, svc, 10*time.Second, count(1))
+	if d := back.Sub(m.lastHealthChange(t)); d > registerBound {
+		t.Errorf("registered again %s after vllm.Inference turned SERVING, want within %s", d, registerBound)
+	}
+	if v.exited() {
+		t.Fatalf("vigil exited with %d while the engine was alive", v.exitCode())
+	}
+	if l := v.findLine("engine lost"); l != "" {
+		t.Errorf("vigil logged a loss for an engine that was only not ready: %s", l)
+	}
+}
