@@ -30,7 +30,13 @@ var health = sdk.HealthPolicy{Interval: 50 * time.Millisecond, Timeout: time.Sec
 // address; it is stopped when the test ends.
 func serveMock(t *testing.T, cfg mock.Config) (*mock.Engine, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	return serveMockOn(t, "127.0.0.1:0", cfg)
+}
+
+// serveMockOn serves a mock vLLM engine on addr.
+func serveMockOn(t *testing.T, addr string, cfg mock.Config) (*mock.Engine, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +224,57 @@ func TestStartInvalid(t *testing.T) {
 			if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Start(%+v) error = %v, want an error wrapping sdk.ErrInvalidArgument naming %s", tt.req, err, tt.want)
 			}
+		})
+	}
+}
+
+// TestStartWaitsForLiveness: an engine whose "" reports NOT_SERVING while
+// "vllm.Control" and "vllm.Inference" serve has failed; Start must not
+// report it serving (the worker would be registered and withdrawn at once),
+// and waits until the startup deadline, naming the service.
+func TestStartWaitsForLiveness(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{Model: "m"})
+	setHealth(t, e, "", "NOT_SERVING")
+	a := vllm.New()
+	defer a.Shutdown(context.Background())
+	_, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: 300 * time.Millisecond, Health: health})
+	if want := `health of "": not serving: NOT_SERVING`; !errors.Is(err, sdk.ErrStartupDeadline) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Start() = %v, want ErrStartupDeadline naming %s", err, want)
+	}
+}
+
+// TestEngineReplaced: with a health Watch that does not stream, an engine
+// killed and restarted on the same address with a new instance id is
+// noticed by the connection alone (polling is off here) and is Lost.
+func TestEngineReplaced(t *testing.T) {
+	t.Parallel()
+	noPolling := health
+	noPolling.Interval = time.Hour
+	for _, mode := range []mock.WatchMode{mock.WatchOnce, mock.WatchUnimplemented, mock.WatchSilent} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			old, addr := serveMock(t, mock.Config{Model: "m", InstanceID: "old", WatchMode: mode})
+			a := vllm.New()
+			t.Cleanup(func() { a.Shutdown(context.Background()) })
+			if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: noPolling}); err != nil {
+				t.Fatal(err)
+			}
+			events := watch(t, a)
+			expect(t, events, sdk.Serving, "vLLM engine serving")
+
+			old.Stop()
+			serveMockOn(t, addr, mock.Config{Model: "m", InstanceID: "new", WatchMode: mode})
+			// Stop reports every service NOT_SERVING first, as vLLM does;
+			// a check racing it may see "vllm.Inference" go first.
+			ev := next(t, events)
+			if ev.Availability == sdk.NotReady {
+				ev = next(t, events)
+			}
+			if ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, "vLLM engine lost") {
+				t.Fatalf("event after the engine was replaced = %v %q, want Lost", ev.Availability, ev.Reason)
+			}
+			expectClosed(t, events)
 		})
 	}
 }
