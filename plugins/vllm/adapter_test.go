@@ -99,58 +99,6 @@ func started(t *testing.T, addr string) *vllm.Adapter {
 	return a
 }
 
-// watch starts WatchAvailability; the watch ends with the test.
-func watch(t *testing.T, a *vllm.Adapter) <-chan sdk.Event {
-	t.Helper()
-	events, err := a.WatchAvailability(t.Context())
-	if err != nil {
-		t.Fatalf("WatchAvailability() error = %v, want nil", err)
-	}
-	return events
-}
-
-// next returns the next event, failing if none comes in time or the
-// channel closes.
-func next(t *testing.T, events <-chan sdk.Event) sdk.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-events:
-		if !ok {
-			t.Fatal("availability channel closed, want another event")
-		}
-		return ev
-	case <-time.After(within):
-		t.Fatalf("no event within %v", within)
-	}
-	panic("unreachable")
-}
-
-// expect checks that the next event has availability want and a reason
-// starting with reasonPrefix.
-func expect(t *testing.T, events <-chan sdk.Event, want sdk.Availability, reasonPrefix string) {
-	t.Helper()
-	ev := next(t, events)
-	if ev.Availability != want || !strings.HasPrefix(ev.Reason, reasonPrefix) {
-		t.Fatalf("event = %v %q, want %v with a reason starting %q", ev.Availability, ev.Reason, want, reasonPrefix)
-	}
-	if ev.Time.IsZero() {
-		t.Errorf("event %v has a zero Time, want when it was observed", ev.Availability)
-	}
-}
-
-// expectClosed checks that the channel closes with no further event.
-func expectClosed(t *testing.T, events <-chan sdk.Event) {
-	t.Helper()
-	select {
-	case ev, ok := <-events:
-		if ok {
-			t.Fatalf("event %v %q after Lost, want the channel closed", ev.Availability, ev.Reason)
-		}
-	case <-time.After(within):
-		t.Fatalf("availability channel still open %v after Lost", within)
-	}
-}
-
 func TestStartWorker(t *testing.T) {
 	t.Parallel()
 	_, addr := serveMock(t, mock.Config{Model: "org/model", InstanceID: "feedface", MaxModelLen: 8192, KVBlockSize: 32})
@@ -260,21 +208,21 @@ func TestEngineReplaced(t *testing.T) {
 			if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: noPolling}); err != nil {
 				t.Fatal(err)
 			}
-			events := watch(t, a)
-			expect(t, events, sdk.Serving, "vLLM engine serving")
+			events := sdktest.Watch(t, a)
+			events.Expect(sdk.Serving, "vLLM engine serving")
 
 			old.Stop()
 			serveMockOn(t, addr, mock.Config{Model: "m", InstanceID: "new", WatchMode: mode})
 			// Stop reports every service NOT_SERVING first, as vLLM does;
 			// a check racing it may see "vllm.Inference" go first.
-			ev := next(t, events)
+			ev := events.Next()
 			if ev.Availability == sdk.NotReady {
-				ev = next(t, events)
+				ev = events.Next()
 			}
 			if ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, "vLLM engine lost") {
 				t.Fatalf("event after the engine was replaced = %v %q, want Lost", ev.Availability, ev.Reason)
 			}
-			expectClosed(t, events)
+			events.Closed()
 		})
 	}
 }
@@ -284,13 +232,13 @@ func TestEngineReplaced(t *testing.T) {
 func TestNotReady(t *testing.T) {
 	t.Parallel()
 	e, addr := serveMock(t, mock.Config{Model: "m"})
-	events := watch(t, started(t, addr))
+	events := sdktest.Watch(t, started(t, addr))
 
-	expect(t, events, sdk.Serving, "vLLM engine serving")
+	events.Expect(sdk.Serving, "vLLM engine serving")
 	setHealth(t, e, "vllm.Inference", "NOT_SERVING")
-	expect(t, events, sdk.NotReady, "vLLM engine not ready")
+	events.Expect(sdk.NotReady, "vLLM engine not ready")
 	setHealth(t, e, "vllm.Inference", "SERVING")
-	expect(t, events, sdk.Serving, "vLLM engine serving")
+	events.Expect(sdk.Serving, "vLLM engine serving")
 }
 
 // TestSleepIsNotReady: a sleeping or paused engine is NotReady, as later
@@ -298,17 +246,17 @@ func TestNotReady(t *testing.T) {
 func TestSleepIsNotReady(t *testing.T) {
 	t.Parallel()
 	e, addr := serveMock(t, mock.Config{Model: "m"})
-	events := watch(t, started(t, addr))
+	events := sdktest.Watch(t, started(t, addr))
 
-	expect(t, events, sdk.Serving, "vLLM engine serving")
+	events.Expect(sdk.Serving, "vLLM engine serving")
 	post(t, e, "/sleep", "")
-	expect(t, events, sdk.NotReady, "vLLM engine not ready")
+	events.Expect(sdk.NotReady, "vLLM engine not ready")
 	post(t, e, "/wake", "")
-	expect(t, events, sdk.Serving, "vLLM engine serving")
+	events.Expect(sdk.Serving, "vLLM engine serving")
 	post(t, e, "/pause", "")
-	expect(t, events, sdk.NotReady, "vLLM engine not ready")
+	events.Expect(sdk.NotReady, "vLLM engine not ready")
 	post(t, e, "/resume", "")
-	expect(t, events, sdk.Serving, "vLLM engine serving")
+	events.Expect(sdk.Serving, "vLLM engine serving")
 }
 
 // TestLostWhenServerNotServing: "" NOT_SERVING is engine failure or
@@ -316,12 +264,12 @@ func TestSleepIsNotReady(t *testing.T) {
 func TestLostWhenServerNotServing(t *testing.T) {
 	t.Parallel()
 	e, addr := serveMock(t, mock.Config{Model: "m"})
-	events := watch(t, started(t, addr))
+	events := sdktest.Watch(t, started(t, addr))
 
-	expect(t, events, sdk.Serving, "vLLM engine serving")
+	events.Expect(sdk.Serving, "vLLM engine serving")
 	setHealth(t, e, "", "NOT_SERVING")
-	expect(t, events, sdk.Lost, "vLLM engine lost")
-	expectClosed(t, events)
+	events.Expect(sdk.Lost, "vLLM engine lost")
+	events.Closed()
 }
 
 // TestLostAfterStop: however the engine's Watch behaves, an engine that
@@ -332,9 +280,9 @@ func TestLostAfterStop(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
 			e, addr := serveMock(t, mock.Config{Model: "m", WatchMode: mode})
-			events := watch(t, started(t, addr))
+			events := sdktest.Watch(t, started(t, addr))
 
-			expect(t, events, sdk.Serving, "vLLM engine serving")
+			events.Expect(sdk.Serving, "vLLM engine serving")
 			stopped := make(chan struct{})
 			go func() {
 				defer close(stopped)
@@ -349,14 +297,14 @@ func TestLostAfterStop(t *testing.T) {
 			})
 			// Lost may follow a NotReady: Stop turns every service
 			// NOT_SERVING, in no set order.
-			ev := next(t, events)
+			ev := events.Next()
 			if ev.Availability == sdk.NotReady {
-				ev = next(t, events)
+				ev = events.Next()
 			}
 			if ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, "vLLM engine lost") {
 				t.Fatalf("event after Stop = %v %q, want %v with a reason starting %q", ev.Availability, ev.Reason, sdk.Lost, "vLLM engine lost")
 			}
-			expectClosed(t, events)
+			events.Closed()
 		})
 	}
 }

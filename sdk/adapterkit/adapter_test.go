@@ -13,6 +13,7 @@ import (
 
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/adapterkit"
+	"github.com/vigilhq/vigil/sdk/sdktest"
 )
 
 // TestStartWaitsForEverySignal: Start reports the engine serving only once
@@ -53,7 +54,7 @@ func TestStartWaitsForEverySignal(t *testing.T) {
 			case <-time.After(within):
 				t.Fatalf("Start() still waiting %v after %q served", within, service)
 			}
-			expect(t, watch(t, a), sdk.Serving, "Toy engine serving")
+			sdktest.Watch(t, a).Expect(sdk.Serving, "Toy engine serving")
 		})
 	}
 }
@@ -194,16 +195,16 @@ func TestCallOrder(t *testing.T) {
 func TestWatchHealthServices(t *testing.T) {
 	t.Parallel()
 	e := serveEngine(t, nil, "a")
-	events := watch(t, start(t, spec(true), e.addr))
+	events := sdktest.Watch(t, start(t, spec(true), e.addr))
 
-	expect(t, events, sdk.Serving, "Toy engine serving")
+	events.Expect(sdk.Serving, "Toy engine serving")
 	e.SetServingStatus(inference, notServing)
-	expect(t, events, sdk.NotReady, `Toy engine not ready: health of "toy.Inference" is NOT_SERVING`)
+	events.Expect(sdk.NotReady, `Toy engine not ready: health of "toy.Inference" is NOT_SERVING`)
 	e.SetServingStatus(inference, serving)
-	expect(t, events, sdk.Serving, "Toy engine serving")
+	events.Expect(sdk.Serving, "Toy engine serving")
 	e.SetServingStatus("", notServing)
-	expect(t, events, sdk.Lost, `Toy engine lost: health of "" is NOT_SERVING`)
-	closed(t, events)
+	events.Expect(sdk.Lost, `Toy engine lost: health of "" is NOT_SERVING`)
+	events.Closed()
 }
 
 // TestWatchPolledSignals: a signal with only Check is polled. A
@@ -226,16 +227,16 @@ func TestWatchPolledSignals(t *testing.T) {
 			{Name: "ready flag", Role: adapterkit.Readiness, Check: answer(&ready)},
 		}, nil
 	}
-	events := watch(t, start(t, s, e.addr))
+	events := sdktest.Watch(t, start(t, s, e.addr))
 
-	expect(t, events, sdk.Serving, "Toy engine serving")
+	events.Expect(sdk.Serving, "Toy engine serving")
 	ready.Store(&result{fmt.Errorf("%w: paused", adapterkit.ErrNotServing)})
-	expect(t, events, sdk.NotReady, "Toy engine not ready: ready flag: not serving: paused")
+	events.Expect(sdk.NotReady, "Toy engine not ready: ready flag: not serving: paused")
 	ready.Store(&result{})
-	expect(t, events, sdk.Serving, "Toy engine serving")
+	events.Expect(sdk.Serving, "Toy engine serving")
 	live.Store(&result{errors.New(`status "rank 3 crashed"`)})
-	expect(t, events, sdk.Lost, `Toy engine lost: HealthCheck: 2 checks failed in a row, last: status "rank 3 crashed"`)
-	closed(t, events)
+	events.Expect(sdk.Lost, `Toy engine lost: HealthCheck: 2 checks failed in a row, last: status "rank 3 crashed"`)
+	events.Closed()
 }
 
 // polledOnly is spec with its health services polled, as for an engine
@@ -282,15 +283,15 @@ func TestEngineReplaced(t *testing.T) {
 			if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: old.addr, StartupDeadline: within, Health: noPolling}); err != nil {
 				t.Fatal(err)
 			}
-			events := watch(t, a)
-			expect(t, events, sdk.Serving, "Toy engine serving")
+			events := sdktest.Watch(t, a)
+			events.Expect(sdk.Serving, "Toy engine serving")
 
 			old.stop()
 			serveEngine(t, lis, "b")
-			if ev := next(t, events); ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, tt.want) {
+			if ev := events.Next(); ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, tt.want) {
 				t.Fatalf("event after the engine was replaced = %v %q, want Lost %q", ev.Availability, ev.Reason, tt.want)
 			}
-			closed(t, events)
+			events.Closed()
 		})
 	}
 }
@@ -316,15 +317,15 @@ func TestEngineReconnectedSameLifetime(t *testing.T) {
 	if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: first.addr, StartupDeadline: within, Health: noPolling}); err != nil {
 		t.Fatal(err)
 	}
-	events := watch(t, a)
-	expect(t, events, sdk.Serving, "Toy engine serving")
+	events := sdktest.Watch(t, a)
+	events.Expect(sdk.Serving, "Toy engine serving")
 
 	first.stop()
 	same := serveEngine(t, lis, "a")
 	receive(t, reread, "the lifetime id read after the reconnect")
 	same.stop()
 	serveEngine(t, lis, "c")
-	if ev := next(t, events); ev.Availability != sdk.Lost || ev.Reason != `Toy engine lost: engine replaced: instance id "c", was "a"` {
+	if ev := events.Next(); ev.Availability != sdk.Lost || ev.Reason != `Toy engine lost: engine replaced: instance id "c", was "a"` {
 		t.Fatalf("event = %v %q, want Lost by the replacement with c, and nothing before it", ev.Availability, ev.Reason)
 	}
 }

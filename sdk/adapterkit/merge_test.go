@@ -7,6 +7,7 @@ import (
 
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/adapterkit"
+	"github.com/vigilhq/vigil/sdk/sdktest"
 )
 
 // fake is a source the test feeds by hand; ended is closed when the source
@@ -55,29 +56,30 @@ func (f *fake) send(a sdk.Availability, reason string) {
 func TestMerge(t *testing.T) {
 	t.Parallel()
 	live, ready := newFake("live"), newFake("ready")
-	events := adapterkit.Merge(t.Context(), "Toy", live.source(), ready.source())
+	ch := adapterkit.Merge(t.Context(), "Toy", live.source(), ready.source())
+	events := sdktest.NewEvents(t, ch)
 
 	// Nothing is sent before every source has reported.
 	live.send(sdk.Serving, "live serves")
 	select {
-	case ev := <-events:
+	case ev := <-ch:
 		t.Fatalf("event %v %q before every source reported, want none", ev.Availability, ev.Reason)
 	default:
 	}
 	ready.send(sdk.Serving, "ready serves")
-	expect(t, events, sdk.Serving, "Toy engine serving")
+	events.Expect(sdk.Serving, "Toy engine serving")
 	// Only changes are sent.
 	ready.send(sdk.Serving, "ready serves")
 	ready.send(sdk.NotReady, "ready is paused")
-	expect(t, events, sdk.NotReady, "Toy engine not ready: ready is paused")
+	events.Expect(sdk.NotReady, "Toy engine not ready: ready is paused")
 	ready.send(sdk.Serving, "ready serves")
-	expect(t, events, sdk.Serving, "Toy engine serving")
+	events.Expect(sdk.Serving, "Toy engine serving")
 	// The worst state wins, and Lost ends everything.
 	ready.send(sdk.NotReady, "ready is paused")
-	expect(t, events, sdk.NotReady, "Toy engine not ready: ready is paused")
+	events.Expect(sdk.NotReady, "Toy engine not ready: ready is paused")
 	live.send(sdk.Lost, "live failed")
-	expect(t, events, sdk.Lost, "Toy engine lost: live failed")
-	closed(t, events)
+	events.Expect(sdk.Lost, "Toy engine lost: live failed")
+	events.Closed()
 	receive(t, live.ended, "the end of the live source")
 	receive(t, ready.ended, "the end of the ready source")
 }
@@ -98,13 +100,13 @@ func TestMergeLost(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			a, b := newFake("a"), newFake("b")
-			events := adapterkit.Merge(t.Context(), "Toy", a.source(), b.source())
+			events := sdktest.NewEvents(t, adapterkit.Merge(t.Context(), "Toy", a.source(), b.source()))
 			a.send(sdk.Serving, "")
 			b.send(sdk.Serving, "")
-			expect(t, events, sdk.Serving, "Toy engine serving")
+			events.Expect(sdk.Serving, "Toy engine serving")
 			tt.do(b)
-			expect(t, events, sdk.Lost, tt.want)
-			closed(t, events)
+			events.Expect(sdk.Lost, tt.want)
+			events.Closed()
 			receive(t, a.ended, "the end of the other source")
 		})
 	}
@@ -114,13 +116,13 @@ func TestMergeLost(t *testing.T) {
 func TestMergeLostFirst(t *testing.T) {
 	t.Parallel()
 	a, b := newFake("a"), newFake("b")
-	events := adapterkit.Merge(t.Context(), "Toy", a.source(), b.source())
+	events := sdktest.NewEvents(t, adapterkit.Merge(t.Context(), "Toy", a.source(), b.source()))
 	a.send(sdk.Serving, "")
 	// b has not reported, so nothing is known yet; a loss is known alone
 	// only once every source has spoken, which b now does.
 	b.send(sdk.Lost, "b failed")
-	expect(t, events, sdk.Lost, "Toy engine lost: b failed")
-	closed(t, events)
+	events.Expect(sdk.Lost, "Toy engine lost: b failed")
+	events.Closed()
 }
 
 // TestMergeCancel: ending ctx closes the stream without an event and ends
@@ -129,10 +131,10 @@ func TestMergeCancel(t *testing.T) {
 	t.Parallel()
 	a := newFake("a")
 	ctx, cancel := context.WithCancel(t.Context())
-	events := adapterkit.Merge(ctx, "Toy", a.source())
+	events := sdktest.NewEvents(t, adapterkit.Merge(ctx, "Toy", a.source()))
 	a.send(sdk.Serving, "")
-	expect(t, events, sdk.Serving, "Toy engine serving")
+	events.Expect(sdk.Serving, "Toy engine serving")
 	cancel()
-	closed(t, events)
+	events.Closed()
 	receive(t, a.ended, "the end of the source")
 }

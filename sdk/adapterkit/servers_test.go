@@ -190,56 +190,6 @@ func start(t *testing.T, s adapterkit.Spec, addr string) *adapterkit.Adapter {
 	return a
 }
 
-// watch starts WatchAvailability; it ends with the test.
-func watch(t *testing.T, a *adapterkit.Adapter) <-chan sdk.Event {
-	t.Helper()
-	events, err := a.WatchAvailability(t.Context())
-	if err != nil {
-		t.Fatalf("WatchAvailability() = %v, want nil", err)
-	}
-	return events
-}
-
-// next returns the next event, failing if none comes in time or the
-// channel closes.
-func next(t *testing.T, events <-chan sdk.Event) sdk.Event {
-	t.Helper()
-	select {
-	case ev, ok := <-events:
-		if !ok {
-			t.Fatal("availability channel closed, want another event")
-		}
-		if ev.Time.IsZero() {
-			t.Errorf("event %v %q has a zero Time", ev.Availability, ev.Reason)
-		}
-		return ev
-	case <-time.After(within):
-		t.Fatalf("no event within %v", within)
-	}
-	panic("unreachable")
-}
-
-// expect checks the next event's availability and its exact reason.
-func expect(t *testing.T, events <-chan sdk.Event, want sdk.Availability, reason string) {
-	t.Helper()
-	if ev := next(t, events); ev.Availability != want || ev.Reason != reason {
-		t.Fatalf("event = %v %q, want %v %q", ev.Availability, ev.Reason, want, reason)
-	}
-}
-
-// closed checks that the channel closes with no further event.
-func closed(t *testing.T, events <-chan sdk.Event) {
-	t.Helper()
-	select {
-	case ev, ok := <-events:
-		if ok {
-			t.Fatalf("event %v %q, want the channel closed", ev.Availability, ev.Reason)
-		}
-	case <-time.After(within):
-		t.Fatalf("availability channel still open after %v", within)
-	}
-}
-
 // receive waits for a value from ch.
 func receive[T any](t *testing.T, ch <-chan T, what string) {
 	t.Helper()
