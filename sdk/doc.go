@@ -14,8 +14,18 @@
 //     then every change; [Lost] is the last event.
 //  4. Shutdown: release engine connections; the engine keeps running.
 //
-// Package [github.com/vigilhq/vigil/sdk/healthwatch] follows an engine's
-// grpc.health.v1 service the way real engine servers need it followed, and
-// [github.com/vigilhq/vigil/sdk/sdktest] checks an adapter against this
-// contract.
+// The packages below are opt-in:
+//
+//   - [github.com/vigilhq/vigil/sdk/adapterkit] is the engine-independent
+//     half of an adapter for an engine reached over gRPC: an adapter
+//     describes its engine's health signals and what it reports, embeds the
+//     kit's Adapter, and adds its request mapping. Its Example is a whole
+//     adapter.
+//   - [github.com/vigilhq/vigil/sdk/healthwatch] follows an engine's
+//     grpc.health.v1 service the way real engine servers need it followed,
+//     and polls unary health RPCs.
+//   - [github.com/vigilhq/vigil/sdk/sdktest] checks an adapter against this
+//     contract, and reads availability streams in an adapter's own tests.
+//   - [github.com/vigilhq/vigil/sdk/enginemock] is the engine-independent
+//     half of a stand-in engine for those tests.
 package sdk
