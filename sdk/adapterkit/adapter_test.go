@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -327,5 +328,63 @@ func TestEngineReconnectedSameLifetime(t *testing.T) {
 	serveEngine(t, lis, "c")
 	if ev := events.Next(); ev.Availability != sdk.Lost || ev.Reason != `Toy engine lost: engine replaced: instance id "c", was "a"` {
 		t.Fatalf("event = %v %q, want Lost by the replacement with c, and nothing before it", ev.Availability, ev.Reason)
+	}
+}
+
+// hourClock is a healthwatch.Clock whose time moves only when the startup
+// wait waits: After(d) advances it by d at once. Past an hour it calls up,
+// once.
+type hourClock struct {
+	mu       sync.Mutex
+	now      time.Time
+	start    time.Time
+	maxDelay time.Duration
+	up       func()
+}
+
+func (c *hourClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *hourClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	c.maxDelay = max(c.maxDelay, d)
+	if c.up != nil && c.now.Sub(c.start) > time.Hour {
+		c.up()
+		c.up = nil
+	}
+	fired := make(chan time.Time, 1)
+	fired <- c.now
+	return fired
+}
+
+// TestStartAfterLongOutage: the startup wait's retries are spaced by a
+// backoff capped at HealthPolicy.RetryMax, so an engine that serves after
+// an hour is found within RetryMax, not after a delay grown with the
+// outage.
+func TestStartAfterLongOutage(t *testing.T) {
+	t.Parallel()
+	e := serveEngine(t, nil, "a")
+	e.SetServingStatus("", notServing)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &hourClock{now: t0, start: t0, up: func() { e.SetServingStatus("", serving) }}
+	a := adapterkit.New(spec(true), adapterkit.WithClock(clock))
+	defer a.Shutdown(context.Background())
+	p := policy
+	p.RetryMax = 5 * time.Minute
+	if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: e.addr, StartupDeadline: within, Health: p}); err != nil {
+		t.Fatalf("Start() = %v, want nil", err)
+	}
+	clock.mu.Lock()
+	defer clock.mu.Unlock()
+	if clock.now.Sub(t0) < time.Hour {
+		t.Fatalf("Start() returned after %v of fake time, want the engine found after an hour", clock.now.Sub(t0))
+	}
+	if clock.maxDelay > p.RetryMax {
+		t.Errorf("longest retry delay %v, want at most RetryMax %v", clock.maxDelay, p.RetryMax)
 	}
 }
