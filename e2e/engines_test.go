@@ -10,11 +10,13 @@ import (
 
 // The engine table: one row per engine vigil supervises. The scenarios that
 // depend on the engine adapter (registration with the engine's meta, the
-// startup wait, loss in each way, not-ready and back, the startup deadline,
-// requests through the worker and the router, a third-party adapter) run as
-// a subtest per row, TestX/<engine>; the tests of engine-independent
-// behaviour (file registry, Consul restart, vigil killed, signals, drain,
-// router spreading and failover, flags) run once, with the first row.
+// startup wait, a liveness signal failing at startup, loss in each way, an
+// engine replaced at its address, not-ready and back, the startup
+// deadline, requests through the worker and the router, a third-party
+// adapter) run as a subtest per row, TestX/<engine>; the tests of
+// engine-independent behaviour (file registry, Consul restart, vigil
+// killed, a loss during registration, signals, drain, router spreading and
+// failover, flags) run once, with the first row.
 //
 // A new engine adds:
 //   - a row below, whose harness.Engine (in e2e/harness, which the
@@ -37,12 +39,15 @@ var engines = []*engine{
 		unhealthy: lossWay{"NOT_SERVING", func(t *testing.T, m *mock) {
 			m.setHealth(t, "", "NOT_SERVING")
 		}},
-		lostReason: "vLLM engine lost",
-		watchModes: []mockVariant{
-			{"watch once", []string{"--health-watch", "once"}},
-			{"watch unimplemented", []string{"--health-watch", "unimplemented"}},
-			{"watch silent", []string{"--health-watch", "silent"}},
+		livenessFails: healthToggle{
+			signal: `health of \"\"`, // as hclog quotes it in the error
+			fail:   func(t *testing.T, m *mock) { m.setHealth(t, "", "NOT_SERVING") },
+			clear:  func(t *testing.T, m *mock) { m.setHealth(t, "", "SERVING") },
 		},
+		lostReason: "vLLM engine lost",
+		watchModes: vllmWatchModes,
+		// Every one of vllm-mock's other Watch modes leaves vigil polling.
+		pollOnly: vllmWatchModes,
 		notReady: []notReadyWay{
 			{"sleep", "/sleep", "/wake"},
 			{"pause", "/pause", "/resume"},
@@ -51,6 +56,14 @@ var engines = []*engine{
 			{"readiness service withdraws without loss", vllmReadinessService},
 		},
 	},
+}
+
+// vllmWatchModes are the ways vllm-mock can answer a health Watch besides
+// streaming every change, as vLLM does.
+var vllmWatchModes = []mockVariant{
+	{"watch once", []string{"--health-watch", "once"}},
+	{"watch unimplemented", []string{"--health-watch", "unimplemented"}},
+	{"watch silent", []string{"--health-watch", "silent"}},
 }
 
 // engine is one row of the engine table: an engine, the mock that stands
@@ -81,12 +94,26 @@ type engine struct {
 	// unhealthy makes the running engine report itself failed, its
 	// process staying up.
 	unhealthy lossWay
+	// livenessFails makes the running engine, alive and ready (every
+	// other signal vigil checks at startup serving), report failure on
+	// the signal vigil takes for loss, and clear makes it report health
+	// again (vLLM: "" NOT_SERVING while "vllm.Inference" and
+	// "vllm.Control" serve, then SERVING). signal is how vigil's log names
+	// that signal when the startup deadline passes with it failing. A nil
+	// fail when the engine has no liveness signal apart from readiness.
+	livenessFails healthToggle
 	// lostReason begins vigil's "engine lost" reason, from the adapter.
 	lostReason string
 	// watchModes are the ways the mock can answer a health Watch other
 	// than the engine's usual one (mock flags); the adapter must see the
 	// engine's loss under each.
 	watchModes []mockVariant
+	// pollOnly are the mocks under which vigil learns the engine's health
+	// by polling alone (a health Watch that does not stream, or an
+	// engine without one: then a variant without flags). An engine
+	// replaced between two polls looks healthy to them; vigil must tell
+	// it by its connection.
+	pollOnly []mockVariant
 	// notReady are the ways the engine, alive, stops taking work (sleep,
 	// pause) and takes it again; empty when it has none.
 	notReady []notReadyWay
@@ -116,6 +143,13 @@ type lossWay struct {
 type mockVariant struct {
 	name string
 	args []string
+}
+
+// healthToggle turns one health signal of a running engine to failure and
+// back, by its mock's control surface.
+type healthToggle struct {
+	signal      string
+	fail, clear func(t *testing.T, m *mock)
 }
 
 // notReadyWay takes the engine out of service and back, by POSTs to the

@@ -176,6 +176,147 @@ func TestEngineLost(t *testing.T) {
 	})
 }
 
+// TestEngineReplacedOnSamePort: while vigil learns the engine's health by
+// polling alone (a health Watch that sends one status and ends, answers
+// UNIMPLEMENTED, or sends nothing), the engine is replaced by another one
+// at the same address between two polls, and the new engine serves, so
+// health alone looks fine. The registration carries the old engine's
+// instance id and vouches for an engine that no longer exists: vigil must
+// deregister the worker, log the loss and exit 1, so that its supervisor
+// restarts it against the new engine. The engine is replaced in two ways:
+//   - restarted: killed (SIGKILL) and a new engine started on its port at
+//     once, as a supervisor restarting a crashed engine does;
+//   - old engine still up: the address leads to another engine from the
+//     next connection on (a port-forward or load balancer moved to a new
+//     engine), the old one serving on.
+func TestEngineReplacedOnSamePort(t *testing.T) {
+	skipShort(t)
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		if len(e.pollOnly) == 0 {
+			t.Skip("vigil always follows this engine's health by a stream")
+		}
+		for _, w := range e.pollOnly {
+			t.Run(w.name, func(t *testing.T) {
+				t.Parallel()
+				// replaced checks what vigil does once old is replaced by
+				// another engine at the address vigil was given.
+				replaced := func(t *testing.T, c *consulAgent, svc string, v *vigil, old *mock) {
+					t.Helper()
+					if _, _, err := v.proc.Wait(exitBound); err != nil {
+						t.Fatalf("vigil still running %s after the engine was replaced, its worker registered with the old engine's instance id %q", exitBound, e.instanceID(old))
+					}
+					if code := v.wait(exitBound); code != 1 {
+						t.Fatalf("vigil exit code = %d after the engine was replaced, want 1", code)
+					}
+					lost := v.findLine("engine lost")
+					if !strings.Contains(lost, e.lostReason) || !strings.Contains(lost, "[ERROR]") {
+						t.Errorf("engine lost line %q, want %q at error level", lost, e.lostReason)
+					}
+					if c.catalogHas(t, svc) {
+						t.Errorf("worker with the old engine's instance id %q still in Consul after vigil exited", e.instanceID(old))
+					}
+				}
+
+				t.Run("restarted", func(t *testing.T) {
+					t.Parallel()
+					c := consulFor(t)
+					svc := uniqueService(t)
+					old := startMock(t, e, harness.MockOpts{Extra: w.args})
+					// A TTL far longer than the test: only vigil's own
+					// deregistration can empty the catalog in time.
+					v := startVigil(t, vigilOpts{engine: e, engineAddr: old.GRPC, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
+					registeredWith(t, c, svc, e.instanceID(old))
+
+					old.signal(syscall.SIGKILL)
+					old.wait(exitBound)
+					next := startMock(t, e, harness.MockOpts{GRPC: old.GRPC, Extra: w.args})
+					replaced(t, c, svc, v, old)
+					// Either the reconnect found the new engine (a new
+					// instance id) or it raced the restart (the engine
+					// unreachable): both are a loss.
+					t.Logf("replaced by %s: %s", next.InstanceID, v.findLine("engine lost"))
+				})
+
+				t.Run("old engine still up", func(t *testing.T) {
+					t.Parallel()
+					c := consulFor(t)
+					svc := uniqueService(t)
+					old := startMock(t, e, harness.MockOpts{Extra: w.args})
+					next := startMock(t, e, harness.MockOpts{Extra: w.args})
+					next.waitLine("serving", harness.StartTimeout)
+					p := startTCPProxy(t, old.GRPC)
+					v := startVigil(t, vigilOpts{engine: e, engineAddr: p.addr, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
+					registeredWith(t, c, svc, e.instanceID(old))
+
+					p.moveTo(next.GRPC)
+					replaced(t, c, svc, v, old)
+					// The reconnect reaches the new engine, whose lifetime
+					// id tells it apart; a health check cut short by the
+					// move (vigil's first ones, right after it registers)
+					// may tell first, and is a loss too.
+					lost := v.findLine("engine lost")
+					if e.lifetimeID && strings.Contains(lost, "replaced") &&
+						(!strings.Contains(lost, e.instanceID(next)) || !strings.Contains(lost, e.instanceID(old))) {
+						t.Errorf("engine lost line %q does not name the new and the old instance id (%s, %s)", lost, e.instanceID(next), e.instanceID(old))
+					}
+					t.Logf("replaced by %s: %s", next.InstanceID, lost)
+					if old.exited() {
+						t.Errorf("the old engine exited (%d): the scenario needs it up", old.exitCode())
+					}
+				})
+			})
+		}
+	})
+}
+
+// registeredWith waits until one instance of service passes, and checks
+// that it carries instanceID.
+func registeredWith(t *testing.T, c *consulAgent, service, instanceID string) {
+	t.Helper()
+	entries, _ := c.passing(t, service, 30*time.Second, count(1))
+	if got := entries[0].Service.Meta["instance_id"]; got != instanceID {
+		t.Fatalf("registered with instance_id %q, want %q", got, instanceID)
+	}
+}
+
+// TestLossWhileRegistering: a loss that arrives while the worker's
+// registration is in flight (sent, not yet answered) is followed by a
+// withdrawal before vigil exits: the registration lands, and vigil
+// deregisters it, so no worker is left in Consul for a lost engine. The
+// Consul agent is reached through a gate that holds the registration until
+// vigil has logged the loss.
+func TestLossWhileRegistering(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	e := firstEngine()
+	c := consulFor(t)
+	g := startConsulGate(t, c)
+	svc := uniqueService(t)
+	m := startMock(t, e, harness.MockOpts{})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: g.agent, service: svc, extra: []string{"--check-ttl", "5m"}})
+	select {
+	case <-g.held:
+	case <-v.proc.Done():
+		t.Fatalf("vigil exited with %d before registering", v.exitCode())
+	case <-time.After(30 * time.Second):
+		t.Fatal("vigil sent no registration within 30s")
+	}
+
+	e.unhealthy.lose(t, m)
+	v.waitLine("engine lost", exitBound)
+	g.releaseRegistration()
+	if code := v.wait(exitBound); code != 1 {
+		t.Fatalf("vigil exit code = %d, want 1", code)
+	}
+	ops := g.forwarded()
+	if len(ops) != 2 || ops[0] != "register 200 OK" || ops[1] != "deregister 200 OK" {
+		t.Errorf("agent writes = %q, want the registration to land and then its deregistration", ops)
+	}
+	if c.catalogHas(t, svc) {
+		t.Error("worker in Consul after vigil exited: the registration that landed after the loss was not withdrawn")
+	}
+}
+
 // TestNotReady: an engine that sleeps or pauses is withdrawn but not lost,
 // and registered again when it wakes or resumes, in each way the engine
 // has.
@@ -236,6 +377,100 @@ func TestStartupDeadline(t *testing.T) {
 		if c.catalogHas(t, svc) {
 			t.Error("worker in Consul after a startup deadline failure")
 		}
+	})
+}
+
+// TestStartupWaitsForLiveness: an engine alive and ready whose liveness
+// signal reports failure (vLLM: "" NOT_SERVING while "vllm.Inference" and
+// "vllm.Control" serve) does not serve, whatever its other signals say.
+// While that holds vigil waits: it logs no "engine serving" and registers
+// nothing (registering would be followed by a withdrawal at once, and,
+// under a supervisor that restarts vigil, flap the registration). If the
+// signal never clears vigil exits 1 at the startup deadline, naming it; if
+// it clears within the deadline, vigil registers then and stays up.
+func TestStartupWaitsForLiveness(t *testing.T) {
+	skipShort(t)
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		if e.livenessFails.fail == nil {
+			t.Skip("the engine has no liveness signal apart from readiness")
+		}
+		// failingEngine is alive and ready, its liveness signal failing,
+		// before vigil starts.
+		failingEngine := func(t *testing.T) *mock {
+			m := startMock(t, e, harness.MockOpts{})
+			m.waitLine("serving", harness.StartTimeout)
+			e.livenessFails.fail(t, m)
+			return m
+		}
+
+		t.Run("never clears", func(t *testing.T) {
+			t.Parallel()
+			c := consulFor(t)
+			svc := uniqueService(t)
+			m := failingEngine(t)
+			_, stopWatch := neverPassing(t, c, svc)
+			const deadline = 2 * time.Second
+			v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc,
+				extra: []string{"--startup-deadline", deadline.String()}})
+			code := v.wait(exitBound + deadline)
+			stopWatch()
+			exitAt, _, _ := v.proc.Wait(time.Second) // exited: returns at once
+			if code != 1 {
+				t.Errorf("vigil exit code = %d, want 1", code)
+			}
+			if d := exitAt.Sub(v.Started); d < deadline {
+				t.Errorf("vigil exited %s after it started, before the %s startup deadline", d, deadline)
+			}
+			if l := v.findLine("startup deadline"); !strings.Contains(l, e.livenessFails.signal) {
+				t.Errorf("startup deadline line %q does not name the failing signal %s", l, e.livenessFails.signal)
+			}
+			for _, s := range []string{"engine serving", "worker registered"} {
+				if l := v.findLine(s); l != "" {
+					t.Errorf("vigil logged %q while the engine's liveness signal reported failure: %s", s, l)
+				}
+			}
+			if c.catalogHas(t, svc) {
+				t.Error("worker in Consul after the startup deadline")
+			}
+		})
+
+		t.Run("clears while vigil waits", func(t *testing.T) {
+			t.Parallel()
+			c := consulFor(t)
+			svc := uniqueService(t)
+			m := failingEngine(t)
+			passed, stopWatch := neverPassing(t, c, svc)
+			v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc,
+				extra: []string{"--startup-deadline", "1m"}})
+			v.waitLine("waiting for engine", harness.StartTimeout)
+			// No event tells that vigil has looked at the engine and
+			// declined it; an engine that serves is registered within
+			// registerBound, so the failing signal is held that long.
+			select {
+			case <-passed:
+			case <-v.proc.Done():
+			case <-time.After(registerBound):
+			}
+			stopWatch()
+			if v.exited() {
+				t.Fatalf("vigil exited with %d while waiting for the engine's liveness signal to clear", v.exitCode())
+			}
+			if l := v.findLine("engine serving"); l != "" {
+				t.Fatalf("vigil logged the engine serving while its liveness signal reported failure: %s", l)
+			}
+
+			e.livenessFails.clear(t, m)
+			_, seen := c.passing(t, svc, 30*time.Second, count(1))
+			if d := seen.Sub(m.lastHealthChange(t)); d > registerBound {
+				t.Errorf("registered %s after the liveness signal cleared, want within %s", d, registerBound)
+			}
+			if v.exited() {
+				t.Fatalf("vigil exited with %d", v.exitCode())
+			}
+			if l := v.findLine("engine lost"); l != "" {
+				t.Errorf("vigil logged a loss: %s", l)
+			}
+		})
 	})
 }
 
