@@ -28,7 +28,8 @@ type Spec struct {
 	// Signals returns the engine's health signals over conn for one Start,
 	// given its engine options. Start waits until every one serves; the
 	// watch follows all but Startup ones. It runs inside the startup wait,
-	// so it may ask the engine which API it serves: an error is retried
+	// under a deadline of HealthPolicy.Timeout, so it may ask the engine
+	// which API it serves: an error is retried
 	// like a failed check until it succeeds or the startup deadline passes,
 	// except one wrapping sdk.ErrInvalidArgument (a bad option value, naming
 	// the option), which ends Start at once. Required.
@@ -142,7 +143,9 @@ func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sd
 	var signals []Signal
 	err := healthwatch.Wait(wctx, func(ctx context.Context) error {
 		if signals == nil {
-			s, err := a.spec.Signals(ctx, conn, req.Options)
+			sctx, stop := context.WithTimeout(ctx, policy.Timeout)
+			s, err := a.spec.Signals(sctx, conn, req.Options)
+			stop()
 			if errors.Is(err, sdk.ErrInvalidArgument) {
 				cancel(err)
 			}
