@@ -31,8 +31,9 @@ type Spec struct {
 	// under a deadline of HealthPolicy.Timeout, so it may ask the engine
 	// which API it serves: an error is retried
 	// like a failed check until it succeeds or the startup deadline passes,
-	// except one wrapping sdk.ErrInvalidArgument (a bad option value, naming
-	// the option), which ends Start at once. Required.
+	// except one wrapping sdk.ErrInvalidArgument (a bad option value: an
+	// *sdk.FieldError for sdk.FieldOptions naming the key), which ends Start
+	// at once. Required.
 	Signals func(ctx context.Context, conn *grpc.ClientConn, options map[string]string) ([]Signal, error)
 	// ReadWorker reads what the engine reports about itself, once every
 	// signal serves, under a deadline of InfoTimeout. Its errors reach the

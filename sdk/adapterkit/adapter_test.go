@@ -77,7 +77,7 @@ func TestStartFailureResets(t *testing.T) {
 				s.Options = []string{"mode"}
 				s.Signals = func(ctx context.Context, conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
 					if fail.Load() {
-						return nil, fmt.Errorf("%w: engine-option mode=%q: want a or b", sdk.ErrInvalidArgument, o["mode"])
+						return nil, &sdk.FieldError{Field: sdk.FieldOptions, Problem: fmt.Sprintf("mode=%q: want a or b", o["mode"])}
 					}
 					return signals(ctx, conn, o)
 				}

@@ -151,6 +151,7 @@ func runAction(c *cli.Context) error {
 		Endpoint:        ep,
 		GracePeriod:     cfg.grace,
 		ShutdownDelay:   cfg.shutdownDelay,
+		ExplainRejected: namingFlags,
 		Logger:          log,
 	}, signals)
 	log.Info("exiting", "code", code)

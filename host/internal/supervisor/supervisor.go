@@ -63,8 +63,8 @@ func FromPlugin(p *sdk.Plugin) Adapter {
 	return Adapter{Engine: p.Engine, Version: p.Version, Kill: p.Kill}
 }
 
-// Config is what Run needs. All fields are required but ServedModelName
-// and ShutdownDelay.
+// Config is what Run needs. All fields are required but ServedModelName,
+// ShutdownDelay and ExplainRejected.
 type Config struct {
 	// Launch starts the adapter; it returns early with an error when ctx
 	// ends.
@@ -90,6 +90,11 @@ type Config struct {
 	// learn of the withdrawal late (as Nomad's shutdown_delay). 0: none.
 	ShutdownDelay time.Duration
 	Logger        hclog.Logger
+
+	// ExplainRejected, when set, rewrites the error of a Start that
+	// rejected its configuration for the log: vigil run names the flag
+	// behind the field at fault. Nil: the adapter's error as it is.
+	ExplainRejected func(error) error
 }
 
 // Run runs the lifecycle until it stops and returns the exit code. signals
@@ -262,7 +267,11 @@ func (s *supervisor) waitForEngine(ctx context.Context, signals <-chan os.Signal
 		case errors.Is(r.err, sdk.ErrStartupDeadline):
 			s.log.Error("engine did not serve within the startup deadline", "startup_deadline", s.cfg.Start.StartupDeadline, "error", r.err)
 		case errors.Is(r.err, sdk.ErrInvalidArgument):
-			s.log.Error("the engine adapter rejected its configuration", "error", r.err)
+			err := r.err
+			if s.cfg.ExplainRejected != nil {
+				err = s.cfg.ExplainRejected(err)
+			}
+			s.log.Error("the engine adapter rejected its configuration", "error", err)
 			s.shutdownAdapter()
 			return sdk.Worker{}, ExitUsage, false
 		default:
