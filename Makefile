@@ -18,9 +18,10 @@ export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
 .PHONY: build test unit e2e lint demo proto proto-check tools consul proto-tools clean bench bench-quick
 
-build: ## bin/vigil, bin/vllm-mock, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
+build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
 	go build -o $(BIN)/vllm-mock ./plugins/vllm/cmd/vllm-mock
+	go build -o $(BIN)/sglang-mock ./plugins/sglang/cmd/sglang-mock
 	go build -o $(BIN)/vigil-adapter-vllm ./plugins/vllm/cmd/vigil-adapter-vllm
 
 test: lint unit e2e ## everything CI runs
