@@ -147,7 +147,7 @@ func runAction(c *cli.Context) error {
 			Address: cfg.advHost, Port: cfg.advPort,
 		},
 		ServedModelName: cfg.servedModelName,
-		Announcer:       discovery.NewAnnouncer(registry, cfg.ttl, log),
+		Announcer:       discovery.NewAnnouncer(registry, log),
 		Endpoint:        ep,
 		GracePeriod:     cfg.grace,
 		ShutdownDelay:   cfg.shutdownDelay,

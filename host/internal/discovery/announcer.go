@@ -23,7 +23,6 @@ const opTimeout = 2 * time.Second
 // wants. Backend failures never end it: they are logged and retried.
 type Announcer struct {
 	reg Registry
-	ttl time.Duration
 	log hclog.Logger
 
 	kick chan struct{}
@@ -37,15 +36,17 @@ type Announcer struct {
 	failures   int
 }
 
-// NewAnnouncer returns an Announcer over reg; ttl is the registration's TTL.
-func NewAnnouncer(reg Registry, ttl time.Duration, log hclog.Logger) *Announcer {
-	return &Announcer{reg: reg, ttl: ttl, log: log, kick: make(chan struct{}, 1)}
+// NewAnnouncer returns an Announcer over reg.
+func NewAnnouncer(reg Registry, log hclog.Logger) *Announcer {
+	return &Announcer{reg: reg, log: log, kick: make(chan struct{}, 1)}
 }
 
-// Run renews the registration every third of the TTL until ctx ends. It
+// Run renews the registration every third of reg's TTL until ctx ends. It
 // does not withdraw on return: call Withdraw first.
 func (a *Announcer) Run(ctx context.Context) {
-	t := time.NewTicker(a.ttl / 3)
+	// The renewal period comes from the TTL the registry publishes, so the
+	// two cannot disagree.
+	t := time.NewTicker(a.reg.TTL() / 3)
 	defer t.Stop()
 	for {
 		select {

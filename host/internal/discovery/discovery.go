@@ -3,13 +3,14 @@
 //
 // A [Registry] is a backend (Consul, or a directory of files); an
 // [Announcer] drives one: it registers when told to, renews the registration
-// every third of the TTL, registers again when the backend has lost it, and
+// every third of the Registry's TTL, registers again when the backend has lost it, and
 // withdraws it on request, retrying within the caller's deadline.
 package discovery
 
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrNotRegistered is returned by Registry.Heartbeat when the backend no
@@ -57,6 +58,9 @@ type Registry interface {
 	Heartbeat(ctx context.Context, r Registration) error
 	// Deregister removes r. Removing an absent registration succeeds.
 	Deregister(ctx context.Context, r Registration) error
+	// TTL is how long a registration stays passing after Register or
+	// Heartbeat; the Announcer renews every third of it.
+	TTL() time.Duration
 	// String names the backend for logs.
 	String() string
 }

@@ -53,6 +53,9 @@ func CheckID(r discovery.Registration) string { return "vigil:" + ServiceID(r) }
 
 func (c *Registry) String() string { return "consul " + c.addr }
 
+// TTL is the TTL of the worker's check.
+func (c *Registry) TTL() time.Duration { return c.opts.TTL }
+
 // Register registers the service with its TTL check already passing, so the
 // worker is in the passing list at once.
 func (c *Registry) Register(ctx context.Context, r discovery.Registration) error {

@@ -50,6 +50,9 @@ func New(dir string, ttl time.Duration) *Registry { return &Registry{dir: dir, t
 
 func (f *Registry) String() string { return "file " + f.dir }
 
+// TTL is how long a record stays fresh after it was written.
+func (f *Registry) TTL() time.Duration { return f.ttl }
+
 // CheckWritable reports whether records of service can be written under
 // dir, creating the directories it needs; vigil calls it at startup so that
 // a bad --registry-dir is an error then, not a stream of failed heartbeats.
