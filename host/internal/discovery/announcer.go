@@ -10,11 +10,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// logEvery is how often a persisting backend failure is logged again after
-// the first: every 10th failure, so an unreachable Consul does not flood
-// the log.
-const logEvery = 10
-
 // opTimeout bounds one backend call, so a hung backend cannot hold up a
 // withdrawal for long.
 const opTimeout = 2 * time.Second
@@ -33,7 +28,7 @@ type Announcer struct {
 	mu         sync.Mutex
 	want       *Registration // nil: withdrawn
 	registered *Registration // what the backend holds, as far as we know
-	failures   int
+	failures   Failures
 }
 
 // NewAnnouncer returns an Announcer over reg.
@@ -107,16 +102,10 @@ func (a *Announcer) sync(ctx context.Context) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
-		a.failures++
-		if a.failures == 1 || a.failures%logEvery == 0 {
-			a.log.Warn("registry update failed; retrying", "registry", a.reg.String(), "failures", a.failures, "error", err)
-		}
+		a.failures.Fail(a.log, "registry update failed; retrying", "registry", a.reg.String(), "error", err)
 		return
 	}
-	if a.failures > 0 {
-		a.log.Info("registry reachable again", "registry", a.reg.String(), "failures", a.failures)
-		a.failures = 0
-	}
+	a.failures.Recover(a.log, "registry reachable again", "registry", a.reg.String())
 	if a.want != nil && *a.want == *want {
 		a.registered = want
 	}
