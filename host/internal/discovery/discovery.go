@@ -36,17 +36,6 @@ type Registration struct {
 	InstanceID string
 }
 
-// Meta returns the key/value metadata every backend publishes.
-func (r Registration) Meta() map[string]string {
-	return map[string]string{
-		"engine":      r.Engine,
-		"model":       r.Model,
-		"model_id":    r.ModelID,
-		"instance_id": r.InstanceID,
-		"worker_id":   r.WorkerID,
-	}
-}
-
 // Registry is a discovery backend. The Announcer calls it from one goroutine
 // at a time; each call returns when done or when ctx ends.
 type Registry interface {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/discovery/file"
 )
 
@@ -229,11 +230,11 @@ func fromEntries(entries []*api.ServiceEntry) []Endpoint {
 			continue
 		}
 		ep := Endpoint{
-			ID:         svc.Meta["worker_id"],
+			ID:         svc.Meta[discovery.MetaWorkerID],
 			Addr:       net.JoinHostPort(addr, strconv.Itoa(svc.Port)),
-			Model:      svc.Meta["model"],
-			Engine:     svc.Meta["engine"],
-			InstanceID: svc.Meta["instance_id"],
+			Model:      svc.Meta[discovery.MetaModel],
+			Engine:     svc.Meta[discovery.MetaEngine],
+			InstanceID: svc.Meta[discovery.MetaInstanceID],
 		}
 		if ep.ID == "" {
 			ep.ID = svc.ID
