@@ -42,6 +42,38 @@ func TestMetaKeysInREADME(t *testing.T) {
 	}
 }
 
+func TestOnChange(t *testing.T) {
+	t.Parallel()
+	a := discovery.Registration{WorkerID: "a", Address: "10.0.0.1", Port: 8470, Model: "m"}
+	b := discovery.Registration{WorkerID: "b", Address: "10.0.0.2", Port: 8470, Model: "m"}
+	noHost, noPort, badPort := a, b, b
+	noHost.Address, noPort.Port, badPort.Port = "", 0, 65536
+	var got [][]discovery.Registration
+	changed := discovery.OnChange(func(rs []discovery.Registration) { got = append(got, slices.Clone(rs)) })
+
+	// A story of reads, each with the sets it should pass on.
+	for _, step := range []struct {
+		name string
+		read []discovery.Registration
+		want [][]discovery.Registration
+	}{
+		{"first, empty: passes", nil, [][]discovery.Registration{{}}},
+		{"still empty", []discovery.Registration{}, nil},
+		{"unusable only: still empty", []discovery.Registration{noHost, noPort, badPort}, nil},
+		{"two, sorted", []discovery.Registration{b, a}, [][]discovery.Registration{{a, b}}},
+		{"same set, other order", []discovery.Registration{a, b, noHost}, nil},
+		{"one left", []discovery.Registration{b}, [][]discovery.Registration{{b}}},
+	} {
+		got = nil
+		changed(step.read)
+		if diff := cmp.Diff(step.want, got, cmp.Comparer(func(x, y []discovery.Registration) bool {
+			return slices.Equal(x, y)
+		})); diff != "" {
+			t.Errorf("%s: sets passed on (-want +got):\n%s", step.name, diff)
+		}
+	}
+}
+
 func TestFailuresLogFirstAndEveryTenth(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer

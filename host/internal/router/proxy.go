@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
@@ -66,7 +67,7 @@ func NewProxy(pool *Pool, cfg ProxyConfig) *Proxy {
 // Generate relays the stream of a worker serving req.Model; see the package
 // documentation for retries and errors.
 func (p *Proxy) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse]) error {
-	return p.generate(stream.Context(), req, func(_ Endpoint, m *workerv1.GenerateResponse) error {
+	return p.generate(stream.Context(), req, func(_ discovery.Registration, m *workerv1.GenerateResponse) error {
 		return stream.Send(m)
 	})
 }
@@ -93,7 +94,7 @@ func (e errSend) Unwrap() error { return e.err }
 // ended OK, the worker's status when it failed, the pool's status when no
 // worker could be tried, or the error of send (after cancelling the worker
 // call).
-func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, send func(ep Endpoint, m *workerv1.GenerateResponse) error) error {
+func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error) error {
 	if p.cfg.RequestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.RequestTimeout)
@@ -115,7 +116,7 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 			}
 			return err
 		}
-		tried[ep.Addr] = true
+		tried[ep.Addr()] = true
 		started, err := p.attempt(ctx, cc, ep, req, send)
 		release()
 		var se errSend
@@ -127,7 +128,7 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 		}
 		lastErr = err
 		p.log.Debug("worker refused the request before its first message", "request_id", req.GetRequestId(),
-			"worker_id", ep.ID, "addr", ep.Addr, "attempt", attempt+1, "attempts", p.cfg.Retries+1,
+			"worker_id", ep.WorkerID, "addr", ep.Addr(), "attempt", attempt+1, "attempts", p.cfg.Retries+1,
 			"code", status.Code(err), "error", status.Convert(err).Message())
 	}
 	return lastErr
@@ -135,11 +136,11 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 
 // attempt runs req on one worker; started reports whether any message came
 // back (from then on there is no retry).
-func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep Endpoint, req *workerv1.GenerateRequest,
-	send func(Endpoint, *workerv1.GenerateResponse) error) (started bool, err error) {
+func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep discovery.Registration, req *workerv1.GenerateRequest,
+	send func(discovery.Registration, *workerv1.GenerateResponse) error) (started bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p.log.Debug("sending request", "request_id", req.GetRequestId(), "worker_id", ep.ID, "addr", ep.Addr, "model", req.GetModel())
+	p.log.Debug("sending request", "request_id", req.GetRequestId(), "worker_id", ep.WorkerID, "addr", ep.Addr(), "model", req.GetModel())
 	stream, err := workerv1.NewWorkerClient(cc).Generate(ctx, req)
 	if err != nil {
 		return false, err
