@@ -18,10 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// WorkerService is the gRPC service name of the worker API, also reported
-// by the router's health service.
-const WorkerService = "vigil.worker.v1.Worker"
-
 // Defaults of ProxyConfig.
 const (
 	// DefaultRetries is how many other workers a request may try after the
@@ -161,8 +157,8 @@ func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep dis
 }
 
 // GRPCServer serves a Proxy as vigil.worker.v1.Worker, beside the standard
-// grpc.health.v1 service (service names "" and WorkerService, SERVING
-// until Shutdown).
+// grpc.health.v1 service (service names "" and vigil.worker.v1.Worker,
+// SERVING until Shutdown).
 type GRPCServer struct {
 	grpc   *grpc.Server
 	health *health.Server
@@ -177,7 +173,7 @@ func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
 	workerv1.RegisterWorkerServer(s.grpc, p)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(WorkerService, healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(workerv1.Worker_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
 
