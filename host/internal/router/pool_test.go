@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
@@ -13,10 +14,10 @@ func TestPoolPick(t *testing.T) {
 	t.Parallel()
 	p := NewPool(nil)
 	defer p.Close()
-	p.Update([]Endpoint{
-		{ID: "c", Addr: "127.0.0.1:3", Model: "m2"},
-		{ID: "a", Addr: "127.0.0.1:1", Model: "m1"},
-		{ID: "b", Addr: "127.0.0.1:2", Model: "m1"},
+	p.Update([]discovery.Registration{
+		{WorkerID: "c", Address: "127.0.0.1", Port: 3, Model: "m2"},
+		{WorkerID: "a", Address: "127.0.0.1", Port: 1, Model: "m1"},
+		{WorkerID: "b", Address: "127.0.0.1", Port: 2, Model: "m1"},
 	})
 	pick := func(model string, tried map[string]bool) (string, codes.Code) {
 		ep, _, release, err := p.Pick(model, tried)
@@ -25,7 +26,7 @@ func TestPoolPick(t *testing.T) {
 		}
 		release()
 		release() // releasing twice is harmless
-		return ep.ID, codes.OK
+		return ep.WorkerID, codes.OK
 	}
 	var got []string
 	for range 4 {
@@ -72,15 +73,15 @@ func TestPoolClosesConnectionWhenIdle(t *testing.T) {
 	t.Parallel()
 	p := NewPool(nil)
 	defer p.Close()
-	a := Endpoint{ID: "a", Addr: "127.0.0.1:1", Model: "m"}
-	b := Endpoint{ID: "b", Addr: "127.0.0.1:2", Model: "m"}
-	p.Update([]Endpoint{a, b})
+	a := discovery.Registration{WorkerID: "a", Address: "127.0.0.1", Port: 1, Model: "m"}
+	b := discovery.Registration{WorkerID: "b", Address: "127.0.0.1", Port: 2, Model: "m"}
+	p.Update([]discovery.Registration{a, b})
 
-	_, busy, release, err := p.Pick("m", map[string]bool{b.Addr: true})
+	_, busy, release, err := p.Pick("m", map[string]bool{b.Addr(): true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, idle, releaseB, err := p.Pick("m", map[string]bool{a.Addr: true})
+	_, idle, releaseB, err := p.Pick("m", map[string]bool{a.Addr(): true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestPoolClosesConnectionWhenIdle(t *testing.T) {
 func TestPoolClose(t *testing.T) {
 	t.Parallel()
 	p := NewPool(nil)
-	p.Update([]Endpoint{{ID: "a", Addr: "127.0.0.1:1"}})
+	p.Update([]discovery.Registration{{WorkerID: "a", Address: "127.0.0.1", Port: 1}})
 	_, cc, release, err := p.Pick("", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestPoolClose(t *testing.T) {
 	if s := cc.GetState(); s != connectivity.Shutdown {
 		t.Errorf("connection after its stream ended: %v, want Shutdown", s)
 	}
-	p.Update([]Endpoint{{ID: "a", Addr: "127.0.0.1:1"}})
+	p.Update([]discovery.Registration{{WorkerID: "a", Address: "127.0.0.1", Port: 1}})
 	if known, n := p.Ready(); n != 0 {
 		t.Errorf("Update after Close: known %v, %d workers; want 0 workers", known, n)
 	}
