@@ -45,6 +45,10 @@ type Registration struct {
 	// InstanceID is the engine's lifetime id; it changes when the engine
 	// restarts.
 	InstanceID string
+	// TokensOnly: the worker takes prompts as token ids only, its engine
+	// taking no text. False for workers of older vigils too, which
+	// published no prompt kinds and served vLLM alone.
+	TokensOnly bool
 }
 
 // Addr is the worker endpoint as host:port.

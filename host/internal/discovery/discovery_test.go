@@ -111,10 +111,12 @@ func TestMeta(t *testing.T) {
 		want map[string]string
 	}{
 		"zero": {discovery.Registration{}, map[string]string{
-			"engine": "", "model": "", "model_id": "", "instance_id": "", "worker_id": ""}},
+			"engine": "", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids"}},
 		"full": {discovery.Registration{Service: "llm", WorkerID: "w1", Address: "10.0.0.1", Port: 8470,
 			Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1"},
-			map[string]string{"engine": "vllm", "model": "m", "model_id": "org/m", "instance_id": "i1", "worker_id": "w1"}},
+			map[string]string{"engine": "vllm", "model": "m", "model_id": "org/m", "instance_id": "i1", "worker_id": "w1", "prompts": "text,token_ids"}},
+		"token ids only": {discovery.Registration{Engine: "sglang", TokensOnly: true}, map[string]string{
+			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids"}},
 	}
 	for name, tc := range testCases {
 		t.Run(name, func(t *testing.T) {
@@ -133,5 +135,22 @@ func TestMeta(t *testing.T) {
 	}
 	if got := discovery.FromMeta(nil); got != (discovery.Registration{}) {
 		t.Errorf("FromMeta(nil) = %+v, want the zero Registration", got)
+	}
+}
+
+// TestPromptsMeta: a worker takes text unless its prompts say otherwise;
+// workers of older vigils published none and served vLLM, which takes text.
+func TestPromptsMeta(t *testing.T) {
+	t.Parallel()
+	for prompts, tokensOnly := range map[string]bool{
+		"":                false,
+		"text,token_ids":  false,
+		"token_ids,text":  false,
+		"token_ids":       true,
+		"token_ids,audio": true,
+	} {
+		if got := discovery.FromMeta(map[string]string{"prompts": prompts}).TokensOnly; got != tokensOnly {
+			t.Errorf("FromMeta(prompts %q).TokensOnly = %v, want %v", prompts, got, tokensOnly)
+		}
 	}
 }

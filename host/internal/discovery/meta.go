@@ -1,5 +1,10 @@
 package discovery
 
+import (
+	"slices"
+	"strings"
+)
+
 // The metadata keys a worker is published under: Consul's service meta and
 // the file record's "meta" hold them, and the Consul reader takes a
 // worker's identity from them (FromMeta). The README's table "Discovery
@@ -18,10 +23,19 @@ const (
 	MetaInstanceID = "instance_id"
 	// MetaWorkerID is the worker id, stable across vigil restarts.
 	MetaWorkerID = "worker_id"
+	// MetaPrompts lists the prompt kinds the worker takes, comma-separated:
+	// PromptText and PromptTokenIDs. Absent means both.
+	MetaPrompts = "prompts"
+)
+
+// The prompt kinds MetaPrompts lists.
+const (
+	PromptText     = "text"
+	PromptTokenIDs = "token_ids"
 )
 
 // MetaKeys lists every metadata key, in the README table's order.
-var MetaKeys = []string{MetaEngine, MetaModel, MetaModelID, MetaInstanceID, MetaWorkerID}
+var MetaKeys = []string{MetaEngine, MetaModel, MetaModelID, MetaInstanceID, MetaWorkerID, MetaPrompts}
 
 // Meta returns the metadata every backend publishes for r.
 func (r Registration) Meta() map[string]string {
@@ -31,7 +45,15 @@ func (r Registration) Meta() map[string]string {
 		MetaModelID:    r.ModelID,
 		MetaInstanceID: r.InstanceID,
 		MetaWorkerID:   r.WorkerID,
+		MetaPrompts:    r.prompts(),
 	}
+}
+
+func (r Registration) prompts() string {
+	if r.TokensOnly {
+		return PromptTokenIDs
+	}
+	return PromptText + "," + PromptTokenIDs
 }
 
 // FromMeta returns the registration whose Meta is meta, but for Service,
@@ -44,5 +66,11 @@ func FromMeta(meta map[string]string) Registration {
 		ModelID:    meta[MetaModelID],
 		InstanceID: meta[MetaInstanceID],
 		WorkerID:   meta[MetaWorkerID],
+		TokensOnly: tokensOnly(meta[MetaPrompts]),
 	}
+}
+
+// tokensOnly reads MetaPrompts: a list without PromptText; absent is both.
+func tokensOnly(prompts string) bool {
+	return prompts != "" && !slices.Contains(strings.Split(prompts, ","), PromptText)
 }

@@ -119,40 +119,60 @@ func (p *Pool) Models() []string {
 	return slices.Compact(models)
 }
 
-// Pick chooses a worker for one attempt of a request for model ("" means
-// any model): the next one round-robin among the current workers serving
-// model whose address is not in tried. The caller must call release when
+// Ask is what one request needs of a worker.
+type Ask struct {
+	// Model is the served model name; "" means any model.
+	Model string
+	// Text: the prompt is text, which token-only workers cannot take.
+	Text bool
+}
+
+func (a Ask) serves(e discovery.Registration) bool { return a.Model == "" || e.Model == a.Model }
+
+func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && (!a.Text || !e.TokensOnly) }
+
+// Pick chooses a worker for one attempt of a request: the next one
+// round-robin among the current workers that serve ask.Model and take its
+// prompt, whose address is not in tried. The caller must call release when
 // its stream on the returned connection has ended.
 //
 // Errors are gRPC statuses: UNAVAILABLE when no worker is known or every
-// worker serving model was tried, NOT_FOUND when workers are known but none
-// serves model.
-func (p *Pool) Pick(model string, tried map[string]bool) (ep discovery.Registration, cc *grpc.ClientConn, release func(), err error) {
+// worker that could take the request was tried, NOT_FOUND when workers are
+// known but none serves the model, INVALID_ARGUMENT naming prompt when
+// those that serve it take token ids only and the prompt is text.
+func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, cc *grpc.ClientConn, release func(), err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || len(p.eps) == 0 {
 		return discovery.Registration{}, nil, nil, status.Error(codes.Unavailable, "no workers available")
 	}
-	var serving, untried int
+	var serving, taking, untried int
 	for _, e := range p.eps {
-		if model == "" || e.Model == model {
+		switch {
+		case !ask.serves(e):
+		case !ask.takes(e):
 			serving++
+		default:
+			serving++
+			taking++
 			if !tried[e.Addr()] {
 				untried++
 			}
 		}
 	}
-	if serving == 0 {
-		return discovery.Registration{}, nil, nil, status.Errorf(codes.NotFound, "no worker serves model %q", model)
-	}
-	if untried == 0 {
-		return discovery.Registration{}, nil, nil, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(model), serving)
+	switch {
+	case serving == 0:
+		return discovery.Registration{}, nil, nil, status.Errorf(codes.NotFound, "no worker serves model %q", ask.Model)
+	case taking == 0:
+		return discovery.Registration{}, nil, nil, status.Errorf(codes.InvalidArgument, "prompt: %s take token ids only, not text", workersOf(ask.Model))
+	case untried == 0:
+		return discovery.Registration{}, nil, nil, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), taking)
 	}
 	// Round-robin per requested model, over the workers not yet tried.
-	k := int(p.next[model] % uint64(untried))
-	p.next[model]++
+	k := int(p.next[ask.Model] % uint64(untried))
+	p.next[ask.Model]++
 	for _, e := range p.eps {
-		if (model == "" || e.Model == model) && !tried[e.Addr()] {
+		if ask.takes(e) && !tried[e.Addr()] {
 			if k == 0 {
 				ep = e
 				break
@@ -206,6 +226,13 @@ func (p *Pool) Close() {
 	for _, c := range toClose {
 		c.cc.Close()
 	}
+}
+
+func workersOf(model string) string {
+	if model == "" {
+		return "the workers"
+	}
+	return fmt.Sprintf("the workers of model %q", model)
 }
 
 func describe(model string) string {

@@ -102,7 +102,7 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 		if err := ctx.Err(); err != nil {
 			return status.FromContextError(err).Err()
 		}
-		ep, cc, release, err := p.pool.Pick(req.GetModel(), tried)
+		ep, cc, release, err := p.pool.Pick(askOf(req), tried)
 		if err != nil {
 			if lastErr != nil {
 				// Every worker serving the model was tried (or discovery
@@ -128,6 +128,12 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 			"code", status.Code(err), "error", status.Convert(err).Message())
 	}
 	return lastErr
+}
+
+// askOf is what req needs of a worker.
+func askOf(req *workerv1.GenerateRequest) Ask {
+	_, text := req.GetPrompt().(*workerv1.GenerateRequest_Text)
+	return Ask{Model: req.GetModel(), Text: text}
 }
 
 // attempt runs req on one worker; started reports whether any message came

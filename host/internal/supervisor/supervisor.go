@@ -149,6 +149,7 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
 	}
 	s.reg = s.cfg.Registration
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = worker.ServedModelName, worker.ModelID, worker.InstanceID
+	s.reg.TokensOnly = !worker.SupportsTextInput
 	s.log.Info("engine serving", append(servingArgs, "model_id", worker.ModelID,
 		"instance_id", worker.InstanceID, "engine_version", worker.EngineVersion)...)
 

@@ -104,11 +104,13 @@ func newRecord(r discovery.Registration, now time.Time, ttl time.Duration) Recor
 }
 
 // registration is the inverse of newRecord: readers take the record's own
-// fields, which the writer fills from the same Registration as its meta.
+// fields, which the writer fills from the same Registration as its meta,
+// and from the meta what has no field of its own.
 func (rec Record) registration() discovery.Registration {
 	return discovery.Registration{
 		Service: rec.Service, WorkerID: rec.ID, Address: rec.Address, Port: rec.Port,
 		Engine: rec.Engine, Model: rec.Model, ModelID: rec.ModelID, InstanceID: rec.InstanceID,
+		TokensOnly: discovery.FromMeta(rec.Meta).TokensOnly,
 	}
 }
 
