@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -55,6 +56,10 @@ type Config struct {
 	// Register, if set, registers the engine's own gRPC services; New calls
 	// it once. Its error is returned by Serve, since New returns none.
 	Register func(*grpc.Server) error
+	// Control adds the engine's own POST routes to the control surface, by
+	// path; they answer as the kit's own do (an error is 400 and must name
+	// the field). They cannot replace the kit's routes.
+	Control map[string]func(*http.Request) error
 }
 
 func (c Config) withDefaults() Config {

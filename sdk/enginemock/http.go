@@ -29,7 +29,8 @@ import (
 //	GET  /state                                           the State
 //
 // A status set through /health sticks: the engine changes it again only on
-// stop. A signal the engine lacks is added.
+// stop. A signal the engine lacks is added. Config.Control adds the
+// engine's own routes.
 func (e *Engine) Handler() http.Handler {
 	type route struct {
 		method string
@@ -50,6 +51,11 @@ func (e *Engine) Handler() http.Handler {
 		"/release": {http.MethodPost, e.postRelease},
 		"/fail":    {http.MethodPost, e.postFail},
 		"/state":   {http.MethodGet, func(*http.Request) error { return nil }},
+	}
+	for path, do := range e.cfg.Control {
+		if _, ok := routes[path]; !ok {
+			routes[path] = route{http.MethodPost, do}
+		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := routes[r.URL.Path]
@@ -94,7 +100,7 @@ func (e *Engine) postHealth(r *http.Request) error {
 		Service string  `json:"service"`
 		Status  *string `json:"status"`
 	}
-	if err := decode(r, &body); err != nil {
+	if err := Decode(r, &body); err != nil {
 		return err
 	}
 	if body.Status == nil {
@@ -112,7 +118,7 @@ func (e *Engine) postReplace(r *http.Request) error {
 		InstanceID string `json:"instance_id"`
 	}
 	if r.ContentLength != 0 {
-		if err := decode(r, &body); err != nil {
+		if err := Decode(r, &body); err != nil {
 			return err
 		}
 	}
@@ -123,7 +129,7 @@ func (e *Engine) postHold(r *http.Request) error {
 	var body struct {
 		AtToken *int64 `json:"at_token"`
 	}
-	if err := decode(r, &body); err != nil {
+	if err := Decode(r, &body); err != nil {
 		return err
 	}
 	at, err := atToken(body.AtToken)
@@ -155,7 +161,7 @@ func (e *Engine) postFail(r *http.Request) error {
 		AtToken *int64  `json:"at_token"`
 		Code    *string `json:"code"`
 	}
-	if err := decode(r, &body); err != nil {
+	if err := Decode(r, &body); err != nil {
 		return err
 	}
 	at, err := atToken(body.AtToken)
@@ -185,8 +191,10 @@ func atToken(v *int64) (uint32, error) {
 	return uint32(*v), nil
 }
 
-// decode reads one JSON object into v, rejecting unknown fields.
-func decode(r *http.Request, v any) error {
+// Decode reads a control request's body, one JSON object, into v for a
+// Config.Control route: unknown fields are refused, and errors name the
+// field at fault, as the kit's own routes answer.
+func Decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)

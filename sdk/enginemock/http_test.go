@@ -157,3 +157,37 @@ func TestPostReplace(t *testing.T) {
 		t.Errorf("POST /replace after /stop = %d, want 409", code)
 	}
 }
+
+// TestControlRoutes: an engine's own routes answer like the kit's, and
+// cannot replace them.
+func TestControlRoutes(t *testing.T) {
+	t.Parallel()
+	var got string
+	e := newEngine(t, Config{Control: map[string]func(*http.Request) error{
+		"/mode": func(r *http.Request) error {
+			var body struct {
+				Mode string `json:"mode"`
+			}
+			if err := Decode(r, &body); err != nil {
+				return err
+			}
+			got = body.Mode
+			return nil
+		},
+		"/sleep": func(*http.Request) error { t.Error("an engine route replaced /sleep"); return nil },
+	}})
+	must(t, e, "/mode", `{"mode": "hang"}`)
+	if got != "hang" {
+		t.Errorf("route saw mode %q, want hang", got)
+	}
+	if code, body := do(t, e, http.MethodPost, "/mode", `{"colour": 1}`); code != http.StatusBadRequest || !strings.HasPrefix(body["error"].(string), "colour:") {
+		t.Errorf("POST /mode with an unknown field = %d %v, want 400 naming colour", code, body)
+	}
+	if code, _ := do(t, e, http.MethodGet, "/mode", ""); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /mode = %d, want 405", code)
+	}
+	must(t, e, "/sleep", "")
+	if !e.State().Sleeping {
+		t.Error("POST /sleep did not sleep: the kit's route must win")
+	}
+}
