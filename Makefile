@@ -22,6 +22,7 @@ build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adap
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
 	go build -o $(BIN)/vllm-mock ./plugins/vllm/cmd/vllm-mock
 	go build -o $(BIN)/sglang-mock ./plugins/sglang/cmd/sglang-mock
+	go build -o $(BIN)/trtllm-mock ./plugins/trtllm/cmd/trtllm-mock
 	go build -o $(BIN)/vigil-adapter-vllm ./plugins/vllm/cmd/vigil-adapter-vllm
 
 test: lint unit e2e ## everything CI runs

@@ -8,6 +8,7 @@ require (
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/vigilhq/vigil/plugins/sglang v0.0.0
+	github.com/vigilhq/vigil/plugins/trtllm v0.0.0
 	github.com/vigilhq/vigil/plugins/vllm v0.0.0
 	github.com/vigilhq/vigil/proto v0.0.0
 	github.com/vigilhq/vigil/sdk v0.0.0
@@ -47,6 +48,7 @@ require (
 
 replace (
 	github.com/vigilhq/vigil/plugins/sglang => ../plugins/sglang
+	github.com/vigilhq/vigil/plugins/trtllm => ../plugins/trtllm
 	github.com/vigilhq/vigil/plugins/vllm => ../plugins/vllm
 	github.com/vigilhq/vigil/proto => ../proto
 	github.com/vigilhq/vigil/sdk => ../sdk

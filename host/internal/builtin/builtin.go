@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/vigilhq/vigil/plugins/sglang"
+	"github.com/vigilhq/vigil/plugins/trtllm"
 	"github.com/vigilhq/vigil/plugins/vllm"
 	"github.com/vigilhq/vigil/sdk"
 )
@@ -19,6 +20,7 @@ const envAdapter = "VIGIL_BUILTIN_ADAPTER"
 
 var adapters = map[string]func() sdk.Engine{
 	sglang.Name: func() sdk.Engine { return sglang.New() },
+	trtllm.Name: func() sdk.Engine { return trtllm.New() },
 	vllm.Name:   func() sdk.Engine { return vllm.New() },
 }
 
