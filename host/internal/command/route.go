@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 	"github.com/vigilhq/vigil/host/internal/router"
-	"github.com/vigilhq/vigil/host/internal/supervisor"
 )
 
 // routeDrainTimeout is how long requests in flight may finish after a stop
@@ -88,12 +87,12 @@ func serveRoute(ctx context.Context, cfg routeConfig, src router.Source, log hcl
 	signals <-chan os.Signal, ready func(grpcAddr, httpAddr net.Addr)) error {
 	glis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return &exitError{code: supervisor.ExitFailure, msg: fmt.Sprintf("--listen %s: %v", cfg.listen, err)}
+		return exit(fmt.Errorf("--listen %s: %w", cfg.listen, err))
 	}
 	hlis, err := net.Listen("tcp", cfg.httpListen)
 	if err != nil {
 		glis.Close()
-		return &exitError{code: supervisor.ExitFailure, msg: fmt.Sprintf("--http-listen %s: %v", cfg.httpListen, err)}
+		return exit(fmt.Errorf("--http-listen %s: %w", cfg.httpListen, err))
 	}
 
 	pool := router.NewPool(log.Named("pool"))
@@ -147,7 +146,7 @@ func serveRoute(ctx context.Context, cfg routeConfig, src router.Source, log hcl
 		log.Info("stopping: no new requests; requests in flight may finish", "signal", sig.String(), "bound", routeDrainTimeout)
 	case err := <-failed:
 		log.Error("router failed; stopping", "error", err)
-		code = supervisor.ExitFailure
+		code = ExitFailure
 	}
 
 	drain, cancelDrain := context.WithTimeout(context.WithoutCancel(ctx), routeDrainTimeout)
@@ -176,7 +175,7 @@ func serveRoute(ctx context.Context, cfg routeConfig, src router.Source, log hcl
 		log.Warn("second signal: cancelling requests in flight", "signal", sig.String())
 		cancelDrain()
 		<-drained
-		code = supervisor.ExitFailure
+		code = ExitFailure
 	}
 	log.Info("exiting", "code", code)
 	if code != 0 {

@@ -121,7 +121,7 @@ func runAction(c *cli.Context) error {
 	}
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return &exitError{code: supervisor.ExitFailure, msg: fmt.Sprintf("--listen %s: %v", cfg.listen, err)}
+		return exit(fmt.Errorf("--listen %s: %w", cfg.listen, err))
 	}
 	ep := endpoint.New(lis, cfg.maxInflight, log.Named("endpoint"))
 	defer ep.Close()
@@ -133,7 +133,7 @@ func runAction(c *cli.Context) error {
 	log.Info("worker endpoint listening", "listen", lis.Addr().String(), "advertise", net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort)),
 		"service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
 
-	code := supervisor.Run(c.Context, supervisor.Config{
+	err = supervisor.Run(c.Context, supervisor.Config{
 		Launch: func(ctx context.Context) (supervisor.Adapter, error) {
 			p, err := launch(ctx, cfg, log)
 			if err != nil {
@@ -153,11 +153,7 @@ func runAction(c *cli.Context) error {
 		ShutdownDelay:   cfg.shutdownDelay,
 		Logger:          log,
 	}, signals)
-	log.Info("exiting", "code", code)
-	if code != 0 {
-		return &exitError{code: code}
-	}
-	return nil
+	return exitLogged(log, err)
 }
 
 func launch(ctx context.Context, cfg runConfig, log hclog.Logger) (*sdk.Plugin, error) {

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -113,7 +114,7 @@ type harness struct {
 	endpoint *fakeEndpoint
 	dir      string
 	signals  chan os.Signal
-	code     chan int
+	out      chan error // what Run returned
 	killed   chan struct{}
 }
 
@@ -131,7 +132,7 @@ func startHarnessDelay(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint,
 func startHarnessWith(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, configure func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, engine: engine, endpoint: endpoint, dir: t.TempDir(),
-		signals: make(chan os.Signal, 2), code: make(chan int, 1), killed: make(chan struct{})}
+		signals: make(chan os.Signal, 2), out: make(chan error, 1), killed: make(chan struct{})}
 	var once sync.Once
 	reg := file.New(h.dir, time.Minute)
 	cfg := Config{
@@ -145,7 +146,7 @@ func startHarnessWith(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, 
 		Logger:       hclog.NewNullLogger(),
 	}
 	configure(&cfg)
-	go func() { h.code <- Run(context.Background(), cfg, h.signals) }()
+	go func() { h.out <- Run(context.Background(), cfg, h.signals) }()
 	return h
 }
 
@@ -176,19 +177,28 @@ func (h *harness) registered(want bool) {
 	}
 }
 
-func (h *harness) exit() int {
+// exit waits for Run to return and returns why it ended.
+func (h *harness) exit() error {
 	h.t.Helper()
 	select {
-	case c := <-h.code:
+	case err := <-h.out:
 		select {
 		case <-h.killed:
 		default:
 			h.t.Error("Run returned without killing the adapter")
 		}
-		return c
+		return err
 	case <-time.After(10 * time.Second):
 		h.t.Fatal("Run did not return")
-		return -1
+		return nil
+	}
+}
+
+// ended fails the test unless Run ended for want (nil: a clean stop).
+func (h *harness) ended(want error) {
+	h.t.Helper()
+	if err := h.exit(); want == nil && err != nil || !errors.Is(err, want) {
+		h.t.Errorf("Run returned %v, want %v", err, want)
 	}
 }
 
