@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestBadFlags: bad input exits 2 with a message naming the flag and what it
+// TestBadFlags: bad input exits 78 with a message naming the flag and what it
 // accepts, before anything is started.
 func TestBadFlags(t *testing.T) {
 	skipShort(t)
@@ -28,8 +28,8 @@ func TestBadFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := startProc(t, "vigil", vigilBin, append([]string{"run", "--registry-dir", t.TempDir()}, tc.args...)...)
-			if code := p.wait(10 * time.Second); code != 2 {
-				t.Fatalf("exit code = %d, want 2", code)
+			if code := p.wait(10 * time.Second); code != 78 {
+				t.Fatalf("exit code = %d, want 78", code)
 			}
 			out := p.output()
 			for _, w := range tc.want {
