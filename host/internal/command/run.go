@@ -163,13 +163,20 @@ func lifecycleConfig(cfg runConfig, registry discovery.Registry, ep supervisor.E
 	}
 }
 
+// launch starts the adapter. go-plugin's handshake cannot be cut short
+// (its Kill waits for the handshake to end, up to 30s), so the process is
+// made to be killed when ctx ends before Launch has returned: a stop while
+// the adapter launches then ends the launch at once and leaves no process.
 func launch(ctx context.Context, cfg runConfig, log hclog.Logger) (*sdk.Plugin, error) {
+	abort, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop() // once launched, the adapter outlives ctx
 	var cmd *exec.Cmd
 	if cfg.enginePlugin != "" {
-		cmd = exec.Command(cfg.enginePlugin)
+		cmd = exec.CommandContext(abort, cfg.enginePlugin)
 	} else {
 		var err error
-		if cmd, err = builtin.Command(cfg.engine); err != nil {
+		if cmd, err = builtin.Command(abort, cfg.engine); err != nil {
 			return nil, err
 		}
 	}
