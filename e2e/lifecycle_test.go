@@ -475,7 +475,8 @@ func TestStartupWaitsForLiveness(t *testing.T) {
 }
 
 // TestSIGTERM: a registered worker is withdrawn before vigil exits 0; during
-// the startup wait vigil exits 0 at once with nothing registered.
+// the startup wait (and the other startup phases: TestSignalDuringStartup)
+// vigil exits 0 at once with nothing registered.
 func TestSIGTERM(t *testing.T) {
 	skipShort(t)
 	t.Run("registered", func(t *testing.T) {
@@ -495,24 +496,6 @@ func TestSIGTERM(t *testing.T) {
 		}
 		if m.exited() {
 			t.Error("vigil's stop stopped the engine too")
-		}
-	})
-	t.Run("startup wait", func(t *testing.T) {
-		t.Parallel()
-		c := consulFor(t)
-		svc := uniqueService(t)
-		v := startVigil(t, vigilOpts{engine: firstEngine(), engineAddr: addr(freePort(t)), consul: c, service: svc})
-		v.waitLine("waiting for engine", 30*time.Second)
-		sent := time.Now()
-		v.term(t)
-		if code := v.wait(exitBound); code != 0 {
-			t.Fatalf("vigil exit code = %d, want 0", code)
-		}
-		if d := time.Since(sent); d > 2*time.Second {
-			t.Errorf("vigil took %s to exit, want within 2s", d)
-		}
-		if c.catalogHas(t, svc) {
-			t.Error("worker registered during the startup wait")
 		}
 	})
 }

@@ -28,37 +28,32 @@ func TestStateString(t *testing.T) {
 func TestNext(t *testing.T) {
 	t.Parallel()
 	L, W, S, R, N, D, X := StateLaunching, StateWaiting, StateStarted, StateServing, StateNotReady, StateDraining, StateStopped
-	type row = map[Input]State
-	want := map[State]row{
+	inputs := []Input{InputLaunched, InputStarted, InputFailed, InputServing, InputNotReady, InputLost, InputStop, InputDrained, InputOverdue}
+	// One row a state; one column an input, in the order of inputs.
+	want := map[State][]State{
 		// Startup: each phase's result moves on; a failure or a stop
 		// unwinds; the engine's events come only once it has started.
-		L: {InputLaunched: W, InputStarted: L, InputFailed: D, InputServing: L, InputNotReady: L,
-			InputLost: L, InputStop: D, InputDrained: L, InputOverdue: L},
-		W: {InputLaunched: W, InputStarted: S, InputFailed: D, InputServing: W, InputNotReady: W,
-			InputLost: W, InputStop: D, InputDrained: W, InputOverdue: W},
-		S: {InputLaunched: S, InputStarted: S, InputFailed: S, InputServing: R, InputNotReady: N,
-			InputLost: D, InputStop: D, InputDrained: S, InputOverdue: S},
-		R: {InputLaunched: R, InputStarted: R, InputFailed: R, InputServing: R, InputNotReady: N,
-			InputLost: D, InputStop: D, InputDrained: R, InputOverdue: R},
-		N: {InputLaunched: N, InputStarted: N, InputFailed: N, InputServing: R, InputNotReady: N,
-			InputLost: D, InputStop: D, InputDrained: N, InputOverdue: N},
+		L: {W, L, D, L, L, L, D, L, L},
+		W: {W, S, D, W, W, W, D, W, W},
+		S: {S, S, S, R, N, D, D, S, S},
+		R: {R, R, R, R, N, D, D, R, R},
+		N: {N, N, N, R, N, D, D, N, N},
 		// Once draining, only the end of the drain, a second signal or the
 		// budget moves on: a late SERVING must not register a worker that
 		// is on its way out.
-		D: {InputLaunched: D, InputStarted: D, InputFailed: D, InputServing: D, InputNotReady: D,
-			InputLost: D, InputStop: X, InputDrained: X, InputOverdue: X},
-		X: {InputLaunched: X, InputStarted: X, InputFailed: X, InputServing: X, InputNotReady: X,
-			InputLost: X, InputStop: X, InputDrained: X, InputOverdue: X},
+		D: {D, D, D, D, D, D, X, X, X},
+		X: {X, X, X, X, X, X, X, X, X},
 	}
-	for s := StateLaunching; s <= StateStopped; s++ {
-		for in := InputLaunched; in <= InputOverdue; in++ {
-			to, ok := want[s][in]
-			if !ok {
-				t.Errorf("no expectation for next(%s, %s)", s, in)
-				continue
-			}
-			if got := next(s, in); got != to {
-				t.Errorf("next(%s, %s) = %s, want %s", s, in, got, to)
+	if len(inputs) != int(InputOverdue) || len(want) != int(StateStopped) {
+		t.Fatalf("the table covers %d inputs and %d states, want every one", len(inputs), len(want))
+	}
+	for from, row := range want {
+		if len(row) != len(inputs) {
+			t.Errorf("row %s has %d columns, want %d", from, len(row), len(inputs))
+		}
+		for i, to := range row {
+			if got := next(from, inputs[i]); got != to {
+				t.Errorf("next(%s, %s) = %s, want %s", from, inputs[i], got, to)
 			}
 		}
 	}
