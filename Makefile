@@ -4,17 +4,24 @@
 SHELL    := /bin/bash
 BIN      := bin
 TOOLBIN  := $(CURDIR)/.bin
-PKGS     := ./proto/... ./sdk/... ./host/... ./plugins/vllm/... ./bench/...
-MODULES  := proto sdk host plugins/vllm e2e bench
+# The workspace's modules, read from go.work's use list (their one list),
+# as directories relative to the root; PKGS is every module but e2e, whose
+# process tests have their own target.
+MODULES  := $(patsubst ./%,%,$(shell go work edit -json | sed -n 's/^.*"DiskPath": "\(.*\)".*$$/\1/p'))
+PKGS     := $(patsubst %,./%/...,$(filter-out e2e,$(MODULES)))
+ifeq ($(MODULES),)
+$(error no modules read from go.work: is go on PATH, and GOWORK not off?)
+endif
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
 .PHONY: build test unit e2e lint demo proto proto-check tools consul proto-tools clean bench bench-quick
 
-build: ## bin/vigil, bin/vllm-mock, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
+build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
 	go build -o $(BIN)/vllm-mock ./plugins/vllm/cmd/vllm-mock
+	go build -o $(BIN)/sglang-mock ./plugins/sglang/cmd/sglang-mock
 	go build -o $(BIN)/vigil-adapter-vllm ./plugins/vllm/cmd/vigil-adapter-vllm
 
 test: lint unit e2e ## everything CI runs

@@ -43,3 +43,29 @@ func TestBadFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestBadFlagsRejectedByAdapter: a flag the adapter checks (an engine
+// option it does not take) is rejected across the plugin boundary, and vigil
+// names the flag, not the sdk's field, and exits 78 without registering.
+func TestBadFlagsRejectedByAdapter(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	e := firstEngine()
+	p := startProc(t, "vigil", vigilBin, "run", "--engine", e.Name, "--engine-addr", addr(freePort(t)),
+		"--listen", addr(freePort(t)), "--registry-dir", t.TempDir(), "--engine-option", "no-such-option=1")
+	if code := p.wait(30 * time.Second); code != 78 {
+		t.Fatalf("exit code = %d, want 78", code)
+	}
+	line := p.findLine("rejected its configuration")
+	for _, w := range []string{"--engine-option", "no-such-option", "unknown key"} {
+		if !strings.Contains(line, w) {
+			t.Errorf("rejection does not mention %q: %q\n%s", w, line, p.output())
+		}
+	}
+	if strings.Contains(line, "StartRequest.") {
+		t.Errorf("rejection names the sdk's field, want the flag: %q", line)
+	}
+	if strings.Contains(p.output(), "worker registered") {
+		t.Errorf("vigil registered despite the rejection:\n%s", p.output())
+	}
+}

@@ -7,6 +7,7 @@ require (
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/urfave/cli/v2 v2.27.7
+	github.com/vigilhq/vigil/plugins/sglang v0.0.0
 	github.com/vigilhq/vigil/plugins/vllm v0.0.0
 	github.com/vigilhq/vigil/proto v0.0.0
 	github.com/vigilhq/vigil/sdk v0.0.0
@@ -45,6 +46,7 @@ require (
 )
 
 replace (
+	github.com/vigilhq/vigil/plugins/sglang => ../plugins/sglang
 	github.com/vigilhq/vigil/plugins/vllm => ../plugins/vllm
 	github.com/vigilhq/vigil/proto => ../proto
 	github.com/vigilhq/vigil/sdk => ../sdk

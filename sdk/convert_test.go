@@ -192,24 +192,27 @@ func TestHealthPolicy(t *testing.T) {
 	t.Run("Validate", func(t *testing.T) {
 		t.Parallel()
 		tests := map[string]struct {
-			in      HealthPolicy
-			wantErr string // "" for valid
+			in   HealthPolicy
+			want *FieldError // nil for valid
 		}{
 			"zero":               {in: HealthPolicy{}},
 			"defaults":           {in: defaults},
-			"negative interval":  {in: HealthPolicy{Interval: -1}, wantErr: "invalid argument: health-interval -1ns: must be a positive duration"},
-			"negative timeout":   {in: HealthPolicy{Timeout: -time.Second}, wantErr: "invalid argument: health-timeout -1s: must be a positive duration"},
-			"negative failures":  {in: HealthPolicy{Failures: -1}, wantErr: "invalid argument: health-failures -1: must be 1 or more"},
-			"negative retry max": {in: HealthPolicy{RetryMax: -time.Millisecond}, wantErr: "invalid argument: engine-retry-max -1ms: must be a positive duration"},
+			"negative interval":  {in: HealthPolicy{Interval: -1}, want: &FieldError{FieldHealthInterval, "-1ns: must be a positive duration"}},
+			"negative timeout":   {in: HealthPolicy{Timeout: -time.Second}, want: &FieldError{FieldHealthTimeout, "-1s: must be a positive duration"}},
+			"negative failures":  {in: HealthPolicy{Failures: -1}, want: &FieldError{FieldHealthFailures, "-1: must be 1 or more"}},
+			"negative retry max": {in: HealthPolicy{RetryMax: -time.Millisecond}, want: &FieldError{FieldHealthRetryMax, "-1ms: must be a positive duration"}},
 		}
 		for name, tt := range tests {
 			err := tt.in.Validate()
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Errorf("%s: Validate() = %v, want nil", name, err)
-			case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
-				t.Errorf("%s: Validate() = %v, want %q", name, err, tt.wantErr)
-			case tt.wantErr != "" && !errors.Is(err, ErrInvalidArgument):
+			var got *FieldError
+			if err != nil && !errors.As(err, &got) {
+				t.Errorf("%s: Validate() = %v, want a *FieldError", name, err)
+				continue
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("%s: Validate() mismatch (-want +got):\n%s", name, diff)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidArgument) {
 				t.Errorf("%s: Validate() = %v, want an error wrapping ErrInvalidArgument", name, err)
 			}
 		}

@@ -61,8 +61,8 @@ type StartRequest struct {
 	StartupDeadline time.Duration
 	// Health tunes health watching; zero fields take the defaults.
 	Health HealthPolicy
-	// Options are engine specific; an adapter rejects keys it does not know
-	// with ErrInvalidArgument naming the key.
+	// Options are engine specific; an adapter rejects keys it does not know,
+	// and bad values, with a *FieldError for FieldOptions naming the key.
 	Options map[string]string
 }
 
@@ -116,17 +116,19 @@ func (p HealthPolicy) WithDefaults() HealthPolicy {
 	return p
 }
 
-// Validate reports the first field that is out of range, by its flag name.
+// Validate reports the first field that is out of range as a *FieldError;
+// a zero field is valid (it takes the default).
 func (p HealthPolicy) Validate() error {
+	const positive = "must be a positive duration"
 	switch {
 	case p.Interval < 0:
-		return fmt.Errorf("%w: health-interval %s: must be a positive duration", ErrInvalidArgument, p.Interval)
+		return &FieldError{Field: FieldHealthInterval, Problem: fmt.Sprintf("%s: %s", p.Interval, positive)}
 	case p.Timeout < 0:
-		return fmt.Errorf("%w: health-timeout %s: must be a positive duration", ErrInvalidArgument, p.Timeout)
+		return &FieldError{Field: FieldHealthTimeout, Problem: fmt.Sprintf("%s: %s", p.Timeout, positive)}
 	case p.Failures < 0:
-		return fmt.Errorf("%w: health-failures %d: must be 1 or more", ErrInvalidArgument, p.Failures)
+		return &FieldError{Field: FieldHealthFailures, Problem: fmt.Sprintf("%d: must be 1 or more", p.Failures)}
 	case p.RetryMax < 0:
-		return fmt.Errorf("%w: engine-retry-max %s: must be a positive duration", ErrInvalidArgument, p.RetryMax)
+		return &FieldError{Field: FieldHealthRetryMax, Problem: fmt.Sprintf("%s: %s", p.RetryMax, positive)}
 	}
 	return nil
 }

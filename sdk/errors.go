@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -29,6 +30,42 @@ var (
 	ErrPluginExited = errors.New("adapter process exited")
 )
 
+// FieldError is an ErrInvalidArgument that names the one request field at
+// fault, so that a host can point at its own setting for that field: vigil
+// names the flag that sets it. It crosses the plugin boundary as a
+// google.rpc.BadRequest field violation (Field, and Problem as its
+// description) in the INVALID_ARGUMENT status, and the host gets it back
+// with errors.As, inside an error whose message is the adapter's.
+type FieldError struct {
+	// Field is the field's Go name qualified by its type: one of the Field
+	// constants, such as FieldEngineAddr.
+	Field string
+	// Problem is the bad value and what the field accepts, value first, as
+	// in `"localhost": want host:port`.
+	Problem string
+}
+
+// The request fields a FieldError names, each by its Go name qualified by
+// its type. FieldOptions stands for every engine option; the Problem names
+// the keys.
+const (
+	FieldEngineAddr      = "StartRequest.EngineAddr"
+	FieldStartupDeadline = "StartRequest.StartupDeadline"
+	FieldOptions         = "StartRequest.Options"
+	FieldHealthInterval  = "HealthPolicy.Interval"
+	FieldHealthTimeout   = "HealthPolicy.Timeout"
+	FieldHealthFailures  = "HealthPolicy.Failures"
+	FieldHealthRetryMax  = "HealthPolicy.RetryMax"
+)
+
+// Error reads "invalid argument: <Field> <Problem>".
+func (e *FieldError) Error() string {
+	return ErrInvalidArgument.Error() + ": " + e.Field + " " + e.Problem
+}
+
+// Unwrap returns ErrInvalidArgument, the error's class.
+func (e *FieldError) Unwrap() error { return ErrInvalidArgument }
+
 var classCodes = []struct {
 	err  error
 	code codes.Code
@@ -52,7 +89,7 @@ func toStatus(err error) error {
 	// status from the engine, and the class is what the host acts on.
 	for _, c := range classCodes {
 		if errors.Is(err, c.err) {
-			return status.Error(c.code, err.Error())
+			return withField(status.New(c.code, err.Error()), err).Err()
 		}
 	}
 	if _, ok := status.FromError(err); ok {
@@ -75,6 +112,9 @@ func fromStatus(err error, exited func() bool) error {
 	msg := st.Message()
 	switch st.Code() {
 	case codes.InvalidArgument:
+		if fe := fieldOf(st); fe != nil {
+			return &classError{fe, msg}
+		}
 		return &classError{ErrInvalidArgument, msg}
 	case codes.DeadlineExceeded:
 		if ctxErr := contextClass(msg); ctxErr != nil {
@@ -98,6 +138,33 @@ func fromStatus(err error, exited func() bool) error {
 	return fmt.Errorf("adapter: %s", msg)
 }
 
+// withField adds err's FieldError, if any, to st as a BadRequest field
+// violation.
+func withField(st *status.Status, err error) *status.Status {
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		return st
+	}
+	d, derr := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+		{Field: fe.Field, Description: fe.Problem},
+	}})
+	if derr != nil {
+		return st // the message still names the field
+	}
+	return d
+}
+
+// fieldOf reads the FieldError that withField sent, if any.
+func fieldOf(st *status.Status) *FieldError {
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+			v := br.GetFieldViolations()[0]
+			return &FieldError{Field: v.GetField(), Problem: v.GetDescription()}
+		}
+	}
+	return nil
+}
+
 // contextClass recognises a context deadline that crossed the boundary as
 // DEADLINE_EXCEEDED, as opposed to the engine's startup deadline.
 func contextClass(msg string) error {
@@ -107,7 +174,8 @@ func contextClass(msg string) error {
 	return nil
 }
 
-// classError carries a class sentinel and the original message.
+// classError carries a class (a sentinel, or a *FieldError, which wraps
+// ErrInvalidArgument) and the original message.
 type classError struct {
 	class error
 	msg   string

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -20,7 +21,12 @@ func TestErrorClassRoundTrip(t *testing.T) {
 		want     error // the class the host sees
 	}{
 		"invalid argument": {
-			err:      fmt.Errorf("%w: engine-addr %q: want host:port", ErrInvalidArgument, "nope"),
+			err:      fmt.Errorf("%w: engine address %q: want host:port", ErrInvalidArgument, "nope"),
+			wantCode: codes.InvalidArgument,
+			want:     ErrInvalidArgument,
+		},
+		"field error": {
+			err:      &FieldError{Field: FieldEngineAddr, Problem: `"nope": want host:port`},
 			wantCode: codes.InvalidArgument,
 			want:     ErrInvalidArgument,
 		},
@@ -107,6 +113,48 @@ func TestErrorClassesAreDistinct(t *testing.T) {
 				t.Errorf("round trip of %q wraps %q too, want only %q", class, other, class)
 			}
 		}
+	}
+}
+
+// TestFieldErrorRoundTrip: the field at fault survives the boundary, bare
+// or wrapped by the adapter, with the adapter's message intact.
+func TestFieldErrorRoundTrip(t *testing.T) {
+	t.Parallel()
+	field := &FieldError{Field: FieldOptions, Problem: `"tp": unknown key; this adapter accepts mode`}
+	tests := map[string]error{
+		"bare":    field,
+		"wrapped": fmt.Errorf("vLLM adapter: %w", field),
+	}
+	for name, sent := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := fromStatus(toStatus(sent), nil)
+			var fe *FieldError
+			if !errors.As(got, &fe) {
+				t.Fatalf("fromStatus(toStatus(%q)) = %v, want a *FieldError inside", sent, got)
+			}
+			if diff := cmp.Diff(field, fe); diff != "" {
+				t.Errorf("field error after the round trip mismatch (-want +got):\n%s", diff)
+			}
+			if !errors.Is(got, ErrInvalidArgument) || got.Error() != sent.Error() {
+				t.Errorf("after the round trip: %q, want %q wrapping ErrInvalidArgument", got, sent)
+			}
+		})
+	}
+	t.Run("plain invalid argument has no field", func(t *testing.T) {
+		t.Parallel()
+		got := fromStatus(toStatus(fmt.Errorf("%w: mode", ErrInvalidArgument)), nil)
+		if fe := (*FieldError)(nil); errors.As(got, &fe) {
+			t.Errorf("fromStatus(toStatus(plain)) = %#v, want no *FieldError", fe)
+		}
+	})
+}
+
+func TestFieldErrorMessage(t *testing.T) {
+	t.Parallel()
+	err := &FieldError{Field: FieldHealthFailures, Problem: "0: must be 1 or more"}
+	if want := "invalid argument: HealthPolicy.Failures 0: must be 1 or more"; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err.Error(), want)
 	}
 }
 

@@ -161,6 +161,22 @@ func TestPluginEngineErrors(t *testing.T) {
 	}
 }
 
+// TestPluginEngineFieldError: Start's field at fault crosses the boundary.
+func TestPluginEngineFieldError(t *testing.T) {
+	t.Parallel()
+	sent := &FieldError{Field: FieldEngineAddr, Problem: `"localhost": want host:port`}
+	e := TestPluginEngine(t, &stubEngine{
+		start: func(context.Context, StartRequest) (Worker, error) {
+			return Worker{}, fmt.Errorf("ref adapter: %w", sent)
+		},
+	})
+	_, err := e.Start(t.Context(), StartRequest{})
+	var got *FieldError
+	if !errors.As(err, &got) || *got != *sent || err.Error() != "ref adapter: "+sent.Error() {
+		t.Errorf("Start() error = %v, want %q wrapping %#v", err, "ref adapter: "+sent.Error(), sent)
+	}
+}
+
 // TestPluginEngineStartCanceled: cancelling the host's call cancels the
 // adapter's Start, and the host sees context.Canceled.
 func TestPluginEngineStartCanceled(t *testing.T) {

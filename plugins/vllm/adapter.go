@@ -47,7 +47,7 @@ func New(opts ...adapterkit.Option) *Adapter {
 
 // signals: "" is liveness and "vllm.Inference" readiness; Start also waits
 // for "vllm.Control", which serves the information it reads.
-func signals(conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
+func signals(_ context.Context, conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
 	return []adapterkit.Signal{
 		adapterkit.HealthService(conn, "", adapterkit.Liveness),
 		adapterkit.HealthService(conn, vllmpb.Inference_ServiceDesc.ServiceName, adapterkit.Readiness),

@@ -148,19 +148,19 @@ func TestStartInvalid(t *testing.T) {
 	}{
 		"unknown option": {
 			req:  sdk.StartRequest{EngineAddr: "127.0.0.1:1", Options: map[string]string{"tp": "2"}},
-			want: `engine-option "tp": unknown key`,
+			want: `StartRequest.Options "tp": unknown key`,
 		},
 		"negative startup deadline": {
 			req:  sdk.StartRequest{EngineAddr: "127.0.0.1:1", StartupDeadline: -time.Second},
-			want: "startup-deadline -1s",
+			want: "StartRequest.StartupDeadline -1s",
 		},
 		"negative health interval": {
 			req:  sdk.StartRequest{EngineAddr: "127.0.0.1:1", Health: sdk.HealthPolicy{Interval: -time.Second}},
-			want: "health-interval -1s",
+			want: "HealthPolicy.Interval -1s",
 		},
 		"no port": {
 			req:  sdk.StartRequest{EngineAddr: "localhost"},
-			want: `engine-addr "localhost"`,
+			want: `StartRequest.EngineAddr "localhost"`,
 		},
 	}
 	for name, tt := range tests {
@@ -169,8 +169,9 @@ func TestStartInvalid(t *testing.T) {
 			a := vllm.New()
 			defer a.Shutdown(context.Background())
 			_, err := a.Start(t.Context(), tt.req)
-			if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Start(%+v) error = %v, want an error wrapping sdk.ErrInvalidArgument naming %s", tt.req, err, tt.want)
+			var fe *sdk.FieldError
+			if !errors.As(err, &fe) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Start(%+v) error = %v, want a *sdk.FieldError naming %s", tt.req, err, tt.want)
 			}
 		})
 	}

@@ -2,6 +2,7 @@ package adapterkit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -26,9 +27,14 @@ type Spec struct {
 	Options []string
 	// Signals returns the engine's health signals over conn for one Start,
 	// given its engine options. Start waits until every one serves; the
-	// watch follows all but Startup ones. An error for a bad option value
-	// wraps sdk.ErrInvalidArgument and names the option. Required.
-	Signals func(conn *grpc.ClientConn, options map[string]string) ([]Signal, error)
+	// watch follows all but Startup ones. It runs inside the startup wait,
+	// under a deadline of HealthPolicy.Timeout, so it may ask the engine
+	// which API it serves: an error is retried
+	// like a failed check until it succeeds or the startup deadline passes,
+	// except one wrapping sdk.ErrInvalidArgument (a bad option value: an
+	// *sdk.FieldError for sdk.FieldOptions naming the key), which ends Start
+	// at once. Required.
+	Signals func(ctx context.Context, conn *grpc.ClientConn, options map[string]string) ([]Signal, error)
 	// ReadWorker reads what the engine reports about itself, once every
 	// signal serves, under a deadline of InfoTimeout. Its errors reach the
 	// host as sdk.ErrUnavailable. Required.
@@ -108,16 +114,10 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 		a.mu.Unlock()
 		return sdk.Worker{}, err
 	}
-	signals, err := a.spec.Signals(conn, req.Options)
-	if err != nil {
-		a.mu.Unlock()
-		conn.Close()
-		return sdk.Worker{}, err
-	}
-	a.conn, a.policy, a.signals = conn, policy, signals
+	a.conn, a.policy = conn, policy
 	a.mu.Unlock()
 
-	worker, err := a.waitAndRead(ctx, conn, req, policy, signals)
+	signals, worker, err := a.waitAndRead(ctx, conn, req, policy)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
@@ -127,18 +127,34 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 		conn.Close()
 		return sdk.Worker{}, err
 	}
-	a.started, a.worker = true, worker
+	a.started, a.signals, a.worker = true, signals, worker
 	return worker, nil
 }
 
-func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sdk.StartRequest, policy sdk.HealthPolicy, signals []Signal) (sdk.Worker, error) {
+func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sdk.StartRequest, policy sdk.HealthPolicy) ([]Signal, sdk.Worker, error) {
 	deadline := req.StartupDeadline
 	if deadline == 0 {
 		deadline = sdk.DefaultStartupDeadline
 	}
-	wctx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
+	tctx, cancelTimeout := context.WithTimeout(ctx, deadline)
+	defer cancelTimeout()
+	// A bad option value ends the wait at once, as its cause.
+	wctx, cancel := context.WithCancelCause(tctx)
+	defer cancel(nil)
+	var signals []Signal
 	err := healthwatch.Wait(wctx, func(ctx context.Context) error {
+		if signals == nil {
+			sctx, stop := context.WithTimeout(ctx, policy.Timeout)
+			s, err := a.spec.Signals(sctx, conn, req.Options)
+			stop()
+			if errors.Is(err, sdk.ErrInvalidArgument) {
+				cancel(err)
+			}
+			if err != nil {
+				return err
+			}
+			signals = s
+		}
 		for _, s := range signals {
 			sctx, cancel := context.WithTimeout(ctx, policy.Timeout)
 			err := s.Check(sctx)
@@ -149,21 +165,24 @@ func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sd
 		}
 		return nil
 	}, healthwatch.WaitOptions{Backoff: healthwatch.DefaultBackoff(policy.RetryMax), Clock: a.clock})
-	if err != nil {
-		return sdk.Worker{}, startupError(ctx, err, a.spec.Engine, req.EngineAddr, deadline)
+	if cause := context.Cause(wctx); errors.Is(cause, sdk.ErrInvalidArgument) {
+		return nil, sdk.Worker{}, cause
 	}
-	rctx, cancel := context.WithTimeout(ctx, InfoTimeout)
-	defer cancel()
+	if err != nil {
+		return nil, sdk.Worker{}, startupError(ctx, err, a.spec.Engine, req.EngineAddr, deadline)
+	}
+	rctx, cancelRead := context.WithTimeout(ctx, InfoTimeout)
+	defer cancelRead()
 	worker, err := a.spec.ReadWorker(rctx, conn)
 	if err != nil {
 		if ctx.Err() != nil {
-			return sdk.Worker{}, fmt.Errorf("reading %s engine information: %w", a.spec.Engine, ctx.Err())
+			return nil, sdk.Worker{}, fmt.Errorf("reading %s engine information: %w", a.spec.Engine, ctx.Err())
 		}
 		// The engine's own status stays out of the chain: a timeout here
 		// is an unavailable engine, not the startup deadline.
-		return sdk.Worker{}, fmt.Errorf("%w: reading %s engine information: %v", sdk.ErrUnavailable, a.spec.Engine, err)
+		return nil, sdk.Worker{}, fmt.Errorf("%w: reading %s engine information: %v", sdk.ErrUnavailable, a.spec.Engine, err)
 	}
-	return worker, nil
+	return signals, worker, nil
 }
 
 // WatchAvailability implements sdk.Engine.WatchAvailability: Merge over

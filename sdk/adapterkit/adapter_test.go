@@ -75,11 +75,11 @@ func TestStartFailureResets(t *testing.T) {
 				s := spec(true)
 				signals := s.Signals
 				s.Options = []string{"mode"}
-				s.Signals = func(conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
+				s.Signals = func(ctx context.Context, conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
 					if fail.Load() {
-						return nil, fmt.Errorf("%w: engine-option mode=%q: want a or b", sdk.ErrInvalidArgument, o["mode"])
+						return nil, &sdk.FieldError{Field: sdk.FieldOptions, Problem: fmt.Sprintf("mode=%q: want a or b", o["mode"])}
 					}
-					return signals(conn, o)
+					return signals(ctx, conn, o)
 				}
 				return s
 			},
@@ -90,8 +90,8 @@ func TestStartFailureResets(t *testing.T) {
 			spec: func(fail *atomic.Bool) adapterkit.Spec {
 				s := spec(true)
 				signals := s.Signals
-				s.Signals = func(conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
-					sig, err := signals(conn, o)
+				s.Signals = func(ctx context.Context, conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
+					sig, err := signals(ctx, conn, o)
 					if fail.Load() {
 						sig = append(sig, adapterkit.Signal{Name: "never", Role: adapterkit.Startup, Check: func(context.Context) error { return adapterkit.ErrNotServing }})
 					}
@@ -222,7 +222,7 @@ func TestWatchPolledSignals(t *testing.T) {
 		return func(context.Context) error { return v.Load().err }
 	}
 	s := spec(true)
-	s.Signals = func(*grpc.ClientConn, map[string]string) ([]adapterkit.Signal, error) {
+	s.Signals = func(context.Context, *grpc.ClientConn, map[string]string) ([]adapterkit.Signal, error) {
 		return []adapterkit.Signal{
 			{Name: "HealthCheck", Role: adapterkit.Liveness, Check: answer(&live)},
 			{Name: "ready flag", Role: adapterkit.Readiness, Check: answer(&ready)},
@@ -247,8 +247,8 @@ func TestWatchPolledSignals(t *testing.T) {
 func polledOnly(lifetime bool) (adapterkit.Spec, sdk.HealthPolicy) {
 	s := spec(lifetime)
 	signals := s.Signals
-	s.Signals = func(conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
-		sig, err := signals(conn, o)
+	s.Signals = func(ctx context.Context, conn *grpc.ClientConn, o map[string]string) ([]adapterkit.Signal, error) {
+		sig, err := signals(ctx, conn, o)
 		for i := range sig {
 			sig[i].Watch = nil
 		}

@@ -8,7 +8,8 @@
 // [Relay] over [Adapter.Conn]):
 //
 //   - Start checks the request ([CheckStart]: a malformed engine address or
-//     an unknown engine option is sdk.ErrInvalidArgument), dials the engine
+//     an unknown engine option is an *sdk.FieldError naming the field, an
+//     sdk.ErrInvalidArgument), dials the engine
 //     once ([Dial]), waits within the startup deadline, against the
 //     caller's context, until every [Signal] serves, and reads the
 //     [sdk.Worker]. A failed Start closes the connection and may be

@@ -25,7 +25,7 @@ func newToy() *toy {
 	return &toy{adapterkit.New(adapterkit.Spec{
 		Info:   sdk.AdapterInfo{Name: "toy", Version: "0.1.0", Capabilities: sdk.Capabilities{Readiness: true}},
 		Engine: "Toy",
-		Signals: func(conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
+		Signals: func(_ context.Context, conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
 			return []adapterkit.Signal{
 				adapterkit.HealthService(conn, "", adapterkit.Liveness),
 				adapterkit.HealthService(conn, "toy.Inference", adapterkit.Readiness),

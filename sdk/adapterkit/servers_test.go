@@ -159,7 +159,7 @@ func spec(lifetime bool) adapterkit.Spec {
 	s := adapterkit.Spec{
 		Info:   sdk.AdapterInfo{Name: "toy"},
 		Engine: "Toy",
-		Signals: func(conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
+		Signals: func(_ context.Context, conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
 			return []adapterkit.Signal{
 				adapterkit.HealthService(conn, "", adapterkit.Liveness),
 				adapterkit.HealthService(conn, inference, adapterkit.Readiness),

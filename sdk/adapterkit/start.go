@@ -17,17 +17,17 @@ import (
 	"github.com/vigilhq/vigil/sdk/healthwatch"
 )
 
-// CheckStart reports the first bad field of req as an error wrapping
-// sdk.ErrInvalidArgument that names the flag and what it accepts: an engine
-// address that is not host:port with a port from 1 to 65535, a negative
-// startup deadline, a health policy out of range (sdk.HealthPolicy.Validate),
-// or an engine option whose key is not in options.
+// CheckStart reports the first bad field of req as a *sdk.FieldError that
+// says what the field accepts: an engine address that is not host:port with
+// a port from 1 to 65535, a negative startup deadline, a health policy out of
+// range (sdk.HealthPolicy.Validate), or an engine option whose key is not in
+// options.
 func CheckStart(req sdk.StartRequest, options ...string) error {
 	if err := checkAddr(req.EngineAddr); err != nil {
 		return err
 	}
 	if req.StartupDeadline < 0 {
-		return fmt.Errorf("%w: startup-deadline %s: must be a positive duration", sdk.ErrInvalidArgument, req.StartupDeadline)
+		return &sdk.FieldError{Field: sdk.FieldStartupDeadline, Problem: fmt.Sprintf("%s: must be a positive duration", req.StartupDeadline)}
 	}
 	if err := req.Health.Validate(); err != nil {
 		return err
@@ -46,7 +46,7 @@ func CheckStart(req sdk.StartRequest, options ...string) error {
 	if len(options) > 0 {
 		accepted = "accepts " + strings.Join(options, ", ")
 	}
-	return fmt.Errorf("%w: engine-option %s: unknown key; this adapter %s", sdk.ErrInvalidArgument, strings.Join(unknown, ", "), accepted)
+	return &sdk.FieldError{Field: sdk.FieldOptions, Problem: strings.Join(unknown, ", ") + ": unknown key; this adapter " + accepted}
 }
 
 func checkAddr(addr string) error {
@@ -61,7 +61,7 @@ func checkAddr(addr string) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%w: engine-addr %q: want host:port: %v", sdk.ErrInvalidArgument, addr, err)
+		return &sdk.FieldError{Field: sdk.FieldEngineAddr, Problem: fmt.Sprintf("%q: want host:port: %v", addr, err)}
 	}
 	return nil
 }
@@ -71,7 +71,8 @@ func checkAddr(addr string) error {
 // token streams; gRPC's reconnect backoff capped at policy.RetryMax
 // (healthwatch.ConnectParams), so an engine back after a long outage is
 // found within that; and no idle timeout, because a connection that left
-// READY is taken for an engine that went away (see Spec.LifetimeID).
+// READY is taken for an engine that went away (see Spec.LifetimeID). An
+// address gRPC cannot parse is an *sdk.FieldError for sdk.FieldEngineAddr.
 func Dial(addr string, policy sdk.HealthPolicy) (*grpc.ClientConn, error) {
 	conn, err := grpc.NewClient(addr, append(sdk.StreamDialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -79,7 +80,7 @@ func Dial(addr string, policy sdk.HealthPolicy) (*grpc.ClientConn, error) {
 		grpc.WithIdleTimeout(0),
 	)...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: engine-addr %q: %v", sdk.ErrInvalidArgument, addr, err)
+		return nil, &sdk.FieldError{Field: sdk.FieldEngineAddr, Problem: fmt.Sprintf("%q: %v", addr, err)}
 	}
 	return conn, nil
 }

@@ -62,9 +62,7 @@ func (c Config) withDefaults() Config {
 		c.Model = "mock-model"
 	}
 	if c.InstanceID == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
-		c.InstanceID = hex.EncodeToString(b[:])
+		c.InstanceID = newInstanceID()
 	}
 	if c.TokensPerMessage < 1 {
 		c.TokensPerMessage = 1
@@ -78,6 +76,13 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	return c
+}
+
+// newInstanceID mints a lifetime id: 16 random hex characters.
+func newInstanceID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return hex.EncodeToString(b[:])
 }
 
 // Condition is what health derives from: where the engine is in its life,
@@ -102,20 +107,22 @@ type Engine struct {
 	timer    *time.Timer
 	stopOnce sync.Once
 
-	mu         sync.Mutex
-	cond       Condition
-	published  *Condition // the condition Publish last heard of
-	signals    []string   // Config.Signals, then signals first pinned by POST /health
-	status     map[string]Status
-	pinned     map[string]bool // set through POST /health; the engine leaves it alone until stopped
-	lastChange int64           // time.Now().UnixNano() of the last health change
-	requests   map[string]int
-	aborts     map[string]int
-	reqTotal   int
-	abortTotal int
-	streams    map[*stream]struct{}
-	hold       *hold
-	fail       *fail
+	mu          sync.Mutex
+	cond        Condition
+	instanceID  string     // Config.InstanceID until Replace
+	published   *Condition // the condition Publish last heard of
+	publishedID string     // the instance id Publish last heard of
+	signals     []string   // Config.Signals, then signals first pinned by POST /health
+	status      map[string]Status
+	pinned      map[string]bool // set through POST /health; the engine leaves it alone until stopped
+	lastChange  int64           // time.Now().UnixNano() of the last health change
+	requests    map[string]int
+	aborts      map[string]int
+	reqTotal    int
+	abortTotal  int
+	streams     map[*stream]struct{}
+	hold        *hold
+	fail        *fail
 }
 
 // New builds an engine, registers the engine's services and publishes the
@@ -123,15 +130,16 @@ type Engine struct {
 func New(cfg Config) *Engine {
 	cfg = cfg.withDefaults()
 	e := &Engine{
-		cfg:      cfg,
-		srv:      grpc.NewServer(),
-		ready:    make(chan struct{}),
-		signals:  append([]string(nil), cfg.Signals...),
-		status:   map[string]Status{},
-		pinned:   map[string]bool{},
-		requests: map[string]int{},
-		aborts:   map[string]int{},
-		streams:  map[*stream]struct{}{},
+		cfg:        cfg,
+		instanceID: cfg.InstanceID,
+		srv:        grpc.NewServer(),
+		ready:      make(chan struct{}),
+		signals:    append([]string(nil), cfg.Signals...),
+		status:     map[string]Status{},
+		pinned:     map[string]bool{},
+		requests:   map[string]int{},
+		aborts:     map[string]int{},
+		streams:    map[*stream]struct{}{},
 	}
 	if cfg.Register != nil {
 		e.setupErr = cfg.Register(e.srv)
@@ -239,6 +247,33 @@ func (e *Engine) SetPaused(on bool) {
 	e.applyLocked()
 }
 
+// InstanceID returns the engine's lifetime id now: Config.InstanceID until
+// Replace.
+func (e *Engine) InstanceID() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.instanceID
+}
+
+// Replace stands in for the engine process replaced by a new one on the same
+// address while connections stay up, as a restart behind a proxy would
+// look: the engine takes lifetime id id (a new random one when id is empty),
+// and Publish hears of it. It fails after Stop.
+func (e *Engine) Replace(id string) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cond.Stopped {
+		return errStopped
+	}
+	if id == "" {
+		id = newInstanceID()
+	}
+	e.instanceID = id
+	e.lastChange = time.Now().UnixNano()
+	e.publishLocked(nil)
+	return nil
+}
+
 // Available reports whether the engine can answer an RPC other than health
 // and generation: nil once ready, otherwise an UNAVAILABLE status saying why.
 func (e *Engine) Available() error {
@@ -290,7 +325,7 @@ func (e *Engine) State() State {
 	defer e.mu.Unlock()
 	s := State{
 		Model:                    e.cfg.Model,
-		InstanceID:               e.cfg.InstanceID,
+		InstanceID:               e.instanceID,
 		Health:                   make(map[string]string, len(e.status)),
 		Sleeping:                 e.cond.Sleeping,
 		Paused:                   e.cond.Paused,

@@ -93,14 +93,14 @@ func readiness(sig string, c Condition) Status {
 func TestPublish(t *testing.T) {
 	t.Parallel()
 	var p published
-	e := newEngine(t, Config{Signals: []string{"live", "ready"}, Health: readiness, Publish: p.publish})
+	e := newEngine(t, Config{InstanceID: "i", Signals: []string{"live", "ready"}, Health: readiness, Publish: p.publish})
 	ready := Condition{Ready: true}
 	health := func(live, ready Status) map[string]Status { return map[string]Status{"live": live, "ready": ready} }
 
 	// New publishes the initial state, then readiness at once: no delay.
 	want := []Change{
-		{Condition: Condition{}, Health: health(notServing, notServing), Changed: []string{"live", "ready"}},
-		{Condition: ready, Health: health(serving, serving), Changed: []string{"live", "ready"}},
+		{Condition: Condition{}, Health: health(notServing, notServing), Changed: []string{"live", "ready"}, InstanceID: "i"},
+		{Condition: ready, Health: health(serving, serving), Changed: []string{"live", "ready"}, InstanceID: "i"},
 	}
 	if diff := cmp.Diff(want, p.take()); diff != "" {
 		t.Fatalf("after New (-want +got):\n%s", diff)
@@ -110,7 +110,7 @@ func TestPublish(t *testing.T) {
 	e.SetPaused(true)
 	e.SetPaused(true)
 	paused := Condition{Ready: true, Paused: true}
-	want = []Change{{Condition: paused, Health: health(serving, notServing), Changed: []string{"ready"}}}
+	want = []Change{{Condition: paused, Health: health(serving, notServing), Changed: []string{"ready"}, InstanceID: "i"}}
 	if diff := cmp.Diff(want, p.take()); diff != "" {
 		t.Fatalf("after SetPaused (-want +got):\n%s", diff)
 	}
@@ -118,7 +118,7 @@ func TestPublish(t *testing.T) {
 	// Sleeping as well changes the condition but no status: still heard.
 	e.SetSleeping(true)
 	both := Condition{Ready: true, Paused: true, Sleeping: true}
-	want = []Change{{Condition: both, Health: health(serving, notServing)}}
+	want = []Change{{Condition: both, Health: health(serving, notServing), InstanceID: "i"}}
 	if diff := cmp.Diff(want, p.take(), cmpopts.EquateEmpty()); diff != "" {
 		t.Fatalf("after SetSleeping (-want +got):\n%s", diff)
 	}
@@ -129,8 +129,8 @@ func TestPublish(t *testing.T) {
 	stopped := both
 	stopped.Stopped = true
 	want = []Change{
-		{Condition: both, Health: map[string]Status{"live": serving, "ready": notServing, "extra": serving}, Changed: []string{"extra"}},
-		{Condition: stopped, Health: map[string]Status{"live": notServing, "ready": notServing, "extra": notServing}, Changed: []string{"live", "extra"}},
+		{Condition: both, Health: map[string]Status{"live": serving, "ready": notServing, "extra": serving}, Changed: []string{"extra"}, InstanceID: "i"},
+		{Condition: stopped, Health: map[string]Status{"live": notServing, "ready": notServing, "extra": notServing}, Changed: []string{"live", "extra"}, InstanceID: "i"},
 	}
 	if diff := cmp.Diff(want, p.take()); diff != "" {
 		t.Fatalf("after pin and Stop (-want +got):\n%s", diff)

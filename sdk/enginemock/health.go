@@ -20,8 +20,11 @@ type Change struct {
 	// Health holds every signal's status after the change; Publish may keep it.
 	Health map[string]Status
 	// Changed lists the signals whose status changed, in Config.Signals
-	// order then pin order; empty when only the condition changed.
+	// order then pin order; empty when only the condition or the instance
+	// id changed.
 	Changed []string
+	// InstanceID is the engine's lifetime id after the change; see Replace.
+	InstanceID string
 }
 
 var errStopped = errors.New("engine is stopped")
@@ -70,13 +73,13 @@ func (e *Engine) setLocked(sig string, st Status) (changed bool) {
 func (e *Engine) publishLocked(changed []string) {
 	if len(changed) > 0 {
 		e.lastChange = time.Now().UnixNano()
-	} else if e.published != nil && *e.published == e.cond {
+	} else if e.published != nil && *e.published == e.cond && e.publishedID == e.instanceID {
 		return
 	}
 	c := e.cond
-	e.published = &c
+	e.published, e.publishedID = &c, e.instanceID
 	if e.cfg.Publish != nil {
-		e.cfg.Publish(Change{Condition: c, Health: maps.Clone(e.status), Changed: changed})
+		e.cfg.Publish(Change{Condition: c, Health: maps.Clone(e.status), Changed: changed, InstanceID: e.instanceID})
 	}
 }
 

@@ -17,11 +17,12 @@ import (
 // Handler is the JSON control surface. Every successful request answers 200
 // with the State after it; errors answer {"error": "..."}: 400 for bad input
 // naming the field, 404 for an unknown path, 405 for the wrong method, 409
-// for POST /health after stop.
+// for POST /health or /replace after stop.
 //
 //	POST /health  {"service": "", "status": "NOT_SERVING"}  pin a health signal (SERVING, NOT_SERVING, SERVICE_UNKNOWN)
 //	POST /sleep, /wake, /pause, /resume                   SetSleeping or SetPaused; in-flight requests run on
 //	POST /stop                                            all NOT_SERVING, then stop gRPC; Serve returns nil
+//	POST /replace {"instance_id": "x"}                    Replace: a new lifetime id, "x" or random without a body
 //	POST /hold    {"at_token": N}                         hold every new stream before output token N
 //	POST /release                                         release held streams
 //	POST /fail    {"at_token": N, "code": "UNAVAILABLE"}  fail the next stream with code after N tokens
@@ -44,6 +45,7 @@ func (e *Engine) Handler() http.Handler {
 		"/pause":   {http.MethodPost, set(e.SetPaused, true)},
 		"/resume":  {http.MethodPost, set(e.SetPaused, false)},
 		"/stop":    {http.MethodPost, func(*http.Request) error { e.shutdown(); return nil }},
+		"/replace": {http.MethodPost, e.postReplace},
 		"/hold":    {http.MethodPost, e.postHold},
 		"/release": {http.MethodPost, e.postRelease},
 		"/fail":    {http.MethodPost, e.postFail},
@@ -103,6 +105,18 @@ func (e *Engine) postHealth(r *http.Request) error {
 		return fmt.Errorf("status: unknown status %q, want SERVING, NOT_SERVING or SERVICE_UNKNOWN", *body.Status)
 	}
 	return e.pin(body.Service, Status(st))
+}
+
+func (e *Engine) postReplace(r *http.Request) error {
+	var body struct {
+		InstanceID string `json:"instance_id"`
+	}
+	if r.ContentLength != 0 {
+		if err := decode(r, &body); err != nil {
+			return err
+		}
+	}
+	return e.Replace(body.InstanceID)
 }
 
 func (e *Engine) postHold(r *http.Request) error {

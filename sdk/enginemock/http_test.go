@@ -128,3 +128,32 @@ func TestPostStop(t *testing.T) {
 		t.Errorf("POST /health after /stop = %d, want 409", code)
 	}
 }
+
+// TestPostReplace: /replace gives the engine a new lifetime id, the one
+// named or a fresh one, and Publish hears of it; after stop it is refused.
+func TestPostReplace(t *testing.T) {
+	t.Parallel()
+	var p published
+	e := newEngine(t, Config{InstanceID: "old", Signals: []string{""}, Publish: p.publish})
+	p.take()
+	before := e.State().LastHealthChangeUnixNano
+
+	must(t, e, "/replace", `{"instance_id": "new"}`)
+	if got := e.InstanceID(); got != "new" {
+		t.Errorf("InstanceID() after /replace = %q, want new", got)
+	}
+	if got := p.take(); len(got) != 1 || got[0].InstanceID != "new" || len(got[0].Changed) != 0 {
+		t.Errorf("Publish heard %+v, want one change with instance id new and no signal changed", got)
+	}
+	if after := e.State().LastHealthChangeUnixNano; after <= before {
+		t.Errorf("last_health_change_unix_nano = %d, want after %d", after, before)
+	}
+	must(t, e, "/replace", "")
+	if got := e.State().InstanceID; got == "new" || len(got) != 16 {
+		t.Errorf("instance id after /replace without a body = %q, want a fresh 16-character id", got)
+	}
+	must(t, e, "/stop", "")
+	if code, _ := do(t, e, http.MethodPost, "/replace", ""); code != http.StatusConflict {
+		t.Errorf("POST /replace after /stop = %d, want 409", code)
+	}
+}

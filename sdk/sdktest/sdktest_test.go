@@ -45,7 +45,7 @@ func (e *refEngine) Info(context.Context) (sdk.AdapterInfo, error) {
 
 func (e *refEngine) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, error) {
 	if _, _, err := net.SplitHostPort(req.EngineAddr); err != nil && !e.broken {
-		return sdk.Worker{}, fmt.Errorf("%w: engine-addr %q: %v", sdk.ErrInvalidArgument, req.EngineAddr, err)
+		return sdk.Worker{}, &sdk.FieldError{Field: sdk.FieldEngineAddr, Problem: fmt.Sprintf("%q: %v", req.EngineAddr, err)}
 	}
 	policy := req.Health.WithDefaults()
 	e.mu.Lock()

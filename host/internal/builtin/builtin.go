@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"sort"
 
+	"github.com/vigilhq/vigil/plugins/sglang"
 	"github.com/vigilhq/vigil/plugins/vllm"
 	"github.com/vigilhq/vigil/sdk"
 )
@@ -18,7 +19,8 @@ import (
 const envAdapter = "VIGIL_BUILTIN_ADAPTER"
 
 var adapters = map[string]func() sdk.Engine{
-	vllm.Name: func() sdk.Engine { return vllm.New() },
+	sglang.Name: func() sdk.Engine { return sglang.New() },
+	vllm.Name:   func() sdk.Engine { return vllm.New() },
 }
 
 // Names lists the built-in engine names, sorted.

@@ -31,7 +31,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown engine", []string{"--engine", "tgi"}, `--engine "tgi": unknown engine; built-in engines: vllm`},
+		{"unknown engine", []string{"--engine", "tgi"}, `--engine "tgi": unknown engine; built-in engines: sglang, vllm`},
 		{"missing plugin", []string{"--engine-plugin", "/no/such/adapter"}, `--engine-plugin "/no/such/adapter"`},
 		{"engine address", []string{"--engine-addr", "50051"}, `--engine-addr "50051": want host:port`},
 		{"listen port", []string{"--listen", "127.0.0.1:70000"}, "--listen \"127.0.0.1:70000\": port must be a number from 0 to 65535"},

@@ -7,9 +7,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/router"
 )
 
@@ -58,24 +58,17 @@ func routeAction(c *cli.Context) error {
 		return err
 	}
 	log := cfg.log.logger(c.App.ErrWriter)
-	var src router.Source
-	switch cfg.discovery {
-	case "consul":
-		client, err := api.NewClient(api.DefaultConfig())
-		if err != nil {
-			return usageErrorf("--discovery consul: %v", err)
-		}
-		src = router.NewConsulSource(client.Health(), cfg.service, log.Named("discovery"))
-	default:
-		src = router.NewFileSource(cfg.registryDir, cfg.service, log.Named("discovery"))
+	b, err := newBackend(cfg.discoveryConfig)
+	if err != nil {
+		return err
 	}
-	return serveRoute(c.Context, cfg, src, log, signals, nil)
+	return serveRoute(c.Context, cfg, b.discoverer(log.Named("discovery")), log, signals, nil)
 }
 
 // serveRoute listens on both addresses and runs the router until a
 // signal; it returns the command's end (nil: exit 0). ready, if not nil, is
 // called with the listening addresses once both servers accept.
-func serveRoute(ctx context.Context, cfg routeConfig, src router.Source, log hclog.Logger,
+func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, log hclog.Logger,
 	signals <-chan os.Signal, ready func(grpcAddr, httpAddr net.Addr)) error {
 	glis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

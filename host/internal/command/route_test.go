@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/discovery/file"
-	"github.com/vigilhq/vigil/host/internal/router"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -61,16 +60,16 @@ func TestRouteFlagsFromEnvironment(t *testing.T) {
 	}
 }
 
-// notifySource is a Source that closes first once its first set of
+// notifySource is a Discoverer that closes first once its first set of
 // workers has reached the router.
 type notifySource struct {
-	router.Source
+	discovery.Discoverer
 	first chan struct{}
 }
 
-func (s notifySource) Run(ctx context.Context, update func([]router.Endpoint)) {
+func (s notifySource) Run(ctx context.Context, update func([]discovery.Registration)) {
 	sent := false
-	s.Source.Run(ctx, func(eps []router.Endpoint) {
+	s.Discoverer.Run(ctx, func(eps []discovery.Registration) {
 		update(eps)
 		if !sent {
 			sent = true
@@ -91,7 +90,7 @@ func TestRouteServesAndStopsOnSignal(t *testing.T) {
 		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20,
 	}
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: io.Discard})
-	src := notifySource{Source: router.NewFileSource(dir, "llm", log), first: make(chan struct{})}
+	src := notifySource{Discoverer: file.NewDiscoverer(dir, "llm", log), first: make(chan struct{})}
 	signals := make(chan os.Signal, 2)
 	addrs := make(chan [2]net.Addr, 1)
 	done := make(chan error, 1)
@@ -144,7 +143,7 @@ func TestRouteListenFailure(t *testing.T) {
 		listen:          "127.0.0.1:0", httpListen: lis.Addr().String(),
 		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20,
 	}
-	err = serveRoute(t.Context(), cfg, router.NewFileSource(cfg.registryDir, "llm", nil), hclog.NewNullLogger(), nil, nil)
+	err = serveRoute(t.Context(), cfg, file.NewDiscoverer(cfg.registryDir, "llm", nil), hclog.NewNullLogger(), nil, nil)
 	ec, ok := err.(*exitError)
 	if !ok || ec.code != 1 || !strings.Contains(ec.msg, "--http-listen") {
 		t.Errorf("got %v, want exit 1 naming --http-listen", err)

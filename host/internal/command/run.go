@@ -13,7 +13,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 	"github.com/vigilhq/vigil/host/internal/builtin"
@@ -121,7 +120,7 @@ func runAction(c *cli.Context) error {
 
 	registry, err := newRegistry(cfg)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return err
 	}
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -155,10 +154,11 @@ func lifecycleConfig(cfg runConfig, registry discovery.Registry, ep supervisor.E
 			Address: cfg.advHost, Port: cfg.advPort,
 		},
 		ServedModelName: cfg.servedModelName,
-		Announcer:       discovery.NewAnnouncer(registry, cfg.ttl, log),
+		Announcer:       discovery.NewAnnouncer(registry, log),
 		Endpoint:        ep,
 		GracePeriod:     cfg.grace,
 		ShutdownDelay:   cfg.shutdownDelay,
+		ExplainRejected: namingFlags,
 		Logger:          log,
 	}
 }
@@ -181,20 +181,6 @@ func launch(ctx context.Context, cfg runConfig, log hclog.Logger) (*sdk.Plugin, 
 		}
 	}
 	return sdk.Launch(ctx, sdk.LaunchConfig{Cmd: cmd, Logger: log.Named("adapter")})
-}
-
-func newRegistry(cfg runConfig) (discovery.Registry, error) {
-	switch cfg.discovery {
-	case "consul":
-		conf := api.DefaultConfig()
-		client, err := api.NewClient(conf)
-		if err != nil {
-			return nil, fmt.Errorf("--discovery consul: %w", err)
-		}
-		return consul.New(client, conf.Address, consul.Options{TTL: cfg.ttl, DeregisterAfter: cfg.deregAft}), nil
-	default:
-		return file.New(cfg.registryDir, cfg.ttl), nil
-	}
 }
 
 // parseRun validates run's flags; every error names the flag and what it

@@ -10,11 +10,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// logEvery is how often a persisting backend failure is logged again after
-// the first: every 10th failure, so an unreachable Consul does not flood
-// the log.
-const logEvery = 10
-
 // opTimeout bounds one backend call, so a hung backend cannot hold up a
 // withdrawal for long.
 const opTimeout = 2 * time.Second
@@ -23,7 +18,6 @@ const opTimeout = 2 * time.Second
 // wants. Backend failures never end it: they are logged and retried.
 type Announcer struct {
 	reg Registry
-	ttl time.Duration
 	log hclog.Logger
 
 	kick chan struct{}
@@ -34,18 +28,20 @@ type Announcer struct {
 	mu         sync.Mutex
 	want       *Registration // nil: withdrawn
 	registered *Registration // what the backend holds, as far as we know
-	failures   int
+	failures   Failures
 }
 
-// NewAnnouncer returns an Announcer over reg; ttl is the registration's TTL.
-func NewAnnouncer(reg Registry, ttl time.Duration, log hclog.Logger) *Announcer {
-	return &Announcer{reg: reg, ttl: ttl, log: log, kick: make(chan struct{}, 1)}
+// NewAnnouncer returns an Announcer over reg.
+func NewAnnouncer(reg Registry, log hclog.Logger) *Announcer {
+	return &Announcer{reg: reg, log: log, kick: make(chan struct{}, 1)}
 }
 
-// Run renews the registration every third of the TTL until ctx ends. It
+// Run renews the registration every third of reg's TTL until ctx ends. It
 // does not withdraw on return: call Withdraw first.
 func (a *Announcer) Run(ctx context.Context) {
-	t := time.NewTicker(a.ttl / 3)
+	// The renewal period comes from the TTL the registry publishes, so the
+	// two cannot disagree.
+	t := time.NewTicker(a.reg.TTL() / 3)
 	defer t.Stop()
 	for {
 		select {
@@ -106,16 +102,10 @@ func (a *Announcer) sync(ctx context.Context) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err != nil {
-		a.failures++
-		if a.failures == 1 || a.failures%logEvery == 0 {
-			a.log.Warn("registry update failed; retrying", "registry", a.reg.String(), "failures", a.failures, "error", err)
-		}
+		a.failures.Fail(a.log, "registry update failed; retrying", "registry", a.reg.String(), "error", err)
 		return
 	}
-	if a.failures > 0 {
-		a.log.Info("registry reachable again", "registry", a.reg.String(), "failures", a.failures)
-		a.failures = 0
-	}
+	a.failures.Recover(a.log, "registry reachable again", "registry", a.reg.String())
 	if a.want != nil && *a.want == *want {
 		a.registered = want
 	}

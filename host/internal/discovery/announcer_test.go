@@ -16,14 +16,15 @@ import (
 // recorder is a Registry that records calls and fails on demand; the
 // backends themselves are tested against real Consul and a real directory.
 type recorder struct {
+	ttl    time.Duration
 	mu     sync.Mutex
 	calls  []string
 	fail   map[string]error // by operation
 	called chan string
 }
 
-func newRecorder() *recorder {
-	return &recorder{fail: map[string]error{}, called: make(chan string, 100)}
+func newRecorder(ttl time.Duration) *recorder {
+	return &recorder{ttl: ttl, fail: map[string]error{}, called: make(chan string, 100)}
 }
 
 func (r *recorder) op(name string) error {
@@ -46,7 +47,8 @@ func (r *recorder) Heartbeat(context.Context, discovery.Registration) error { re
 func (r *recorder) Deregister(context.Context, discovery.Registration) error {
 	return r.op("deregister")
 }
-func (r *recorder) String() string { return "recorder" }
+func (r *recorder) TTL() time.Duration { return r.ttl }
+func (r *recorder) String() string     { return "recorder" }
 
 // await waits for the next call named op, skipping others.
 func (r *recorder) await(t *testing.T, op string) {
@@ -64,8 +66,8 @@ func (r *recorder) await(t *testing.T, op string) {
 	}
 }
 
-func start(t *testing.T, reg discovery.Registry, ttl time.Duration) *discovery.Announcer {
-	a := discovery.NewAnnouncer(reg, ttl, hclog.NewNullLogger())
+func start(t *testing.T, reg discovery.Registry) *discovery.Announcer {
+	a := discovery.NewAnnouncer(reg, hclog.NewNullLogger())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(ctx) }()
@@ -79,8 +81,8 @@ var worker = discovery.Registration{Service: "llm", WorkerID: "w1", Address: "12
 // registered again, withdrawn with a failing first deregistration.
 func TestAnnouncerStory(t *testing.T) {
 	t.Parallel()
-	rec := newRecorder()
-	a := start(t, rec, 30*time.Millisecond)
+	rec := newRecorder(30 * time.Millisecond)
+	a := start(t, rec)
 
 	a.Announce(worker)
 	rec.await(t, "register")
@@ -116,8 +118,8 @@ func TestAnnouncerStory(t *testing.T) {
 // ends before a deregistration succeeds.
 func TestWithdrawGivesUpAtDeadline(t *testing.T) {
 	t.Parallel()
-	rec := newRecorder()
-	a := start(t, rec, time.Hour)
+	rec := newRecorder(time.Hour)
+	a := start(t, rec)
 	a.Announce(worker)
 	rec.await(t, "register")
 	rec.setFail("deregister", errors.New("unreachable"))
@@ -132,8 +134,8 @@ func TestWithdrawGivesUpAtDeadline(t *testing.T) {
 // TestWithdrawNothing: withdrawing a worker never announced calls nothing.
 func TestWithdrawNothing(t *testing.T) {
 	t.Parallel()
-	rec := newRecorder()
-	a := start(t, rec, time.Hour)
+	rec := newRecorder(time.Hour)
+	a := start(t, rec)
 	if err := a.Withdraw(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -25,9 +25,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
-// WorkerService is the health service name of the worker API.
-const WorkerService = "vigil.worker.v1.Worker"
-
 // KeepaliveMinTime is the shortest interval at which clients (vigil route)
 // may ping the worker endpoint to detect a frozen worker; gRPC's default
 // (5 minutes) would cut them off with GOAWAY too_many_pings.
@@ -111,7 +108,7 @@ func (s *Server) setHealth(serving bool) {
 		st = healthpb.HealthCheckResponse_SERVING
 	}
 	s.health.SetServingStatus("", st)
-	s.health.SetServingStatus(WorkerService, st)
+	s.health.SetServingStatus(workerv1.Worker_ServiceDesc.ServiceName, st)
 }
 
 // Drain stops admitting and returns when no request is in flight. When ctx

@@ -5,11 +5,13 @@
 //
 // How a request travels:
 //
-//  1. A [Source] watches discovery (Consul's health endpoint with blocking
-//     queries, or the file registry polled every 100ms) and hands every
-//     changed set of passing workers to [Pool.Update]. Each set replaces the
-//     previous one at once: a worker that discovery dropped is never picked
-//     again, even by a request already retrying.
+//  1. A [discovery.Discoverer] watches discovery (Consul's health endpoint
+//     with blocking queries, or the file registry polled every 100ms) and
+//     hands every changed set of passing workers to [Pool.Update]. Each set
+//     replaces the previous one at once: a worker that discovery dropped is
+//     never picked again, even by a request already retrying. The router
+//     knows workers only as [discovery.Registration]s, never a backend's
+//     record format (TestRouterSeesDiscoveryOnlyThroughItsContract).
 //  2. The [Pool] keeps one gRPC connection per worker address, opened when
 //     the address appears and closed when it has left discovery and its last
 //     stream has ended. It picks workers round-robin among those serving the

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // answers every request with the chunks "hello" and " world" and a final
 // STOP; its knobs change that.
 type fakeWorker struct {
-	ep       Endpoint
+	ep       discovery.Registration
 	requests atomic.Int64
 
 	mu sync.Mutex
@@ -70,7 +71,7 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	w.mu.Unlock()
 
 	if refuse != codes.OK {
-		return status.Errorf(refuse, "worker %s refuses", w.ep.ID)
+		return status.Errorf(refuse, "worker %s refuses", w.ep.WorkerID)
 	}
 	if req.GetModel() != "" && req.GetModel() != w.ep.Model {
 		return status.Errorf(codes.NotFound, "model %q is not served here", req.GetModel())
@@ -124,7 +125,8 @@ func startWorker(t *testing.T, id, model string) *fakeWorker {
 		t.Fatal(err)
 	}
 	w := &fakeWorker{
-		ep:        Endpoint{ID: id, Addr: lis.Addr().String(), Model: model, Engine: "fake", InstanceID: id + "-1"},
+		ep: discovery.Registration{WorkerID: id, Address: "127.0.0.1", Port: lis.Addr().(*net.TCPAddr).Port,
+			Model: model, Engine: "fake", InstanceID: id + "-1"},
 		holding:   make(chan struct{}),
 		cancelled: make(chan struct{}),
 	}
@@ -142,8 +144,8 @@ func startWorker(t *testing.T, id, model string) *fakeWorker {
 	return w
 }
 
-func endpoints(ws ...*fakeWorker) []Endpoint {
-	var eps []Endpoint
+func endpoints(ws ...*fakeWorker) []discovery.Registration {
+	var eps []discovery.Registration
 	for _, w := range ws {
 		eps = append(eps, w.ep)
 	}
@@ -260,7 +262,7 @@ func (r *testRouter) generate(ctx context.Context, model, prompt string) generat
 func counts(ws ...*fakeWorker) string {
 	var parts []string
 	for _, w := range ws {
-		parts = append(parts, fmt.Sprintf("%s=%d", w.ep.ID, w.requests.Load()))
+		parts = append(parts, fmt.Sprintf("%s=%d", w.ep.WorkerID, w.requests.Load()))
 	}
 	return strings.Join(parts, " ")
 }

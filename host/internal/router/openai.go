@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -418,7 +419,7 @@ func (h *httpHandler) completions(w http.ResponseWriter, r *http.Request) {
 		model = c.Model
 	)
 	created := time.Now().Unix()
-	err := h.proxy.generate(r.Context(), req, func(ep Endpoint, m *workerv1.GenerateResponse) error {
+	err := h.proxy.generate(r.Context(), req, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
 		if model == "" {
 			model = ep.Model
 		}
@@ -531,7 +532,7 @@ func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, c *completi
 			Choices: []choice{{Text: text, FinishReason: reason}}, Usage: usage,
 		}
 	}
-	err := h.proxy.generate(r.Context(), req, func(ep Endpoint, m *workerv1.GenerateResponse) error {
+	err := h.proxy.generate(r.Context(), req, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
 		if !started {
 			started = true
 			if model == "" {

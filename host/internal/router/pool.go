@@ -1,13 +1,13 @@
 package router
 
 import (
-	"time"
-
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -23,8 +23,8 @@ type Pool struct {
 	log hclog.Logger
 
 	mu     sync.Mutex
-	eps    []Endpoint       // current set, sorted by ID
-	conns  map[string]*conn // by address, for the current set
+	eps    []discovery.Registration // current set, in discovery.Sort order
+	conns  map[string]*conn         // by address, for the current set
 	next   map[string]uint64
 	known  bool // Update was called at least once
 	closed bool
@@ -48,9 +48,9 @@ func NewPool(log hclog.Logger) *Pool {
 // Pick never returns a worker missing from eps. Connections to new
 // addresses are opened; those to departed addresses close when their last
 // stream ends. Update after Close does nothing.
-func (p *Pool) Update(eps []Endpoint) {
+func (p *Pool) Update(eps []discovery.Registration) {
 	eps = slices.Clone(eps)
-	sortEndpoints(eps)
+	discovery.Sort(eps)
 	var toClose []*conn
 
 	p.mu.Lock()
@@ -60,7 +60,7 @@ func (p *Pool) Update(eps []Endpoint) {
 	}
 	want := map[string]bool{}
 	for _, ep := range eps {
-		want[ep.Addr] = true
+		want[ep.Addr()] = true
 	}
 	for addr, c := range p.conns {
 		if !want[addr] {
@@ -73,21 +73,22 @@ func (p *Pool) Update(eps []Endpoint) {
 		}
 	}
 	for _, ep := range eps {
-		if _, ok := p.conns[ep.Addr]; ok {
+		addr := ep.Addr()
+		if _, ok := p.conns[addr]; ok {
 			continue
 		}
-		cc, err := grpc.NewClient("passthrough:///"+ep.Addr, append(sdk.StreamDialOptions(),
+		cc, err := grpc.NewClient("passthrough:///"+addr, append(sdk.StreamDialOptions(),
 			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(workerKeepalive))...)
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.
-			p.log.Error("cannot connect to worker; ignoring it", "addr", ep.Addr, "worker_id", ep.ID, "error", err)
+			p.log.Error("cannot connect to worker; ignoring it", "addr", addr, "worker_id", ep.WorkerID, "error", err)
 			continue
 		}
 		cc.Connect()
-		p.conns[ep.Addr] = &conn{addr: ep.Addr, cc: cc}
-		p.log.Info("worker joined", "addr", ep.Addr, "worker_id", ep.ID, "model", ep.Model, "engine", ep.Engine)
+		p.conns[addr] = &conn{addr: addr, cc: cc}
+		p.log.Info("worker joined", "addr", addr, "worker_id", ep.WorkerID, "model", ep.Model, "engine", ep.Engine)
 	}
-	p.eps = slices.DeleteFunc(eps, func(ep Endpoint) bool { return p.conns[ep.Addr] == nil })
+	p.eps = slices.DeleteFunc(eps, func(ep discovery.Registration) bool { return p.conns[ep.Addr()] == nil })
 	p.known = true
 	p.mu.Unlock()
 
@@ -96,8 +97,8 @@ func (p *Pool) Update(eps []Endpoint) {
 	}
 }
 
-// Endpoints returns the current set of workers.
-func (p *Pool) Endpoints() []Endpoint {
+// Workers returns the current set of workers.
+func (p *Pool) Workers() []discovery.Registration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.eps)
@@ -118,40 +119,60 @@ func (p *Pool) Models() []string {
 	return slices.Compact(models)
 }
 
-// Pick chooses a worker for one attempt of a request for model ("" means
-// any model): the next one round-robin among the current workers serving
-// model whose address is not in tried. The caller must call release when
+// Ask is what one request needs of a worker.
+type Ask struct {
+	// Model is the served model name; "" means any model.
+	Model string
+	// Text: the prompt is text, which token-only workers cannot take.
+	Text bool
+}
+
+func (a Ask) serves(e discovery.Registration) bool { return a.Model == "" || e.Model == a.Model }
+
+func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && (!a.Text || !e.TokensOnly) }
+
+// Pick chooses a worker for one attempt of a request: the next one
+// round-robin among the current workers that serve ask.Model and take its
+// prompt, whose address is not in tried. The caller must call release when
 // its stream on the returned connection has ended.
 //
 // Errors are gRPC statuses: UNAVAILABLE when no worker is known or every
-// worker serving model was tried, NOT_FOUND when workers are known but none
-// serves model.
-func (p *Pool) Pick(model string, tried map[string]bool) (ep Endpoint, cc *grpc.ClientConn, release func(), err error) {
+// worker that could take the request was tried, NOT_FOUND when workers are
+// known but none serves the model, INVALID_ARGUMENT naming prompt when
+// those that serve it take token ids only and the prompt is text.
+func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, cc *grpc.ClientConn, release func(), err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || len(p.eps) == 0 {
-		return Endpoint{}, nil, nil, status.Error(codes.Unavailable, "no workers available")
+		return discovery.Registration{}, nil, nil, status.Error(codes.Unavailable, "no workers available")
 	}
-	var serving, untried int
+	var serving, taking, untried int
 	for _, e := range p.eps {
-		if model == "" || e.Model == model {
+		switch {
+		case !ask.serves(e):
+		case !ask.takes(e):
 			serving++
-			if !tried[e.Addr] {
+		default:
+			serving++
+			taking++
+			if !tried[e.Addr()] {
 				untried++
 			}
 		}
 	}
-	if serving == 0 {
-		return Endpoint{}, nil, nil, status.Errorf(codes.NotFound, "no worker serves model %q", model)
-	}
-	if untried == 0 {
-		return Endpoint{}, nil, nil, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(model), serving)
+	switch {
+	case serving == 0:
+		return discovery.Registration{}, nil, nil, status.Errorf(codes.NotFound, "no worker serves model %q", ask.Model)
+	case taking == 0:
+		return discovery.Registration{}, nil, nil, status.Errorf(codes.InvalidArgument, "prompt: %s take token ids only, not text", workersOf(ask.Model))
+	case untried == 0:
+		return discovery.Registration{}, nil, nil, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), taking)
 	}
 	// Round-robin per requested model, over the workers not yet tried.
-	k := int(p.next[model] % uint64(untried))
-	p.next[model]++
+	k := int(p.next[ask.Model] % uint64(untried))
+	p.next[ask.Model]++
 	for _, e := range p.eps {
-		if (model == "" || e.Model == model) && !tried[e.Addr] {
+		if ask.takes(e) && !tried[e.Addr()] {
 			if k == 0 {
 				ep = e
 				break
@@ -159,7 +180,7 @@ func (p *Pool) Pick(model string, tried map[string]bool) (ep Endpoint, cc *grpc.
 			k--
 		}
 	}
-	c := p.conns[ep.Addr]
+	c := p.conns[ep.Addr()]
 	c.inflight++
 	var once sync.Once
 	return ep, c.cc, func() { once.Do(func() { p.release(c) }) }, nil
@@ -207,6 +228,13 @@ func (p *Pool) Close() {
 	}
 }
 
+func workersOf(model string) string {
+	if model == "" {
+		return "the workers"
+	}
+	return fmt.Sprintf("the workers of model %q", model)
+}
+
 func describe(model string) string {
 	if model == "" {
 		return "worker"
@@ -221,3 +249,10 @@ func describe(model string) string {
 // request timeout. vigil workers permit pings this often
 // (endpoint.KeepaliveMinTime); engines are never pinged.
 var workerKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}
+
+func orNull(log hclog.Logger) hclog.Logger {
+	if log == nil {
+		return hclog.NewNullLogger()
+	}
+	return log
+}

@@ -1,9 +1,11 @@
 package router
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
@@ -13,19 +15,19 @@ func TestPoolPick(t *testing.T) {
 	t.Parallel()
 	p := NewPool(nil)
 	defer p.Close()
-	p.Update([]Endpoint{
-		{ID: "c", Addr: "127.0.0.1:3", Model: "m2"},
-		{ID: "a", Addr: "127.0.0.1:1", Model: "m1"},
-		{ID: "b", Addr: "127.0.0.1:2", Model: "m1"},
+	p.Update([]discovery.Registration{
+		{WorkerID: "c", Address: "127.0.0.1", Port: 3, Model: "m2"},
+		{WorkerID: "a", Address: "127.0.0.1", Port: 1, Model: "m1"},
+		{WorkerID: "b", Address: "127.0.0.1", Port: 2, Model: "m1"},
 	})
 	pick := func(model string, tried map[string]bool) (string, codes.Code) {
-		ep, _, release, err := p.Pick(model, tried)
+		ep, _, release, err := p.Pick(Ask{Model: model}, tried)
 		if err != nil {
 			return "", status.Code(err)
 		}
 		release()
 		release() // releasing twice is harmless
-		return ep.ID, codes.OK
+		return ep.WorkerID, codes.OK
 	}
 	var got []string
 	for range 4 {
@@ -72,15 +74,15 @@ func TestPoolClosesConnectionWhenIdle(t *testing.T) {
 	t.Parallel()
 	p := NewPool(nil)
 	defer p.Close()
-	a := Endpoint{ID: "a", Addr: "127.0.0.1:1", Model: "m"}
-	b := Endpoint{ID: "b", Addr: "127.0.0.1:2", Model: "m"}
-	p.Update([]Endpoint{a, b})
+	a := discovery.Registration{WorkerID: "a", Address: "127.0.0.1", Port: 1, Model: "m"}
+	b := discovery.Registration{WorkerID: "b", Address: "127.0.0.1", Port: 2, Model: "m"}
+	p.Update([]discovery.Registration{a, b})
 
-	_, busy, release, err := p.Pick("m", map[string]bool{b.Addr: true})
+	_, busy, release, err := p.Pick(Ask{Model: "m"}, map[string]bool{b.Addr(): true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, idle, releaseB, err := p.Pick("m", map[string]bool{a.Addr: true})
+	_, idle, releaseB, err := p.Pick(Ask{Model: "m"}, map[string]bool{a.Addr(): true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,8 +106,8 @@ func TestPoolClosesConnectionWhenIdle(t *testing.T) {
 func TestPoolClose(t *testing.T) {
 	t.Parallel()
 	p := NewPool(nil)
-	p.Update([]Endpoint{{ID: "a", Addr: "127.0.0.1:1"}})
-	_, cc, release, err := p.Pick("", nil)
+	p.Update([]discovery.Registration{{WorkerID: "a", Address: "127.0.0.1", Port: 1}})
+	_, cc, release, err := p.Pick(Ask{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +120,56 @@ func TestPoolClose(t *testing.T) {
 	if s := cc.GetState(); s != connectivity.Shutdown {
 		t.Errorf("connection after its stream ended: %v, want Shutdown", s)
 	}
-	p.Update([]Endpoint{{ID: "a", Addr: "127.0.0.1:1"}})
+	p.Update([]discovery.Registration{{WorkerID: "a", Address: "127.0.0.1", Port: 1}})
 	if known, n := p.Ready(); n != 0 {
 		t.Errorf("Update after Close: known %v, %d workers; want 0 workers", known, n)
 	}
-	if _, _, _, err := p.Pick("", nil); status.Code(err) != codes.Unavailable {
+	if _, _, _, err := p.Pick(Ask{}, nil); status.Code(err) != codes.Unavailable {
 		t.Errorf("Pick after Close: %v, want Unavailable", err)
+	}
+}
+
+// TestPoolPickPromptKind: a text prompt goes only to workers that take
+// text; when every worker of the model takes token ids only, it is refused
+// naming prompt, and token prompts go to all.
+func TestPoolPickPromptKind(t *testing.T) {
+	t.Parallel()
+	p := NewPool(nil)
+	defer p.Close()
+	p.Update([]discovery.Registration{
+		{WorkerID: "text", Address: "127.0.0.1", Port: 1, Model: "m"},
+		{WorkerID: "tokens", Address: "127.0.0.1", Port: 2, Model: "m", TokensOnly: true},
+		{WorkerID: "tokens2", Address: "127.0.0.1", Port: 3, Model: "t", TokensOnly: true},
+	})
+	tests := map[string]struct {
+		ask     Ask
+		want    []string // workers picked by successive attempts, none tried
+		code    codes.Code
+		message string
+	}{
+		"text goes to text workers":   {ask: Ask{Model: "m", Text: true}, want: []string{"text", "text"}},
+		"token ids go to all":         {ask: Ask{Model: "m"}, want: []string{"text", "tokens"}},
+		"text to token-only workers":  {ask: Ask{Model: "t", Text: true}, code: codes.InvalidArgument, message: `prompt: the workers of model "t" take token ids only, not text`},
+		"text, any model":             {ask: Ask{Text: true}, want: []string{"text", "text"}},
+		"unknown model is not prompt": {ask: Ask{Model: "x", Text: true}, code: codes.NotFound},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for range max(len(tt.want), 1) {
+				ep, _, release, err := p.Pick(tt.ask, nil)
+				if err != nil {
+					if status.Code(err) != tt.code || !strings.Contains(status.Convert(err).Message(), tt.message) {
+						t.Fatalf("Pick(%+v) = %v, want %v %q", tt.ask, err, tt.code, tt.message)
+					}
+					return
+				}
+				release()
+				got = append(got, ep.WorkerID)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("picks (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

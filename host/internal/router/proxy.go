@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
@@ -16,10 +17,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
-
-// WorkerService is the gRPC service name of the worker API, also reported
-// by the router's health service.
-const WorkerService = "vigil.worker.v1.Worker"
 
 // Defaults of ProxyConfig.
 const (
@@ -66,7 +63,7 @@ func NewProxy(pool *Pool, cfg ProxyConfig) *Proxy {
 // Generate relays the stream of a worker serving req.Model; see the package
 // documentation for retries and errors.
 func (p *Proxy) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse]) error {
-	return p.generate(stream.Context(), req, func(_ Endpoint, m *workerv1.GenerateResponse) error {
+	return p.generate(stream.Context(), req, func(_ discovery.Registration, m *workerv1.GenerateResponse) error {
 		return stream.Send(m)
 	})
 }
@@ -93,7 +90,7 @@ func (e errSend) Unwrap() error { return e.err }
 // ended OK, the worker's status when it failed, the pool's status when no
 // worker could be tried, or the error of send (after cancelling the worker
 // call).
-func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, send func(ep Endpoint, m *workerv1.GenerateResponse) error) error {
+func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error) error {
 	if p.cfg.RequestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.RequestTimeout)
@@ -105,7 +102,7 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 		if err := ctx.Err(); err != nil {
 			return status.FromContextError(err).Err()
 		}
-		ep, cc, release, err := p.pool.Pick(req.GetModel(), tried)
+		ep, cc, release, err := p.pool.Pick(askOf(req), tried)
 		if err != nil {
 			if lastErr != nil {
 				// Every worker serving the model was tried (or discovery
@@ -115,7 +112,7 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 			}
 			return err
 		}
-		tried[ep.Addr] = true
+		tried[ep.Addr()] = true
 		started, err := p.attempt(ctx, cc, ep, req, send)
 		release()
 		var se errSend
@@ -127,19 +124,25 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 		}
 		lastErr = err
 		p.log.Debug("worker refused the request before its first message", "request_id", req.GetRequestId(),
-			"worker_id", ep.ID, "addr", ep.Addr, "attempt", attempt+1, "attempts", p.cfg.Retries+1,
+			"worker_id", ep.WorkerID, "addr", ep.Addr(), "attempt", attempt+1, "attempts", p.cfg.Retries+1,
 			"code", status.Code(err), "error", status.Convert(err).Message())
 	}
 	return lastErr
 }
 
+// askOf is what req needs of a worker.
+func askOf(req *workerv1.GenerateRequest) Ask {
+	_, text := req.GetPrompt().(*workerv1.GenerateRequest_Text)
+	return Ask{Model: req.GetModel(), Text: text}
+}
+
 // attempt runs req on one worker; started reports whether any message came
 // back (from then on there is no retry).
-func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep Endpoint, req *workerv1.GenerateRequest,
-	send func(Endpoint, *workerv1.GenerateResponse) error) (started bool, err error) {
+func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep discovery.Registration, req *workerv1.GenerateRequest,
+	send func(discovery.Registration, *workerv1.GenerateResponse) error) (started bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p.log.Debug("sending request", "request_id", req.GetRequestId(), "worker_id", ep.ID, "addr", ep.Addr, "model", req.GetModel())
+	p.log.Debug("sending request", "request_id", req.GetRequestId(), "worker_id", ep.WorkerID, "addr", ep.Addr(), "model", req.GetModel())
 	stream, err := workerv1.NewWorkerClient(cc).Generate(ctx, req)
 	if err != nil {
 		return false, err
@@ -160,8 +163,8 @@ func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep End
 }
 
 // GRPCServer serves a Proxy as vigil.worker.v1.Worker, beside the standard
-// grpc.health.v1 service (service names "" and WorkerService, SERVING
-// until Shutdown).
+// grpc.health.v1 service (service names "" and vigil.worker.v1.Worker,
+// SERVING until Shutdown).
 type GRPCServer struct {
 	grpc   *grpc.Server
 	health *health.Server
@@ -176,7 +179,7 @@ func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
 	workerv1.RegisterWorkerServer(s.grpc, p)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(WorkerService, healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(workerv1.Worker_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
 

@@ -222,7 +222,7 @@ func TestGRPCHealth(t *testing.T) {
 	t.Parallel()
 	r := startRouter(t, nil)
 	cc := healthpb.NewHealthClient(r.conn)
-	for _, svc := range []string{"", WorkerService} {
+	for _, svc := range []string{"", workerv1.Worker_ServiceDesc.ServiceName} {
 		resp, err := cc.Check(t.Context(), &healthpb.HealthCheckRequest{Service: svc})
 		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("health of %q: got %v, %v; want SERVING", svc, resp.GetStatus(), err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/outcome"
 )
 
@@ -29,7 +30,7 @@ type ServerConfig struct {
 	// OpenAI-compatible API; Run closes them.
 	GRPCListener, HTTPListener net.Listener
 	// Source finds the workers; Service names them in the log.
-	Source  Source
+	Source  discovery.Discoverer
 	Service string
 	// Proxy and HTTP configure the proxy and the HTTP handler; their
 	// loggers are the Server's, named.

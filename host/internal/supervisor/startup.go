@@ -51,7 +51,7 @@ func (s *supervisor) endPhase() {
 	p.cancel()
 	switch {
 	case p.err != nil:
-		s.log.Error("startup failed", "state", s.state.String(), "error", p.err)
+		s.log.Error(failure(p.err), "state", s.state.String(), "error", p.err)
 		s.outcome = p.err
 		s.step(InputFailed, p.err.Error())
 	case s.state == StateLaunching:
@@ -60,6 +60,18 @@ func (s *supervisor) endPhase() {
 	default:
 		s.worker = p.worker
 		s.step(InputStarted, "")
+	}
+}
+
+// failure is the log message of a startup failure.
+func failure(err error) string {
+	switch {
+	case errors.Is(err, outcome.ErrStartupDeadline):
+		return "engine did not serve within the startup deadline"
+	case errors.Is(err, outcome.ErrConfig):
+		return "the engine adapter rejected its configuration"
+	default:
+		return "startup failed"
 	}
 }
 
@@ -92,7 +104,10 @@ func (s *supervisor) start(ctx context.Context) (sdk.Worker, error) {
 	case errors.Is(err, sdk.ErrStartupDeadline):
 		return w, fmt.Errorf("%w (%s): %w", outcome.ErrStartupDeadline, s.cfg.Start.StartupDeadline, err)
 	case errors.Is(err, sdk.ErrInvalidArgument):
-		return w, fmt.Errorf("%w: the engine adapter rejected it: %w", outcome.ErrConfig, err)
+		if s.cfg.ExplainRejected != nil {
+			err = s.cfg.ExplainRejected(err)
+		}
+		return w, fmt.Errorf("%w: %w", outcome.ErrConfig, err)
 	default:
 		return w, fmt.Errorf("waiting for the engine: %w", err)
 	}

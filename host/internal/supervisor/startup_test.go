@@ -102,7 +102,7 @@ func TestShutdownBudget(t *testing.T) {
 			return Adapter{Engine: e, Version: 1, Kill: func() { close(killed) }}, nil
 		},
 		Registration: discovery.Registration{Service: "llm", WorkerID: "w1", Engine: "fake", Address: "127.0.0.1", Port: 1},
-		Announcer:    discovery.NewAnnouncer(file.New(t.TempDir(), time.Minute), time.Minute, hclog.NewNullLogger()),
+		Announcer:    discovery.NewAnnouncer(file.New(t.TempDir(), time.Minute), hclog.NewNullLogger()),
 		Endpoint:     stuckEndpoint{fakeEndpoint: &fakeEndpoint{}, stuck: stuck},
 		GracePeriod:  10 * time.Millisecond,
 		Logger:       hclog.NewNullLogger(),

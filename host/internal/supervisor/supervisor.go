@@ -41,8 +41,8 @@ func FromPlugin(p *sdk.Plugin) Adapter {
 	return Adapter{Engine: p.Engine, Version: p.Version, Kill: p.Kill}
 }
 
-// Config is what Run needs. All fields are required but ServedModelName
-// and ShutdownDelay.
+// Config is what Run needs. All fields are required but ServedModelName,
+// ShutdownDelay and ExplainRejected.
 type Config struct {
 	// Launch starts the adapter; it returns early with an error when ctx
 	// ends.
@@ -68,6 +68,11 @@ type Config struct {
 	// learn of the withdrawal late (as Nomad's shutdown_delay). 0: none.
 	ShutdownDelay time.Duration
 	Logger        hclog.Logger
+
+	// ExplainRejected, when set, rewrites the error of a Start that
+	// rejected its configuration for the log: vigil run names the flag
+	// behind the field at fault. Nil: the adapter's error as it is.
+	ExplainRejected func(error) error
 }
 
 // Run runs the lifecycle until it stops and returns why: nil after a stop
@@ -246,6 +251,7 @@ func (s *supervisor) serve() {
 	}
 	s.reg = s.cfg.Registration
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = w.ServedModelName, w.ModelID, w.InstanceID
+	s.reg.TokensOnly = !w.SupportsTextInput
 	s.log.Info("engine serving", append(servingArgs, "model_id", w.ModelID,
 		"instance_id", w.InstanceID, "engine_version", w.EngineVersion)...)
 

@@ -161,7 +161,7 @@ func startHarnessOn(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint,
 			return Adapter{Engine: engine, Version: 1, Kill: func() { once.Do(func() { close(h.killed) }) }}, nil
 		},
 		Registration: discovery.Registration{Service: "llm", WorkerID: "w1", Engine: "fake", Address: "127.0.0.1", Port: 1},
-		Announcer:    discovery.NewAnnouncer(reg, time.Minute, hclog.NewNullLogger()),
+		Announcer:    discovery.NewAnnouncer(reg, hclog.NewNullLogger()),
 		Endpoint:     endpoint,
 		GracePeriod:  time.Second,
 		Logger:       hclog.NewNullLogger(),

@@ -21,7 +21,7 @@ func (s *controlServer) GetServerInfo(context.Context, *vllmpb.GetServerInfoRequ
 	return &vllmpb.ServerInfo{
 		EngineVersion: c.EngineVersion,
 		ApiVersion:    "v1",
-		InstanceId:    s.e.Config().InstanceID,
+		InstanceId:    s.e.InstanceID(),
 		Parallelism: &vllmpb.ParallelismInfo{
 			TensorParallelSize:   1,
 			PipelineParallelSize: 1,

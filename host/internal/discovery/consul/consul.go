@@ -1,9 +1,12 @@
-// Package consul registers a worker with the local Consul agent, with a TTL
-// check that the host keeps passing while the engine serves.
+// Package consul is the Consul discovery backend, both halves: a
+// [Registry] that registers a worker with the local agent, with a TTL check
+// that the host keeps passing while the engine serves, and a [Discoverer]
+// that follows a service's passing workers with blocking queries.
 //
-// It uses the agent endpoints only (/v1/agent/service/register,
+// The Registry uses the agent endpoints only (/v1/agent/service/register,
 // /v1/agent/check/update, /v1/agent/service/deregister); with ACLs enabled
-// the token needs service:write on the service name.
+// its token needs service:write on the service name. The Discoverer reads
+// /v1/health/service; see Health for its ACLs.
 package consul
 
 import (
@@ -52,6 +55,9 @@ func ServiceID(r discovery.Registration) string { return r.Service + "-" + r.Wor
 func CheckID(r discovery.Registration) string { return "vigil:" + ServiceID(r) }
 
 func (c *Registry) String() string { return "consul " + c.addr }
+
+// TTL is the TTL of the worker's check.
+func (c *Registry) TTL() time.Duration { return c.opts.TTL }
 
 // Register registers the service with its TTL check already passing, so the
 // worker is in the passing list at once.

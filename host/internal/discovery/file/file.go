@@ -1,8 +1,9 @@
-// Package file is the embedded discovery backend: one JSON record per worker
-// at <dir>/<service>/<worker-id>.json, rewritten atomically on every
-// heartbeat and removed on withdrawal. Readers skip records whose expiry
-// time has passed, so a worker whose vigil was killed drops out after one
-// TTL.
+// Package file is the embedded discovery backend, both halves: a
+// [Registry] that keeps one JSON record per worker at
+// <dir>/<service>/<worker-id>.json, rewritten atomically on every heartbeat
+// and removed on withdrawal, and a [Discoverer] that polls the directory.
+// Readers skip records whose expiry time has passed, so a worker whose
+// vigil was killed drops out after one TTL.
 package file
 
 import (
@@ -50,6 +51,9 @@ func New(dir string, ttl time.Duration) *Registry { return &Registry{dir: dir, t
 
 func (f *Registry) String() string { return "file " + f.dir }
 
+// TTL is how long a record stays fresh after it was written.
+func (f *Registry) TTL() time.Duration { return f.ttl }
+
 // CheckWritable reports whether records of service can be written under
 // dir, creating the directories it needs; vigil calls it at startup so that
 // a bad --registry-dir is an error then, not a stream of failed heartbeats.
@@ -90,13 +94,28 @@ func (f *Registry) Deregister(_ context.Context, r discovery.Registration) error
 	return nil
 }
 
-func (f *Registry) write(r discovery.Registration) error {
-	now := time.Now().UTC()
-	rec := Record{
+// newRecord is r's record written at now, fresh for ttl.
+func newRecord(r discovery.Registration, now time.Time, ttl time.Duration) Record {
+	return Record{
 		ID: r.WorkerID, Service: r.Service, Address: r.Address, Port: r.Port,
 		Engine: r.Engine, Model: r.Model, ModelID: r.ModelID, InstanceID: r.InstanceID,
-		Meta: r.Meta(), Heartbeat: now, Expires: now.Add(f.ttl),
+		Meta: r.Meta(), Heartbeat: now, Expires: now.Add(ttl),
 	}
+}
+
+// registration is the inverse of newRecord: readers take the record's own
+// fields, which the writer fills from the same Registration as its meta,
+// and from the meta what has no field of its own.
+func (rec Record) registration() discovery.Registration {
+	return discovery.Registration{
+		Service: rec.Service, WorkerID: rec.ID, Address: rec.Address, Port: rec.Port,
+		Engine: rec.Engine, Model: rec.Model, ModelID: rec.ModelID, InstanceID: rec.InstanceID,
+		TokensOnly: discovery.FromMeta(rec.Meta).TokensOnly,
+	}
+}
+
+func (f *Registry) write(r discovery.Registration) error {
+	rec := newRecord(r, time.Now().UTC(), f.ttl)
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding worker record: %w", err)

@@ -1,0 +1,136 @@
+package consul
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/consul/api"
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/discovery/discoverytest"
+)
+
+// fakeHealth is a Health that answers queries from a script and then
+// blocks until the query's context ends.
+type fakeHealth struct {
+	mu      sync.Mutex
+	answers []consulAnswer
+	indexes []uint64 // WaitIndex of each query
+	// blocked is closed when the script has run out and a query blocks.
+	blocked     chan struct{}
+	blockedOnce sync.Once
+}
+
+type consulAnswer struct {
+	entries []*api.ServiceEntry
+	index   uint64
+	err     error
+}
+
+func (h *fakeHealth) Service(service, tag string, passingOnly bool, q *api.QueryOptions) ([]*api.ServiceEntry, *api.QueryMeta, error) {
+	h.mu.Lock()
+	h.indexes = append(h.indexes, q.WaitIndex)
+	if service != "llm" || tag != "" || !passingOnly {
+		h.mu.Unlock()
+		return nil, nil, errors.New("unexpected query")
+	}
+	if len(h.answers) == 0 {
+		h.mu.Unlock()
+		h.blockedOnce.Do(func() { close(h.blocked) })
+		<-q.Context().Done()
+		return nil, nil, q.Context().Err()
+	}
+	a := h.answers[0]
+	h.answers = h.answers[1:]
+	h.mu.Unlock()
+	return a.entries, &api.QueryMeta{LastIndex: a.index}, a.err
+}
+
+func (h *fakeHealth) waitIndexes() []uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]uint64(nil), h.indexes...)
+}
+
+// entry is a health entry as Register writes it, with the service's
+// address (or, when addr is empty, the node's).
+func entry(id, addr, nodeAddr string, port int, model string) *api.ServiceEntry {
+	return &api.ServiceEntry{
+		Node: &api.Node{Address: nodeAddr},
+		Service: &api.AgentService{
+			ID: "llm-" + id, Service: "llm", Address: addr, Port: port, Tags: []string{"vllm"},
+			Meta: discovery.Registration{Engine: "vllm", Model: model, ModelID: "org/" + model, InstanceID: id + "-i", WorkerID: id}.Meta(),
+		},
+	}
+}
+
+// worker is the registration entry(id, ...) stands for.
+func worker(id, addr string) discovery.Registration {
+	return discovery.Registration{Service: "llm", WorkerID: id, Address: addr, Port: 8470,
+		Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: id + "-i"}
+}
+
+func TestDiscoverer(t *testing.T) {
+	t.Parallel()
+	h := &fakeHealth{blocked: make(chan struct{}), answers: []consulAnswer{
+		{entries: []*api.ServiceEntry{entry("w2", "10.0.0.2", "", 8470, "m"), entry("w1", "", "10.0.0.1", 8470, "m")}, index: 5},
+		// Same set at a later index (another service changed): no set.
+		{entries: []*api.ServiceEntry{entry("w1", "", "10.0.0.1", 8470, "m"), entry("w2", "10.0.0.2", "", 8470, "m")}, index: 6},
+		// The index went backwards (a restarted server): the next query
+		// starts over from 0.
+		{entries: []*api.ServiceEntry{entry("w2", "10.0.0.2", "", 8470, "m")}, index: 2},
+		// A failure keeps the last set (no set), and the next query
+		// starts over too.
+		{err: errors.New("agent unreachable")},
+		{entries: []*api.ServiceEntry{entry("w2", "10.0.0.2", "", 8470, "m")}, index: 8},
+	}}
+	sets := discoverytest.Watch(t, NewDiscoverer(h, "llm", nil))
+
+	want := []discovery.Registration{worker("w1", "10.0.0.1"), worker("w2", "10.0.0.2")}
+	if diff := cmp.Diff(want, discoverytest.Next(t, sets)); diff != "" {
+		t.Errorf("first set (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want[1:], discoverytest.Next(t, sets)); diff != "" {
+		t.Errorf("second set (-want +got):\n%s", diff)
+	}
+	<-h.blocked
+	if diff := cmp.Diff([]uint64{0, 5, 6, 0, 0, 8}, h.waitIndexes()); diff != "" {
+		t.Errorf("wait indexes (-want +got):\n%s", diff)
+	}
+	select {
+	case rs := <-sets:
+		t.Errorf("unexpected set %v: the set did not change", rs)
+	default:
+	}
+}
+
+func TestFromEntries(t *testing.T) {
+	t.Parallel()
+	noMeta := entry("w4", "10.0.0.4", "", 8470, "")
+	noMeta.Service.Meta = nil
+	testCases := map[string]struct {
+		entries []*api.ServiceEntry
+		want    []discovery.Registration
+	}{
+		"nil":        {nil, []discovery.Registration{}},
+		"nil entry":  {[]*api.ServiceEntry{nil}, []discovery.Registration{}},
+		"no service": {[]*api.ServiceEntry{{Node: &api.Node{}}}, []discovery.Registration{}},
+		"service address": {[]*api.ServiceEntry{entry("w1", "10.0.0.1", "10.9.9.9", 8470, "m")},
+			[]discovery.Registration{worker("w1", "10.0.0.1")}},
+		"node address": {[]*api.ServiceEntry{entry("w1", "", "10.0.0.1", 8470, "m")},
+			[]discovery.Registration{worker("w1", "10.0.0.1")}},
+		// Registered without vigil's meta: the service id and first tag
+		// stand in.
+		"no meta": {[]*api.ServiceEntry{noMeta},
+			[]discovery.Registration{{Service: "llm", WorkerID: "llm-w4", Address: "10.0.0.4", Port: 8470, Engine: "vllm"}}},
+	}
+	for name, tc := range testCases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tc.want, fromEntries(tc.entries)); diff != "" {
+				t.Errorf("registrations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

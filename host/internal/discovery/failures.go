@@ -1,0 +1,32 @@
+package discovery
+
+import "github.com/hashicorp/go-hclog"
+
+// logEvery is how often a persisting backend failure is logged again: the
+// first failure of a run and every 10th after it (1, 11, 21, ...), so that
+// an unreachable Consul does not flood the log.
+const logEvery = 10
+
+// Failures counts a run of backend failures and logs the first, every
+// logEvery-th after it, and the recovery; the announcer and every
+// Discoverer log through one. The zero value is ready; it is not safe for
+// concurrent use.
+type Failures struct{ n int }
+
+// Fail counts a failure and, when it is due, logs msg at warn level with
+// args and the count so far.
+func (f *Failures) Fail(log hclog.Logger, msg string, args ...any) {
+	f.n++
+	if f.n%logEvery == 1 {
+		log.Warn(msg, append(args, "failures", f.n)...)
+	}
+}
+
+// Recover ends a run of failures: when there was one, it logs msg at info
+// level with args and the run's length.
+func (f *Failures) Recover(log hclog.Logger, msg string, args ...any) {
+	if f.n > 0 {
+		log.Info(msg, append(args, "failures", f.n)...)
+		f.n = 0
+	}
+}

@@ -1,0 +1,65 @@
+package file
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
+)
+
+// PollInterval is how often a Discoverer lists the registry directory.
+// Polling needs no file-watching dependency (and works on filesystems
+// without change notification); 100ms bounds how long a withdrawn worker
+// can still be picked, at the cost of a directory read.
+const PollInterval = 100 * time.Millisecond
+
+// Discoverer is a discovery.Discoverer over the directory: it lists the
+// unexpired records of its service every PollInterval. Records expire on
+// their own (List skips them), so a worker whose vigil was killed drops out
+// one TTL after its last heartbeat.
+type Discoverer struct {
+	dir, service string
+	interval     time.Duration
+	log          hclog.Logger
+}
+
+var _ discovery.Discoverer = (*Discoverer)(nil)
+
+// NewDiscoverer returns a Discoverer of service's workers under dir; log
+// may be nil.
+func NewDiscoverer(dir, service string, log hclog.Logger) *Discoverer {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Discoverer{dir: dir, service: service, interval: PollInterval, log: log}
+}
+
+func (d *Discoverer) String() string { return "file " + d.dir }
+
+// Run polls every PollInterval until ctx ends.
+func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registration)) {
+	t := time.NewTicker(d.interval)
+	defer t.Stop()
+	changed := discovery.OnChange(update)
+	var failures discovery.Failures
+	for {
+		recs, err := List(d.dir, d.service, time.Now())
+		if err != nil {
+			failures.Fail(d.log, "cannot list the file registry; keeping the last set of workers",
+				"dir", d.dir, "service", d.service, "error", err)
+		} else {
+			failures.Recover(d.log, "file registry readable again", "dir", d.dir)
+			rs := make([]discovery.Registration, 0, len(recs))
+			for _, rec := range recs {
+				rs = append(rs, rec.registration())
+			}
+			changed(rs)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package discovery
+
+import (
+	"slices"
+	"strings"
+)
+
+// The metadata keys a worker is published under: Consul's service meta and
+// the file record's "meta" hold them, and the Consul reader takes a
+// worker's identity from them (FromMeta). The README's table "Discovery
+// metadata" lists the same keys (TestMetaKeysInREADME). Consul refuses
+// values longer than 512 bytes.
+const (
+	// MetaEngine is the engine name, e.g. "vllm"; Consul also has it as the
+	// service's first tag.
+	MetaEngine = "engine"
+	// MetaModel is the served model name, the one requests name.
+	MetaModel = "model"
+	// MetaModelID is the engine's model id or path.
+	MetaModelID = "model_id"
+	// MetaInstanceID is the engine's lifetime id: a restarted engine has
+	// another.
+	MetaInstanceID = "instance_id"
+	// MetaWorkerID is the worker id, stable across vigil restarts.
+	MetaWorkerID = "worker_id"
+	// MetaPrompts lists the prompt kinds the worker takes, comma-separated:
+	// PromptText and PromptTokenIDs. Absent means both.
+	MetaPrompts = "prompts"
+)
+
+// The prompt kinds MetaPrompts lists.
+const (
+	PromptText     = "text"
+	PromptTokenIDs = "token_ids"
+)
+
+// MetaKeys lists every metadata key, in the README table's order.
+var MetaKeys = []string{MetaEngine, MetaModel, MetaModelID, MetaInstanceID, MetaWorkerID, MetaPrompts}
+
+// Meta returns the metadata every backend publishes for r.
+func (r Registration) Meta() map[string]string {
+	return map[string]string{
+		MetaEngine:     r.Engine,
+		MetaModel:      r.Model,
+		MetaModelID:    r.ModelID,
+		MetaInstanceID: r.InstanceID,
+		MetaWorkerID:   r.WorkerID,
+		MetaPrompts:    r.prompts(),
+	}
+}
+
+func (r Registration) prompts() string {
+	if r.TokensOnly {
+		return PromptTokenIDs
+	}
+	return PromptText + "," + PromptTokenIDs
+}
+
+// FromMeta returns the registration whose Meta is meta, but for Service,
+// Address and Port, which backends hold outside the metadata. Absent keys
+// leave their fields empty.
+func FromMeta(meta map[string]string) Registration {
+	return Registration{
+		Engine:     meta[MetaEngine],
+		Model:      meta[MetaModel],
+		ModelID:    meta[MetaModelID],
+		InstanceID: meta[MetaInstanceID],
+		WorkerID:   meta[MetaWorkerID],
+		TokensOnly: tokensOnly(meta[MetaPrompts]),
+	}
+}
+
+// tokensOnly reads MetaPrompts: a list without PromptText; absent is both.
+func tokensOnly(prompts string) bool {
+	return prompts != "" && !slices.Contains(strings.Split(prompts, ","), PromptText)
+}

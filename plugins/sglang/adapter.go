@@ -1,0 +1,301 @@
+package sglang
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/adapterkit"
+)
+
+// Name is the engine name vigil selects this adapter by (--engine sglang).
+const Name = "sglang"
+
+// Version is the adapter's version.
+const Version = "0.1.0"
+
+// engine names SGLang in reasons and errors.
+const engine = "SGLang"
+
+// OptionAPI is the engine option (--engine-option api=...) that picks the
+// API: "auto" (the default: the current one when SglangService answers,
+// else the older one), "runtime" (sglang.runtime.v1) or "scheduler" (older
+// servers' grpc.health.v1 only).
+const OptionAPI = "api"
+
+// The APIs OptionAPI names.
+const (
+	apiAuto      = "auto"
+	apiRuntime   = "runtime"
+	apiScheduler = "scheduler"
+)
+
+// SchedulerService is the health service name of older SGLang servers,
+// their readiness.
+const SchedulerService = "sglang.grpc.scheduler.SglangScheduler"
+
+// Adapter implements sdk.Engine and sdk.Generator for SGLang, on the
+// adapterkit. Create it with New.
+type Adapter struct {
+	*adapterkit.Adapter
+
+	mu       sync.Mutex
+	api      string // apiRuntime or apiScheduler, once Signals has run
+	instance uint64 // the lifetime id Start read, on the current API
+}
+
+var (
+	_ sdk.Engine    = (*Adapter)(nil)
+	_ sdk.Generator = (*Adapter)(nil)
+)
+
+// New returns an SGLang adapter; opts are the kit's.
+func New(opts ...adapterkit.Option) *Adapter {
+	a := &Adapter{}
+	a.Adapter = adapterkit.New(adapterkit.Spec{
+		Info: sdk.AdapterInfo{
+			Name:         Name,
+			Version:      Version,
+			Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: true},
+		},
+		Engine:     engine,
+		Options:    []string{OptionAPI},
+		Signals:    a.signals,
+		ReadWorker: a.readWorker,
+		LifetimeID: func(ctx context.Context, conn *grpc.ClientConn) (string, error) {
+			snap, err := firstSnapshot(ctx, conn)
+			return strconv.FormatUint(snap.GetInstanceId(), 10), err
+		},
+	}, opts...)
+	return a
+}
+
+// signals picks the API, asking the engine when the option leaves it to
+// detection, and returns its health signals.
+func (a *Adapter) signals(ctx context.Context, conn *grpc.ClientConn, options map[string]string) ([]adapterkit.Signal, error) {
+	api, err := pickAPI(ctx, conn, options[OptionAPI])
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.api = api
+	a.mu.Unlock()
+	if api == apiScheduler {
+		return []adapterkit.Signal{
+			adapterkit.HealthService(conn, "", adapterkit.Liveness),
+			adapterkit.HealthService(conn, SchedulerService, adapterkit.Readiness),
+		}, nil
+	}
+	client := sglangpb.NewSglangServiceClient(conn)
+	return []adapterkit.Signal{
+		{
+			Name: "HealthCheck",
+			Role: adapterkit.Liveness,
+			Check: func(ctx context.Context) error {
+				resp, err := client.HealthCheck(ctx, &sglangpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+				if err == nil && !resp.GetHealthy() {
+					err = errors.New("healthy is false")
+				}
+				return err
+			},
+		},
+		{
+			Name:  "engine state",
+			Role:  adapterkit.Liveness,
+			Check: func(ctx context.Context) error { return checkSnapshot(ctx, conn) },
+			Watch: func(ctx context.Context, _ sdk.HealthPolicy) <-chan sdk.Event {
+				return a.watchState(ctx, conn)
+			},
+		},
+	}, nil
+}
+
+// pickAPI returns the API option names, or the one the engine answers.
+func pickAPI(ctx context.Context, conn *grpc.ClientConn, option string) (string, error) {
+	switch option {
+	case apiRuntime, apiScheduler:
+		return option, nil
+	case "", apiAuto:
+	default:
+		return "", &sdk.FieldError{Field: sdk.FieldOptions, Problem: fmt.Sprintf("%s=%q: want %s, %s or %s", OptionAPI, option, apiAuto, apiRuntime, apiScheduler)}
+	}
+	_, err := sglangpb.NewSglangServiceClient(conn).HealthCheck(ctx, &sglangpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+	switch status.Code(err) {
+	case codes.OK:
+		return apiRuntime, nil
+	case codes.Unimplemented:
+		return apiScheduler, nil
+	}
+	return "", fmt.Errorf("finding out which SGLang API the engine serves: %w", err)
+}
+
+// firstSnapshot reads the engine's state now: the first message of
+// WatchEngineState.
+func firstSnapshot(ctx context.Context, conn *grpc.ClientConn) (*sglangpb.EngineStateSnapshot, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream
+	stream, err := sglangpb.NewSglangServiceClient(conn).WatchEngineState(ctx, &sglangpb.WatchEngineStateRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return nil, err
+	}
+	return stream.Recv()
+}
+
+// checkSnapshot is the state signal's Check: UP, healthy and not paused
+// serves.
+func checkSnapshot(ctx context.Context, conn *grpc.ClientConn) error {
+	snap, err := firstSnapshot(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if ev := availability(snap); ev.Availability != sdk.Serving {
+		return fmt.Errorf("%w: %s", adapterkit.ErrNotServing, ev.Reason)
+	}
+	return nil
+}
+
+// availability maps one snapshot, whatever its lifetime id.
+func availability(s *sglangpb.EngineStateSnapshot) sdk.Event {
+	switch {
+	case s.GetServerStatus() == sglangpb.ServerStatus_UNHEALTHY, !s.GetHealthy():
+		return sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine state %s, healthy %v", s.GetServerStatus(), s.GetHealthy())}
+	case s.GetServerStatus() != sglangpb.ServerStatus_UP:
+		return sdk.Event{Availability: sdk.NotReady, Reason: fmt.Sprintf("engine state %s", s.GetServerStatus())}
+	case s.GetIsPause():
+		return sdk.Event{Availability: sdk.NotReady, Reason: "generation paused"}
+	}
+	return sdk.Event{Availability: sdk.Serving, Reason: "engine state UP"}
+}
+
+// watchState follows WatchEngineState: each snapshot's availability, and
+// Lost for another lifetime id or the end of the stream.
+func (a *Adapter) watchState(ctx context.Context, conn *grpc.ClientConn) <-chan sdk.Event {
+	a.mu.Lock()
+	want := a.instance
+	a.mu.Unlock()
+	out := make(chan sdk.Event)
+	go func() {
+		defer close(out)
+		send := func(ev sdk.Event) bool {
+			ev.Time = time.Now()
+			select {
+			case out <- ev:
+				return ev.Availability != sdk.Lost
+			case <-ctx.Done():
+				return false
+			}
+		}
+		stream, err := sglangpb.NewSglangServiceClient(conn).WatchEngineState(ctx, &sglangpb.WatchEngineStateRequest{})
+		for err == nil {
+			var snap *sglangpb.EngineStateSnapshot
+			if snap, err = stream.Recv(); err != nil {
+				break
+			}
+			ev := availability(snap)
+			if id := snap.GetInstanceId(); id != want {
+				ev = sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine replaced: instance id %d, was %d", id, want)}
+			}
+			if !send(ev) {
+				return
+			}
+		}
+		if ctx.Err() == nil {
+			send(sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine state stream ended: %v", err)})
+		}
+	}()
+	return out
+}
+
+// readWorker reads the engine's own account of itself: the lifetime id
+// from the state stream, the rest from the JSON of GetServerInfo and
+// GetModelInfo. Older servers report nothing.
+func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) {
+	a.mu.Lock()
+	api := a.api
+	a.mu.Unlock()
+	if api == apiScheduler {
+		return sdk.Worker{}, nil
+	}
+	snap, err := firstSnapshot(ctx, conn)
+	if err != nil {
+		return sdk.Worker{}, fmt.Errorf("reading the engine state: %w", err)
+	}
+	client := sglangpb.NewSglangServiceClient(conn)
+	server, err := client.GetServerInfo(ctx, &sglangpb.GetServerInfoRequest{})
+	if err != nil {
+		return sdk.Worker{}, fmt.Errorf("GetServerInfo: %w", err)
+	}
+	model, err := client.GetModelInfo(ctx, &sglangpb.GetModelInfoRequest{})
+	if err != nil {
+		return sdk.Worker{}, fmt.Errorf("GetModelInfo: %w", err)
+	}
+	w, err := worker(server.GetJsonInfo(), model)
+	if err != nil {
+		return sdk.Worker{}, err
+	}
+	w.InstanceID = strconv.FormatUint(snap.GetInstanceId(), 10)
+	a.mu.Lock()
+	a.instance = snap.GetInstanceId()
+	a.mu.Unlock()
+	return w, nil
+}
+
+// worker reads the keys vigil uses from the two JSON objects; a missing key
+// or a null is not an error, a value of another type is.
+func worker(serverJSON string, model *sglangpb.GetModelInfoResponse) (sdk.Worker, error) {
+	var server struct {
+		ServedModelName *string `json:"served_model_name"`
+		ModelPath       *string `json:"model_path"`
+		ContextLength   *uint32 `json:"context_length"`
+		Version         *string `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(orEmpty(serverJSON)), &server); err != nil {
+		return sdk.Worker{}, fmt.Errorf("GetServerInfo json_info: %w", err)
+	}
+	var info struct {
+		ModelPath *string `json:"model_path"`
+	}
+	if err := json.Unmarshal([]byte(orEmpty(model.GetJsonInfo())), &info); err != nil {
+		return sdk.Worker{}, fmt.Errorf("GetModelInfo json_info: %w", err)
+	}
+	w := sdk.Worker{ModelID: first(model.GetModelPath(), deref(info.ModelPath), deref(server.ModelPath)), EngineVersion: deref(server.Version)}
+	w.ServedModelName = first(deref(server.ServedModelName), w.ModelID)
+	if server.ContextLength != nil {
+		w.MaxModelLen = *server.ContextLength
+	}
+	return w, nil
+}
+
+func orEmpty(s string) string {
+	if s == "" {
+		return "{}"
+	}
+	return s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// first returns the first non-empty string.
+func first(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,329 @@
+package sglang_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/vigilhq/vigil/plugins/sglang"
+	"github.com/vigilhq/vigil/plugins/sglang/mock"
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/enginemock"
+	"github.com/vigilhq/vigil/sdk/sdktest"
+)
+
+// within bounds every wait for the adapter; it only decides when a hung
+// test fails.
+const within = 10 * time.Second
+
+// health checks often, so losses through polling show quickly.
+var health = sdk.HealthPolicy{Interval: 50 * time.Millisecond, Timeout: time.Second, Failures: 2, RetryMax: 50 * time.Millisecond}
+
+// serveMock serves a mock SGLang engine on loopback; it is stopped when the
+// test ends.
+func serveMock(t *testing.T, cfg mock.Config) (*mock.Engine, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mock.New(cfg)
+	served := make(chan error, 1)
+	go func() { served <- e.Serve(lis) }()
+	t.Cleanup(func() {
+		e.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("mock Serve() = %v, want nil", err)
+		}
+	})
+	return e, lis.Addr().String()
+}
+
+// post sends one control request to the mock and requires 200.
+func post(t *testing.T, e *mock.Engine, path, body string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	e.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("POST %s %s: %d %s, want 200", path, body, rec.Code, rec.Body)
+	}
+}
+
+// started returns an adapter started against addr with options, shut down
+// when the test ends.
+func started(t *testing.T, addr string, options map[string]string) *sglang.Adapter {
+	t.Helper()
+	a := sglang.New()
+	t.Cleanup(func() { a.Shutdown(context.Background()) })
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	if _, err := a.Start(ctx, sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health, Options: options}); err != nil {
+		t.Fatalf("Start(%s) = %v, want nil", addr, err)
+	}
+	return a
+}
+
+func TestConformance(t *testing.T) {
+	for _, api := range []mock.API{mock.APIRuntime, mock.APIScheduler} {
+		t.Run(string(api), func(t *testing.T) {
+			sdktest.TestEngine(t, sdktest.Harness{
+				New: func() sdk.Engine { return sglang.New() },
+				Serving: func(t *testing.T) (string, func()) {
+					e, addr := serveMock(t, mock.Config{Model: "m", API: api})
+					return addr, e.Stop
+				},
+				Name:    sglang.Name,
+				Unnamed: api == mock.APIScheduler,
+			})
+		})
+	}
+}
+
+func TestStartWorker(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		cfg  mock.Config
+		opts map[string]string
+		want sdk.Worker
+	}{
+		"runtime": {
+			cfg:  mock.Config{Model: "org/model", InstanceID: "42", ContextLength: 8192},
+			want: sdk.Worker{ModelID: "org/model", ServedModelName: "org/model", EngineVersion: "0.5.0-mock", InstanceID: "42", MaxModelLen: 8192},
+		},
+		"context length null": {
+			cfg:  mock.Config{Model: "m", InstanceID: "7"},
+			want: sdk.Worker{ModelID: "m", ServedModelName: "m", EngineVersion: "0.5.0-mock", InstanceID: "7"},
+		},
+		// An older server reports nothing about itself.
+		"scheduler, detected":  {cfg: mock.Config{API: mock.APIScheduler}},
+		"scheduler, by option": {cfg: mock.Config{API: mock.APIScheduler}, opts: map[string]string{"api": "scheduler"}},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, addr := serveMock(t, tt.cfg)
+			a := sglang.New()
+			defer a.Shutdown(context.Background())
+			got, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health, Options: tt.opts})
+			if err != nil {
+				t.Fatalf("Start() = %v, want nil", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("worker (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStartWaits: Start waits while the engine is loading, paused or
+// unhealthy, and reports the engine serving only once HealthCheck is
+// healthy and the state is UP and not paused.
+func TestStartWaits(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		cfg  mock.Config
+		hold string // control path that keeps the engine from serving
+		want string // in the startup deadline's error
+	}{
+		"loading":   {cfg: mock.Config{StartupDelay: time.Hour}, want: "HealthCheck"},
+		"paused":    {hold: "/pause", want: "engine state: not serving: generation paused"},
+		"unhealthy": {hold: "/health", want: "HealthCheck"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, addr := serveMock(t, tt.cfg)
+			switch tt.hold {
+			case "/health":
+				post(t, e, "/health", `{"status": "NOT_SERVING"}`)
+			case "/pause":
+				post(t, e, "/pause", "")
+			}
+			a := sglang.New()
+			defer a.Shutdown(context.Background())
+			_, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: 300 * time.Millisecond, Health: health})
+			if !errors.Is(err, sdk.ErrStartupDeadline) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Start() = %v, want ErrStartupDeadline naming %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestStartBadOption(t *testing.T) {
+	t.Parallel()
+	_, addr := serveMock(t, mock.Config{})
+	a := sglang.New()
+	defer a.Shutdown(context.Background())
+	_, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Options: map[string]string{"api": "v2"}})
+	var fe *sdk.FieldError
+	if !errors.As(err, &fe) || fe.Field != sdk.FieldOptions || !strings.Contains(fe.Problem, `api="v2": want auto, runtime or scheduler`) {
+		t.Fatalf("Start(api=v2) = %v, want a FieldError on the options naming api", err)
+	}
+}
+
+// TestWatchRuntime: the state stream's pause is NotReady and back; a new
+// instance id is Lost.
+func TestWatchRuntime(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{InstanceID: "1"})
+	events := sdktest.Watch(t, started(t, addr, nil))
+
+	events.Expect(sdk.Serving, "SGLang engine serving")
+	post(t, e, "/pause", "")
+	events.Expect(sdk.NotReady, "SGLang engine not ready: generation paused")
+	post(t, e, "/resume", "")
+	events.Expect(sdk.Serving, "SGLang engine serving")
+	post(t, e, "/replace", `{"instance_id": "2"}`)
+	events.Expect(sdk.Lost, "SGLang engine lost: engine replaced: instance id 2, was 1")
+	events.Closed()
+}
+
+// TestLost: however the engine fails, it is Lost, on either API.
+func TestLost(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		api  mock.API
+		lose func(e *mock.Engine)
+		want string
+	}{
+		"unhealthy":          {mock.APIRuntime, func(e *mock.Engine) { e.Replace("") }, "SGLang engine lost: engine replaced"},
+		"stopped":            {mock.APIRuntime, (*mock.Engine).Stop, "SGLang engine lost"},
+		"scheduler not live": {mock.APIScheduler, nil, `SGLang engine lost: health of "" is NOT_SERVING`},
+		"scheduler stopped":  {mock.APIScheduler, (*mock.Engine).Stop, "SGLang engine lost"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, addr := serveMock(t, mock.Config{API: tt.api})
+			events := sdktest.Watch(t, started(t, addr, nil))
+			events.Expect(sdk.Serving, "SGLang engine serving")
+			if tt.lose == nil {
+				post(t, e, "/health", `{"service": "", "status": "NOT_SERVING"}`)
+			} else {
+				go tt.lose(e)
+			}
+			ev := events.Next()
+			if ev.Availability == sdk.NotReady { // a stop may show readiness first
+				ev = events.Next()
+			}
+			if ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, tt.want) {
+				t.Fatalf("event = %v %q, want Lost %q", ev.Availability, ev.Reason, tt.want)
+			}
+			events.Closed()
+		})
+	}
+}
+
+// TestUnhealthyIsLost: "healthy" false in the state stream is Lost at once.
+func TestUnhealthyIsLost(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{})
+	events := sdktest.Watch(t, started(t, addr, nil))
+	events.Expect(sdk.Serving, "SGLang engine serving")
+	post(t, e, "/health", `{"status": "NOT_SERVING"}`)
+	events.Expect(sdk.Lost, "SGLang engine lost: engine state UNHEALTHY, healthy false")
+}
+
+// TestSchedulerNotReady: an older server's scheduler service not serving
+// is NotReady.
+func TestSchedulerNotReady(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{API: mock.APIScheduler})
+	events := sdktest.Watch(t, started(t, addr, nil))
+	events.Expect(sdk.Serving, "SGLang engine serving")
+	post(t, e, "/pause", "")
+	events.Expect(sdk.NotReady, fmt.Sprintf("SGLang engine not ready: health of %q is NOT_SERVING", mock.SchedulerService))
+	post(t, e, "/resume", "")
+	events.Expect(sdk.Serving, "SGLang engine serving")
+}
+
+func TestGenerate(t *testing.T) {
+	t.Parallel()
+	_, addr := serveMock(t, mock.Config{})
+	a := started(t, addr, nil)
+	prompt := []uint32{3, 4}
+	var got []uint32
+	res, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "g1", TokenIDs: prompt, MaxTokens: 5}, func(c sdk.Chunk) error {
+		got = append(got, c.TokenIDs...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []uint32
+	for i := range 5 {
+		want = append(want, enginemock.OutputToken(0, prompt, i))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tokens (-want +got):\n%s", diff)
+	}
+	if res != (sdk.Result{FinishReason: sdk.FinishLength, PromptTokens: 2, CompletionTokens: 5}) {
+		t.Errorf("result = %+v, want length, 2 prompt and 5 completion tokens", res)
+	}
+	stop := enginemock.OutputToken(0, prompt, 2)
+	res, err = a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "g2", TokenIDs: prompt, MaxTokens: 5, StopTokenIDs: []uint32{stop}}, func(sdk.Chunk) error { return nil })
+	if err != nil || res.FinishReason != sdk.FinishStop || res.CompletionTokens != 3 {
+		t.Errorf("Generate with a stop token = %+v, %v; want stop after 3 tokens", res, err)
+	}
+}
+
+// TestGenerateRefused: text prompts and values SGLang cannot carry are
+// invalid arguments naming the field; a paused engine is unavailable; an
+// older server takes no requests.
+func TestGenerateRefused(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{})
+	a := started(t, addr, nil)
+	_, oldAddr := serveMock(t, mock.Config{API: mock.APIScheduler})
+	old := started(t, oldAddr, nil)
+	none := func(sdk.Chunk) error { return nil }
+	tests := map[string]struct {
+		a     *sglang.Adapter
+		req   sdk.GenerateRequest
+		class error
+		want  string
+	}{
+		"text prompt":      {a, sdk.GenerateRequest{RequestID: "r", Text: "hello"}, sdk.ErrInvalidArgument, "prompt: SGLang takes token ids only"},
+		"token id too big": {a, sdk.GenerateRequest{RequestID: "r", TokenIDs: []uint32{1 << 31}}, sdk.ErrInvalidArgument, "prompt: 2147483648 is above"},
+		"older server":     {old, sdk.GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, sdk.ErrUnavailable, "older sglang.grpc.scheduler.SglangScheduler API"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := tt.a.Generate(t.Context(), tt.req, none)
+			if !errors.Is(err, tt.class) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Generate() = %v, want %v containing %q", err, tt.class, tt.want)
+			}
+		})
+	}
+	t.Run("paused", func(t *testing.T) {
+		post(t, e, "/pause", "")
+		_, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "p", TokenIDs: []uint32{1}}, none)
+		if !errors.Is(err, sdk.ErrUnavailable) {
+			t.Errorf("Generate on a paused engine = %v, want ErrUnavailable", err)
+		}
+	})
+}
+
+// TestGenerateCancelAborts: a cancelled request is aborted by its rid.
+func TestGenerateCancelAborts(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{TokenDelay: 10 * time.Millisecond})
+	a := started(t, addr, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err := a.Generate(ctx, sdk.GenerateRequest{RequestID: "c1", TokenIDs: []uint32{1}, MaxTokens: 1000},
+		func(sdk.Chunk) error { cancel(); return nil })
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Generate = %v, want context.Canceled", err)
+	}
+	if n := e.State().Aborts["c1"]; n != 1 {
+		t.Errorf("aborts of c1 = %d, want 1", n)
+	}
+}

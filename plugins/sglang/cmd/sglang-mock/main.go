@@ -1,0 +1,51 @@
+// Command sglang-mock runs a stand-in SGLang engine (package mock): gRPC on
+// --listen, the JSON control surface on --control. It exits 0 after POST
+// /stop, SIGTERM or SIGINT, 78 on bad flags and 1 on other errors. Its flags
+// are enginemock.Command's, --api and --context-length; --instance-id takes
+// a decimal uint64.
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/vigilhq/vigil/plugins/sglang/mock"
+	"github.com/vigilhq/vigil/sdk/enginemock"
+)
+
+func main() {
+	enginemock.Command{
+		Name:   "sglang-mock",
+		Usage:  "a stand-in SGLang engine serving SGLang's gRPC API",
+		Serves: "sglang.runtime.v1.SglangService (or grpc.health.v1 with --api scheduler)",
+		Flags: []enginemock.Flag{{
+			Flag:    &cli.StringFlag{Name: "api", Value: string(mock.APIRuntime), Usage: "API served: runtime (sglang.runtime.v1) or scheduler (an older server's grpc.health.v1 only) (`API`)"},
+			Accepts: "one of runtime, scheduler",
+		}, {
+			Flag:    &cli.UintFlag{Name: "context-length", Usage: "context_length to report, in tokens; 0 reports null (`N`)"},
+			Accepts: "a token count from 0",
+		}},
+		New: newEngine,
+	}.Main()
+}
+
+func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any, error) {
+	api := mock.API(c.String("api"))
+	if api != mock.APIRuntime && api != mock.APIScheduler {
+		return nil, nil, &enginemock.BadFlag{Name: "api", Value: c.String("api")}
+	}
+	if id := cfg.InstanceID; id != "" {
+		if _, err := mock.ParseInstanceID(id); err != nil {
+			return nil, nil, &enginemock.BadFlag{Name: "instance-id", Value: id}
+		}
+	}
+	e := mock.New(mock.Config{
+		Model:            cfg.Model,
+		InstanceID:       cfg.InstanceID,
+		StartupDelay:     cfg.StartupDelay,
+		ContextLength:    uint32(c.Uint("context-length")),
+		TokenDelay:       cfg.TokenDelay,
+		TokensPerMessage: cfg.TokensPerMessage,
+		API:              api,
+	})
+	return e.Engine, []any{"api", string(api)}, nil
+}

@@ -1,0 +1,38 @@
+// Package sglang is vigil's engine adapter for SGLang: it implements
+// sdk.Engine and sdk.Generator over SGLang's gRPC API, on the sdk's
+// adapterkit, and keeps only what is SGLang's.
+//
+// The contract it relies on, as SGLang serves it (sgl-project/sglang, the
+// gRPC server of package sglang.runtime.v1):
+//
+//   - SglangService/WatchEngineState streams the engine's state: its
+//     lifetime id (instance_id, new each time an engine process starts),
+//     healthy, server_status (STARTING, UP, UNHEALTHY) and is_pause. It only
+//     pushes, so a frozen engine sends nothing; HealthCheck answers healthy
+//     on request.
+//   - GetServerInfo and GetModelInfo answer JSON objects as strings: the
+//     server's arguments (served_model_name, model_path, context_length:
+//     null when the model's own limit applies) and the model's (model_path,
+//     tokenizer_path, is_generation). A missing key is not an error.
+//   - Generate takes token ids only and streams the new output ids; the
+//     message with finished true carries meta_info: prompt_tokens,
+//     completion_tokens (decimal strings) and finish_reason, a JSON object
+//     whose type is "stop", "length" or "abort". Abort ends a request by
+//     rid.
+//   - Older servers (sglang.grpc.scheduler.SglangScheduler) serve only
+//     grpc.health.v1: "" is liveness, the scheduler's service name
+//     readiness (NOT_SERVING until the model is loaded, at shutdown, and
+//     after 30 s of scheduler silence with requests pending); their Watch
+//     sends one status and ends. They have no lifetime id.
+//
+// Mapping to vigil's availability, on the current API: UNHEALTHY, healthy
+// false, a state stream that ends or fails, a snapshot with another
+// instance id, HealthCheck failing --health-failures times in a row, or a
+// reconnect to an engine with another instance id is Lost; is_pause is
+// NotReady, and its clearing Serving again. Start waits until HealthCheck
+// is healthy and a snapshot says UP and not paused. On an older server
+// (engine option api=scheduler, or detected: SglangService answers
+// UNIMPLEMENTED) vigil follows the lifecycle only: "" not serving is Lost,
+// the scheduler's service NotReady, the connection closing Lost; requests
+// need the current API.
+package sglang

@@ -1,0 +1,157 @@
+// Package mock provides a stand-in SGLang engine for tests: a real gRPC
+// server speaking SGLang's sglang.runtime.v1.SglangService (or, in the
+// older mode, only grpc.health.v1 as sglang.grpc.scheduler servers do),
+// plus the JSON control surface of package
+// [github.com/vigilhq/vigil/sdk/enginemock]. POST /pause and /resume stand
+// for PauseGeneration and ContinueGeneration, POST /health on "" for an
+// engine that turns unhealthy, POST /replace for a new engine process
+// (a new instance_id) on the same address. Generation is deterministic
+// ([enginemock.OutputToken]).
+//
+// This package holds what is SGLang's: its wire, its state stream and how
+// it derives, and its message shapes; enginemock holds the rest.
+package mock
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
+	"github.com/vigilhq/vigil/sdk/enginemock"
+)
+
+// API selects what the mock serves.
+type API string
+
+const (
+	// APIRuntime is sglang.runtime.v1.SglangService, today's API.
+	APIRuntime API = "runtime"
+	// APIScheduler is an older sglang.grpc.scheduler server: grpc.health.v1
+	// only, "" for liveness and SchedulerService for readiness, a Watch that
+	// sends one status and ends.
+	APIScheduler API = "scheduler"
+)
+
+// SchedulerService is the readiness health service of older servers.
+const SchedulerService = "sglang.grpc.scheduler.SglangScheduler"
+
+// Config describes one mock engine. The zero value is usable.
+type Config struct {
+	// Model is reported as model_path and served_model_name. Default
+	// "mock-model".
+	Model string
+	// InstanceID is the engine's lifetime id, instance_id in the state
+	// stream: a decimal uint64, or 16 hex characters (enginemock's default,
+	// read as hexadecimal). Default: random.
+	InstanceID string
+	// StartupDelay is how long the engine is STARTING and unhealthy after
+	// New. Default 0.
+	StartupDelay time.Duration
+	// ContextLength is the server's context_length in tokens; 0 reports
+	// null, the model's own limit. Default 0.
+	ContextLength uint32
+	// TokenDelay is the pause between two messages of one generation.
+	TokenDelay time.Duration
+	// TokensPerMessage is how many output ids each message carries.
+	// Default 1.
+	TokensPerMessage int
+	// API selects the API served. Default APIRuntime.
+	API API
+}
+
+// Engine is one mock SGLang engine: enginemock's engine with SGLang's
+// services registered on it. Create it with New.
+type Engine struct {
+	*enginemock.Engine
+	cfg    Config
+	state  *stateStream   // APIRuntime
+	health *health.Server // APIScheduler
+}
+
+// New builds an engine and starts its StartupDelay timer. A Config that
+// cannot be served (an unknown API, an instance id that is not a number) is
+// reported by Serve.
+func New(cfg Config) *Engine {
+	if cfg.API == "" {
+		cfg.API = APIRuntime
+	}
+	e := &Engine{cfg: cfg}
+	kit := enginemock.Config{
+		Model:            cfg.Model,
+		InstanceID:       cfg.InstanceID,
+		StartupDelay:     cfg.StartupDelay,
+		TokenDelay:       cfg.TokenDelay,
+		TokensPerMessage: cfg.TokensPerMessage,
+		Signals:          []string{""},
+		Register:         e.register,
+	}
+	switch cfg.API {
+	case APIScheduler:
+		e.health = health.NewServer()
+		kit.Signals = []string{"", SchedulerService}
+		kit.Health = schedulerStatus
+		kit.Publish = func(c enginemock.Change) {
+			for _, svc := range c.Changed {
+				e.health.SetServingStatus(svc, c.Health[svc])
+			}
+		}
+	default:
+		e.state = newStateStream()
+		kit.Publish = func(c enginemock.Change) { e.state.publish(e.snapshot(c), c.Condition.Stopped) }
+	}
+	e.Engine = enginemock.New(kit)
+	return e
+}
+
+// register serves SGLang's services; they reach e.Engine only once Serve
+// runs, after New has set it.
+func (e *Engine) register(s *grpc.Server) error {
+	if id := e.cfg.InstanceID; id != "" {
+		if _, err := ParseInstanceID(id); err != nil {
+			return fmt.Errorf("mock: %w", err)
+		}
+	}
+	switch e.cfg.API {
+	case APIRuntime:
+		sglangpb.RegisterSglangServiceServer(s, &server{e: e})
+	case APIScheduler:
+		hs, err := enginemock.HealthServer(enginemock.WatchOnce, e.health)
+		if err != nil {
+			return err
+		}
+		healthgrpc.RegisterHealthServer(s, hs)
+	default:
+		return fmt.Errorf("mock: unknown API %q: want %s or %s", e.cfg.API, APIRuntime, APIScheduler)
+	}
+	return nil
+}
+
+// schedulerStatus is an older server's rule: nothing serves before the
+// model is loaded; the scheduler's service is not ready while paused.
+func schedulerStatus(svc string, c enginemock.Condition) enginemock.Status {
+	switch {
+	case !c.Ready, svc == SchedulerService && c.Paused:
+		return healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	return healthpb.HealthCheckResponse_SERVING
+}
+
+// ParseInstanceID reads a lifetime id as the mock reports it: a decimal
+// uint64, or 16 hex characters.
+func ParseInstanceID(s string) (uint64, error) {
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return n, nil
+	}
+	if len(s) == 16 {
+		if n, err := strconv.ParseUint(s, 16, 64); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("instance id %q: want a decimal uint64 or 16 hex characters", s)
+}

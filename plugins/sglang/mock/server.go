@@ -1,0 +1,141 @@
+package mock
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
+	"github.com/vigilhq/vigil/sdk/enginemock"
+)
+
+// defaultMaxNewTokens is SGLang's max_new_tokens when the request leaves it
+// unset.
+const defaultMaxNewTokens = 128
+
+// server serves sglang.runtime.v1.SglangService.
+type server struct {
+	sglangpb.UnimplementedSglangServiceServer
+	e *Engine
+}
+
+// HealthCheck answers healthy once ready while "" serves.
+func (s *server) HealthCheck(context.Context, *sglangpb.HealthCheckRequest) (*sglangpb.HealthCheckResponse, error) {
+	c := s.e.Condition()
+	healthy := c.Ready && !c.Stopped && s.e.Status("") == healthpb.HealthCheckResponse_SERVING
+	return &sglangpb.HealthCheckResponse{Healthy: healthy}, nil
+}
+
+// WatchEngineState sends the current snapshot, then every change.
+func (s *server) WatchEngineState(_ *sglangpb.WatchEngineStateRequest, stream grpc.ServerStreamingServer[sglangpb.EngineStateSnapshot]) error {
+	return s.e.state.watch(stream)
+}
+
+func (s *server) GetModelInfo(context.Context, *sglangpb.GetModelInfoRequest) (*sglangpb.GetModelInfoResponse, error) {
+	if err := s.e.Available(); err != nil {
+		return nil, err
+	}
+	return s.e.modelInfo(), nil
+}
+
+func (s *server) GetServerInfo(context.Context, *sglangpb.GetServerInfoRequest) (*sglangpb.GetServerInfoResponse, error) {
+	if err := s.e.Available(); err != nil {
+		return nil, err
+	}
+	return s.e.serverInfo(), nil
+}
+
+// Abort ends rid, or every request in flight with abort_all.
+func (s *server) Abort(_ context.Context, req *sglangpb.AbortRequest) (*sglangpb.AbortResponse, error) {
+	if req.GetAbortAll() {
+		s.e.AbortInFlight()
+	} else {
+		s.e.Abort(req.GetRid())
+	}
+	return &sglangpb.AbortResponse{Success: true}, nil
+}
+
+// PauseGeneration pauses; mode "abort" also aborts requests in flight.
+func (s *server) PauseGeneration(_ context.Context, req *sglangpb.PauseGenerationRequest) (*sglangpb.PauseGenerationResponse, error) {
+	s.e.SetPaused(true)
+	if req.GetMode() == "abort" {
+		s.e.AbortInFlight()
+	}
+	return &sglangpb.PauseGenerationResponse{Message: "paused"}, nil
+}
+
+func (s *server) ContinueGeneration(context.Context, *sglangpb.ContinueGenerationRequest) (*sglangpb.ContinueGenerationResponse, error) {
+	s.e.SetPaused(false)
+	return &sglangpb.ContinueGenerationResponse{Message: "continued"}, nil
+}
+
+// Generate streams the new output ids of one request; the message with
+// finished true carries meta_info.
+func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStreamingServer[sglangpb.GenerateResponse]) error {
+	p := req.GetSamplingParams()
+	gen := enginemock.Request{
+		ID:           req.GetRid(),
+		MaxNewTokens: uint32(cmp.Or(p.GetMaxNewTokens(), defaultMaxNewTokens)),
+		MinNewTokens: uint32(max(p.GetMinNewTokens(), 0)),
+	}
+	var err error
+	if gen.Prompt, err = uint32s("input_ids", req.GetInputIds()); err == nil {
+		gen.StopTokenIDs, err = uint32s("sampling_params.stop_token_ids", p.GetStopTokenIds())
+	}
+	switch {
+	case err != nil:
+		gen.Err = err
+	case p.GetN() > 1:
+		gen.Err = status.Errorf(codes.InvalidArgument, "sampling_params.n: the mock engine generates one sequence, got %d", p.GetN())
+	case p.GetMaxNewTokens() < 0:
+		gen.Err = status.Errorf(codes.InvalidArgument, "sampling_params.max_new_tokens: %d is negative", p.GetMaxNewTokens())
+	}
+	prompt := len(gen.Prompt)
+	return s.e.Generate(stream.Context(), gen, func(c enginemock.Chunk) error {
+		ids := make([]int32, len(c.Tokens))
+		for i, t := range c.Tokens {
+			ids[i] = int32(t)
+		}
+		msg := &sglangpb.GenerateResponse{OutputIds: ids}
+		if f := c.Finish; f != nil {
+			msg.Finished = true
+			msg.MetaInfo = map[string]string{
+				"prompt_tokens":     strconv.Itoa(prompt),
+				"completion_tokens": strconv.FormatUint(uint64(f.OutputTokens), 10),
+				"cached_tokens":     "0",
+				"finish_reason":     finishReason(f),
+			}
+		}
+		return stream.Send(msg)
+	})
+}
+
+// finishReason is meta_info's finish_reason: a JSON object whose type says
+// why the generation ended.
+func finishReason(f *enginemock.Finish) string {
+	switch f.Reason {
+	case enginemock.FinishStop:
+		return fmt.Sprintf(`{"type":"stop","matched":%d}`, f.StopToken)
+	case enginemock.FinishLength:
+		return fmt.Sprintf(`{"type":"length","length":%d}`, f.OutputTokens)
+	}
+	return `{"type":"abort","message":"aborted"}`
+}
+
+// uint32s reads token ids, refusing negative ones by field name.
+func uint32s(field string, ids []int32) ([]uint32, error) {
+	out := make([]uint32, len(ids))
+	for i, id := range ids {
+		if id < 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "%s[%d]: %d is negative", field, i, id)
+		}
+		out[i] = uint32(id)
+	}
+	return out, nil
+}
