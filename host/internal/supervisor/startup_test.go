@@ -22,48 +22,23 @@ import (
 func TestSignalInEachStartupPhase(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		// setup changes the harness's engine and config so that reach can
-		// tell when the lifecycle is in the phase; reach returns then.
-		setup func(e *fakeEngine, c *Config, reg *heldRegistry)
-		reach func(t *testing.T, h *harness, reg *heldRegistry, logs *logBuffer)
-		from  State // the state the signal moves to Draining
+		name  string
+		setup func(e *fakeEngine, c *Config) // holds the lifecycle in the phase
+		line  string                         // logged once it is in the phase
+		serve bool                           // and then the engine serves: registering
+		from  State                          // the state the signal leaves for Draining
 	}{
-		{
-			name: "adapter launching",
-			setup: func(_ *fakeEngine, c *Config, _ *heldRegistry) {
-				launch := c.Launch
-				c.Launch = func(ctx context.Context) (Adapter, error) {
-					<-ctx.Done()
-					return launch(ctx) // up all the same, as the stop came: killed
-				}
-			},
-			reach: func(t *testing.T, _ *harness, _ *heldRegistry, logs *logBuffer) {
-				logs.await(t, "starting engine adapter")
-			},
-			from: StateLaunching,
-		},
-		{
-			name:  "engine waiting",
-			setup: func(e *fakeEngine, _ *Config, _ *heldRegistry) { e.startBlock = make(chan struct{}) },
-			reach: func(_ *testing.T, h *harness, _ *heldRegistry, _ *logBuffer) { <-h.engine.startCtx },
-			from:  StateWaiting,
-		},
-		{
-			name:  "engine started, watch opening",
-			setup: func(*fakeEngine, *Config, *heldRegistry) {},
-			reach: func(t *testing.T, _ *harness, _ *heldRegistry, logs *logBuffer) { logs.await(t, "engine serving") },
-			from:  StateStarted,
-		},
-		{
-			name:  "registering",
-			setup: func(*fakeEngine, *Config, *heldRegistry) {},
-			reach: func(_ *testing.T, h *harness, reg *heldRegistry, _ *logBuffer) {
-				h.send(sdk.Serving)
-				<-reg.registering
-			},
-			from: StateServing,
-		},
+		{"adapter launching", func(_ *fakeEngine, c *Config) {
+			launch := c.Launch
+			c.Launch = func(ctx context.Context) (Adapter, error) {
+				<-ctx.Done()
+				return launch(ctx) // up all the same, as the stop came: killed
+			}
+		}, "starting engine adapter", false, StateLaunching},
+		{"engine waiting", func(e *fakeEngine, _ *Config) { e.startBlock = make(chan struct{}) },
+			"waiting for engine", false, StateWaiting},
+		{"engine started, watch opening", func(*fakeEngine, *Config) {}, "engine serving", false, StateStarted},
+		{"registering", func(*fakeEngine, *Config) {}, "engine serving", true, StateServing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -72,12 +47,16 @@ func TestSignalInEachStartupPhase(t *testing.T) {
 			e := newFakeEngine()
 			h := startHarnessOn(t, e, &fakeEndpoint{},
 				func(r discovery.Registry) discovery.Registry { reg = newHeldRegistry(r); return reg },
-				func(c *Config) { c.Logger = logs.logger(); tc.setup(e, c, reg) })
-			tc.reach(t, h, reg, &logs)
+				func(c *Config) { c.Logger = logs.logger(); tc.setup(e, c) })
+			logs.await(t, tc.line)
+			if tc.serve {
+				h.send(sdk.Serving)
+				<-reg.registering
+			}
 			h.signal()
 			logs.await(t, "from="+tc.from.String()+" to=draining input=stop")
 			close(reg.release) // a registration held until the drain began lands now
-			if tc.from == StateServing {
+			if tc.serve {
 				<-reg.landed
 			}
 			h.ended(nil)
