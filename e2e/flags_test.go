@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestBadFlags: bad input exits 2 with a message naming the flag and what it
+// TestBadFlags: bad input exits 78 with a message naming the flag and what it
 // accepts, before anything is started.
 func TestBadFlags(t *testing.T) {
 	skipShort(t)
@@ -28,8 +28,8 @@ func TestBadFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := startProc(t, "vigil", vigilBin, append([]string{"run", "--registry-dir", t.TempDir()}, tc.args...)...)
-			if code := p.wait(10 * time.Second); code != 2 {
-				t.Fatalf("exit code = %d, want 2", code)
+			if code := p.wait(10 * time.Second); code != 78 {
+				t.Fatalf("exit code = %d, want 78", code)
 			}
 			out := p.output()
 			for _, w := range tc.want {
@@ -46,15 +46,15 @@ func TestBadFlags(t *testing.T) {
 
 // TestBadFlagsRejectedByAdapter: a flag the adapter checks (an engine
 // option it does not take) is rejected across the plugin boundary, and vigil
-// names the flag, not the sdk's field, and exits 2 without registering.
+// names the flag, not the sdk's field, and exits 78 without registering.
 func TestBadFlagsRejectedByAdapter(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
 	e := firstEngine()
 	p := startProc(t, "vigil", vigilBin, "run", "--engine", e.Name, "--engine-addr", addr(freePort(t)),
 		"--listen", addr(freePort(t)), "--registry-dir", t.TempDir(), "--engine-option", "no-such-option=1")
-	if code := p.wait(30 * time.Second); code != 2 {
-		t.Fatalf("exit code = %d, want 2", code)
+	if code := p.wait(30 * time.Second); code != 78 {
+		t.Fatalf("exit code = %d, want 78", code)
 	}
 	line := p.findLine("rejected its configuration")
 	for _, w := range []string{"--engine-option", "no-such-option", "unknown key"} {

@@ -475,7 +475,8 @@ func TestStartupWaitsForLiveness(t *testing.T) {
 }
 
 // TestSIGTERM: a registered worker is withdrawn before vigil exits 0; during
-// the startup wait vigil exits 0 at once with nothing registered.
+// the startup wait (and the other startup phases: TestSignalDuringStartup)
+// vigil exits 0 at once with nothing registered.
 func TestSIGTERM(t *testing.T) {
 	skipShort(t)
 	t.Run("registered", func(t *testing.T) {
@@ -497,24 +498,70 @@ func TestSIGTERM(t *testing.T) {
 			t.Error("vigil's stop stopped the engine too")
 		}
 	})
-	t.Run("startup wait", func(t *testing.T) {
-		t.Parallel()
-		c := consulFor(t)
-		svc := uniqueService(t)
-		v := startVigil(t, vigilOpts{engine: firstEngine(), engineAddr: addr(freePort(t)), consul: c, service: svc})
-		v.waitLine("waiting for engine", 30*time.Second)
-		sent := time.Now()
-		v.term(t)
-		if code := v.wait(exitBound); code != 0 {
-			t.Fatalf("vigil exit code = %d, want 0", code)
-		}
-		if d := time.Since(sent); d > 2*time.Second {
-			t.Errorf("vigil took %s to exit, want within 2s", d)
-		}
-		if c.catalogHas(t, svc) {
-			t.Error("worker registered during the startup wait")
-		}
-	})
+}
+
+// TestSignalDuringStartup: SIGTERM in each startup phase (the adapter
+// launching, the engine awaited, the worker registering) exits 0 within
+// 2s, with nothing in Consul and no adapter process left behind.
+func TestSignalDuringStartup(t *testing.T) {
+	skipShort(t)
+	e := firstEngine()
+	for _, tc := range []struct {
+		name string
+		// start starts vigil and returns once it is in the phase.
+		start func(t *testing.T, o vigilOpts) *vigil
+	}{
+		{"adapter launching", func(t *testing.T, o vigilOpts) *vigil {
+			// An adapter that never answers go-plugin's handshake.
+			plugin := filepath.Join(t.TempDir(), "silent-adapter")
+			if err := os.WriteFile(plugin, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			o.engineAddr = addr(freePort(t))
+			o.extra = []string{"--engine-plugin", plugin, "--log-level", "debug"}
+			v := startVigil(t, o)
+			v.waitLine("plugin started", 30*time.Second)
+			return v
+		}},
+		{"engine waiting", func(t *testing.T, o vigilOpts) *vigil {
+			o.engineAddr = addr(freePort(t))
+			v := startVigil(t, o)
+			v.waitLine("waiting for engine", 30*time.Second)
+			return v
+		}},
+		{"registering", func(t *testing.T, o vigilOpts) *vigil {
+			m := startMock(t, e, harness.MockOpts{})
+			m.waitLine("serving", harness.StartTimeout)
+			o.engineAddr = m.GRPC
+			v := startVigil(t, o)
+			v.waitLine("engine serving", 30*time.Second)
+			return v
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := consulFor(t)
+			svc := uniqueService(t)
+			v := tc.start(t, vigilOpts{engine: e, consul: c, service: svc})
+			adapters := children(v.pid())
+			sent := time.Now()
+			v.term(t)
+			if code := v.wait(exitBound); code != 0 {
+				t.Fatalf("vigil exit code = %d, want 0", code)
+			}
+			if d := time.Since(sent); d > 2*time.Second {
+				t.Errorf("vigil took %s to exit, want within 2s", d)
+			}
+			if c.catalogHas(t, svc) {
+				t.Error("worker in Consul after vigil exited")
+			}
+			for _, pid := range adapters {
+				if alive(pid) {
+					t.Errorf("adapter process %d still running after vigil exited", pid)
+				}
+			}
+		})
+	}
 }
 
 // TestVigilKilled: SIGKILL leaves no adapter process behind, and Consul's

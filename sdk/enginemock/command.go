@@ -19,7 +19,7 @@ import (
 // Command is the command line every mock engine shares. It serves gRPC on
 // --listen and the control surface on --control, logs "listening" once both
 // are open and "serving" once the engine is ready (test harnesses wait for
-// these lines), and exits 0 after POST /stop, SIGTERM or SIGINT, 2 on bad
+// these lines), and exits 0 after POST /stop, SIGTERM or SIGINT, 78 on bad
 // flags (naming the flag and what it accepts) and 1 on other errors.
 //
 // Shared flags: --listen (default 127.0.0.1:50051), --control (default
@@ -37,10 +37,15 @@ type Command struct {
 	Flags []Flag
 	// New builds the engine from the shared settings in cfg and the engine's
 	// flags in c, before anything listens. It also returns key-value pairs
-	// for the "listening" log line. A *BadFlag error exits 2 naming the
-	// flag; other errors exit 1.
+	// for the "listening" log line. A *BadFlag error exits 78 naming
+	// the flag; other errors exit 1.
 	New func(c *cli.Context, cfg Config) (e *Engine, logAttrs []any, err error)
 }
+
+// exitBadFlag is a mock's exit code for bad flags and arguments: 78,
+// sysexits.h's EX_CONFIG, as vigil's own (not 2, which Go's runtime uses
+// for a panic).
+const exitBadFlag = 78
 
 // Flag is an engine-specific flag of a Command.
 type Flag struct {
@@ -111,15 +116,15 @@ func (cmd Command) App(log *slog.Logger) *cli.App {
 	}
 }
 
-// usageError names the flag and what it accepts, and exits 2.
+// usageError names the flag and what it accepts, and exits exitBadFlag.
 func (cmd Command) usageError(_ *cli.Context, err error, _ bool) error {
 	msg := err.Error()
 	for _, f := range cmd.flags() {
 		if name := f.Names()[0]; strings.Contains(msg, "-"+name+":") {
-			return cli.Exit(fmt.Sprintf("%s; --%s accepts %s", msg, name, f.Accepts), 2)
+			return cli.Exit(fmt.Sprintf("%s; --%s accepts %s", msg, name, f.Accepts), exitBadFlag)
 		}
 	}
-	return cli.Exit(msg+"; see --help", 2)
+	return cli.Exit(msg+"; see --help", exitBadFlag)
 }
 
 func (cmd Command) badFlag(name, got string) error {
@@ -129,12 +134,12 @@ func (cmd Command) badFlag(name, got string) error {
 			what = f.Accepts
 		}
 	}
-	return cli.Exit(fmt.Sprintf("invalid value %q for --%s: want %s", got, name, what), 2)
+	return cli.Exit(fmt.Sprintf("invalid value %q for --%s: want %s", got, name, what), exitBadFlag)
 }
 
 func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
 	if c.Args().Present() {
-		return cli.Exit(fmt.Sprintf("unexpected argument %q; %s takes flags only", c.Args().First(), cmd.Name), 2)
+		return cli.Exit(fmt.Sprintf("unexpected argument %q; %s takes flags only", c.Args().First(), cmd.Name), exitBadFlag)
 	}
 	for _, name := range []string{"startup-delay", "token-delay"} {
 		if d := c.Duration(name); d < 0 {

@@ -83,8 +83,8 @@ func TestCommandBadInput(t *testing.T) {
 			t.Parallel()
 			_, done := runCommand(t.Context(), testCommand(), tt.args...)
 			err := <-done
-			if code := exitCode(err); code != 2 || !strings.HasSuffix(err.Error(), tt.want) {
-				t.Errorf("error %v, exit %d; want exit 2 and a message ending %q", err, code, tt.want)
+			if code := exitCode(err); code != exitBadFlag || !strings.HasSuffix(err.Error(), tt.want) {
+				t.Errorf("error %v, exit %d; want exit %d and a message ending %q", err, code, exitBadFlag, tt.want)
 			}
 		})
 	}

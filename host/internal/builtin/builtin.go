@@ -4,6 +4,7 @@
 package builtin
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,7 +40,8 @@ func Has(name string) bool { _, ok := adapters[name]; return ok }
 
 // Command returns the command that runs the built-in adapter name as a
 // subprocess: this same executable, told by the environment to serve it.
-func Command(name string) (*exec.Cmd, error) {
+// The process is killed when ctx ends, as with exec.CommandContext.
+func Command(ctx context.Context, name string) (*exec.Cmd, error) {
 	if !Has(name) {
 		return nil, fmt.Errorf("no built-in engine %q", name)
 	}
@@ -47,7 +49,7 @@ func Command(name string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding the vigil executable: %w", err)
 	}
-	cmd := exec.Command(self)
+	cmd := exec.CommandContext(ctx, self)
 	cmd.Env = append(os.Environ(), envAdapter+"="+name)
 	return cmd, nil
 }

@@ -12,29 +12,17 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
-	"github.com/vigilhq/vigil/host/internal/supervisor"
 	"github.com/vigilhq/vigil/sdk"
 )
-
-// ExitUsage is the exit code for bad flags or arguments.
-const ExitUsage = supervisor.ExitUsage
 
 // Version is vigil's version, set at build time with
 // -ldflags "-X github.com/vigilhq/vigil/host/internal/command.Version=...".
 var Version = "dev"
 
-// exitError ends vigil with a code; an empty message prints nothing.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
-func (e *exitError) ExitCode() int { return e.code }
-
-// usageErrorf is a bad-input error: exit 2 with a message naming the flag.
+// usageErrorf is a bad-input error: exit ExitConfig with a message naming
+// the flag.
 func usageErrorf(format string, args ...any) error {
-	return &exitError{code: ExitUsage, msg: fmt.Sprintf(format, args...)}
+	return exit(&configError{msg: fmt.Sprintf(format, args...)})
 }
 
 // App returns vigil's command line application.
@@ -67,31 +55,27 @@ func versionCommand() *cli.Command {
 	}
 }
 
-// Main runs vigil with args and returns its exit code: 0 after a clean
-// stop, 1 when the engine is lost or never served, 2 for bad input.
+// Main runs vigil with args and returns its exit code, from exitCodes: 0
+// after a clean stop, 1 when the engine is lost or never served, 78 for
+// bad input.
 func Main(args []string) int {
 	app := App(os.Stdout, os.Stderr)
 	unknown := ""
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.Run(args)
 	if unknown != "" {
-		fmt.Fprintf(os.Stderr, "vigil: unknown command %q; commands: run, route, version, help\n", unknown)
-		return ExitUsage
-	}
-	if err == nil {
-		return 0
+		err = usageErrorf("unknown command %q; commands: run, route, version, help", unknown)
 	}
 	var ec cli.ExitCoder
-	if errors.As(err, &ec) {
-		if msg := err.Error(); msg != "" {
-			fmt.Fprintln(os.Stderr, "vigil:", msg)
-		}
-		return ec.ExitCode()
+	if err != nil && !errors.As(err, &ec) {
+		// Anything else the CLI library returns is a usage error (unknown
+		// command or flag, a value that does not parse).
+		err = usageErrorf("%v", err)
 	}
-	// Anything else the CLI library returns is a usage error (unknown
-	// command or flag, a value that does not parse).
-	fmt.Fprintln(os.Stderr, "vigil:", err)
-	return ExitUsage
+	if err != nil && err.Error() != "" {
+		fmt.Fprintln(os.Stderr, "vigil:", err)
+	}
+	return exitCode(err)
 }
 
 // invalidValue matches the flag package's parse errors, such as
@@ -99,7 +83,7 @@ func Main(args []string) int {
 var invalidValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([a-z0-9-]+): `)
 
 // onUsageError turns the CLI library's parse errors into vigil's form:
-// exit 2, the flag as it is written, and what it accepts.
+// exit ExitConfig, the flag as it is written, and what it accepts.
 func onUsageError(c *cli.Context, err error, _ bool) error {
 	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
 		return usageErrorf("unknown flag --%s; see vigil %s --help", name, c.Command.Name)

@@ -22,7 +22,7 @@ func runArgs(t *testing.T, args ...string) (int, string) {
 	if errors.As(err, &ec) {
 		return ec.ExitCode(), out.String() + err.Error()
 	}
-	return ExitUsage, out.String() + err.Error()
+	return ExitConfig, out.String() + err.Error()
 }
 
 func TestRunRejectsBadInput(t *testing.T) {
@@ -63,8 +63,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := runArgs(t, append([]string{"run", "--registry-dir", t.TempDir()}, tc.args...)...)
-			if code != ExitUsage {
-				t.Errorf("exit code = %d, want %d; output:\n%s", code, ExitUsage, out)
+			if code != ExitConfig {
+				t.Errorf("exit code = %d, want %d; output:\n%s", code, ExitConfig, out)
 			}
 			if !strings.Contains(out, tc.want) {
 				t.Errorf("output does not contain %q:\n%s", tc.want, out)
@@ -123,8 +123,8 @@ func TestServedModelNameFlag(t *testing.T) {
 	t.Run("blank environment", func(t *testing.T) {
 		t.Setenv("VIGIL_SERVED_MODEL_NAME", " ")
 		code, out := runArgs(t, "run", "--registry-dir", t.TempDir())
-		if code != ExitUsage || !strings.Contains(out, "--served-model-name") {
-			t.Errorf("exit code %d, output %q; want %d naming --served-model-name", code, out, ExitUsage)
+		if code != ExitConfig || !strings.Contains(out, "--served-model-name") {
+			t.Errorf("exit code %d, output %q; want %d naming --served-model-name", code, out, ExitConfig)
 		}
 	})
 }
@@ -150,7 +150,7 @@ func TestVersion(t *testing.T) {
 
 func TestUnknownCommand(t *testing.T) {
 	// Main writes to the process's stderr; the exit code is what matters.
-	if code := Main([]string{"vigil", "routex"}); code != ExitUsage {
-		t.Errorf("unknown command: exit %d, want %d", code, ExitUsage)
+	if code := Main([]string{"vigil", "routex"}); code != ExitConfig {
+		t.Errorf("unknown command: exit %d, want %d", code, ExitConfig)
 	}
 }

@@ -13,7 +13,7 @@ func TestNewBackendConsulConfigError(t *testing.T) {
 	t.Setenv("CONSUL_CACERT", filepath.Join(t.TempDir(), "absent.pem"))
 	_, err := newBackend(discoveryConfig{discovery: "consul", service: "llm"})
 	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != ExitUsage || !strings.HasPrefix(ee.msg, "--discovery consul: ") {
+	if !errors.As(err, &ee) || ee.code != ExitConfig || !strings.HasPrefix(ee.msg, "--discovery consul: ") {
 		t.Errorf("newBackend = %v, want a usage error naming --discovery consul", err)
 	}
 }

@@ -2,10 +2,8 @@ package command
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -13,13 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/router"
-	"github.com/vigilhq/vigil/host/internal/supervisor"
 )
-
-// routeDrainTimeout is how long requests in flight may finish after a stop
-// signal: long enough for most completions to end, short enough for a
-// restart to stay quick; longer generations are cut off.
-const routeDrainTimeout = 10 * time.Second
 
 func routeCommand() *cli.Command {
 	return &cli.Command{
@@ -73,109 +65,33 @@ func routeAction(c *cli.Context) error {
 	return serveRoute(c.Context, cfg, b.discoverer(log.Named("discovery")), log, signals, nil)
 }
 
-// serveRoute runs the router until a signal: it stops accepting, gives
-// requests in flight routeDrainTimeout, and returns nil; a second signal
-// cuts the drain short (exit 1). ready, if not nil, is called with the
-// listening addresses once both servers accept.
+// serveRoute listens on both addresses and runs the router until a
+// signal; it returns the command's end (nil: exit 0). ready, if not nil, is
+// called with the listening addresses once both servers accept.
 func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, log hclog.Logger,
 	signals <-chan os.Signal, ready func(grpcAddr, httpAddr net.Addr)) error {
 	glis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return &exitError{code: supervisor.ExitFailure, msg: fmt.Sprintf("--listen %s: %v", cfg.listen, err)}
+		return exit(fmt.Errorf("--listen %s: %w", cfg.listen, err))
 	}
 	hlis, err := net.Listen("tcp", cfg.httpListen)
 	if err != nil {
 		glis.Close()
-		return &exitError{code: supervisor.ExitFailure, msg: fmt.Sprintf("--http-listen %s: %v", cfg.httpListen, err)}
+		return exit(fmt.Errorf("--http-listen %s: %w", cfg.httpListen, err))
 	}
-
-	pool := router.NewPool(log.Named("pool"))
-	defer pool.Close()
-	proxy := router.NewProxy(pool, router.ProxyConfig{
-		Retries: cfg.retries, RequestTimeout: cfg.requestTimeout, Logger: log.Named("proxy"),
+	srv := router.NewServer(router.ServerConfig{
+		GRPCListener: glis, HTTPListener: hlis,
+		Source: src, Service: cfg.service,
+		Proxy:  router.ProxyConfig{Retries: cfg.retries, RequestTimeout: cfg.requestTimeout},
+		HTTP:   router.HTTPConfig{MaxBodyBytes: cfg.maxBodyBytes},
+		Logger: log,
+		Ready: func() {
+			if ready != nil {
+				ready(glis.Addr(), hlis.Addr())
+			}
+		},
 	})
-	gs := router.NewGRPCServer(proxy)
-	// Handlers run under base, which ends when the drain runs out.
-	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
-	hs := &http.Server{
-		Handler:           router.NewHTTPHandler(proxy, router.HTTPConfig{MaxBodyBytes: cfg.maxBodyBytes, Logger: log.Named("http")}),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
-	}
-
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		src.Run(watchCtx, pool.Update)
-	}()
-	defer func() {
-		stopWatch()
-		<-watched
-	}()
-
-	failed := make(chan error, 2)
-	go func() {
-		if err := gs.Serve(glis); err != nil {
-			failed <- fmt.Errorf("grpc server: %w", err)
-		}
-	}()
-	go func() {
-		if err := hs.Serve(hlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			failed <- fmt.Errorf("http server: %w", err)
-		}
-	}()
-	log.Info("router listening", "grpc", glis.Addr().String(), "http", hlis.Addr().String(),
-		"discovery", src.String(), "service", cfg.service, "retries", cfg.retries)
-	if ready != nil {
-		ready(glis.Addr(), hlis.Addr())
-	}
-
-	code := 0
-	select {
-	case sig := <-signals:
-		log.Info("stopping: no new requests; requests in flight may finish", "signal", sig.String(), "bound", routeDrainTimeout)
-	case err := <-failed:
-		log.Error("router failed; stopping", "error", err)
-		code = supervisor.ExitFailure
-	}
-
-	drain, cancelDrain := context.WithTimeout(context.WithoutCancel(ctx), routeDrainTimeout)
-	defer cancelDrain()
-	drained := make(chan struct{})
-	go func() {
-		defer close(drained)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			gs.Shutdown(drain)
-		}()
-		if err := hs.Shutdown(drain); err != nil {
-			// The bound passed: end the requests still running.
-			cancelBase()
-			hs.Close()
-		}
-		<-done
-	}()
-	select {
-	case <-drained:
-		if drain.Err() != nil {
-			log.Warn("drain bound passed; requests still in flight were cancelled", "bound", routeDrainTimeout)
-		}
-	case sig := <-signals:
-		log.Warn("second signal: cancelling requests in flight", "signal", sig.String())
-		cancelDrain()
-		<-drained
-		code = supervisor.ExitFailure
-	}
-	log.Info("exiting", "code", code)
-	if code != 0 {
-		return &exitError{code: code}
-	}
-	return nil
+	return exitLogged(log, srv.Run(ctx, signals))
 }
 
 // parseRoute validates route's flags; every error names the flag and what

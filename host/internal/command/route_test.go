@@ -42,8 +42,8 @@ func TestRouteRejectsBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := runArgs(t, append([]string{"route", "--registry-dir", t.TempDir()}, tc.args...)...)
-			if code != ExitUsage {
-				t.Errorf("exit code = %d, want %d; output:\n%s", code, ExitUsage, out)
+			if code != ExitConfig {
+				t.Errorf("exit code = %d, want %d; output:\n%s", code, ExitConfig, out)
 			}
 			if !strings.Contains(out, tc.want) {
 				t.Errorf("output does not contain %q:\n%s", tc.want, out)
@@ -55,8 +55,8 @@ func TestRouteRejectsBadInput(t *testing.T) {
 func TestRouteFlagsFromEnvironment(t *testing.T) {
 	t.Setenv("VIGIL_HTTP_LISTEN", "nowhere")
 	code, out := runArgs(t, "route", "--registry-dir", t.TempDir())
-	if code != ExitUsage || !strings.Contains(out, `--http-listen "nowhere"`) {
-		t.Errorf("got exit %d, output:\n%s\nwant exit 2 naming --http-listen", code, out)
+	if code != ExitConfig || !strings.Contains(out, `--http-listen "nowhere"`) {
+		t.Errorf("got exit %d, output:\n%s\nwant exit 78 naming --http-listen", code, out)
 	}
 }
 

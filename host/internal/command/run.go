@@ -108,10 +108,14 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := preflight(cfg); err != nil {
+		return err
+	}
 	log := cfg.log.logger(c.App.ErrWriter)
+	advertise := net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort))
 	if ip := net.ParseIP(cfg.advHost); cfg.discovery == "consul" && (cfg.advHost == "localhost" || ip != nil && ip.IsLoopback()) {
 		log.Warn("advertising a loopback address in Consul: only clients on this host can reach the worker; set --advertise-addr",
-			"advertise", net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort)))
+			"advertise", advertise)
 	}
 
 	registry, err := newRegistry(cfg)
@@ -120,7 +124,7 @@ func runAction(c *cli.Context) error {
 	}
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return &exitError{code: supervisor.ExitFailure, msg: fmt.Sprintf("--listen %s: %v", cfg.listen, err)}
+		return exit(fmt.Errorf("--listen %s: %w", cfg.listen, err))
 	}
 	ep := endpoint.New(lis, cfg.maxInflight, log.Named("endpoint"))
 	defer ep.Close()
@@ -129,10 +133,14 @@ func runAction(c *cli.Context) error {
 			log.Error("worker endpoint failed", "error", err)
 		}
 	}()
-	log.Info("worker endpoint listening", "listen", lis.Addr().String(), "advertise", net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort)),
+	log.Info("worker endpoint listening", "listen", lis.Addr().String(), "advertise", advertise,
 		"service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
+	return exitLogged(log, supervisor.Run(c.Context, lifecycleConfig(cfg, registry, ep, log), signals))
+}
 
-	code := supervisor.Run(c.Context, supervisor.Config{
+// lifecycleConfig is the supervisor's configuration for run's.
+func lifecycleConfig(cfg runConfig, registry discovery.Registry, ep supervisor.Endpoint, log hclog.Logger) supervisor.Config {
+	return supervisor.Config{
 		Launch: func(ctx context.Context) (supervisor.Adapter, error) {
 			p, err := launch(ctx, cfg, log)
 			if err != nil {
@@ -152,21 +160,23 @@ func runAction(c *cli.Context) error {
 		ShutdownDelay:   cfg.shutdownDelay,
 		ExplainRejected: namingFlags,
 		Logger:          log,
-	}, signals)
-	log.Info("exiting", "code", code)
-	if code != 0 {
-		return &exitError{code: code}
 	}
-	return nil
 }
 
+// launch starts the adapter. go-plugin's handshake cannot be cut short
+// (its Kill waits for the handshake to end, up to 30s), so the process is
+// made to be killed when ctx ends before Launch has returned: a stop while
+// the adapter launches then ends the launch at once and leaves no process.
 func launch(ctx context.Context, cfg runConfig, log hclog.Logger) (*sdk.Plugin, error) {
+	abort, cancel := context.WithCancel(context.Background())
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop() // once launched, the adapter outlives ctx
 	var cmd *exec.Cmd
 	if cfg.enginePlugin != "" {
-		cmd = exec.Command(cfg.enginePlugin)
+		cmd = exec.CommandContext(abort, cfg.enginePlugin)
 	} else {
 		var err error
-		if cmd, err = builtin.Command(cfg.engine); err != nil {
+		if cmd, err = builtin.Command(abort, cfg.engine); err != nil {
 			return nil, err
 		}
 	}
@@ -174,7 +184,8 @@ func launch(ctx context.Context, cfg runConfig, log hclog.Logger) (*sdk.Plugin, 
 }
 
 // parseRun validates run's flags; every error names the flag and what it
-// accepts.
+// accepts. It has no side effects: preflight makes the checks that touch
+// the system.
 func parseRun(c *cli.Context) (runConfig, error) {
 	cfg := runConfig{
 		engine:        c.String("engine"),
@@ -192,19 +203,44 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		return cfg, usageErrorf("--engine %q: unknown engine; built-in engines: %s (or give an adapter executable with --engine-plugin)",
 			cfg.engine, strings.Join(builtin.Names(), ", "))
 	}
-	if cfg.enginePlugin != "" {
-		if _, err := exec.LookPath(cfg.enginePlugin); err != nil {
-			return cfg, usageErrorf("--engine-plugin %q: not an executable file: %v", cfg.enginePlugin, err)
-		}
-	}
-	if _, _, err := splitHostPort("engine-addr", c.String("engine-addr")); err != nil {
+	var err error
+	if cfg.start, err = parseStart(c); err != nil {
 		return cfg, err
+	}
+	if err := checkModelName(cfg.servedModelName); err != nil {
+		return cfg, usageErrorf("--served-model-name %q: %v", cfg.servedModelName, err)
+	}
+	if cfg.maxInflight < 1 {
+		return cfg, usageErrorf("--max-inflight %d: must be 1 or more", cfg.maxInflight)
+	}
+	lport, err := parseAddresses(c, &cfg)
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.discoveryConfig, err = parseDiscovery(c); err != nil {
+		return cfg, err
+	}
+	if cfg.workerID == "" {
+		cfg.workerID = defaultWorkerID(lport)
+	}
+	if !validName(cfg.workerID) {
+		return cfg, usageErrorf("--worker-id %q: %s", cfg.workerID, nameRule)
+	}
+	cfg.log, err = parseLog(c)
+	return cfg, err
+}
+
+// parseStart validates what the adapter's Start is given: the engine
+// address, the engine options, the bounds and the health policy.
+func parseStart(c *cli.Context) (sdk.StartRequest, error) {
+	if _, _, err := splitHostPort("engine-addr", c.String("engine-addr")); err != nil {
+		return sdk.StartRequest{}, err
 	}
 	options := map[string]string{}
 	for _, kv := range c.StringSlice("engine-option") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return cfg, usageErrorf("--engine-option %q: want key=value", kv)
+			return sdk.StartRequest{}, usageErrorf("--engine-option %q: want key=value", kv)
 		}
 		options[k] = v
 	}
@@ -222,21 +258,15 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	} {
 		if v := c.Duration(d.flag); v < d.min {
 			if d.min <= time.Nanosecond {
-				return cfg, usageErrorf("--%s %s: must be a positive duration such as 30s or 5m", d.flag, v)
+				return sdk.StartRequest{}, usageErrorf("--%s %s: must be a positive duration such as 30s or 5m", d.flag, v)
 			}
-			return cfg, usageErrorf("--%s %s: must be a duration of at least %s", d.flag, v, d.min)
+			return sdk.StartRequest{}, usageErrorf("--%s %s: must be a duration of at least %s", d.flag, v, d.min)
 		}
 	}
-	if err := checkModelName(cfg.servedModelName); err != nil {
-		return cfg, usageErrorf("--served-model-name %q: %v", cfg.servedModelName, err)
-	}
-	if cfg.maxInflight < 1 {
-		return cfg, usageErrorf("--max-inflight %d: must be 1 or more", cfg.maxInflight)
-	}
 	if n := c.Int("health-failures"); n < 1 {
-		return cfg, usageErrorf("--health-failures %d: must be 1 or more", n)
+		return sdk.StartRequest{}, usageErrorf("--health-failures %d: must be 1 or more", n)
 	}
-	cfg.start = sdk.StartRequest{
+	return sdk.StartRequest{
 		EngineAddr:      c.String("engine-addr"),
 		StartupDeadline: c.Duration("startup-deadline"),
 		Health: sdk.HealthPolicy{
@@ -246,47 +276,54 @@ func parseRun(c *cli.Context) (runConfig, error) {
 			RetryMax: c.Duration("engine-retry-max"),
 		},
 		Options: options,
-	}
+	}, nil
+}
 
+// parseAddresses validates --listen and --advertise-addr into cfg (the
+// advertised address is --listen's when --advertise-addr is unset) and
+// returns the listen port.
+func parseAddresses(c *cli.Context, cfg *runConfig) (lport int, err error) {
 	cfg.listen = c.String("listen")
 	lhost, lport, err := splitHostPort("listen", cfg.listen)
 	if err != nil {
-		return cfg, err
+		return 0, err
 	}
 	adv := c.String("advertise-addr")
 	if adv == "" {
 		if isWildcard(lhost) {
-			return cfg, usageErrorf("--listen %q is a wildcard address, which discovery cannot publish: set --advertise-addr host:port", cfg.listen)
+			return 0, usageErrorf("--listen %q is a wildcard address, which discovery cannot publish: set --advertise-addr host:port", cfg.listen)
 		}
 		if lport == 0 {
-			return cfg, usageErrorf("--listen %q has port 0, which discovery cannot publish: choose a port or set --advertise-addr", cfg.listen)
+			return 0, usageErrorf("--listen %q has port 0, which discovery cannot publish: choose a port or set --advertise-addr", cfg.listen)
 		}
 		cfg.advHost, cfg.advPort = lhost, lport
-	} else {
-		if cfg.advHost, cfg.advPort, err = splitHostPort("advertise-addr", adv); err != nil {
-			return cfg, err
-		}
-		if isWildcard(cfg.advHost) || cfg.advPort == 0 {
-			return cfg, usageErrorf("--advertise-addr %q: want a reachable host:port, not a wildcard address or port 0", adv)
-		}
+		return lport, nil
 	}
+	if cfg.advHost, cfg.advPort, err = splitHostPort("advertise-addr", adv); err != nil {
+		return 0, err
+	}
+	if isWildcard(cfg.advHost) || cfg.advPort == 0 {
+		return 0, usageErrorf("--advertise-addr %q: want a reachable host:port, not a wildcard address or port 0", adv)
+	}
+	return lport, nil
+}
 
-	if cfg.discoveryConfig, err = parseDiscovery(c); err != nil {
-		return cfg, err
-	}
-	if cfg.workerID == "" {
-		cfg.workerID = defaultWorkerID(lport)
-	}
-	if !validName(cfg.workerID) {
-		return cfg, usageErrorf("--worker-id %q: %s", cfg.workerID, nameRule)
+// preflight makes the checks of run's configuration that touch the
+// system: the adapter executable is looked up, and the file registry
+// directory created and written to. What they find is a configuration
+// error too.
+func preflight(cfg runConfig) error {
+	if cfg.enginePlugin != "" {
+		if _, err := exec.LookPath(cfg.enginePlugin); err != nil {
+			return usageErrorf("--engine-plugin %q: not an executable file: %v", cfg.enginePlugin, err)
+		}
 	}
 	if cfg.discovery == "file" {
 		if err := file.CheckWritable(cfg.registryDir, cfg.service); err != nil {
-			return cfg, usageErrorf("--registry-dir %q: cannot write worker records there: %v", cfg.registryDir, err)
+			return usageErrorf("--registry-dir %q: cannot write worker records there: %v", cfg.registryDir, err)
 		}
 	}
-	cfg.log, err = parseLog(c)
-	return cfg, err
+	return nil
 }
 
 // splitHostPort parses host:port for flag, with a port from 0 to 65535.

@@ -474,33 +474,58 @@ func (h *httpHandler) fail(w http.ResponseWriter, r *http.Request, id string, e 
 	writeError(w, e)
 }
 
+// sse writes server-sent events, each flushed at once.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter) sse { return sse{w: w, rc: http.NewResponseController(w)} }
+
+// begin sends the status line and the event-stream headers.
+func (s sse) begin() {
+	hdr := s.w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// send writes v, as JSON, as one event.
+func (s sse) send(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(data) + 8)
+	buf.WriteString("data: ")
+	buf.Write(data)
+	buf.WriteString("\n\n")
+	if _, err := s.w.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// done ends the stream as OpenAI does.
+func (s sse) done() {
+	s.w.Write([]byte("data: [DONE]\n\n"))
+	s.rc.Flush()
+}
+
 // stream answers with server-sent events: one per chunk, one with the
 // finish reason (and the usage when asked), then [DONE]. The status line is
 // sent with the first chunk, so a request that fails before it gets a
 // proper error status; a failure after it is an error event and no [DONE].
 func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, c *completionRequest, req *workerv1.GenerateRequest) {
-	rc := http.NewResponseController(w)
+	events := newSSE(w)
 	var (
 		started bool
 		final   *workerv1.Final
 		model   = c.Model
 	)
 	created := time.Now().Unix()
-	event := func(v any) error {
-		data, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		var buf bytes.Buffer
-		buf.Grow(len(data) + 8)
-		buf.WriteString("data: ")
-		buf.Write(data)
-		buf.WriteString("\n\n")
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
 	chunk := func(text string, reason *string, usage *usageJSON) completion {
 		return completion{
 			ID: req.GetRequestId(), Object: "text_completion", Created: created, Model: model,
@@ -513,15 +538,11 @@ func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, c *completi
 			if model == "" {
 				model = ep.Model
 			}
-			hdr := w.Header()
-			hdr.Set("Content-Type", "text/event-stream")
-			hdr.Set("Cache-Control", "no-cache")
-			hdr.Set("X-Accel-Buffering", "no")
-			w.WriteHeader(http.StatusOK)
+			events.begin()
 		}
 		switch k := m.GetKind().(type) {
 		case *workerv1.GenerateResponse_Chunk:
-			return event(chunk(k.Chunk.GetText(), nil, nil))
+			return events.send(chunk(k.Chunk.GetText(), nil, nil))
 		case *workerv1.GenerateResponse_Final:
 			final = k.Final
 		}
@@ -538,16 +559,15 @@ func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, c *completi
 		}
 		e := generationError(err, final)
 		h.log.Warn("completion stream failed", "request_id", req.GetRequestId(), "error", e.msg)
-		event(errorBody{Error: errorDetail{Message: e.msg, Type: "server_error"}})
+		events.send(errorBody{Error: errorDetail{Message: e.msg, Type: "server_error"}})
 		return
 	}
 	var usage *usageJSON
 	if c.StreamOptions != nil && c.StreamOptions.IncludeUsage {
 		usage = toUsage(final.GetUsage())
 	}
-	if event(chunk("", reason, usage)) != nil {
+	if events.send(chunk("", reason, usage)) != nil {
 		return
 	}
-	w.Write([]byte("data: [DONE]\n\n"))
-	rc.Flush()
+	events.done()
 }

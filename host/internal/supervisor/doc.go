@@ -4,27 +4,41 @@
 // stop.
 //
 // States and transitions (next is the pure transition function; enter holds
-// the effects):
+// the effects; one select loop takes every input, signals included, in
+// every state):
 //
-//		            SERVING             NOT_READY
-//		Starting ───────────▶ Serving ◀──────────▶ NotReady
-//		    │                    │     SERVING         │
-//		    │ LOST / stop        │ LOST / stop         │ LOST / stop
-//		    ▼                    ▼                     ▼
-//		    └──────────────▶ Draining ◀────────────────┘
-//		                         │ drained
-//		                         ▼
-//		                      Stopped
+//	            launched           started          SERVING           NOT_READY
+//	Launching ──────────▶ Waiting ─────────▶ Started ────────▶ Serving ◀─────────▶ NotReady
+//	    │                    │                  │                 │      SERVING      │
+//	    │ failed / stop      │ failed / stop    │ LOST / stop     │ LOST / stop       │ LOST / stop
+//	    ▼                    ▼                  ▼                 ▼                   ▼
+//	    └────────────────────┴──────────────────┴───▶ Draining ◀──┴───────────────────┘
+//	                                                     │ drained / stop / overdue
+//	                                                     ▼
+//	                                                  Stopped
 //
-//	  - Starting: nothing is registered; the adapter waits for the engine.
+//	(and Started ──NOT_READY──▶ NotReady)
+//
+//	  - Launching: the adapter process starts and tells what it is.
+//	  - Waiting: the adapter's Start waits, up to the startup deadline, for
+//	    the engine to serve.
+//	  - Started: the engine served; the endpoint has it, and the availability
+//	    watch opens. Nothing is registered until the watch says SERVING.
 //	  - Serving: the worker is registered and admits requests.
 //	  - NotReady: the engine is alive but not accepting work; the worker is
 //	    withdrawn and vigil stays up.
-//	  - Draining: the worker is withdrawn at once and admits nothing; requests
-//	    in flight get the grace period; then the adapter is shut down.
-//	  - Stopped: Run returns.
+//	  - Draining: the one unwind, from any state: a startup phase running is
+//	    cancelled; a worker that may be registered is withdrawn at once,
+//	    admits nothing (after the shutdown delay, for a stop) and gives
+//	    requests in flight the grace period; then the adapter is shut down.
+//	    A second stop signal, or the drain outliving its shutdown budget
+//	    (the sum of its steps' bounds and some slack), abandons it.
+//	  - Stopped: Run returns why.
 //
-// Whichever comes first, engine loss or a stop signal, decides the exit
-// code: 1 for loss, 0 for a signal. A loss seen while draining for a signal
-// is expected and logged at info.
+// Why it ended is the first of a stop (nil), an engine loss
+// (outcome.ErrEngineLost) or a startup failure (outcome.ErrStartupDeadline,
+// outcome.ErrConfig, or another error); an abandoned drain adds
+// outcome.ErrDrainCut or outcome.ErrShutdownBudget. The command package
+// turns that into the exit code. A loss seen while draining for a signal is
+// expected and logged at info.
 package supervisor

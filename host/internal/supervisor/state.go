@@ -5,7 +5,9 @@ type State int
 
 // The lifecycle states.
 const (
-	StateStarting State = iota + 1
+	StateLaunching State = iota + 1
+	StateWaiting
+	StateStarted
 	StateServing
 	StateNotReady
 	StateDraining
@@ -14,8 +16,12 @@ const (
 
 func (s State) String() string {
 	switch s {
-	case StateStarting:
-		return "starting"
+	case StateLaunching:
+		return "launching"
+	case StateWaiting:
+		return "waiting"
+	case StateStarted:
+		return "started"
 	case StateServing:
 		return "serving"
 	case StateNotReady:
@@ -34,8 +40,15 @@ type Input int
 
 // The lifecycle inputs.
 const (
+	// InputLaunched: the adapter is up and has told what it is.
+	InputLaunched Input = iota + 1
+	// InputStarted: the adapter's Start returned: the engine serves.
+	InputStarted
+	// InputFailed: launching the adapter or waiting for the engine
+	// failed (the startup deadline passed, say).
+	InputFailed
 	// InputServing: the engine serves.
-	InputServing Input = iota + 1
+	InputServing
 	// InputNotReady: the engine is alive but not accepting work.
 	InputNotReady
 	// InputLost: the engine failed, shut down, or cannot be reached, or
@@ -45,10 +58,18 @@ const (
 	InputStop
 	// InputDrained: the drain finished.
 	InputDrained
+	// InputOverdue: the drain outlived its shutdown budget.
+	InputOverdue
 )
 
 func (i Input) String() string {
 	switch i {
+	case InputLaunched:
+		return "launched"
+	case InputStarted:
+		return "started"
+	case InputFailed:
+		return "failed"
 	case InputServing:
 		return "serving"
 	case InputNotReady:
@@ -59,6 +80,8 @@ func (i Input) String() string {
 		return "stop"
 	case InputDrained:
 		return "drained"
+	case InputOverdue:
+		return "overdue"
 	default:
 		return "unknown"
 	}
@@ -67,7 +90,16 @@ func (i Input) String() string {
 // next is the transition function. It has no effects.
 func next(s State, in Input) State {
 	switch s {
-	case StateStarting, StateServing, StateNotReady:
+	case StateLaunching, StateWaiting:
+		switch {
+		case s == StateLaunching && in == InputLaunched:
+			return StateWaiting
+		case s == StateWaiting && in == InputStarted:
+			return StateStarted
+		case in == InputFailed, in == InputStop:
+			return StateDraining
+		}
+	case StateStarted, StateServing, StateNotReady:
 		switch in {
 		case InputServing:
 			return StateServing
@@ -77,7 +109,8 @@ func next(s State, in Input) State {
 			return StateDraining
 		}
 	case StateDraining:
-		if in == InputDrained {
+		switch in {
+		case InputDrained, InputStop, InputOverdue:
 			return StateStopped
 		}
 	}

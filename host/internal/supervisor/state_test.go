@@ -5,16 +5,18 @@ import "testing"
 func TestStateString(t *testing.T) {
 	t.Parallel()
 	for s, want := range map[State]string{
-		0: "unknown", StateStarting: "starting", StateServing: "serving", StateNotReady: "not-ready",
-		StateDraining: "draining", StateStopped: "stopped", StateStopped + 1: "unknown",
+		0: "unknown", StateLaunching: "launching", StateWaiting: "waiting", StateStarted: "started",
+		StateServing: "serving", StateNotReady: "not-ready", StateDraining: "draining", StateStopped: "stopped",
+		StateStopped + 1: "unknown",
 	} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", int(s), got, want)
 		}
 	}
 	for in, want := range map[Input]string{
-		0: "unknown", InputServing: "serving", InputNotReady: "not-ready", InputLost: "lost",
-		InputStop: "stop", InputDrained: "drained", InputDrained + 1: "unknown",
+		0: "unknown", InputLaunched: "launched", InputStarted: "started", InputFailed: "failed",
+		InputServing: "serving", InputNotReady: "not-ready", InputLost: "lost", InputStop: "stop",
+		InputDrained: "drained", InputOverdue: "overdue", InputOverdue + 1: "unknown",
 	} {
 		if got := in.String(); got != want {
 			t.Errorf("Input(%d).String() = %q, want %q", int(in), got, want)
@@ -25,20 +27,33 @@ func TestStateString(t *testing.T) {
 // TestNext covers every state and input.
 func TestNext(t *testing.T) {
 	t.Parallel()
-	S, R, N, D, X := StateStarting, StateServing, StateNotReady, StateDraining, StateStopped
-	want := map[State]map[Input]State{
-		S: {InputServing: R, InputNotReady: N, InputLost: D, InputStop: D, InputDrained: S},
-		R: {InputServing: R, InputNotReady: N, InputLost: D, InputStop: D, InputDrained: R},
-		N: {InputServing: R, InputNotReady: N, InputLost: D, InputStop: D, InputDrained: N},
-		// Once draining, only the end of the drain moves on: a late SERVING
-		// must not register a worker that is on its way out.
-		D: {InputServing: D, InputNotReady: D, InputLost: D, InputStop: D, InputDrained: X},
-		X: {InputServing: X, InputNotReady: X, InputLost: X, InputStop: X, InputDrained: X},
+	L, W, S, R, N, D, X := StateLaunching, StateWaiting, StateStarted, StateServing, StateNotReady, StateDraining, StateStopped
+	inputs := []Input{InputLaunched, InputStarted, InputFailed, InputServing, InputNotReady, InputLost, InputStop, InputDrained, InputOverdue}
+	// One row a state; one column an input, in the order of inputs.
+	want := map[State][]State{
+		// Startup: each phase's result moves on; a failure or a stop
+		// unwinds; the engine's events come only once it has started.
+		L: {W, L, D, L, L, L, D, L, L},
+		W: {W, S, D, W, W, W, D, W, W},
+		S: {S, S, S, R, N, D, D, S, S},
+		R: {R, R, R, R, N, D, D, R, R},
+		N: {N, N, N, R, N, D, D, N, N},
+		// Once draining, only the end of the drain, a second signal or the
+		// budget moves on: a late SERVING must not register a worker that
+		// is on its way out.
+		D: {D, D, D, D, D, D, X, X, X},
+		X: {X, X, X, X, X, X, X, X, X},
+	}
+	if len(inputs) != int(InputOverdue) || len(want) != int(StateStopped) {
+		t.Fatalf("the table covers %d inputs and %d states, want every one", len(inputs), len(want))
 	}
 	for from, row := range want {
-		for in, to := range row {
-			if got := next(from, in); got != to {
-				t.Errorf("next(%s, %s) = %s, want %s", from, in, got, to)
+		if len(row) != len(inputs) {
+			t.Errorf("row %s has %d columns, want %d", from, len(row), len(inputs))
+		}
+		for i, to := range row {
+			if got := next(from, inputs[i]); got != to {
+				t.Errorf("next(%s, %s) = %s, want %s", from, inputs[i], got, to)
 			}
 		}
 	}

@@ -3,37 +3,15 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/outcome"
 	"github.com/vigilhq/vigil/sdk"
 )
-
-// Exit codes of vigil run.
-const (
-	// ExitOK: stopped by SIGTERM or SIGINT, drained.
-	ExitOK = 0
-	// ExitFailure: the engine was lost, did not serve within the startup
-	// deadline, or the adapter could not be started; or a second signal cut
-	// the drain short.
-	ExitFailure = 1
-	// ExitUsage: the adapter rejected its configuration (an engine option,
-	// say) as invalid; restarting will not help.
-	ExitUsage = 2
-)
-
-// adapterShutdownTimeout bounds the adapter's Shutdown call.
-const adapterShutdownTimeout = 2 * time.Second
-
-// minWithdrawTime is the least time a withdrawal gets to deregister,
-// whatever the grace period: a grace period of 0 means "do not wait for
-// requests", not "leave the worker registered".
-const minWithdrawTime = 5 * time.Second
-
-// withdrawTime is the bound of one withdrawal's retries.
-func (s *supervisor) withdrawTime() time.Duration { return max(s.cfg.GracePeriod, minWithdrawTime) }
 
 // Endpoint is the worker's request endpoint as the lifecycle drives it.
 type Endpoint interface {
@@ -97,209 +75,92 @@ type Config struct {
 	ExplainRejected func(error) error
 }
 
-// Run runs the lifecycle until it stops and returns the exit code. signals
-// delivers SIGTERM and SIGINT; the caller subscribes before Run so that no
-// signal is lost during start-up.
-func Run(ctx context.Context, cfg Config, signals <-chan os.Signal) int {
-	s := &supervisor{cfg: cfg, log: cfg.Logger, state: StateStarting, lost: make(chan struct{})}
-	return s.run(ctx, signals)
+// Run runs the lifecycle until it stops and returns why: nil after a stop
+// signal (drained, or during startup); else an error that wraps one of
+// outcome's sentinels, or another failure a restart may cure (the adapter
+// would not start). signals delivers SIGTERM and SIGINT; the caller
+// subscribes before Run so that no signal is lost during start-up.
+func Run(ctx context.Context, cfg Config, signals <-chan os.Signal) error {
+	return newSupervisor(cfg).run(ctx, signals)
 }
 
+func newSupervisor(cfg Config) *supervisor {
+	return &supervisor{cfg: cfg, log: cfg.Logger, state: StateLaunching, lost: make(chan struct{})}
+}
+
+// supervisor is one run of the lifecycle. The select loop in run owns
+// every field; a drain goroutine reads those set before it starts.
 type supervisor struct {
-	cfg    Config
-	log    hclog.Logger
-	plugin Adapter
-	reg    discovery.Registration
+	cfg Config
+	log hclog.Logger
+	ctx context.Context // run's; ends when run returns
+
+	plugin  Adapter // zero until launched
+	info    sdk.AdapterInfo
+	phase   *phase // the startup phase running, if any
+	worker  sdk.Worker
+	reg     discovery.Registration
+	started bool             // StateStarted was entered: something may be registered
+	events  <-chan sdk.Event // the availability watch; nil when none
 
 	state       State
-	cause       Input // InputLost or InputStop, whichever came first
+	cause       Input // InputLost, InputStop or InputFailed, whichever came first
+	outcome     error // what Run returns
 	drained     chan struct{}
 	cancelDrain context.CancelFunc
-	lost        chan struct{} // closed on the first loss
+	overdue     <-chan time.Time // fires when the drain outlives its budget
+	budget      time.Duration    // 0: shutdownBudget; tests shorten it
+	lost        chan struct{}    // closed on the first loss
 }
 
-func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) int {
-	s.log.Info("starting engine adapter", "engine", s.cfg.Registration.Engine)
-	p, code, ok := s.launch(ctx, signals)
-	if !ok {
-		return code
-	}
-	s.plugin = p
-	defer p.Kill()
-	info, err := p.Engine.Info(ctx)
-	if err != nil {
-		s.log.Error("reading adapter info failed", "error", err)
-		return ExitFailure
-	}
-	s.log.Info("engine adapter started", "adapter", info.Name, "version", info.Version, "protocol", p.Version)
-
-	worker, code, ok := s.waitForEngine(ctx, signals)
-	if !ok {
-		return code
-	}
-	// The override takes the engine's name's place everywhere from here:
-	// the endpoint's model check, the registration and the log.
-	servingArgs := []any{"model", worker.ServedModelName}
-	if name := s.cfg.ServedModelName; name != "" {
-		servingArgs = []any{"model", name, "engine_served_model_name", worker.ServedModelName}
-		worker.ServedModelName = name
-	}
-	if g, ok := p.Engine.(sdk.Generator); ok && info.Capabilities.Generate {
-		s.cfg.Endpoint.Attach(g, worker)
-	}
-	s.reg = s.cfg.Registration
-	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = worker.ServedModelName, worker.ModelID, worker.InstanceID
-	s.reg.TokensOnly = !worker.SupportsTextInput
-	s.log.Info("engine serving", append(servingArgs, "model_id", worker.ModelID,
-		"instance_id", worker.InstanceID, "engine_version", worker.EngineVersion)...)
-
-	annCtx, stopAnn := context.WithCancel(ctx)
-	defer stopAnn()
-	go s.cfg.Announcer.Run(annCtx)
-
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	events, err := p.Engine.WatchAvailability(watchCtx)
-	if err != nil {
-		s.step(InputLost, "watching engine availability failed: "+err.Error())
-	}
-
+func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
+	ctx, cancel := context.WithCancel(ctx)
+	s.ctx = ctx
+	defer func() {
+		cancel() // the announcer, the watch, a startup phase left behind
+		if s.plugin.Kill != nil {
+			s.plugin.Kill()
+		}
+	}()
+	s.enter(StateLaunching)
 	for s.state != StateStopped {
 		select {
 		case sig := <-signals:
-			if s.state == StateDraining {
-				s.log.Warn("second signal: exiting without finishing the drain", "signal", sig.String())
-				s.cancelDrain()
-				return ExitFailure
-			}
-			s.log.Info("signal received; draining", "signal", sig.String(), "grace_period", s.cfg.GracePeriod)
-			s.step(InputStop, "")
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				if s.state != StateDraining {
-					s.step(InputLost, "adapter closed the availability stream")
-				}
-				continue
-			}
-			switch ev.Availability {
-			case sdk.Serving:
-				s.step(InputServing, ev.Reason)
-			case sdk.NotReady:
-				s.step(InputNotReady, ev.Reason)
-			default:
-				events = nil
-				s.step(InputLost, ev.Reason)
-			}
+			s.step(InputStop, sig.String())
+		case <-s.phaseDone():
+			s.endPhase()
+		case ev, ok := <-s.events:
+			s.watched(ev, ok)
 		case <-s.drained:
 			s.step(InputDrained, "")
+		case <-s.overdue:
+			s.step(InputOverdue, "")
 		}
 	}
-	if s.cause == InputLost {
-		return ExitFailure
-	}
-	return ExitOK
+	return s.outcome
 }
 
-// launch starts the adapter, unless a signal comes first. ok is false when
-// Run must return code.
-func (s *supervisor) launch(ctx context.Context, signals <-chan os.Signal) (a Adapter, code int, ok bool) {
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		a   Adapter
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		a, err := s.cfg.Launch(lctx)
-		done <- result{a, err}
-	}()
-	select {
-	case sig := <-signals:
-		s.log.Info("signal received while starting the adapter; exiting", "signal", sig.String())
-		cancel()
-		if r := <-done; r.err == nil {
-			r.a.Kill()
+// watched feeds one event of the availability watch; !ok: it closed.
+func (s *supervisor) watched(ev sdk.Event, ok bool) {
+	switch {
+	case !ok:
+		s.events = nil
+		if s.state != StateDraining {
+			s.step(InputLost, "adapter closed the availability stream")
 		}
-		return Adapter{}, ExitOK, false
-	case r := <-done:
-		if r.err != nil {
-			s.log.Error("starting engine adapter failed", "error", r.err)
-			return Adapter{}, ExitFailure, false
-		}
-		return r.a, 0, true
-	}
-}
-
-// waitForEngine runs the adapter's Start until the engine serves, the
-// startup deadline passes, or a signal arrives. ok is false when Run must
-// return code.
-func (s *supervisor) waitForEngine(ctx context.Context, signals <-chan os.Signal) (w sdk.Worker, code int, ok bool) {
-	startCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		w   sdk.Worker
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		w, err := s.plugin.Engine.Start(startCtx, s.cfg.Start)
-		done <- result{w, err}
-	}()
-	s.log.Info("waiting for engine", "engine_addr", s.cfg.Start.EngineAddr, "startup_deadline", s.cfg.Start.StartupDeadline)
-	select {
-	case sig := <-signals:
-		s.log.Info("signal received during the startup wait; exiting", "signal", sig.String())
-		cancel()
-		// A cancelled Start returns at once; an adapter that does not is
-		// killed on return all the same.
-		select {
-		case <-done:
-			s.shutdownAdapter()
-		case <-time.After(adapterShutdownTimeout):
-			s.log.Warn("adapter did not return from Start after cancellation")
-		}
-		return sdk.Worker{}, ExitOK, false
-	case r := <-done:
-		switch {
-		case r.err == nil:
-			return r.w, 0, true
-		case errors.Is(r.err, sdk.ErrStartupDeadline):
-			s.log.Error("engine did not serve within the startup deadline", "startup_deadline", s.cfg.Start.StartupDeadline, "error", r.err)
-		case errors.Is(r.err, sdk.ErrInvalidArgument):
-			err := r.err
-			if s.cfg.ExplainRejected != nil {
-				err = s.cfg.ExplainRejected(err)
-			}
-			s.log.Error("the engine adapter rejected its configuration", "error", err)
-			s.shutdownAdapter()
-			return sdk.Worker{}, ExitUsage, false
-		default:
-			s.log.Error("waiting for the engine failed", "error", r.err)
-		}
-		s.shutdownAdapter()
-		return sdk.Worker{}, ExitFailure, false
+	case ev.Availability == sdk.Serving:
+		s.step(InputServing, ev.Reason)
+	case ev.Availability == sdk.NotReady:
+		s.step(InputNotReady, ev.Reason)
+	default:
+		s.events = nil
+		s.step(InputLost, ev.Reason)
 	}
 }
 
 // step feeds one input to the lifecycle.
 func (s *supervisor) step(in Input, reason string) {
-	if in == InputLost {
-		select {
-		case <-s.lost:
-		default:
-			close(s.lost)
-		}
-		if s.cause == 0 {
-			s.log.Error("engine lost", "reason", reason)
-		} else {
-			s.log.Info("engine stopped serving while draining, as expected after a stop", "reason", reason)
-		}
-	}
-	if (in == InputLost || in == InputStop) && s.cause == 0 {
-		s.cause = in
-	}
+	s.note(in, reason)
 	to := next(s.state, in)
 	if to == s.state {
 		return
@@ -309,9 +170,50 @@ func (s *supervisor) step(in Input, reason string) {
 	s.enter(to)
 }
 
+// note logs what an input means for the outcome, and records it: whichever
+// of a stop, a loss or a startup failure comes first decides, but for a
+// cut or overdue drain.
+func (s *supervisor) note(in Input, reason string) {
+	switch in {
+	case InputStop:
+		if s.state == StateDraining {
+			s.log.Warn("second signal: exiting without finishing the drain", "signal", reason)
+			s.outcome = errors.Join(s.outcome, outcome.ErrDrainCut)
+		} else {
+			s.log.Info("signal received; draining", "signal", reason, "grace_period", s.cfg.GracePeriod)
+		}
+	case InputLost:
+		select {
+		case <-s.lost:
+		default:
+			close(s.lost)
+		}
+		if s.cause == 0 {
+			s.log.Error("engine lost", "reason", reason)
+			s.outcome = fmt.Errorf("%w: %s", outcome.ErrEngineLost, reason)
+		} else {
+			s.log.Info("engine stopped serving while draining, as expected after a stop", "reason", reason)
+		}
+	case InputOverdue:
+		s.log.Error("the drain outlived its shutdown budget; exiting without finishing it", "budget", s.shutdownBudget(s.delay()))
+		s.outcome = errors.Join(s.outcome, outcome.ErrShutdownBudget)
+	}
+	if (in == InputLost || in == InputStop || in == InputFailed) && s.cause == 0 {
+		s.cause = in
+	}
+}
+
 // enter holds the effects of entering a state.
 func (s *supervisor) enter(st State) {
 	switch st {
+	case StateLaunching:
+		s.log.Info("starting engine adapter", "engine", s.cfg.Registration.Engine)
+		s.startPhase(func(ctx context.Context, p *phase) { p.adapter, p.info, p.err = s.launch(ctx) })
+	case StateWaiting:
+		s.log.Info("waiting for engine", "engine_addr", s.cfg.Start.EngineAddr, "startup_deadline", s.cfg.Start.StartupDeadline)
+		s.startPhase(func(ctx context.Context, p *phase) { p.worker, p.err = s.start(ctx) })
+	case StateStarted:
+		s.serve()
 	case StateServing:
 		s.cfg.Announcer.Announce(s.reg)
 		s.cfg.Endpoint.Admit(true, "")
@@ -325,64 +227,41 @@ func (s *supervisor) enter(st State) {
 			}
 		}()
 	case StateDraining:
-		delay := time.Duration(0)
-		if s.cause == InputStop {
-			delay = s.cfg.ShutdownDelay
-		}
-		if delay == 0 {
-			s.cfg.Endpoint.Admit(false, s.refusal())
-		}
-		s.drained = make(chan struct{})
-		ctx, cancel := context.WithCancel(context.Background())
-		s.cancelDrain = cancel
-		go s.drain(ctx, delay)
+		s.startDrain()
+	case StateStopped:
+		s.cancelDrain() // a second signal or the budget: the drain is abandoned
 	}
 }
 
-// refusal is what refused clients are told while draining.
-func (s *supervisor) refusal() string {
-	if s.cause == InputLost {
-		return "worker draining: engine lost"
+// serve holds the effects of the engine's first serving: the endpoint gets
+// the engine, the registration what the engine reported, and the announcer
+// and the availability watch start; the watch's first SERVING registers.
+func (s *supervisor) serve() {
+	s.started = true
+	w := s.worker
+	// The override takes the engine's name's place everywhere from here:
+	// the endpoint's model check, the registration and the log.
+	servingArgs := []any{"model", w.ServedModelName}
+	if name := s.cfg.ServedModelName; name != "" {
+		servingArgs = []any{"model", name, "engine_served_model_name", w.ServedModelName}
+		w.ServedModelName = name
 	}
-	return "worker draining"
-}
+	if g, ok := s.plugin.Engine.(sdk.Generator); ok && s.info.Capabilities.Generate {
+		s.cfg.Endpoint.Attach(g, w)
+	}
+	s.reg = s.cfg.Registration
+	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = w.ServedModelName, w.ModelID, w.InstanceID
+	s.reg.TokensOnly = !w.SupportsTextInput
+	s.log.Info("engine serving", append(servingArgs, "model_id", w.ModelID,
+		"instance_id", w.InstanceID, "engine_version", w.EngineVersion)...)
 
-// drain withdraws the worker at once; after the shutdown delay (or at once
-// when the engine is lost) it stops admitting and lets requests in flight
-// finish within the grace period; then it shuts the adapter down.
-func (s *supervisor) drain(ctx context.Context, delay time.Duration) {
-	defer close(s.drained)
-	defer s.cancelDrain()
-	withdrawCtx, cancel := context.WithTimeout(ctx, delay+s.withdrawTime())
-	defer cancel()
-	withdrawn := make(chan struct{})
-	go func() {
-		defer close(withdrawn)
-		if err := s.cfg.Announcer.Withdraw(withdrawCtx); err != nil {
-			s.log.Error("withdrawing the worker failed within the grace period", "error", err)
-		}
-	}()
-	if delay > 0 {
-		s.log.Info("withdrawn; admitting requests for the shutdown delay", "shutdown_delay", delay)
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-s.lost:
-		case <-ctx.Done():
-		}
-		t.Stop()
+	go s.cfg.Announcer.Run(s.ctx)
+	events, err := s.plugin.Engine.WatchAvailability(s.ctx)
+	if err != nil {
+		// Through the loop like any loss, not a step inside a step.
+		failed := make(chan sdk.Event, 1)
+		failed <- sdk.Event{Availability: sdk.Lost, Reason: "watching engine availability failed: " + err.Error()}
+		events = failed
 	}
-	graceCtx, cancelGrace := context.WithTimeout(ctx, s.cfg.GracePeriod)
-	defer cancelGrace()
-	s.cfg.Endpoint.Drain(graceCtx)
-	<-withdrawn
-	s.shutdownAdapter()
-}
-
-func (s *supervisor) shutdownAdapter() {
-	ctx, cancel := context.WithTimeout(context.Background(), adapterShutdownTimeout)
-	defer cancel()
-	if err := s.plugin.Engine.Shutdown(ctx); err != nil && !errors.Is(err, sdk.ErrPluginExited) {
-		s.log.Warn("adapter shutdown failed", "error", err)
-	}
+	s.events = events
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/outcome"
 	"github.com/vigilhq/vigil/sdk"
 )
 
@@ -33,9 +34,7 @@ func TestLifecycleServingNotReadyLost(t *testing.T) {
 	h.send(sdk.Serving)
 	h.registered(true)
 	h.send(sdk.Lost)
-	if code := h.exit(); code != ExitFailure {
-		t.Errorf("exit code = %d, want %d", code, ExitFailure)
-	}
+	h.ended(outcome.ErrEngineLost)
 	h.registered(false)
 }
 
@@ -51,9 +50,7 @@ func TestLifecycleSignalThenLoss(t *testing.T) {
 	h.registered(false) // withdrawn at once, while requests are still in flight
 	h.send(sdk.Lost)
 	close(ep.release)
-	if code := h.exit(); code != ExitOK {
-		t.Errorf("exit code = %d, want %d", code, ExitOK)
-	}
+	h.ended(nil)
 }
 
 // Loss first, then a signal: the loss decides, exit 1.
@@ -66,9 +63,7 @@ func TestLifecycleLossThenSignal(t *testing.T) {
 	h.send(sdk.Lost)
 	h.registered(false)
 	close(ep.release)
-	if code := h.exit(); code != ExitFailure {
-		t.Errorf("exit code = %d, want %d", code, ExitFailure)
-	}
+	h.ended(outcome.ErrEngineLost)
 }
 
 // A second signal during the drain exits at once.
@@ -81,9 +76,7 @@ func TestLifecycleSecondSignal(t *testing.T) {
 	h.signal()
 	h.registered(false)
 	h.signal()
-	if code := h.exit(); code != ExitFailure {
-		t.Errorf("exit code = %d, want %d", code, ExitFailure)
-	}
+	h.ended(outcome.ErrDrainCut)
 }
 
 // The drain ends at the grace period even when requests never finish.
@@ -94,9 +87,7 @@ func TestLifecycleGracePeriodBoundsDrain(t *testing.T) {
 	h.send(sdk.Serving)
 	h.registered(true)
 	h.send(sdk.Lost)
-	if code := h.exit(); code != ExitFailure {
-		t.Errorf("exit code = %d, want %d", code, ExitFailure)
-	}
+	h.ended(outcome.ErrEngineLost)
 }
 
 // A signal during the startup wait cancels Start and exits 0 with nothing
@@ -108,35 +99,32 @@ func TestLifecycleSignalDuringStartup(t *testing.T) {
 	h := startHarness(t, e, &fakeEndpoint{}, time.Second)
 	ctx := <-e.startCtx
 	h.signal()
-	if code := h.exit(); code != ExitOK {
-		t.Errorf("exit code = %d, want %d", code, ExitOK)
-	}
+	h.ended(nil)
 	if ctx.Err() == nil {
 		t.Error("Start's context was not cancelled")
 	}
 	h.registered(false)
 }
 
-// Start failing exits 1 (startup deadline, any engine error), or 2 when the
-// adapter rejects its configuration: restarting would not help.
+// Start failing ends the lifecycle for the startup deadline, for any engine
+// error, or for an invalid configuration when the adapter rejects its
+// configuration: restarting would not help.
 func TestLifecycleStartFails(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
 		err  error
-		code int
+		want error
 	}{
-		"deadline": {fmt.Errorf("%w: engine did not serve", sdk.ErrStartupDeadline), ExitFailure},
-		"engine":   {fmt.Errorf("%w: reading server info", sdk.ErrUnavailable), ExitFailure},
-		"config":   {fmt.Errorf("%w: engine option \"x\"", sdk.ErrInvalidArgument), ExitUsage},
+		"deadline": {fmt.Errorf("%w: engine did not serve", sdk.ErrStartupDeadline), outcome.ErrStartupDeadline},
+		"engine":   {fmt.Errorf("%w: reading server info", sdk.ErrUnavailable), sdk.ErrUnavailable},
+		"config":   {fmt.Errorf("%w: engine option \"x\"", sdk.ErrInvalidArgument), outcome.ErrConfig},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := newFakeEngine()
 			e.startErr = tc.err
 			h := startHarness(t, e, &fakeEndpoint{}, time.Second)
-			if code := h.exit(); code != tc.code {
-				t.Errorf("exit code = %d, want %d", code, tc.code)
-			}
+			h.ended(tc.want)
 			h.registered(false)
 		})
 	}
@@ -150,9 +138,7 @@ func TestLifecycleStreamClosed(t *testing.T) {
 	h.send(sdk.Serving)
 	h.registered(true)
 	close(e.events)
-	if code := h.exit(); code != ExitFailure {
-		t.Errorf("exit code = %d, want %d", code, ExitFailure)
-	}
+	h.ended(outcome.ErrEngineLost)
 	h.registered(false)
 }
 
@@ -160,7 +146,7 @@ func TestLifecycleStreamClosed(t *testing.T) {
 // launch is cancelled.
 func TestLifecycleSignalDuringLaunch(t *testing.T) {
 	t.Parallel()
-	h := &harness{t: t, signals: make(chan os.Signal, 1), code: make(chan int, 1), killed: make(chan struct{})}
+	h := &harness{t: t, signals: make(chan os.Signal, 1), out: make(chan error, 1), killed: make(chan struct{})}
 	launched := make(chan context.Context, 1)
 	cfg := Config{
 		Launch: func(ctx context.Context) (Adapter, error) {
@@ -170,11 +156,11 @@ func TestLifecycleSignalDuringLaunch(t *testing.T) {
 		},
 		Logger: hclog.NewNullLogger(),
 	}
-	go func() { h.code <- Run(context.Background(), cfg, h.signals) }()
+	go func() { h.out <- Run(context.Background(), cfg, h.signals) }()
 	ctx := <-launched
 	h.signals <- syscall.SIGTERM
-	if code := <-h.code; code != ExitOK {
-		t.Errorf("exit code = %d, want %d", code, ExitOK)
+	if err := <-h.out; err != nil {
+		t.Errorf("Run returned %v, want nil", err)
 	}
 	if ctx.Err() == nil {
 		t.Error("the launch was not cancelled")
@@ -195,8 +181,8 @@ func TestLifecycleShutdownDelay(t *testing.T) {
 		t.Error("endpoint stopped admitting during the shutdown delay")
 	}
 	h.send(sdk.Lost)
-	if code := h.exit(); code != ExitOK {
-		t.Errorf("exit code = %d, want %d (the stop came first)", code, ExitOK)
+	if err := h.exit(); err != nil {
+		t.Errorf("Run returned %v, want nil (the stop came first)", err)
 	}
 	if ep.Serving() {
 		t.Error("endpoint still admitting after the drain")
@@ -249,9 +235,7 @@ func TestServedModelName(t *testing.T) {
 			}
 
 			h.signal()
-			if code := h.exit(); code != ExitOK {
-				t.Errorf("exit code = %d, want %d", code, ExitOK)
-			}
+			h.ended(nil)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"sync"
@@ -26,10 +27,14 @@ type fakeEngine struct {
 	startCtx   chan context.Context
 	shutdowns  int
 	mu         sync.Mutex
+	// shuttingDown is closed when Shutdown is first called, which then
+	// waits for shutdownBlock (nil: returns at once) or its context.
+	shuttingDown  chan struct{}
+	shutdownBlock chan struct{}
 }
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{events: make(chan sdk.Event), startCtx: make(chan context.Context, 1)}
+	return &fakeEngine{events: make(chan sdk.Event), startCtx: make(chan context.Context, 1), shuttingDown: make(chan struct{})}
 }
 
 func (f *fakeEngine) Info(context.Context) (sdk.AdapterInfo, error) {
@@ -63,10 +68,20 @@ func (f *fakeEngine) WatchAvailability(context.Context) (<-chan sdk.Event, error
 	return f.events, nil
 }
 
-func (f *fakeEngine) Shutdown(context.Context) error {
+func (f *fakeEngine) Shutdown(ctx context.Context) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.shutdowns++
+	if f.shutdowns == 1 {
+		close(f.shuttingDown)
+	}
+	f.mu.Unlock()
+	if f.shutdownBlock != nil {
+		select {
+		case <-f.shutdownBlock:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return nil
 }
 
@@ -113,7 +128,7 @@ type harness struct {
 	endpoint *fakeEndpoint
 	dir      string
 	signals  chan os.Signal
-	code     chan int
+	out      chan error // what Run returned
 	killed   chan struct{}
 }
 
@@ -130,10 +145,17 @@ func startHarnessDelay(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint,
 // after configure has changed the Config.
 func startHarnessWith(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, configure func(*Config)) *harness {
 	t.Helper()
+	return startHarnessOn(t, engine, endpoint, func(r discovery.Registry) discovery.Registry { return r }, configure)
+}
+
+// startHarnessOn is startHarnessWith with the file registry wrapped.
+func startHarnessOn(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint,
+	wrap func(discovery.Registry) discovery.Registry, configure func(*Config)) *harness {
+	t.Helper()
 	h := &harness{t: t, engine: engine, endpoint: endpoint, dir: t.TempDir(),
-		signals: make(chan os.Signal, 2), code: make(chan int, 1), killed: make(chan struct{})}
+		signals: make(chan os.Signal, 2), out: make(chan error, 1), killed: make(chan struct{})}
 	var once sync.Once
-	reg := file.New(h.dir, time.Minute)
+	reg := wrap(file.New(h.dir, time.Minute))
 	cfg := Config{
 		Launch: func(context.Context) (Adapter, error) {
 			return Adapter{Engine: engine, Version: 1, Kill: func() { once.Do(func() { close(h.killed) }) }}, nil
@@ -145,7 +167,7 @@ func startHarnessWith(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint, 
 		Logger:       hclog.NewNullLogger(),
 	}
 	configure(&cfg)
-	go func() { h.code <- Run(context.Background(), cfg, h.signals) }()
+	go func() { h.out <- Run(context.Background(), cfg, h.signals) }()
 	return h
 }
 
@@ -176,19 +198,28 @@ func (h *harness) registered(want bool) {
 	}
 }
 
-func (h *harness) exit() int {
+// exit waits for Run to return and returns why it ended.
+func (h *harness) exit() error {
 	h.t.Helper()
 	select {
-	case c := <-h.code:
+	case err := <-h.out:
 		select {
 		case <-h.killed:
 		default:
 			h.t.Error("Run returned without killing the adapter")
 		}
-		return c
+		return err
 	case <-time.After(10 * time.Second):
 		h.t.Fatal("Run did not return")
-		return -1
+		return nil
+	}
+}
+
+// ended fails the test unless Run ended for want (nil: a clean stop).
+func (h *harness) ended(want error) {
+	h.t.Helper()
+	if err := h.exit(); want == nil && err != nil || !errors.Is(err, want) {
+		h.t.Errorf("Run returned %v, want %v", err, want)
 	}
 }
 
@@ -207,14 +238,48 @@ func (h *harness) record() file.Record {
 
 // logBuffer is a logger's output that tests read while Run writes it.
 type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	wrote chan struct{} // closed and replaced on every write; nil before the first
 }
 
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.wrote != nil {
+		close(b.wrote)
+	}
+	b.wrote = make(chan struct{})
 	return b.buf.Write(p)
+}
+
+// logger is an info logger writing to b.
+func (b *logBuffer) logger() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Output: b, Level: hclog.Info})
+}
+
+// await waits until a line containing substr has been written, and
+// returns it.
+func (b *logBuffer) await(t *testing.T, substr string) string {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		b.mu.Lock()
+		if b.wrote == nil {
+			b.wrote = make(chan struct{})
+		}
+		wrote := b.wrote
+		b.mu.Unlock()
+		if l := b.line(substr); l != "" {
+			return l
+		}
+		select {
+		case <-wrote:
+		case <-timeout:
+			t.Fatalf("no log line containing %q within 10s", substr)
+			return ""
+		}
+	}
 }
 
 // line returns the first line containing substr, or "".
@@ -227,4 +292,34 @@ func (b *logBuffer) line(substr string) string {
 		}
 	}
 	return ""
+}
+
+// heldRegistry holds every Register until release is closed, as a slow
+// backend would, and lets it land whatever the caller's context: it closes
+// registering when the first begins and landed when it has returned.
+type heldRegistry struct {
+	discovery.Registry
+	registering, release, landed chan struct{}
+	begin, end                   sync.Once
+}
+
+func newHeldRegistry(r discovery.Registry) *heldRegistry {
+	return &heldRegistry{Registry: r, registering: make(chan struct{}), release: make(chan struct{}), landed: make(chan struct{})}
+}
+
+func (r *heldRegistry) Register(ctx context.Context, reg discovery.Registration) error {
+	r.begin.Do(func() { close(r.registering) })
+	<-r.release
+	defer r.end.Do(func() { close(r.landed) })
+	return r.Registry.Register(context.WithoutCancel(ctx), reg)
+}
+
+// holds reports the records the file registry holds now.
+func (h *harness) holds() []file.Record {
+	h.t.Helper()
+	recs, err := file.List(h.dir, "llm", time.Now())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return recs
 }

@@ -1,6 +1,6 @@
 // Command sglang-mock runs a stand-in SGLang engine (package mock): gRPC on
 // --listen, the JSON control surface on --control. It exits 0 after POST
-// /stop, SIGTERM or SIGINT, 2 on bad flags and 1 on other errors. Its flags
+// /stop, SIGTERM or SIGINT, 78 on bad flags and 1 on other errors. Its flags
 // are enginemock.Command's, --api and --context-length; --instance-id takes
 // a decimal uint64.
 package main

@@ -1,0 +1,182 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/outcome"
+)
+
+// DefaultDrainTimeout is how long requests in flight may finish after a
+// stop signal: long enough for most completions to end, short enough for a
+// restart to stay quick; longer generations are cut off.
+const DefaultDrainTimeout = 10 * time.Second
+
+// shutdownSlack is what the shutdown budget allows beyond the drain
+// timeout, for the handlers cancelled at its end to return. Past it a
+// handler has ignored its cancellation, and waiting longer would not help.
+const shutdownSlack = 5 * time.Second
+
+// ServerConfig is what a Server needs.
+type ServerConfig struct {
+	// GRPCListener and HTTPListener listen for the worker API and the
+	// OpenAI-compatible API; Run closes them.
+	GRPCListener, HTTPListener net.Listener
+	// Source finds the workers; Service names them in the log.
+	Source  discovery.Discoverer
+	Service string
+	// Proxy and HTTP configure the proxy and the HTTP handler; their
+	// loggers are the Server's, named.
+	Proxy ProxyConfig
+	HTTP  HTTPConfig
+	// DrainTimeout bounds the drain after a stop signal; 0 means
+	// DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	// Ready, if set, is called once both servers accept.
+	Ready  func()
+	Logger hclog.Logger
+}
+
+// Server is `vigil route`'s lifecycle: it serves the workers that Source
+// finds until a stop signal, then drains.
+type Server struct {
+	cfg ServerConfig
+	log hclog.Logger
+}
+
+// NewServer returns a Server for cfg.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	return &Server{cfg: cfg, log: orNull(cfg.Logger)}
+}
+
+// servers are a running Server's parts, for the drain and the unwind.
+type servers struct {
+	grpc       *GRPCServer
+	http       *http.Server
+	cancelBase context.CancelFunc // ends the HTTP handlers
+	failed     chan error         // a server that stopped serving
+	unwind     func()
+}
+
+// Run serves until a stop signal or a server's failure, then stops
+// accepting and gives requests in flight DrainTimeout. It returns nil after
+// a signal; the failure when a server failed; outcome.ErrDrainCut when a
+// second signal cut the drain short; outcome.ErrShutdownBudget when the
+// drain outlived DrainTimeout and slack. signals delivers SIGTERM and
+// SIGINT.
+func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
+	sv := s.start(ctx)
+	defer sv.unwind()
+	var failure error
+	select {
+	case sig := <-signals:
+		s.log.Info("stopping: no new requests; requests in flight may finish", "signal", sig.String(), "bound", s.cfg.DrainTimeout)
+	case failure = <-sv.failed:
+		s.log.Error("router failed; stopping", "error", failure)
+	}
+	return errors.Join(failure, s.drain(ctx, sv, signals))
+}
+
+// start builds the pool, the proxy and both servers, starts following
+// discovery and serving, in that order; unwind undoes it.
+func (s *Server) start(ctx context.Context) *servers {
+	pool := NewPool(s.log.Named("pool"))
+	pcfg, hcfg := s.cfg.Proxy, s.cfg.HTTP
+	pcfg.Logger, hcfg.Logger = s.log.Named("proxy"), s.log.Named("http")
+	proxy := NewProxy(pool, pcfg)
+	// Handlers run under base, which ends when the drain runs out.
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	sv := &servers{
+		grpc: NewGRPCServer(proxy),
+		http: &http.Server{
+			Handler:           NewHTTPHandler(proxy, hcfg),
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			BaseContext:       func(net.Listener) context.Context { return base },
+			ErrorLog:          s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		},
+		cancelBase: cancelBase,
+		failed:     make(chan error, 2),
+	}
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.cfg.Source.Run(watchCtx, pool.Update)
+	}()
+	sv.unwind = func() {
+		stopWatch()
+		<-watched
+		cancelBase()
+		pool.Close()
+	}
+
+	go func() {
+		if err := sv.grpc.Serve(s.cfg.GRPCListener); err != nil {
+			sv.failed <- fmt.Errorf("grpc server: %w", err)
+		}
+	}()
+	go func() {
+		if err := sv.http.Serve(s.cfg.HTTPListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			sv.failed <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	s.log.Info("router listening", "grpc", s.cfg.GRPCListener.Addr().String(), "http", s.cfg.HTTPListener.Addr().String(),
+		"discovery", s.cfg.Source.String(), "service", s.cfg.Service, "retries", s.cfg.Proxy.Retries)
+	if s.cfg.Ready != nil {
+		s.cfg.Ready()
+	}
+	return sv
+}
+
+// drain stops both servers, giving requests in flight DrainTimeout; a
+// second signal cuts it short, and the budget abandons it.
+func (s *Server) drain(ctx context.Context, sv *servers, signals <-chan os.Signal) error {
+	bound, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DrainTimeout)
+	defer cancel()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sv.grpc.Shutdown(bound)
+		}()
+		if err := sv.http.Shutdown(bound); err != nil {
+			// The bound passed: end the requests still running.
+			sv.cancelBase()
+			sv.http.Close()
+		}
+		<-done
+	}()
+	budget := time.NewTimer(s.cfg.DrainTimeout + shutdownSlack)
+	defer budget.Stop()
+	var cut error
+	for {
+		select {
+		case <-drained:
+			if bound.Err() != nil && cut == nil {
+				s.log.Warn("drain bound passed; requests still in flight were cancelled", "bound", s.cfg.DrainTimeout)
+			}
+			return cut
+		case sig := <-signals:
+			s.log.Warn("second signal: cancelling requests in flight", "signal", sig.String())
+			cancel()
+			cut, signals = outcome.ErrDrainCut, nil
+		case <-budget.C:
+			s.log.Error("the drain outlived its shutdown budget; exiting without finishing it", "budget", s.cfg.DrainTimeout+shutdownSlack)
+			return errors.Join(cut, outcome.ErrShutdownBudget)
+		}
+	}
+}

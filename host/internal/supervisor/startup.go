@@ -1,0 +1,134 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vigilhq/vigil/host/internal/outcome"
+	"github.com/vigilhq/vigil/sdk"
+)
+
+// phase is a startup step that blocks (launching the adapter, waiting for
+// the engine), run beside the select loop so that a signal is seen at once.
+// The loop takes its result when done closes; a drain that begins first
+// takes the phase instead, cancels it and unwinds what it did.
+type phase struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed once the fields below are set
+
+	adapter Adapter // launching: the adapter, when err is nil
+	info    sdk.AdapterInfo
+	worker  sdk.Worker // waiting: what Start reported, when err is nil
+	err     error
+}
+
+// startPhase runs work as the current startup phase.
+func (s *supervisor) startPhase(work func(ctx context.Context, p *phase)) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	p := &phase{cancel: cancel, done: make(chan struct{})}
+	s.phase = p
+	go func() {
+		defer close(p.done)
+		work(ctx, p)
+	}()
+}
+
+// phaseDone is the running phase's done channel; nil (never ready) when
+// none runs.
+func (s *supervisor) phaseDone() <-chan struct{} {
+	if s.phase == nil {
+		return nil
+	}
+	return s.phase.done
+}
+
+// endPhase feeds the result of the phase that has returned.
+func (s *supervisor) endPhase() {
+	p := s.phase
+	s.phase = nil
+	p.cancel()
+	switch {
+	case p.err != nil:
+		s.log.Error(failure(p.err), "state", s.state.String(), "error", p.err)
+		s.outcome = p.err
+		s.step(InputFailed, p.err.Error())
+	case s.state == StateLaunching:
+		s.plugin, s.info = p.adapter, p.info
+		s.step(InputLaunched, "")
+	default:
+		s.worker = p.worker
+		s.step(InputStarted, "")
+	}
+}
+
+// failure is the log message of a startup failure.
+func failure(err error) string {
+	switch {
+	case errors.Is(err, outcome.ErrStartupDeadline):
+		return "engine did not serve within the startup deadline"
+	case errors.Is(err, outcome.ErrConfig):
+		return "the engine adapter rejected its configuration"
+	default:
+		return "startup failed"
+	}
+}
+
+// launch starts the adapter and reads what it is. An adapter up after ctx
+// has ended is killed: nothing else would.
+func (s *supervisor) launch(ctx context.Context) (Adapter, sdk.AdapterInfo, error) {
+	a, err := s.cfg.Launch(ctx)
+	if err != nil {
+		return Adapter{}, sdk.AdapterInfo{}, fmt.Errorf("starting the engine adapter: %w", err)
+	}
+	info, err := a.Engine.Info(ctx)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		a.Kill()
+		return Adapter{}, sdk.AdapterInfo{}, fmt.Errorf("reading the adapter's info: %w", err)
+	}
+	s.log.Info("engine adapter started", "adapter", info.Name, "version", info.Version, "protocol", a.Version)
+	return a, info, nil
+}
+
+// start waits, through the adapter's Start, until the engine serves; its
+// error says whether a restart may help.
+func (s *supervisor) start(ctx context.Context) (sdk.Worker, error) {
+	w, err := s.plugin.Engine.Start(ctx, s.cfg.Start)
+	switch {
+	case err == nil:
+		return w, nil
+	case errors.Is(err, sdk.ErrStartupDeadline):
+		return w, fmt.Errorf("%w (%s): %w", outcome.ErrStartupDeadline, s.cfg.Start.StartupDeadline, err)
+	case errors.Is(err, sdk.ErrInvalidArgument):
+		if s.cfg.ExplainRejected != nil {
+			err = s.cfg.ExplainRejected(err)
+		}
+		return w, fmt.Errorf("%w: %w", outcome.ErrConfig, err)
+	default:
+		return w, fmt.Errorf("waiting for the engine: %w", err)
+	}
+}
+
+// cancelPhase ends a phase a drain has taken and reports whether the
+// adapter may be asked to shut down. A cancelled phase returns at once; one
+// that does not within adapterShutdownTimeout is left behind, and its
+// adapter is killed when Run returns.
+func (s *supervisor) cancelPhase(p *phase) bool {
+	p.cancel()
+	t := time.NewTimer(adapterShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		if p.adapter.Kill != nil {
+			p.adapter.Kill() // launched as the stop came
+		}
+		return true
+	case <-t.C:
+		s.log.Warn("the adapter did not return after cancellation", "state", s.state.String())
+		return false
+	}
+}

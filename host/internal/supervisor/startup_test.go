@@ -1,0 +1,130 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/discovery/file"
+	"github.com/vigilhq/vigil/host/internal/outcome"
+	"github.com/vigilhq/vigil/sdk"
+)
+
+// A stop signal in each startup phase ends the lifecycle cleanly (nil: exit
+// 0), through the one unwind: the phase running is cancelled, an adapter
+// that came up is killed, and discovery holds nothing when Run returns,
+// not even a registration that landed during the drain.
+func TestSignalInEachStartupPhase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		setup func(e *fakeEngine, c *Config) // holds the lifecycle in the phase
+		line  string                         // logged once it is in the phase
+		serve bool                           // and then the engine serves: registering
+		from  State                          // the state the signal leaves for Draining
+	}{
+		{"adapter launching", func(_ *fakeEngine, c *Config) {
+			launch := c.Launch
+			c.Launch = func(ctx context.Context) (Adapter, error) {
+				<-ctx.Done()
+				return launch(ctx) // up all the same, as the stop came: killed
+			}
+		}, "starting engine adapter", false, StateLaunching},
+		{"engine waiting", func(e *fakeEngine, _ *Config) { e.startBlock = make(chan struct{}) },
+			"waiting for engine", false, StateWaiting},
+		{"engine started, watch opening", func(*fakeEngine, *Config) {}, "engine serving", false, StateStarted},
+		{"registering", func(*fakeEngine, *Config) {}, "engine serving", true, StateServing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var logs logBuffer
+			var reg *heldRegistry
+			e := newFakeEngine()
+			h := startHarnessOn(t, e, &fakeEndpoint{},
+				func(r discovery.Registry) discovery.Registry { reg = newHeldRegistry(r); return reg },
+				func(c *Config) { c.Logger = logs.logger(); tc.setup(e, c) })
+			logs.await(t, tc.line)
+			if tc.serve {
+				h.send(sdk.Serving)
+				<-reg.registering
+			}
+			h.signal()
+			logs.await(t, "from="+tc.from.String()+" to=draining input=stop")
+			close(reg.release) // a registration held until the drain began lands now
+			if tc.serve {
+				<-reg.landed
+			}
+			h.ended(nil)
+			if recs := h.holds(); len(recs) != 0 {
+				t.Errorf("discovery holds %+v after Run returned, want nothing", recs)
+			}
+		})
+	}
+}
+
+// A drain that outlives its shutdown budget (here, requests in flight that
+// ignore the end of the grace period) is abandoned: Run returns at the
+// budget, with the loss that began the drain and ErrShutdownBudget.
+func TestShutdownBudget(t *testing.T) {
+	t.Parallel()
+	e := newFakeEngine()
+	stuck := make(chan struct{})
+	defer close(stuck)
+	killed := make(chan struct{})
+	cfg := Config{
+		Launch: func(context.Context) (Adapter, error) {
+			return Adapter{Engine: e, Version: 1, Kill: func() { close(killed) }}, nil
+		},
+		Registration: discovery.Registration{Service: "llm", WorkerID: "w1", Engine: "fake", Address: "127.0.0.1", Port: 1},
+		Announcer:    discovery.NewAnnouncer(file.New(t.TempDir(), time.Minute), hclog.NewNullLogger()),
+		Endpoint:     stuckEndpoint{fakeEndpoint: &fakeEndpoint{}, stuck: stuck},
+		GracePeriod:  10 * time.Millisecond,
+		Logger:       hclog.NewNullLogger(),
+	}
+	s := newSupervisor(cfg)
+	s.budget = 100 * time.Millisecond
+	out := make(chan error, 1)
+	go func() { out <- s.run(context.Background(), make(chan os.Signal)) }()
+	e.events <- sdk.Event{Availability: sdk.Serving}
+	e.events <- sdk.Event{Availability: sdk.Lost, Reason: "gone"}
+	select {
+	case err := <-out:
+		if !errors.Is(err, outcome.ErrShutdownBudget) || !errors.Is(err, outcome.ErrEngineLost) {
+			t.Errorf("Run returned %v, want the loss and ErrShutdownBudget", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return at the budget")
+	}
+	<-killed
+}
+
+// stuckEndpoint's Drain ignores its context until stuck is closed.
+type stuckEndpoint struct {
+	*fakeEndpoint
+	stuck chan struct{}
+}
+
+func (e stuckEndpoint) Drain(context.Context) { <-e.stuck }
+
+// A second signal abandons the drain of a failed startup, and the outcome
+// stays the failure: an invalid configuration is still one.
+func TestSecondSignalKeepsStartupFailure(t *testing.T) {
+	t.Parallel()
+	e := newFakeEngine()
+	e.startErr = sdk.ErrInvalidArgument
+	shutdown := make(chan struct{})
+	e.shutdownBlock = shutdown
+	defer close(shutdown)
+	h := startHarness(t, e, &fakeEndpoint{}, time.Second)
+	<-e.shuttingDown
+	h.signals <- syscall.SIGTERM
+	err := h.exit()
+	if !errors.Is(err, outcome.ErrConfig) || !errors.Is(err, outcome.ErrDrainCut) {
+		t.Errorf("Run returned %v, want ErrConfig and ErrDrainCut", err)
+	}
+}
