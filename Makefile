@@ -16,7 +16,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: build test unit e2e lint demo proto proto-check tools consul proto-tools clean bench bench-quick
+.PHONY: build test unit e2e lint demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -66,10 +66,20 @@ proto: proto-tools ## regenerate the committed Go code from the .proto files
 	$(TOOLBIN)/buf lint
 	$(TOOLBIN)/buf generate
 
-proto-check: proto ## fail when the committed generated code is stale
+proto-check: proto proto-breaking ## fail when the committed generated code is stale or vigil.plugin.v1 breaks
 	@git diff --exit-code -- '*.pb.go' || { echo "generated code is stale: run make proto and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- '*.pb.go'); \
 	  if [ -n "$$untracked" ]; then echo "uncommitted generated files: $$untracked"; exit 1; fi
+
+# vigil.plugin.v1 as first released, a buf image (made with `buf build --path
+# proto/vigil/plugin/v1 --exclude-source-info -o ...`): hosts and adapters of
+# different releases talk over it, and authors generate code from it, so it
+# must stay compatible (buf's FILE rules). After the first sdk/v* tag, check
+# against that tag instead (README, "Releasing the sdk").
+PLUGIN_RELEASED := proto/vigil/plugin/v1/released.binpb
+
+proto-breaking: proto-tools ## fail when vigil.plugin.v1 breaks compatibility with its first release
+	$(TOOLBIN)/buf breaking proto --against $(PLUGIN_RELEASED)
 
 clean:
 	rm -rf $(BIN)
