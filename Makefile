@@ -12,11 +12,14 @@ PKGS     := $(patsubst %,./%/...,$(filter-out e2e,$(MODULES)))
 ifeq ($(MODULES),)
 $(error no modules read from go.work: is go on PATH, and GOWORK not off?)
 endif
+# Every Go module, the workspace's and those outside it (the pinned tools,
+# the examples), for the tidy check.
+GOMODS   := $(MODULES) $(patsubst %/go.mod,%,$(wildcard tools/*/go.mod examples/*/go.mod))
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: build test unit e2e lint demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick
+.PHONY: build test unit e2e lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -27,9 +30,19 @@ build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adap
 
 test: lint unit e2e ## everything CI runs
 
-lint: ## gofmt and go vet over every module
+lint: tidy-check ## gofmt, go vet and the tidy check over every module
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS) ./e2e/...
+
+# Each module is tidied alone (GOWORK=off), as `go get` sees it: the
+# workspace would hide a requirement missing from a module's own go.mod.
+# Local replaces resolve from their directories all the same.
+tidy: ## go mod tidy every module
+	@set -e; for m in $(GOMODS); do echo "tidy $$m"; (cd $$m && GOWORK=off go mod tidy); done
+
+tidy-check: ## fail when any module's go.mod or go.sum is not tidy
+	@bad=; for m in $(GOMODS); do (cd $$m && GOWORK=off go mod tidy -diff) || bad="$$bad $$m"; done; \
+	  if [ -n "$$bad" ]; then echo "not tidy:$$bad: run make tidy and commit"; exit 1; fi
 
 unit: ## unit and in-process tests, race detector on
 	go test -race -count=1 $(PKGS)
