@@ -109,13 +109,6 @@ func (s *Server) Pause(paused bool) {
 	s.health.SetServingStatus(readiness, st)
 }
 
-// Paused reports whether the engine is paused.
-func (s *Server) Paused() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.paused
-}
-
 // service implements toy.v1.EngineService.
 type service struct {
 	toypb.UnimplementedEngineServiceServer
