@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 )
 
 // engineServer serves an Engine over vigil.plugin.v1 inside the adapter
