@@ -160,3 +160,25 @@ func TestEngineDefault(t *testing.T) {
 	}
 }
 
+func TestPluginCheckRejectsBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no path", nil, "plugin check takes one argument, the adapter executable's PATH; got 0"},
+		{"two paths", []string{"/bin/true", "/bin/false"}, "got 2"},
+		{"missing", []string{"/no/such"}, `plugin check "/no/such": not an executable file`},
+		{"option without engine", []string{"--engine-option", "a=b", "/bin/true"}, "--engine-option: needs --engine-addr"},
+		{"engine address", []string{"--engine-addr", "x", "/bin/true"}, `--engine-addr "x": want host:port`},
+		{"reserved variable", []string{"--plugin-env", "CONSUL_HTTP_TOKEN", "/bin/true"}, "never passed to an adapter"},
+		{"not a plugin", []string{"/bin/true"}, "not a vigil engine adapter: it exited before the plugin handshake"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := runArgs(t, append([]string{"plugin", "check"}, tc.args...)...)
+			if code != ExitConfig || !strings.Contains(out, tc.want) {
+				t.Errorf("exit code %d, output %q; want %d holding %q", code, out, ExitConfig, tc.want)
+			}
+		})
+	}
+}
