@@ -72,7 +72,7 @@ func CheckCapabilities(e Engine, c Capabilities) error {
 	if len(claimed) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: the adapter claims the capability %s but does not implement sdk.Generator",
+	return fmt.Errorf("%w: the adapter claims %s but does not implement sdk.Generator",
 		ErrUnimplemented, strings.Join(claimed, " and "))
 }
 

@@ -160,7 +160,7 @@ func TestInfoRefusesFalseClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = p.Engine.Info(t.Context())
-	if !errors.Is(err, ErrUnimplemented) || !strings.Contains(err.Error(), "Generate") {
+	if !errors.Is(err, ErrUnimplemented) || !strings.Contains(err.Error(), "claims Generate but does not implement sdk.Generator") {
 		t.Errorf("Info() error = %v, want ErrUnimplemented naming Generate", err)
 	}
 }

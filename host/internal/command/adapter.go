@@ -180,11 +180,14 @@ func (s adapterSource) logSelected(log hclog.Logger) {
 		log.Warn("the plugin directory's adapter is ignored: the engine is built into vigil; name it with --engine-plugin to run it",
 			"engine", s.engine, "ignored", s.shadowed)
 	}
-	if s.path == "" {
+	switch {
+	case s.path == "":
 		log.Info("engine adapter selected", "engine", s.engine, "adapter", "built in")
-		return
+	case s.engine == "":
+		log.Info("engine adapter selected", "adapter", s.path, "sha256", s.sum)
+	default:
+		log.Info("engine adapter selected", "engine", s.engine, "adapter", s.path, "sha256", s.sum)
 	}
-	log.Info("engine adapter selected", "engine", s.name(), "adapter", s.path, "sha256", s.sum)
 }
 
 // checkName refuses an adapter that reports another engine than the one

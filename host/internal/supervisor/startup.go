@@ -104,7 +104,7 @@ func ReadInfo(ctx context.Context, e sdk.Engine, check func(sdk.AdapterInfo) err
 	info, err := e.Info(ctx)
 	switch {
 	case errors.Is(err, sdk.ErrUnimplemented):
-		return info, fmt.Errorf("%w: the engine adapter: %w", outcome.ErrConfig, err)
+		return info, fmt.Errorf("%w: the engine adapter's Info: %w", outcome.ErrConfig, err)
 	case err != nil:
 		return info, fmt.Errorf("reading the adapter's info: %w", err)
 	case check != nil:

@@ -151,8 +151,8 @@ func TestAdapterRefused(t *testing.T) {
 			}
 		}, "reports another engine"},
 		{"claims what it lacks", func(e *fakeEngine, _ *Config) {
-			e.infoErr = fmt.Errorf("%w: the adapter claims the capability Generate", sdk.ErrUnimplemented)
-		}, "claims the capability Generate"},
+			e.infoErr = fmt.Errorf("%w: the adapter claims Generate", sdk.ErrUnimplemented)
+		}, "claims Generate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
