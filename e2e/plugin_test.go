@@ -153,12 +153,7 @@ func TestPluginDirSelection(t *testing.T) {
 		t.Parallel()
 		p := startProc(t, "vigil", vigilBin, "run", "--engine", "other", "--plugin-dir", dir, "--engine-addr", addr(freePort(t)),
 			"--listen", addr(freePort(t)), "--registry-dir", t.TempDir())
-		if code := p.wait(30 * time.Second); code != 78 {
-			t.Fatalf("exit code = %d, want 78", code)
-		}
-		if line := p.findLine("cannot be used"); !strings.Contains(line, `reports the engine \"vllm\"`) {
-			t.Errorf("refusal does not name the engine reported: %q\n%s", line, p.output())
-		}
+		p.exits(78, 30*time.Second, `the engine adapter cannot be used`, `reports the engine \"vllm\"`)
 	})
 }
 
@@ -199,19 +194,10 @@ func TestPluginPinMismatch(t *testing.T) {
 			if tc.flag != "" {
 				args = append(args, "--engine-plugin-sha256", tc.flag)
 			}
-			p := startProcEnv(t, "vigil", c.env(), vigilBin, args...)
-			if code := p.wait(10 * time.Second); code != 78 {
-				t.Fatalf("exit code = %d, want 78", code)
+			if tc.name != "not listed" {
+				tc.want = append(tc.want, "has SHA-256 "+sum)
 			}
-			out := p.output()
-			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("message does not hold %q:\n%s", w, out)
-				}
-			}
-			if tc.name != "not listed" && !strings.Contains(out, sum) {
-				t.Errorf("message does not name the adapter's SHA-256 %s:\n%s", sum, out)
-			}
+			out := startProcEnv(t, "vigil", c.env(), vigilBin, args...).exits(78, 10*time.Second, tc.want...)
 			if strings.Contains(out, "starting engine adapter") || strings.Contains(out, "worker endpoint listening") {
 				t.Errorf("vigil started work despite the mismatch:\n%s", out)
 			}
@@ -303,13 +289,7 @@ func TestNotAnAdapter(t *testing.T) {
 			t.Parallel()
 			args := append([]string{"run", "--engine-plugin", tc.bin, "--engine-addr", addr(freePort(t)),
 				"--listen", addr(freePort(t)), "--registry-dir", t.TempDir()}, tc.extra...)
-			p := startProcEnv(t, "vigil", []string{"TEST_ADAPTER_MODE=" + tc.mode}, vigilBin, args...)
-			if code := p.wait(30 * time.Second); code != tc.code {
-				t.Fatalf("exit code = %d, want %d", code, tc.code)
-			}
-			if !strings.Contains(p.output(), tc.want) {
-				t.Errorf("output does not say %q:\n%s", tc.want, p.output())
-			}
+			startProcEnv(t, "vigil", []string{"TEST_ADAPTER_MODE=" + tc.mode}, vigilBin, args...).exits(tc.code, 30*time.Second, tc.want)
 		})
 	}
 }
@@ -338,15 +318,7 @@ func TestPluginCheck(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := startProc(t, "vigil plugin check", vigilBin, append([]string{"plugin", "check"}, tc.args...)...)
-			if code := p.wait(30 * time.Second); code != tc.code {
-				t.Fatalf("exit code = %d, want %d\n%s", code, tc.code, p.output())
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(p.output(), w) {
-					t.Errorf("output does not hold %q:\n%s", w, p.output())
-				}
-			}
+			startProc(t, "vigil plugin check", vigilBin, append([]string{"plugin", "check"}, tc.args...)...).exits(tc.code, 30*time.Second, tc.want...)
 		})
 	}
 }
