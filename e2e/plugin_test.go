@@ -23,6 +23,10 @@ var testAdapterBin string
 // testAdapterPkg builds testAdapterBin.
 const testAdapterPkg = "github.com/vigilhq/vigil/e2e/cmd/vigil-adapter-test"
 
+// toyAdapterBin and toyEngineBin are the example adapter (examples/adapter)
+// and its engine, built by TestMain as the example's author would.
+var toyAdapterBin, toyEngineBin string
+
 // dirAdapter is a third-party adapter that TestPluginDirAdapter installs in
 // --plugin-dir as vigil-adapter-<engine> and selects with --engine
 // <engine>, as an image carrying it would.
@@ -44,6 +48,21 @@ var dirAdapters = []dirAdapter{
 		bin:    func() string { return testAdapterBin },
 		serve:  func(t *testing.T) string { return startMock(t, firstEngine(), harness.MockOpts{}).GRPC },
 	},
+	{
+		engine: "toy",
+		bin:    func() string { return toyAdapterBin },
+		serve:  startToyEngine,
+	},
+}
+
+// startToyEngine starts the example's toy engine on a fresh port and waits
+// until it serves.
+func startToyEngine(t *testing.T) string {
+	t.Helper()
+	addr := addr(freePort(t))
+	p := startProcEnv(t, "toy-engine", nil, toyEngineBin, "--listen", addr)
+	p.waitLine("serving", harness.StartTimeout)
+	return addr
 }
 
 // install copies bin into dir as vigil-adapter-<engine> and returns its
