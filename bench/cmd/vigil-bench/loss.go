@@ -120,7 +120,7 @@ func (e *env) lossTrials() (*lossResults, error) {
 // lossTrial starts an engine and a vigil, waits until the worker is
 // registered, loses the engine and times the withdrawal and vigil's exit.
 func lossTrial(e *env, c lossCase) (lossSample, error) {
-	m, err := e.h.StartMock("")
+	m, err := e.h.StartMock(harness.VLLM, "")
 	if err != nil {
 		return lossSample{}, err
 	}

@@ -76,7 +76,7 @@ func run(opts options) int {
 		return 1
 	}
 	progress("building vigil and vllm-mock")
-	h, err := harness.New(root)
+	h, err := harness.New(root, harness.VLLM)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vigil-bench:", err)
 		return 1

@@ -96,7 +96,7 @@ func readyTrial(e *env, w waitingWorker) (time.Duration, error) {
 		return 0, fmt.Errorf("worker passing before its engine started (observer error: %v)", err)
 	default:
 	}
-	m, err := e.h.StartMock(w.engineAddr)
+	m, err := e.h.StartMock(harness.VLLM, w.engineAddr)
 	if err != nil {
 		return 0, err
 	}
@@ -131,7 +131,7 @@ func (e *env) startTrials() ([]time.Duration, error) {
 }
 
 func startTrial(e *env) (time.Duration, error) {
-	m, err := e.h.StartMock("")
+	m, err := e.h.StartMock(harness.VLLM, "")
 	if err != nil {
 		return 0, err
 	}

@@ -230,7 +230,7 @@ func (e *env) requestPathRows() (*requestPathResult, error) {
 // requestPathAt runs every concurrency level against one engine and one
 // vigil, and reads vigil's idle memory before the load.
 func (e *env) requestPathAt(delay time.Duration) ([]requestPathRow, int64, error) {
-	m, err := e.h.StartMock("", "--token-delay", delay.String())
+	m, err := e.h.StartMock(harness.VLLM, "", "--token-delay", delay.String())
 	if err != nil {
 		return nil, 0, err
 	}

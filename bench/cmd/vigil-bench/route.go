@@ -114,7 +114,7 @@ func fleetTrial(e *env, throughput bool) (report.Row, withdrawal, error) {
 // router knows the workers.
 func (e *env) startFleet(f *fleet) error {
 	for i := range 2 {
-		m, err := e.h.StartMock("", "--token-delay", "0")
+		m, err := e.h.StartMock(harness.VLLM, "", "--token-delay", "0")
 		if err != nil {
 			return err
 		}
