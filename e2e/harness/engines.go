@@ -234,8 +234,9 @@ func (m *Mock) State() (MockState, error) {
 	return st, nil
 }
 
-// SetHealth pins the health status of the whole server ("" service) of a
-// mock with grpc.health.v1 (vllm-mock).
+// SetHealth pins the health status of the whole server ("" service):
+// vllm-mock's grpc.health.v1, sglang-mock's HealthCheck and state stream
+// (or, with --api scheduler, its grpc.health.v1).
 func (m *Mock) SetHealth(status string) error { return m.SetServiceHealth("", status) }
 
 // SetServiceHealth pins the grpc.health.v1 status of service.
