@@ -5,8 +5,10 @@ go 1.26.8
 require (
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/vigilhq/vigil/e2e v0.0.0
+	github.com/vigilhq/vigil/plugins/sglang v0.0.0
 	github.com/vigilhq/vigil/plugins/vllm v0.0.0
 	github.com/vigilhq/vigil/proto v0.0.0
+	github.com/vigilhq/vigil/sdk v0.0.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -42,6 +44,8 @@ require (
 replace github.com/vigilhq/vigil/proto => ../proto
 
 replace github.com/vigilhq/vigil/plugins/vllm => ../plugins/vllm
+
+replace github.com/vigilhq/vigil/plugins/sglang => ../plugins/sglang
 
 replace github.com/vigilhq/vigil/sdk => ../sdk
 

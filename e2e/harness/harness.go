@@ -17,9 +17,11 @@ import (
 	"sync"
 )
 
-// Bins are the executables under test; Mock is the Harness's Engine's.
+// Bins are the executables under test; Mocks holds each mock engine's by
+// its binary name (Engine.Mock).
 type Bins struct {
-	Vigil, Mock, Consul string
+	Vigil, Consul string
+	Mocks         map[string]string
 }
 
 // Starter starts a process: *Harness is one.
@@ -30,8 +32,6 @@ type Starter interface {
 // Harness starts processes and remembers them so that Close can kill them.
 type Harness struct {
 	Bins Bins
-	// Engine is the engine whose mock StartMock starts: VLLM.
-	Engine Engine
 	// Dir is a scratch directory removed by Close (file registries live here).
 	Dir string
 
@@ -43,22 +43,21 @@ type Harness struct {
 // VigilPkg builds the vigil binary.
 const VigilPkg = "github.com/vigilhq/vigil/host/cmd/vigil"
 
-// New builds vigil and vllm-mock (the mock of its Engine, VLLM) from the
-// workspace at root into a fresh scratch directory and finds the Consul
-// agent. The binaries are built without -race: the figures are about vigil
-// as it ships.
-func New(root string) (*Harness, error) {
+// New builds vigil and the mocks of engines from the workspace at root
+// into a fresh scratch directory and finds the Consul agent. The binaries
+// are built without -race: the figures are about vigil as it ships.
+func New(root string, engines ...Engine) (*Harness, error) {
 	dir, err := os.MkdirTemp("", "vigil-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("scratch directory: %w", err)
 	}
-	h := &Harness{Dir: dir, Engine: VLLM}
-	h.Bins.Vigil = filepath.Join(dir, "vigil")
-	h.Bins.Mock = filepath.Join(dir, h.Engine.Mock)
-	for bin, pkg := range map[string]string{
-		h.Bins.Vigil: VigilPkg,
-		h.Bins.Mock:  h.Engine.MockPkg,
-	} {
+	h := &Harness{Dir: dir, Bins: Bins{Vigil: filepath.Join(dir, "vigil"), Mocks: map[string]string{}}}
+	builds := map[string]string{h.Bins.Vigil: VigilPkg}
+	for _, e := range engines {
+		h.Bins.Mocks[e.Mock] = filepath.Join(dir, e.Mock)
+		builds[h.Bins.Mocks[e.Mock]] = e.MockPkg
+	}
+	for bin, pkg := range builds {
 		if err := goBuild(root, bin, pkg); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
