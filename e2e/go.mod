@@ -42,7 +42,6 @@ require (
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
 	github.com/vigilhq/vigil/plugins/vllm v0.0.0
 	github.com/vigilhq/vigil/proto v0.0.0
-	github.com/vigilhq/vigil/sdk v0.0.0
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
