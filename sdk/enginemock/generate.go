@@ -163,12 +163,32 @@ func (e *Engine) Abort(ids ...string) {
 	for _, id := range ids {
 		e.aborts[id]++
 		e.abortTotal++
+		if ch, ok := e.abortSeen[id]; ok && e.aborts[id] == 1 {
+			close(ch)
+		}
 		for st := range e.streams {
 			if st.id == id {
 				st.abort()
 			}
 		}
 	}
+}
+
+// Aborted returns a channel that is closed once Abort has named id, at once
+// if it already has: a test awaits the engine seeing an abort instead of
+// polling State.
+func (e *Engine) Aborted(id string) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.abortSeen[id]
+	if !ok {
+		ch = make(chan struct{})
+		e.abortSeen[id] = ch
+		if e.aborts[id] > 0 {
+			close(ch)
+		}
+	}
+	return ch
 }
 
 // AbortInFlight aborts every generation in flight without counting aborts,
