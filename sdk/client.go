@@ -119,6 +119,15 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 			return Result{}, c.err(err)
 		}
 		if f := msg.GetFinal(); f != nil {
+			// The final message is the last: anything after it, a message
+			// or an error, is an adapter that broke the protocol.
+			if _, err := stream.Recv(); !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				after := "a message"
+				if err != nil {
+					after = fmt.Sprintf("an error (%v)", c.err(err))
+				}
+				return Result{}, fmt.Errorf("adapter sent %s after the final message of request %s", after, req.RequestID)
+			}
 			return resultFromProto(f), nil
 		}
 		ch := msg.GetChunk()
