@@ -26,6 +26,16 @@ var (
 
 func (c *engineClient) err(err error) error { return fromStatus(err, c.exited) }
 
+// ctxErr is err for a call whose contract returns ctx's error once ctx has
+// ended: the status alone may say otherwise, as when a deadline that
+// reached the adapter too ends the stream with CANCELLED first.
+func (c *engineClient) ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return &classError{ctx.Err(), c.err(err).Error()}
+	}
+	return c.err(err)
+}
+
 func (c *engineClient) Info(ctx context.Context) (AdapterInfo, error) {
 	resp, err := c.client.Info(ctx, &pluginv1.InfoRequest{})
 	if err != nil {
@@ -41,7 +51,7 @@ func (c *engineClient) Info(ctx context.Context) (AdapterInfo, error) {
 func (c *engineClient) Start(ctx context.Context, req StartRequest) (Worker, error) {
 	resp, err := c.client.Start(ctx, startRequestToProto(req))
 	if err != nil {
-		return Worker{}, c.err(err)
+		return Worker{}, c.ctxErr(ctx, err)
 	}
 	return workerFromProto(resp.GetWorker()), nil
 }
@@ -108,7 +118,7 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 	defer cancel() // ends the adapter's stream, which aborts the engine request
 	stream, err := c.client.Generate(ctx, generateRequestToProto(req))
 	if err != nil {
-		return Result{}, c.err(err)
+		return Result{}, c.ctxErr(ctx, err)
 	}
 	for {
 		msg, err := stream.Recv()
@@ -116,7 +126,7 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 			if errors.Is(err, io.EOF) {
 				return Result{}, fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
 			}
-			return Result{}, c.err(err)
+			return Result{}, c.ctxErr(ctx, err)
 		}
 		if f := msg.GetFinal(); f != nil {
 			// The final message is the last: anything after it, a message

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
 	"google.golang.org/grpc"
@@ -122,4 +123,22 @@ func serveRaw(t *testing.T, srv pluginv1.EngineServer) *grpc.ClientConn {
 		<-served
 	})
 	return conn
+}
+
+// TestCtxErr: once the host's ctx has ended, Start and Generate return its
+// error whatever status the adapter's end of the call came back with, as
+// when the deadline reached the adapter first.
+func TestCtxErr(t *testing.T) {
+	t.Parallel()
+	c := &engineClient{}
+	ctx, cancel := context.WithDeadline(t.Context(), time.Now())
+	defer cancel()
+	<-ctx.Done()
+	err := c.ctxErr(ctx, status.Error(codes.Canceled, "stream terminated by RST_STREAM with error code: CANCEL"))
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "RST_STREAM") {
+		t.Errorf("ctxErr() past the deadline = %v, want an error wrapping context.DeadlineExceeded with the status's message", err)
+	}
+	if err := c.ctxErr(t.Context(), status.Error(codes.Unavailable, "engine gone")); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("ctxErr() with ctx live = %v, want the status's class, ErrUnavailable", err)
+	}
 }
