@@ -28,10 +28,15 @@ func (c *engineClient) err(err error) error { return fromStatus(err, c.exited) }
 
 // ctxErr is err for a call whose contract returns ctx's error once ctx has
 // ended: the status alone may say otherwise, as when a deadline that
-// reached the adapter too ends the stream with CANCELLED first.
+// reached the adapter too ends the stream with CANCELLED first. A deadline
+// counts once passed, even before ctx's timer has fired.
 func (c *engineClient) ctxErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return &classError{ctx.Err(), c.err(err).Error()}
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil {
+		return &classError{cerr, c.err(err).Error()}
 	}
 	return c.err(err)
 }

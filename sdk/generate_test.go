@@ -138,7 +138,16 @@ func TestCtxErr(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "RST_STREAM") {
 		t.Errorf("ctxErr() past the deadline = %v, want an error wrapping context.DeadlineExceeded with the status's message", err)
 	}
+	if err := c.ctxErr(passed{t.Context()}, status.Error(codes.Canceled, "")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ctxErr() past the deadline, its timer not fired = %v, want an error wrapping context.DeadlineExceeded", err)
+	}
 	if err := c.ctxErr(t.Context(), status.Error(codes.Unavailable, "engine gone")); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("ctxErr() with ctx live = %v, want the status's class, ErrUnavailable", err)
 	}
 }
+
+// passed is a context whose deadline has passed and whose timer has not
+// yet fired, as a loaded machine may leave one: Err is still nil.
+type passed struct{ context.Context }
+
+func (passed) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
