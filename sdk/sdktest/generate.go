@@ -275,10 +275,10 @@ func checkGenerateUnavailable(t *testing.T, k *kit) {
 		unavailable(t, g, "to an engine that takes no requests")
 	})
 	t.Run("not ready", func(t *testing.T) {
-		k.need(t, "NotReady")
 		e := k.engine(t)
 		g, _ := k.generator(t, e)
 		k.needReadiness(t, e)
+		k.need(t, "NotReady")
 		w, addr, _ := k.watching(t, t.Context(), e)
 		k.h.NotReady(t, addr)
 		w.expect(sdk.NotReady, "after the engine was made not ready")

@@ -109,9 +109,9 @@ func checkFirstEventIsCurrent(t *testing.T, k *kit) {
 		k.watch(t, e, t.Context()).expect(sdk.Serving, "first, with the engine serving")
 	})
 	t.Run("not ready", func(t *testing.T) {
-		k.need(t, "NotReady")
 		e := k.engine(t)
 		k.needReadiness(t, e)
+		k.need(t, "NotReady")
 		addr, _ := k.serving(t)
 		k.started(t, e, addr)
 		k.h.NotReady(t, addr)
@@ -179,9 +179,9 @@ func checkFrozenIsLost(t *testing.T, k *kit) {
 }
 
 func checkNotReadyAndBack(t *testing.T, k *kit) {
-	k.need(t, "NotReady", "Ready")
 	e := k.engine(t)
 	k.needReadiness(t, e)
+	k.need(t, "NotReady", "Ready")
 	w, addr, _ := k.watching(t, t.Context(), e)
 	k.h.NotReady(t, addr)
 	w.expect(sdk.NotReady, "after the engine was made not ready")
