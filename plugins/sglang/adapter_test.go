@@ -303,6 +303,11 @@ func TestGenerateRefused(t *testing.T) {
 			}
 		})
 	}
+	t.Run("abort on an older server", func(t *testing.T) {
+		if err := old.Abort(t.Context(), []string{"r"}); err != nil {
+			t.Errorf("Abort() on an older server = %v, want nil: it runs no request of vigil's", err)
+		}
+	})
 	t.Run("paused", func(t *testing.T) {
 		post(t, e, "/pause", "")
 		_, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "p", TokenIDs: []uint32{1}}, none)
