@@ -174,6 +174,30 @@ func (e *Engine) Abort(ids ...string) {
 	}
 }
 
+// Hold holds every generation that starts from now on before its output
+// token at (from 0), having sent the tokens before it, until Release or an
+// abort; POST /hold does it over HTTP.
+func (e *Engine) Hold(at uint32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := &hold{at: at, release: make(chan struct{})}
+	if e.hold != nil {
+		h.release = e.hold.release // one Release frees every held stream
+	}
+	e.hold = h
+}
+
+// Release frees every held generation and ends Hold; POST /release does
+// it over HTTP.
+func (e *Engine) Release() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.hold != nil {
+		close(e.hold.release)
+		e.hold = nil
+	}
+}
+
 // Aborted returns a channel that is closed once Abort has named id, at once
 // if it already has: a test awaits the engine seeing an abort instead of
 // polling State.
