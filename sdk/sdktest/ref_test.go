@@ -159,12 +159,8 @@ func refHarness(f fault) sdktest.Harness {
 		},
 		NotReady: func(_ *testing.T, addr string) { engines[addr].SetSleeping(true) },
 		Ready:    func(_ *testing.T, addr string) { engines[addr].SetSleeping(false) },
-		Hold: func(t *testing.T, addr string) {
-			e := engines[addr]
-			e.control(t, "/hold", `{"at_token": 1}`)
-			t.Cleanup(func() { e.control(t, "/release", "") })
-		},
-		Aborted: func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
+		Hold:     func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
+		Aborted:  func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
 	}
 }
 
