@@ -26,30 +26,36 @@
 // hook the Harness lacks, a capability the adapter does not claim, or a
 // mode without its input is skipped, saying which: never passed.
 //
-// The rules, each stated in package sdk's documentation:
+// The rules, each stated in package sdk's documentation, with the hooks
+// they need in brackets:
 //
 //	Info                 Info answers with no engine; Name is Harness.Name; Version is set
-//	StartInvalidAddress  an EngineAddr that is not host:port (port 1-65535) is a *FieldError for FieldEngineAddr
-//	StartUnknownOption   an unknown engine option is a *FieldError for FieldOptions naming the key
-//	WatchBeforeStart     WatchAvailability before Start fails with ErrNotStarted
+//	StartInvalidAddress  an EngineAddr not host:port (port 1-65535): *FieldError for FieldEngineAddr
+//	StartUnknownOption   an unknown engine option: *FieldError for FieldOptions naming the key
+//	WatchBeforeStart     WatchAvailability before Start: ErrNotStarted
 //	Start                Start returns once the engine serves, with a served model name
-//	StartTwice           a second Start fails with ErrAlreadyStarted
-//	StartupDeadline      nothing serving: ErrStartupDeadline after StartupDeadline, not long after
-//	StartCanceled        ctx ending before or during Start: ctx's error, not ErrStartupDeadline
-//	FirstEventIsCurrent  the first event is the engine's state now (Serving; NotReady; Lost)  [NotReady, Fail]
-//	StoppedIsLost        an engine that shuts down is Lost, then the channel closes
-//	FailedIsLost         an engine that reports failure (liveness NOT_SERVING) is Lost      [Fail]
-//	FrozenIsLost         a frozen engine is Lost within Interval + Failures*Timeout
-//	NotReadyAndBack      Readiness: an engine taking no work is NotReady, then Serving   [NotReady, Ready]
-//	WatchCancel          ctx ending closes the channel with no Lost
-//	ShutdownIdempotent   Shutdown twice returns nil twice
-//	Capabilities         Generate claimed: sdk.Generator implemented; Abort claimed: Generate too, unknown ids ignored
-//	Generate             chunks of output from one send at a time, none after the result; concurrent requests
-//	GenerateRejected     a token-ids-only engine given text: ErrInvalidArgument before any chunk
-//	GenerateUnavailable  an engine stopped, not ready [NotReady] or refusing: ErrUnavailable before any chunk
-//	GenerateCancel       ctx ending: the engine sees the abort, Generate returns ctx's error  [Hold, Aborted]
-//	GenerateSendError    send failing: the engine sees the abort, Generate returns send's error  [Hold, Aborted]
-//	Abort                Abort by id ends a generation in flight; the engine sees it     [Hold, Aborted]
+//	StartTwice           a second Start: ErrAlreadyStarted
+//	StartupDeadline      nothing serving: ErrStartupDeadline once StartupDeadline passed, not long after
+//	StartCanceled        ctx cancelled before or during Start, or past its deadline: ctx's error
+//	FirstEventIsCurrent  the first event is the engine's state now: Serving, NotReady, Lost [NotReady, Fail]
+//	StoppedIsLost        an engine that shuts down: Lost, then the close
+//	FailedIsLost         an engine that reports failure: Lost, then the close [Fail]
+//	FrozenIsLost         a frozen engine: Lost within Interval + Failures*Timeout (the kit freezes it)
+//	NotReadyAndBack      an engine taking no work: NotReady, then Serving again [NotReady, Ready]
+//	WatchCancel          the watch's ctx ending: the close, no event
+//	ShutdownIdempotent   Shutdown twice: nil twice
+//	Capabilities         Generate claimed: an sdk.Generator that forwards; Abort: with Generate, unknown ids ignored
+//	Generate             two requests at once and one after: chunks of new output, none after the result, stop or length
+//	GenerateRejected     text to an engine that takes token ids only: ErrInvalidArgument, no chunk
+//	GenerateUnavailable  an engine stopped, not ready [NotReady] or refusing: ErrUnavailable, no chunk
+//	GenerateCancel       ctx ending mid-generation: ctx's error, and the engine sees the abort [Hold, Aborted]
+//	GenerateSendError    send failing: send's error, and the engine sees the abort [Hold, Aborted]
+//	Abort                Abort by id mid-generation: it ends, and the engine sees the abort [Hold, Aborted]
+//
+// FrozenIsLost needs no hook: it starts the adapter with the address of a
+// TCP proxy of its own, and freezes that, moving no byte either way while
+// every connection stays open, as a stopped engine process looks to its
+// clients. So an adapter reaches its engine only through EngineAddr.
 //
 // Every availability event a rule reads is also held to the rules of the
 // stream: a known state, a change from the last one, a Time, NotReady only
