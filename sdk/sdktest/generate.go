@@ -11,10 +11,14 @@ import (
 	"github.com/vigilhq/vigil/sdk"
 )
 
+// maxTokens is how many tokens the kit's requests ask for: enough for a
+// generation held after its first to have more to come.
+const maxTokens = 4
+
 // request is a generation every engine can serve: a few token ids in, a
 // few tokens out.
 func request(id string) sdk.GenerateRequest {
-	return sdk.GenerateRequest{RequestID: id, TokenIDs: []uint32{1, 2, 3}, MaxTokens: 4, IgnoreEOS: true}
+	return sdk.GenerateRequest{RequestID: id, TokenIDs: []uint32{1, 2, 3}, MaxTokens: maxTokens, IgnoreEOS: true}
 }
 
 // recorder is the send function the kit gives Generate. It counts the
@@ -215,7 +219,7 @@ func checkGenerate(t *testing.T, k *kit) {
 		case o.res.FinishReason != sdk.FinishStop && o.res.FinishReason != sdk.FinishLength:
 			t.Errorf("Generate(%s) = %+v, want FinishReason stop or length", r.rec.id, o.res)
 		case r.rec.count() == 0:
-			t.Errorf("Generate(%s) = %+v with no chunk, want the output of up to %d tokens in chunks", r.rec.id, o.res, request("").MaxTokens)
+			t.Errorf("Generate(%s) = %+v with no chunk, want the output of up to %d tokens in chunks", r.rec.id, o.res, maxTokens)
 		}
 	}
 	check(runs[0])
@@ -238,7 +242,7 @@ func checkGenerateRejected(t *testing.T, k *kit) {
 	if w := k.started(t, e, addr); w.SupportsTextInput {
 		t.Skip("Worker.SupportsTextInput is true: the engine takes text prompts")
 	}
-	req := sdk.GenerateRequest{RequestID: newRequestID(), Text: "sdktest", MaxTokens: 4}
+	req := sdk.GenerateRequest{RequestID: newRequestID(), Text: "sdktest", MaxTokens: maxTokens}
 	o, rec := generated(t, g, req)
 	if !errors.Is(o.err, sdk.ErrInvalidArgument) {
 		t.Errorf("Generate(Text: %q) to an engine that takes token ids only: error = %v, want an error wrapping sdk.ErrInvalidArgument", req.Text, o.err)
