@@ -88,7 +88,7 @@ func (c *engineClient) WatchAvailability(ctx context.Context) (<-chan Event, err
 				if ctx.Err() != nil {
 					return
 				}
-				reason := "adapter ended the availability stream"
+				reason := ReasonStreamEnded
 				if !errors.Is(err, io.EOF) {
 					reason = fmt.Sprintf("adapter availability stream failed: %v", c.err(err))
 				}

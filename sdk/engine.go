@@ -202,6 +202,12 @@ func (a Availability) String() string {
 	}
 }
 
+// ReasonStreamEnded is the Reason of the Lost event the sdk sends for an
+// adapter whose availability stream ended without one, on either side of
+// the plugin boundary: the host must not take silence for health, but the
+// adapter broke the contract.
+const ReasonStreamEnded = "adapter ended the availability stream"
+
 // Event is one availability change.
 type Event struct {
 	Availability Availability

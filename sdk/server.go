@@ -64,7 +64,7 @@ func (s *engineServer) WatchAvailability(_ *pluginv1.WatchAvailabilityRequest, s
 	}
 	// The adapter closed the channel without saying Lost: per the Engine
 	// contract that is a loss, so say it explicitly.
-	return stream.Send(eventToProto(Event{Availability: Lost, Reason: "adapter ended the availability stream", Time: time.Now()}))
+	return stream.Send(eventToProto(Event{Availability: Lost, Reason: ReasonStreamEnded, Time: time.Now()}))
 }
 
 func (s *engineServer) Shutdown(ctx context.Context, _ *pluginv1.ShutdownRequest) (*pluginv1.ShutdownResponse, error) {
