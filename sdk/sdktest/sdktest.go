@@ -60,7 +60,8 @@
 // Every availability event a rule reads is also held to the rules of the
 // stream: a known state, a change from the last one, a Time, NotReady only
 // with Capabilities.Readiness, nothing after Lost, and no close without
-// Lost unless the watch's ctx ended.
+// Lost unless the watch's ctx ended (across the plugin boundary: no Lost
+// that the sdk sent for the adapter, with reason sdk.ReasonStreamEnded).
 //
 // TestEngine runs its rules one at a time, and starts a fresh adapter and
 // engine for each rule and mode.

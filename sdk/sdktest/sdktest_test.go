@@ -54,13 +54,17 @@ func TestEngineReportsViolations(t *testing.T) {
 			fault: faultOptions, rule: "StartUnknownOption", modes: all,
 			want: []string{`Start(Options: {"sdktest-unknown-option": "1"}) error = <nil>, want a *sdk.FieldError for StartRequest.Options naming "sdktest-unknown-option"`},
 		},
-		// Across the boundary the sdk's server says Lost for the adapter.
+		// Across the boundary the sdk's server says Lost for the adapter,
+		// with a reason of its own.
 		"closes the watch without Lost": {
-			fault: faultCloseWithoutLost, rule: "StoppedIsLost", modes: []string{"direct"},
-			want: []string{"availability channel closed without a Lost event after the engine shut down, want Lost before the close"},
+			fault: faultCloseWithoutLost, rule: "StoppedIsLost", modes: all,
+			want: []string{
+				"availability channel closed without a Lost event after the engine shut down, want Lost before the close",
+				`event 2 = LOST ("adapter ended the availability stream"): the adapter closed its availability channel without a Lost event, want Lost before the close`,
+			},
 		},
 		"closes the watch without Lost, engine failed": {
-			fault: faultCloseWithoutLost, rule: "FailedIsLost", modes: []string{"direct"},
+			fault: faultCloseWithoutLost, rule: "FailedIsLost", modes: all,
 			want: []string{"availability channel closed without a Lost event after the engine reported failure"},
 		},
 		// The sdk's server refuses the late send, so only direct shows it.

@@ -51,6 +51,10 @@ func (w *watcher) next(what string) (ev sdk.Event, ok bool) {
 	case w.n > 1 && ev.Availability == w.last.Availability:
 		w.t.Errorf("event %d repeats %v (%q), want events only on change", w.n, ev.Availability, ev.Reason)
 	}
+	if ev.Availability == sdk.Lost && ev.Reason == sdk.ReasonStreamEnded {
+		// Across the plugin boundary the sdk says Lost for such an adapter.
+		w.t.Errorf("event %d = %v (%q): the adapter closed its availability channel without a Lost event, want Lost before the close", w.n, ev.Availability, ev.Reason)
+	}
 	if ev.Time.IsZero() {
 		w.t.Errorf("event %d = %v (%q) has a zero Time, want when the adapter observed it", w.n, ev.Availability, ev.Reason)
 	}
