@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -118,17 +116,6 @@ var refService = grpc.ServiceDesc{
 	}},
 }
 
-// control sends one request to the engine's control surface and requires
-// 200.
-func (e *refEngine) control(t *testing.T, path, body string) {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	e.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("POST %s %s: %d %s, want 200", path, body, rec.Code, rec.Body)
-	}
-}
-
 // refHarness is the Harness for the reference adapter with fault, every
 // hook set, and the test binary as its executable (see TestMain).
 func refHarness(f fault) sdktest.Harness {
@@ -154,8 +141,8 @@ func refHarness(f fault) sdktest.Harness {
 			engines[lis.Addr().String()] = e
 			return lis.Addr().String(), e.Stop
 		},
-		Fail: func(t *testing.T, addr string) {
-			engines[addr].control(t, "/health", `{"service": "", "status": "NOT_SERVING"}`)
+		Fail: func(_ *testing.T, addr string) {
+			engines[addr].health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 		},
 		NotReady: func(_ *testing.T, addr string) { engines[addr].SetSleeping(true) },
 		Ready:    func(_ *testing.T, addr string) { engines[addr].SetSleeping(false) },
