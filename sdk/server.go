@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 )
 
 // engineServer serves an Engine over vigil.plugin.v1 inside the adapter
