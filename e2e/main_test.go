@@ -28,7 +28,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	vigilBin = filepath.Join(dir, "vigil")
-	builds := map[string]string{vigilBin: harness.VigilPkg}
+	testAdapterBin = filepath.Join(dir, "vigil-adapter-test")
+	builds := map[string]string{vigilBin: harness.VigilPkg, testAdapterBin: testAdapterPkg}
 	for _, e := range engines {
 		e.mockBin = filepath.Join(dir, e.Mock)
 		builds[e.mockBin] = e.MockPkg

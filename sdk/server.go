@@ -21,6 +21,9 @@ var _ pluginv1.EngineServer = (*engineServer)(nil)
 
 func (s *engineServer) Info(ctx context.Context, _ *pluginv1.InfoRequest) (*pluginv1.InfoResponse, error) {
 	info, err := s.impl.Info(ctx)
+	if err == nil {
+		err = CheckCapabilities(s.impl, info.Capabilities)
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
