@@ -171,17 +171,25 @@ func (k *kit) generating(t *testing.T) (sdk.Generator, sdk.Capabilities, string)
 
 func checkCapabilities(t *testing.T, k *kit) {
 	e := k.engine(t)
-	c := k.info(t, e).Capabilities
+	info, err := await(t, "Info", func() (sdk.AdapterInfo, error) { return e.Info(t.Context()) })
+	if errors.Is(err, sdk.ErrUnimplemented) {
+		// Across the boundary the sdk answers so for a false claim.
+		t.Fatalf("Info() error = %v, want capabilities the adapter implements", err)
+	}
+	if err != nil {
+		t.Fatalf("Info() error = %v, want nil", err)
+	}
+	c := info.Capabilities
+	if err := sdk.CheckCapabilities(e, c); err != nil {
+		t.Fatalf("Info() Capabilities = %+v of %T: %v", c, e, err)
+	}
 	if c.Abort && !c.Generate {
 		t.Errorf("Info() Capabilities = %+v, want Generate with Abort: Abort ends forwarded requests", c)
 	}
 	if !c.Generate {
 		return
 	}
-	g, ok := e.(sdk.Generator)
-	if !ok {
-		t.Fatalf("Info() Capabilities.Generate = true, but %T does not implement sdk.Generator", e)
-	}
+	g := e.(sdk.Generator) // CheckCapabilities said so
 	addr, _ := k.serving(t)
 	k.started(t, e, addr)
 	if o, _ := generated(t, g, request(newRequestID())); errors.Is(o.err, sdk.ErrUnimplemented) {

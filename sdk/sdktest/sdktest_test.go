@@ -84,8 +84,8 @@ func TestEngineReportsViolations(t *testing.T) {
 		"claims Generate without implementing it": {
 			fault: faultNoGenerator, rule: "Capabilities", modes: all,
 			want: []string{
-				"Info() Capabilities.Generate = true, but struct { sdk.Engine } does not implement sdk.Generator",
-				"Generate() error = unimplemented: the adapter does not forward requests with Capabilities.Generate true, want the request forwarded",
+				"Info() Capabilities = {Readiness:true Generate:true Abort:true} of struct { sdk.Engine }: unimplemented: the adapter claims Generate and Abort but does not implement sdk.Generator",
+				"Info() error = unimplemented: the adapter claims Generate and Abort but does not implement sdk.Generator, want capabilities the adapter implements",
 			},
 		},
 		"wrong name, no version": {
