@@ -24,7 +24,8 @@ func launched(t *testing.T, h Harness) sdk.Engine {
 	t.Cleanup(log.stop)
 	p, err := sdk.Launch(t.Context(), sdk.LaunchConfig{
 		Cmd:    exec.Command(h.Executable),
-		Logger: hclog.New(&hclog.LoggerOptions{Name: "adapter", Level: hclog.Debug, Output: log}),
+		Name:   h.Name,
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: log}),
 	})
 	if err != nil {
 		t.Fatalf("sdk.Launch(%s) error = %v, want the adapter started through the plugin handshake", h.Executable, err)
