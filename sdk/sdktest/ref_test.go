@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -165,6 +166,7 @@ const (
 	faultNoGenerator      fault = "Generate claimed, not implemented"
 	faultLateChunk        fault = "chunk after the final one"
 	faultIgnoreCancel     fault = "Generate ignores ctx"
+	faultOwnTimeout       fault = "checks with a deadline of its own"
 )
 
 // ref is the reference adapter.
@@ -219,6 +221,8 @@ func (r *ref) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, erro
 		}
 	case faultOptions:
 		req.Options = nil
+	case faultOwnTimeout:
+		req.Health.Timeout = 100 * time.Millisecond
 	case faultStartTwice:
 		r.mu.Lock()
 		w := r.worker

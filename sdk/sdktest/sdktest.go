@@ -41,6 +41,7 @@
 //	StoppedIsLost        an engine that shuts down: Lost, then the close
 //	FailedIsLost         an engine that reports failure: Lost, then the close [Fail]
 //	FrozenIsLost         a frozen engine: Lost within Interval + Failures*Timeout (the kit freezes it)
+//	SlowIsNotLost        an engine answering slowly, within Timeout: no event (the kit slows it)
 //	NotReadyAndBack      an engine taking no work: NotReady, then Serving again [NotReady, Ready]
 //	WatchCancel          the watch's ctx ending: the close, no event
 //	ShutdownIdempotent   Shutdown twice: nil twice
@@ -52,10 +53,11 @@
 //	GenerateSendError    send failing: send's error, and the engine sees the abort [Hold, Aborted]
 //	Abort                Abort by id mid-generation: it ends, and the engine sees the abort [Hold, Aborted]
 //
-// FrozenIsLost needs no hook: it starts the adapter with the address of a
-// TCP proxy of its own, and freezes that, moving no byte either way while
-// every connection stays open, as a stopped engine process looks to its
-// clients. So an adapter reaches its engine only through EngineAddr.
+// FrozenIsLost and SlowIsNotLost need no hook: they start the adapter with
+// the address of a TCP proxy of the kit's, which delays every byte, or
+// freezes, moving no byte either way while every connection stays open,
+// as a stopped engine process looks to its clients. So an adapter reaches
+// its engine only through EngineAddr.
 //
 // Every availability event a rule reads is also held to the rules of the
 // stream: a known state, a change from the last one, a Time, NotReady only
@@ -213,6 +215,7 @@ var rules = []rule{
 	{"StoppedIsLost", checkStoppedIsLost},
 	{"FailedIsLost", checkFailedIsLost},
 	{"FrozenIsLost", checkFrozenIsLost},
+	{"SlowIsNotLost", checkSlowIsNotLost},
 	{"NotReadyAndBack", checkNotReadyAndBack},
 	{"WatchCancel", checkWatchCancel},
 	{"ShutdownIdempotent", checkShutdownIdempotent},

@@ -162,23 +162,53 @@ func checkFailedIsLost(t *testing.T, k *kit) {
 // Timeout so that the loss shows sooner.
 var frozenHealth = sdk.HealthPolicy{Interval: health.Interval, Timeout: 300 * time.Millisecond, Failures: health.Failures, RetryMax: health.RetryMax}
 
-func checkFrozenIsLost(t *testing.T, k *kit) {
-	e := k.engine(t)
+// proxied starts e against a serving engine behind the kit's proxy, with
+// policy, and watches it up to the first event, Serving.
+func (k *kit) proxied(t *testing.T, e sdk.Engine, policy sdk.HealthPolicy) (*watcher, *proxy) {
+	t.Helper()
 	addr, _ := k.serving(t)
-	f := newFreezer(t, addr)
-	req := serving(f.addr())
-	req.Health = frozenHealth
+	p := newProxy(t, addr)
+	req := serving(p.addr())
+	req.Health = policy
 	if _, err := start(t, e, t.Context(), req); err != nil {
 		t.Fatalf("Start(%s) error = %v, want nil", req.EngineAddr, err)
 	}
 	w := k.watch(t, e, t.Context())
 	w.expect(sdk.Serving, "first")
+	return w, p
+}
+
+func checkFrozenIsLost(t *testing.T, k *kit) {
+	w, p := k.proxied(t, k.engine(t), frozenHealth)
 	frozen := time.Now()
-	f.freeze()
+	p.freeze()
 	took := w.lost("after the engine froze").Sub(frozen)
-	p := frozenHealth
-	if bound := p.Interval + time.Duration(p.Failures)*p.Timeout; took > bound+slack {
+	if bound := frozenHealth.Interval + time.Duration(frozenHealth.Failures)*frozenHealth.Timeout; took > bound+slack {
 		t.Errorf("frozen engine Lost after %v, want within Interval + Failures*Timeout = %v (and %v slack)", took, bound, slack)
+	}
+}
+
+// slowHealth is the policy of SlowIsNotLost: one failed check is a loss,
+// so a slow answer taken for a failure shows at once.
+var slowHealth = sdk.HealthPolicy{Interval: health.Interval, Timeout: 2 * time.Second, Failures: 1, RetryMax: health.RetryMax}
+
+// slowLatency is the proxy's latency each way in SlowIsNotLost: a round
+// trip well within slowHealth.Timeout, and well above anything else.
+const slowLatency = 250 * time.Millisecond
+
+// slowFor is how long SlowIsNotLost watches the slow engine: a few checks.
+const slowFor = 3 * 2 * slowLatency
+
+func checkSlowIsNotLost(t *testing.T, k *kit) {
+	w, p := k.proxied(t, k.engine(t), slowHealth)
+	p.slow(slowLatency)
+	select {
+	case ev, ok := <-w.ch:
+		if !ok {
+			t.Fatalf("availability channel closed with the engine's answers %v slow, want it open", 2*slowLatency)
+		}
+		t.Errorf("event %v (%q) with the engine's answers %v slow, want none: an answer within HealthPolicy.Timeout (%v) is never a failure", ev.Availability, ev.Reason, 2*slowLatency, slowHealth.Timeout)
+	case <-time.After(slowFor):
 	}
 }
 
