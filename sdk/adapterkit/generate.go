@@ -52,8 +52,8 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 	var res sdk.Result
 	stream, err := g.Open(ctx)
 	if err != nil {
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+		if err := ctxErr(ctx); err != nil {
+			return res, err
 		}
 		return res, Classify(g.Engine, err, false)
 	}
@@ -67,9 +67,9 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 			return res, nil
 		}
 		if err != nil {
-			if ctx.Err() != nil {
+			if err := ctxErr(ctx); err != nil {
 				abort(ctx, g)
-				return res, ctx.Err()
+				return res, err
 			}
 			return res, Classify(g.Engine, err, sent)
 		}
@@ -81,6 +81,18 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 			sent = true
 		}
 	}
+}
+
+// ctxErr is ctx's error, or DeadlineExceeded once its deadline has passed:
+// the engine may end a call for the deadline before ctx's own timer fires.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // abort ends the engine request of a caller that went away. Cancelling the

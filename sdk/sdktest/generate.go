@@ -300,8 +300,15 @@ func checkGenerateUnavailable(t *testing.T, k *kit) {
 		e := k.engine(t)
 		g, _ := k.generator(t, e)
 		w, _, stop := k.watching(t, t.Context(), e)
-		stopInBackground(t, stop)
+		stopped := stopInBackground(t, stop)
 		w.lost("after the engine shut down")
+		// Engines report failure before they stop taking requests (vLLM
+		// drains after NOT_SERVING): ask once the engine is gone.
+		select {
+		case <-stopped:
+		case <-time.After(within):
+			t.Fatalf("the harness's stop did not return within %v", within)
+		}
 		unavailable(t, g, "after the engine shut down")
 	})
 }

@@ -344,8 +344,8 @@ func (k *kit) started(t *testing.T, e sdk.Engine, addr string) sdk.Worker {
 
 // stopInBackground calls stop on its own goroutine: it may wait for the
 // adapter's connections to end, which they do once the adapter sees the
-// loss. It is waited for when t ends.
-func stopInBackground(t *testing.T, stop func()) {
+// loss. It is waited for when t ends; the channel closes once stop returns.
+func stopInBackground(t *testing.T, stop func()) <-chan struct{} {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -358,6 +358,7 @@ func stopInBackground(t *testing.T, stop func()) {
 			t.Errorf("the harness's stop did not return within %v", within)
 		}
 	})
+	return stopped
 }
 
 // serving is the request TestEngine starts a Serving engine with.
