@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -32,30 +29,14 @@ var health = sdk.HealthPolicy{Interval: 50 * time.Millisecond, Timeout: time.Sec
 // test ends.
 func serveMock(t *testing.T, cfg mock.Config) (*mock.Engine, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := mock.New(cfg)
-	served := make(chan error, 1)
-	go func() { served <- e.Serve(lis) }()
-	t.Cleanup(func() {
-		e.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("mock Serve() = %v, want nil", err)
-		}
-	})
-	return e, lis.Addr().String()
+	return e, enginemock.Loopback(t, e.Engine, "")
 }
 
 // post sends one control request to the mock and requires 200.
 func post(t *testing.T, e *mock.Engine, path, body string) {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	e.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("POST %s %s: %d %s, want 200", path, body, rec.Code, rec.Body)
-	}
+	enginemock.Post(t, e.Engine, path, body)
 }
 
 // started returns an adapter started against addr with options, shut down
@@ -63,12 +44,7 @@ func post(t *testing.T, e *mock.Engine, path, body string) {
 func started(t *testing.T, addr string, options map[string]string) *sglang.Adapter {
 	t.Helper()
 	a := sglang.New()
-	t.Cleanup(func() { a.Shutdown(context.Background()) })
-	ctx, cancel := context.WithTimeout(t.Context(), within)
-	defer cancel()
-	if _, err := a.Start(ctx, sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health, Options: options}); err != nil {
-		t.Fatalf("Start(%s) = %v, want nil", addr, err)
-	}
+	sdktest.Start(t, a, sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health, Options: options})
 	return a
 }
 

@@ -3,9 +3,6 @@ package trtllm_test
 import (
 	"context"
 	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -31,33 +28,14 @@ var health = sdk.HealthPolicy{Interval: 50 * time.Millisecond, Timeout: 200 * ti
 // port); it is stopped when the test ends.
 func serveMock(t *testing.T, addr string, cfg mock.Config) (*mock.Engine, string) {
 	t.Helper()
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := mock.New(cfg)
-	served := make(chan error, 1)
-	go func() { served <- e.Serve(lis) }()
-	t.Cleanup(func() {
-		e.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("mock Serve() = %v, want nil", err)
-		}
-	})
-	return e, lis.Addr().String()
+	return e, enginemock.Loopback(t, e.Engine, addr)
 }
 
 // post sends one control request to the mock and requires 200.
 func post(t *testing.T, e *mock.Engine, path, body string) {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	e.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("POST %s %s: %d %s, want 200", path, body, rec.Code, rec.Body)
-	}
+	enginemock.Post(t, e.Engine, path, body)
 }
 
 // started returns an adapter started against addr, shut down when the test
@@ -65,12 +43,7 @@ func post(t *testing.T, e *mock.Engine, path, body string) {
 func started(t *testing.T, addr string) *trtllm.Adapter {
 	t.Helper()
 	a := trtllm.New()
-	t.Cleanup(func() { a.Shutdown(context.Background()) })
-	ctx, cancel := context.WithTimeout(t.Context(), within)
-	defer cancel()
-	if _, err := a.Start(ctx, sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health}); err != nil {
-		t.Fatalf("Start(%s) = %v, want nil", addr, err)
-	}
+	sdktest.Start(t, a, sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health})
 	return a
 }
 

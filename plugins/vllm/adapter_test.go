@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"github.com/vigilhq/vigil/plugins/vllm"
 	"github.com/vigilhq/vigil/plugins/vllm/mock"
 	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/enginemock"
 	"github.com/vigilhq/vigil/sdk/sdktest"
 )
 
@@ -38,20 +37,8 @@ func serveMock(t *testing.T, cfg mock.Config) (*mock.Engine, string) {
 // serveMockOn serves a mock vLLM engine on addr.
 func serveMockOn(t *testing.T, addr string, cfg mock.Config) (*mock.Engine, string) {
 	t.Helper()
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := mock.New(cfg)
-	served := make(chan error, 1)
-	go func() { served <- e.Serve(lis) }()
-	t.Cleanup(func() {
-		e.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("mock Serve() = %v, want nil", err)
-		}
-	})
-	return e, lis.Addr().String()
+	return e, enginemock.Loopback(t, e.Engine, addr)
 }
 
 // TestConformance checks the adapter against the sdk contract in every
@@ -100,11 +87,7 @@ func setHealth(t *testing.T, e *mock.Engine, service, status string) {
 // post sends one control request to the mock and requires 200.
 func post(t *testing.T, e *mock.Engine, path, body string) {
 	t.Helper()
-	rec := httptest.NewRecorder()
-	e.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("POST %s %s: %d %s, want 200", path, body, rec.Code, rec.Body)
-	}
+	enginemock.Post(t, e.Engine, path, body)
 }
 
 // started returns an adapter started against addr, shut down when the test
@@ -112,16 +95,7 @@ func post(t *testing.T, e *mock.Engine, path, body string) {
 func started(t *testing.T, addr string) *vllm.Adapter {
 	t.Helper()
 	a := vllm.New()
-	t.Cleanup(func() {
-		if err := a.Shutdown(context.Background()); err != nil {
-			t.Errorf("Shutdown() = %v, want nil", err)
-		}
-	})
-	ctx, cancel := context.WithTimeout(t.Context(), within)
-	defer cancel()
-	if _, err := a.Start(ctx, sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health}); err != nil {
-		t.Fatalf("Start(%s) error = %v, want nil", addr, err)
-	}
+	sdktest.Start(t, a, sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health})
 	return a
 }
 

@@ -1,6 +1,7 @@
 package sdktest
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -72,4 +73,22 @@ func (e *Events) Closed() {
 	case <-time.After(within):
 		e.t.Fatalf("availability stream still open after %v", within)
 	}
+}
+
+// Start starts e with req under a bound of 30 s, fails t unless it
+// succeeds, and shuts e down when t ends; for an adapter's own tests.
+func Start(t testing.TB, e sdk.Engine, req sdk.StartRequest) sdk.Worker {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Errorf("Shutdown() = %v, want nil", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), within)
+	defer cancel()
+	w, err := e.Start(ctx, req)
+	if err != nil {
+		t.Fatalf("Start(%s) = %v, want nil", req.EngineAddr, err)
+	}
+	return w
 }
