@@ -45,19 +45,24 @@ var VLLM = Engine{
 	Mock:       "vllm-mock",
 	MockPkg:    "github.com/vigilhq/vigil/plugins/vllm/cmd/vllm-mock",
 	AdapterPkg: "github.com/vigilhq/vigil/plugins/vllm/cmd/vigil-adapter-vllm",
-	MockArgs: func(o MockOpts) []string {
-		args := []string{"--listen", o.GRPC, "--control", o.Control, "--model", o.Model}
-		if o.InstanceID != "" {
-			args = append(args, "--instance-id", o.InstanceID)
-		}
-		if o.StartupDelay != 0 {
-			args = append(args, "--startup-delay", o.StartupDelay.String())
-		}
-		if o.TokenDelay != nil {
-			args = append(args, "--token-delay", o.TokenDelay.String())
-		}
-		return append(args, o.Extra...)
-	},
+	MockArgs:   commandArgs,
+}
+
+// commandArgs are o as the flags every mock built on enginemock.Command
+// shares (--listen, --control, --model, --instance-id, --startup-delay,
+// --token-delay), then o.Extra.
+func commandArgs(o MockOpts) []string {
+	args := []string{"--listen", o.GRPC, "--control", o.Control, "--model", o.Model}
+	if o.InstanceID != "" {
+		args = append(args, "--instance-id", o.InstanceID)
+	}
+	if o.StartupDelay != 0 {
+		args = append(args, "--startup-delay", o.StartupDelay.String())
+	}
+	if o.TokenDelay != nil {
+		args = append(args, "--token-delay", o.TokenDelay.String())
+	}
+	return append(args, o.Extra...)
 }
 
 // Mock is a running mock engine.
