@@ -6,6 +6,7 @@ import (
 
 	"github.com/vigilhq/vigil/e2e/harness"
 	vllmmock "github.com/vigilhq/vigil/plugins/vllm/mock"
+	"github.com/vigilhq/vigil/sdk/enginemock"
 )
 
 // The engine table: one row per engine vigil supervises. The scenarios that
@@ -55,6 +56,28 @@ var engines = []*engine{
 		specific: []engineCase{
 			{"readiness service withdraws without loss", vllmReadinessService},
 		},
+	},
+	{
+		Engine: harness.TRTLLM,
+		// The engine has no served name: model_id, often a path, is it.
+		model:       "/models/test-model",
+		servedModel: "/models/test-model",
+		modelID:     "/models/test-model",
+		maxModelLen: 4096, // trtllm-mock's max_seq_len
+		outputToken: enginemock.OutputToken,
+		// A crashed rank: HealthCheck answers a description, the process
+		// stays up.
+		unhealthy: lossWay{"crashed rank", func(t *testing.T, m *mock) {
+			m.setHealth(t, "", "NOT_SERVING")
+		}},
+		livenessFails: healthToggle{
+			signal: "HealthCheck",
+			fail:   func(t *testing.T, m *mock) { m.setHealth(t, "", "NOT_SERVING") },
+			clear:  func(t *testing.T, m *mock) { m.setHealth(t, "", "SERVING") },
+		},
+		lostReason: "TensorRT-LLM engine lost",
+		// HealthCheck, polled, is the engine's only health signal.
+		pollOnly: []mockVariant{{"HealthCheck polled", nil}},
 	},
 }
 
