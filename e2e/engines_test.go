@@ -78,6 +78,7 @@ var engines = []*engine{
 		lostReason: "TensorRT-LLM engine lost",
 		// HealthCheck, polled, is the engine's only health signal.
 		pollOnly: []mockVariant{{"HealthCheck polled", nil}},
+		specific: trtllmCases,
 	},
 }
 
