@@ -232,8 +232,12 @@ type Vigil struct {
 	Started time.Time
 }
 
-// StartVigil starts `vigil run` and returns at once.
+// StartVigil starts `vigil run` and returns at once; an o.Engine of ""
+// is the Harness's Engine.
 func (h *Harness) StartVigil(o VigilOpts) (*Vigil, error) {
+	if o.Engine == "" {
+		o.Engine = h.Engine.Name
+	}
 	return StartVigil(h, h.Bins.Vigil, o)
 }
 
