@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/vigilhq/vigil/e2e v0.0.0
+	github.com/vigilhq/vigil/plugins/trtllm v0.0.0
 	github.com/vigilhq/vigil/plugins/vllm v0.0.0
 	github.com/vigilhq/vigil/proto v0.0.0
 	google.golang.org/grpc v1.85.0
@@ -37,6 +38,8 @@ require (
 replace github.com/vigilhq/vigil/proto => ../proto
 
 replace github.com/vigilhq/vigil/plugins/vllm => ../plugins/vllm
+
+replace github.com/vigilhq/vigil/plugins/trtllm => ../plugins/trtllm
 
 replace github.com/vigilhq/vigil/sdk => ../sdk
 
