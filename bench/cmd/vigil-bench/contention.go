@@ -19,6 +19,7 @@ const busyShare = 0.05
 // busy neighbour slows every figure here.
 type contention struct {
 	Figure      string  `json:"figure"`
+	Engine      string  `json:"engine"`
 	WallSeconds float64 `json:"wall_seconds"`
 	OwnCPU      float64 `json:"own_cpu_seconds"`
 	OtherCPU    float64 `json:"other_cpu_seconds"`
@@ -36,15 +37,15 @@ func startMeter() meter {
 	return meter{machine: harness.MachineCPU(), own: harness.OwnCPU(), start: time.Now()}
 }
 
-// stop returns the figure's contention.
-func (m meter) stop(figure string) contention {
+// stop returns the contention of figure, measured with engine.
+func (m meter) stop(figure, engine string) contention {
 	wall := time.Since(m.start)
 	machine, own := harness.MachineCPU()-m.machine, harness.OwnCPU()-m.own
 	// The two readings tick separately: a small negative remainder is
 	// rounding, not a measurement.
 	other := max(0, machine-own)
 	return contention{
-		Figure: figure, WallSeconds: wall.Seconds(), OwnCPU: own.Seconds(), OtherCPU: other.Seconds(),
+		Figure: figure, Engine: engine, WallSeconds: wall.Seconds(), OwnCPU: own.Seconds(), OtherCPU: other.Seconds(),
 		OtherShare: other.Seconds() / (wall.Seconds() * float64(runtime.NumCPU())),
 	}
 }
@@ -52,13 +53,13 @@ func (m meter) stop(figure string) contention {
 // contentionSection is the per-figure table of results.md.
 func contentionSection(cs []contention) report.Section {
 	var b strings.Builder
-	b.WriteString("| figure | wall | CPU of this run | CPU of other processes | other processes' share of the machine |\n")
-	b.WriteString("|---|---|---|---|---|\n")
+	b.WriteString("| figure | engine | wall | CPU of this run | CPU of other processes | other processes' share of the machine |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
 	var disturbed []string
 	for _, c := range cs {
-		fmt.Fprintf(&b, "| %s | %.0f s | %.1f s | %.1f s | %.0f%% |\n", c.Figure, c.WallSeconds, c.OwnCPU, c.OtherCPU, 100*c.OtherShare)
+		fmt.Fprintf(&b, "| %s | %s | %.0f s | %.1f s | %.1f s | %.0f%% |\n", c.Figure, c.Engine, c.WallSeconds, c.OwnCPU, c.OtherCPU, 100*c.OtherShare)
 		if c.OtherShare > busyShare {
-			disturbed = append(disturbed, c.Figure)
+			disturbed = append(disturbed, c.Figure+" ("+c.Engine+")")
 		}
 	}
 	note := "No other process took a noticeable share of the machine."

@@ -37,12 +37,13 @@ func figureNames() []string {
 	return out
 }
 
-// env is what figures share: the harness, the Consul agent, the mode, and
-// results that a later figure reuses.
+// env is what the figures of one engine share: the harness, the Consul
+// agent, the mode, the engine, and results that a later figure reuses.
 type env struct {
 	h           *harness.Harness
 	consul      *harness.Consul
 	quick       bool
+	engine      benchEngine
 	registryDir string
 
 	services int
@@ -73,7 +74,7 @@ func (e *env) pick(full, quick time.Duration) time.Duration {
 // disturb the next trial's observer.
 func (e *env) service(prefix string) string {
 	e.services++
-	return fmt.Sprintf("bench-%s-%d", prefix, e.services)
+	return fmt.Sprintf("bench-%s-%s-%d", e.engine.Name, prefix, e.services)
 }
 
 // fileRegistry returns a fresh file registry directory.

@@ -1,9 +1,10 @@
-// Command vigil-bench measures vigil as processes: it builds vigil and
-// vllm-mock, starts a Consul dev agent on loopback ports of its own, runs
-// the figures of bench/README.md (B1 to B7), prints one table of figure,
+// Command vigil-bench measures vigil as processes: it builds vigil and the
+// mock of each engine, starts a Consul dev agent on loopback ports of its
+// own, runs the figures of bench/README.md (B1 to B7) with each engine in
+// turn (those that apply to it), prints one table of figure, engine,
 // metric, value and target, and writes results.md and results.json.
 //
-//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...]
+//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...] [-engines vllm,trtllm]
 //
 // Every process it starts is killed when it ends, on error, panic or
 // SIGINT/SIGTERM too. Exit status: 0 when every figure was measured, 1
@@ -30,6 +31,7 @@ type options struct {
 	quick   bool
 	out     string
 	figures []string
+	engines []benchEngine
 }
 
 func main() {
@@ -49,6 +51,7 @@ func parseFlags(args []string) (options, error) {
 	quick := fs.Bool("quick", false, "one short trial of each figure (B2's down time cut to 3s): checks the harness, measures little")
 	out := fs.String("out", "", "directory for results.md and results.json (default: bench/ at the repository root)")
 	figs := fs.String("figures", strings.Join(figureNames(), ","), "comma-separated figures to run")
+	engs := fs.String("engines", strings.Join(engineNames(), ","), "comma-separated engines to run them with, in turn")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -56,6 +59,10 @@ func parseFlags(args []string) (options, error) {
 		return options{}, fmt.Errorf("unexpected argument %q; vigil-bench takes flags only", fs.Arg(0))
 	}
 	o := options{quick: *quick, out: *out}
+	var err error
+	if o.engines, err = parseEngines(*engs); err != nil {
+		return options{}, err
+	}
 	for _, f := range strings.Split(*figs, ",") {
 		f = strings.ToUpper(strings.TrimSpace(f))
 		if !slices.Contains(figureNames(), f) {
@@ -75,8 +82,12 @@ func run(opts options) int {
 		fmt.Fprintln(os.Stderr, "vigil-bench:", err)
 		return 1
 	}
-	progress("building vigil and vllm-mock")
-	h, err := harness.New(root)
+	var engines []harness.Engine
+	for _, b := range opts.engines {
+		engines = append(engines, b.Engine)
+	}
+	progress("building vigil and the mocks")
+	h, err := harness.New(root, engines...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vigil-bench:", err)
 		return 1
@@ -92,9 +103,16 @@ func run(opts options) int {
 		fmt.Fprintln(os.Stderr, "vigil-bench:", err)
 		return 1
 	}
-	e := &env{h: h, consul: consul, quick: opts.quick, registryDir: filepath.Join(h.Dir, "registry")}
+	var envs []*env
+	for _, b := range opts.engines {
+		envs = append(envs, &env{h: h, consul: consul, quick: opts.quick, engine: b,
+			registryDir: filepath.Join(h.Dir, "registry", b.Name)})
+	}
 	res := report.Results{Machine: report.DescribeMachine(root), Quick: opts.quick, Figures: opts.figures, Notes: notes(opts.quick)}
-	code := runFigures(e, opts.figures, &res)
+	for _, b := range opts.engines {
+		res.Engines = append(res.Engines, b.Name)
+	}
+	code := runFigures(envs, opts.figures, &res)
 	res.Runtime = time.Since(began).Seconds()
 	if opts.out == "" {
 		opts.out = filepath.Join(root, "bench")
@@ -106,33 +124,53 @@ func run(opts options) int {
 	return code
 }
 
-// runFigures runs the selected figures in order into res, and returns 1
-// when one of them failed (its error is a row of the table), else 0. A
-// failed figure does not stop the others.
-func runFigures(e *env, names []string, res *report.Results) int {
+// runFigures runs the selected figures in order, with each engine in turn
+// (those of its figures that apply to it), into res, and returns 1 when
+// one of them failed (its error is a row of the table), else 0. A failed
+// figure does not stop the others.
+func runFigures(envs []*env, names []string, res *report.Results) int {
 	code := 0
 	var cs []contention
-	for _, f := range figures {
-		if !slices.Contains(names, f.name) {
+	for _, e := range envs {
+		if err := e.h.Use(e.engine.Name); err != nil {
+			res.Rows = append(res.Rows, engineRows(e, report.ErrorRow("-", err))...)
+			code = 1
 			continue
 		}
-		progress("%s: %s", f.name, f.title)
-		m := startMeter()
-		rows, err := f.run(e)
-		c := m.stop(f.name)
-		cs = append(cs, c)
-		if c.OtherShare > busyShare {
-			progress("%s: other processes took %.0f%% of the machine meanwhile", f.name, 100*c.OtherShare)
+		for _, f := range figures {
+			if !slices.Contains(names, f.name) || !e.engine.measures(f.name) {
+				continue
+			}
+			progress("%s, %s: %s", f.name, e.engine.Name, f.title)
+			m := startMeter()
+			rows, err := f.run(e)
+			c := m.stop(f.name, e.engine.Name)
+			cs = append(cs, c)
+			if c.OtherShare > busyShare {
+				progress("%s, %s: other processes took %.0f%% of the machine meanwhile", f.name, e.engine.Name, 100*c.OtherShare)
+			}
+			res.Rows = append(res.Rows, engineRows(e, rows...)...)
+			if err != nil {
+				res.Rows = append(res.Rows, engineRows(e, report.ErrorRow(f.name, err))...)
+				progress("%s, %s failed: %v", f.name, e.engine.Name, err)
+				code = 1
+			}
 		}
-		res.Rows = append(res.Rows, rows...)
-		if err != nil {
-			res.Rows = append(res.Rows, report.ErrorRow(f.name, err))
-			progress("%s failed: %v", f.name, err)
-			code = 1
+		for _, s := range e.sections {
+			s.Title = fmt.Sprintf("%s (%s)", s.Title, e.engine.Name)
+			res.Sections = append(res.Sections, s)
 		}
 	}
-	res.Sections = append(e.sections, contentionSection(cs))
+	res.Sections = append(res.Sections, contentionSection(cs))
 	return code
+}
+
+// engineRows are rows measured with e's engine, saying so.
+func engineRows(e *env, rows ...report.Row) []report.Row {
+	for i := range rows {
+		rows[i].Engine = e.engine.Name
+	}
+	return rows
 }
 
 // output prints the table on stdout and writes the results files.

@@ -32,6 +32,36 @@ func TestParseFlags(t *testing.T) {
 	}
 }
 
+func TestParseEngines(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		args    []string
+		engines []string
+		wantErr bool
+	}{
+		"defaults":       {nil, engineNames(), false},
+		"one":            {[]string{"-engines", "trtllm"}, []string{"trtllm"}, false},
+		"order and case": {[]string{"-engines", "TRTLLM, vllm,trtllm"}, []string{"trtllm", "vllm"}, false},
+		"unknown engine": {[]string{"-engines", "vllm,tgi"}, nil, true},
+		"empty":          {[]string{"-engines", ""}, nil, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got, err := parseFlags(tc.args)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseFlags(%q) error = %v, want error %v", tc.args, err, tc.wantErr)
+			}
+			var names []string
+			for _, b := range got.engines {
+				names = append(names, b.Name)
+			}
+			if err == nil && !slices.Equal(names, tc.engines) {
+				t.Errorf("parseFlags(%q) = engines %v, want %v", tc.args, names, tc.engines)
+			}
+		})
+	}
+}
+
 func TestWithdrawSeq(t *testing.T) {
 	t.Parallel()
 	for id, want := range map[string]int{"b7x-12-3": 12, "b7x-0-17": 0, "b7x-5": -1, "b7r-12-3": -1, "b7x-a-1": -1, "": -1} {

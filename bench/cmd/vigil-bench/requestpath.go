@@ -305,7 +305,7 @@ type rowBench struct {
 func (b *rowBench) warm() error {
 	cfg := load.Config{Streams: 16, Duration: warmup, MaxRequests: rowMaxRequests, RequestTimeout: requestTimeout, IDPrefix: "warm-"}
 	for name, req := range map[string]load.Request{
-		"direct": load.Direct(b.direct, requestTokens),
+		"direct": b.e.engine.direct(b.direct, requestTokens),
 		"vigil":  load.Worker(b.vigil, requestTokens),
 	} {
 		res := load.Run(context.Background(), cfg, req)
@@ -324,7 +324,7 @@ func (b *rowBench) row(delay time.Duration, streams int) (requestPathRow, error)
 		MaxRequests: rowMaxRequests, RequestTimeout: requestTimeout,
 		IDPrefix: fmt.Sprintf("d%s-s%d-", delayName(delay), streams),
 	}
-	r.direct = b.path(cfg, load.Direct(b.direct, requestTokens), false)
+	r.direct = b.path(cfg, b.e.engine.direct(b.direct, requestTokens), false)
 	cfg.IDPrefix = fmt.Sprintf("v%s-s%d-", delayName(delay), streams)
 	// B6 reads vigil's memory under the heaviest load, the last row.
 	r.vigil = b.path(cfg, load.Worker(b.vigil, requestTokens), streams == streamCounts[len(streamCounts)-1])

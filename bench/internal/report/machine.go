@@ -39,7 +39,7 @@ func DescribeMachine(root string) Machine {
 	if out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output(); err == nil {
 		m.Commit = strings.TrimSpace(string(out))
 	}
-	m.Sharing = fmt.Sprintf("every process (the driver and its load generator, Consul, vllm-mock engines, vigil "+
+	m.Sharing = fmt.Sprintf("every process (the driver and its load generator, Consul, the mock engines, vigil "+
 		"and its adapter child, vigil route) ran on the same %d cores with no CPU pinning or priorities, "+
 		"each Go program with the default GOMAXPROCS (%d)", m.Cores, m.Cores)
 	return m

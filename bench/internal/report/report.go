@@ -19,6 +19,8 @@ import (
 // target. Targets are printed beside the value, never asserted.
 type Row struct {
 	Figure string `json:"figure"`
+	// Engine is the engine the figure was measured with.
+	Engine string `json:"engine,omitempty"`
 	Metric string `json:"metric"`
 	Value  string `json:"value"`
 	Target string `json:"target,omitempty"`
@@ -40,6 +42,7 @@ type Results struct {
 	Machine  Machine   `json:"machine"`
 	Quick    bool      `json:"quick"`
 	Figures  []string  `json:"figures_run"`
+	Engines  []string  `json:"engines_run,omitempty"`
 	Rows     []Row     `json:"rows"`
 	Sections []Section `json:"sections,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
@@ -49,9 +52,9 @@ type Results struct {
 // WriteTable prints the rows as an aligned text table.
 func WriteTable(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FIGURE\tMETRIC\tVALUE\tTARGET")
+	fmt.Fprintln(tw, "FIGURE\tENGINE\tMETRIC\tVALUE\tTARGET")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Figure, r.Metric, r.Value, orDash(r.Target))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Figure, orDash(r.Engine), r.Metric, r.Value, orDash(r.Target))
 	}
 	return tw.Flush()
 }
@@ -88,12 +91,16 @@ func Markdown(res Results) string {
 	if res.Quick {
 		kind = "quick run (`make bench-quick`: one short trial of each figure; not a measurement)"
 	}
-	fmt.Fprintf(&b, "# vigil benchmark results\n\n%s, %s, %.0f s.\n\n", kind, res.Machine.Date, res.Runtime)
+	fmt.Fprintf(&b, "# vigil benchmark results\n\n%s, %s, %.0f s", kind, res.Machine.Date, res.Runtime)
+	if len(res.Engines) > 0 {
+		fmt.Fprintf(&b, "; engines %s", strings.Join(res.Engines, ", "))
+	}
+	b.WriteString(".\n\n")
 	b.WriteString("Produced by `bench/cmd/vigil-bench`; see [bench/README.md](README.md) for how each figure is measured. ")
 	b.WriteString("Targets are printed beside the figures, not asserted.\n\n")
-	b.WriteString("| figure | metric | value | target |\n|---|---|---|---|\n")
+	b.WriteString("| figure | engine | metric | value | target |\n|---|---|---|---|---|\n")
 	for _, r := range res.Rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Figure, escape(r.Metric), escape(r.Value), escape(orDash(r.Target)))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Figure, orDash(r.Engine), escape(r.Metric), escape(r.Value), escape(orDash(r.Target)))
 	}
 	for _, s := range res.Sections {
 		fmt.Fprintf(&b, "\n## %s\n\n%s\n", s.Title, s.Text)
