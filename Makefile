@@ -39,9 +39,10 @@ unit: ## unit and in-process tests, race detector on
 e2e: consul ## process tests against a real Consul agent
 	go test -race -count=1 -p 1 -timeout 20m ./e2e/...
 
-# The benchmarks build their own vigil and vllm-mock (no -race) and start
-# their own Consul agent; see bench/README.md. The full run takes about
-# 4 minutes and writes bench/results.md and bench/results.json.
+# The benchmarks build their own vigil and each engine's mock (no -race)
+# and start their own Consul agent; see bench/README.md. The full run, with
+# every engine, takes about 8 minutes and writes bench/results.md and
+# bench/results.json; bench-quick runs every engine too.
 bench: consul ## measure vigil: print the figures and write bench/results.{md,json}
 	go run ./bench/cmd/vigil-bench
 
