@@ -57,6 +57,9 @@ var engines = []*engine{
 			{"readiness service withdraws without loss", vllmReadinessService},
 		},
 	},
+	// TensorRT-LLM has no lifetime id, no text prompts, no health Watch,
+	// no sleep or pause, and vigil no adapter executable for it: those
+	// fields stay zero, and the scenarios needing them skip.
 	{
 		Engine: harness.TRTLLM,
 		// The engine has no served name: model_id, often a path, is it.
