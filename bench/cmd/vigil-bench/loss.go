@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"syscall"
 	"time"
 
@@ -137,6 +138,13 @@ func lossTrial(e *env, c lossCase) (lossSample, error) {
 		return lossSample{}, err
 	}
 	defer v.Kill()
+	// A polled engine's unhealthy answer is seen at the next poll. The
+	// registration follows a poll closely, so a loss at a fixed time after
+	// it would always fall at one point of the interval; at a random
+	// point instead, the trials span the interval.
+	if iv := e.engine.pollInterval; iv > 0 && !c.kill {
+		time.Sleep(rand.N(iv))
+	}
 
 	lost, err := loseEngine(m, c.kill)
 	if err != nil {
