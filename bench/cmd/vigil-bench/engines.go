@@ -40,9 +40,11 @@ var benchEngines = []benchEngine{
 		pollInterval: defaultHealthInterval},
 }
 
-func engineNames() []string {
-	out := make([]string, len(benchEngines))
-	for i, b := range benchEngines {
+func engineNames() []string { return engineNamesOf(benchEngines) }
+
+func engineNamesOf(bs []benchEngine) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
 		out[i] = b.Name
 	}
 	return out

@@ -108,10 +108,8 @@ func run(opts options) int {
 		envs = append(envs, &env{h: h, consul: consul, quick: opts.quick, engine: b,
 			registryDir: filepath.Join(h.Dir, "registry", b.Name)})
 	}
-	res := report.Results{Machine: report.DescribeMachine(root), Quick: opts.quick, Figures: opts.figures, Notes: notes(opts.quick)}
-	for _, b := range opts.engines {
-		res.Engines = append(res.Engines, b.Name)
-	}
+	res := report.Results{Machine: report.DescribeMachine(root), Quick: opts.quick, Figures: opts.figures,
+		Engines: engineNamesOf(opts.engines), Notes: notes(opts.quick)}
 	code := runFigures(envs, opts.figures, &res)
 	res.Runtime = time.Since(began).Seconds()
 	if opts.out == "" {

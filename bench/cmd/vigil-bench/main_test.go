@@ -34,31 +34,20 @@ func TestParseFlags(t *testing.T) {
 
 func TestParseEngines(t *testing.T) {
 	t.Parallel()
-	for name, tc := range map[string]struct {
-		args    []string
-		engines []string
-		wantErr bool
-	}{
-		"defaults":       {nil, engineNames(), false},
-		"one":            {[]string{"-engines", "trtllm"}, []string{"trtllm"}, false},
-		"order and case": {[]string{"-engines", "TRTLLM, vllm,trtllm"}, []string{"trtllm", "vllm"}, false},
-		"unknown engine": {[]string{"-engines", "vllm,tgi"}, nil, true},
-		"empty":          {[]string{"-engines", ""}, nil, true},
+	// A nil want is an error.
+	for list, want := range map[string][]string{
+		"trtllm":              {"trtllm"},
+		"TRTLLM, vllm,trtllm": {"trtllm", "vllm"},
+		"vllm,tgi":            nil,
+		"":                    nil,
 	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			got, err := parseFlags(tc.args)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("parseFlags(%q) error = %v, want error %v", tc.args, err, tc.wantErr)
-			}
-			var names []string
-			for _, b := range got.engines {
-				names = append(names, b.Name)
-			}
-			if err == nil && !slices.Equal(names, tc.engines) {
-				t.Errorf("parseFlags(%q) = engines %v, want %v", tc.args, names, tc.engines)
-			}
-		})
+		got, err := parseEngines(list)
+		if names := engineNamesOf(got); (err != nil) != (want == nil) || !slices.Equal(names, want) {
+			t.Errorf("parseEngines(%q) = %v, %v; want %v", list, names, err, want)
+		}
+	}
+	if o, err := parseFlags(nil); err != nil || !slices.Equal(engineNamesOf(o.engines), engineNames()) {
+		t.Errorf("parseFlags() = engines %v, %v; want every engine, %v", engineNamesOf(o.engines), err, engineNames())
 	}
 }
 
