@@ -12,11 +12,16 @@ PKGS     := $(patsubst %,./%/...,$(filter-out e2e,$(MODULES)))
 ifeq ($(MODULES),)
 $(error no modules read from go.work: is go on PATH, and GOWORK not off?)
 endif
+# Every Go module, the workspace's and those outside it (the pinned tools,
+# the examples), for the tidy check.
+GOMODS   := $(MODULES) $(patsubst %/go.mod,%,$(wildcard tools/*/go.mod examples/*/go.mod))
+# The example adapter: its own module, outside go.work.
+EXAMPLE  := examples/adapter
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: build test unit e2e lint demo proto proto-check tools consul proto-tools clean bench bench-quick
+.PHONY: build test unit example e2e lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -25,14 +30,33 @@ build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adap
 	go build -o $(BIN)/trtllm-mock ./plugins/trtllm/cmd/trtllm-mock
 	go build -o $(BIN)/vigil-adapter-vllm ./plugins/vllm/cmd/vigil-adapter-vllm
 
-test: lint unit e2e ## everything CI runs
+test: lint unit example e2e ## everything CI runs
 
-lint: ## gofmt and go vet over every module
-	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+lint: tidy-check ## gofmt, go vet and the tidy check over every module
+	@out=$$(gofmt -l $(MODULES) $(EXAMPLE)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS) ./e2e/...
+
+# Each module is tidied alone (GOWORK=off), as `go get` sees it: the
+# workspace would hide a requirement missing from a module's own go.mod.
+# Local replaces resolve from their directories all the same.
+tidy: ## go mod tidy every module
+	@set -e; for m in $(GOMODS); do echo "tidy $$m"; (cd $$m && GOWORK=off go mod tidy); done
+
+# The sdk is fetched by authors, whose builds ignore its replaces: it has none.
+tidy-check: ## fail when any module's go.mod or go.sum is not tidy, or the sdk's has a replace
+	@if (cd sdk && go mod edit -json) | grep -q '"Replace": \['; then echo "sdk/go.mod has a replace, which go get ignores"; exit 1; fi
+	@bad=; for m in $(GOMODS); do (cd $$m && GOWORK=off go mod tidy -diff) || bad="$$bad $$m"; done; \
+	  if [ -n "$$bad" ]; then echo "not tidy:$$bad: run make tidy and commit"; exit 1; fi
 
 unit: ## unit and in-process tests, race detector on
 	go test -race -count=1 $(PKGS)
+
+# Built and tested as its author would: GOWORK=off, the sdk by its module
+# path (the example's one replace stands in for a tagged sdk/v* version).
+example: ## vet, test (the sdk's conformance kit included) and build the example adapter into bin/
+	cd $(EXAMPLE) && GOWORK=off go vet ./...
+	cd $(EXAMPLE) && GOWORK=off go test -race -count=1 ./...
+	cd $(EXAMPLE) && GOWORK=off go build -o $(CURDIR)/$(BIN)/ ./cmd/...
 
 # The e2e tests start real processes and a Consul agent; one package at a
 # time keeps them steady on a 2-core machine.
@@ -67,10 +91,20 @@ proto: proto-tools ## regenerate the committed Go code from the .proto files
 	$(TOOLBIN)/buf lint
 	$(TOOLBIN)/buf generate
 
-proto-check: proto ## fail when the committed generated code is stale
+proto-check: proto proto-breaking ## fail when the committed generated code is stale or vigil.plugin.v1 breaks
 	@git diff --exit-code -- '*.pb.go' || { echo "generated code is stale: run make proto and commit"; exit 1; }
 	@untracked=$$(git ls-files --others --exclude-standard -- '*.pb.go'); \
 	  if [ -n "$$untracked" ]; then echo "uncommitted generated files: $$untracked"; exit 1; fi
+
+# vigil.plugin.v1 as first released, a buf image (made with `buf build --path
+# proto/vigil/plugin/v1 --exclude-source-info -o ...`): hosts and adapters of
+# different releases talk over it, and authors generate code from it, so it
+# must stay compatible (buf's FILE rules). After the first sdk/v* tag, check
+# against that tag instead (README, "Releasing the sdk").
+PLUGIN_RELEASED := proto/vigil/plugin/v1/released.binpb
+
+proto-breaking: proto-tools ## fail when vigil.plugin.v1 breaks compatibility with its first release
+	$(TOOLBIN)/buf breaking proto --against $(PLUGIN_RELEASED)
 
 clean:
 	rm -rf $(BIN)

@@ -28,15 +28,7 @@ func TestBadFlags(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := startProc(t, "vigil", vigilBin, append([]string{"run", "--registry-dir", t.TempDir()}, tc.args...)...)
-			if code := p.wait(10 * time.Second); code != 78 {
-				t.Fatalf("exit code = %d, want 78", code)
-			}
-			out := p.output()
-			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("message does not mention %q:\n%s", w, out)
-				}
-			}
+			out := p.exits(78, 10*time.Second, tc.want...)
 			if strings.Contains(out, "starting engine adapter") {
 				t.Errorf("vigil started work despite bad input:\n%s", out)
 			}

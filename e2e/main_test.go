@@ -28,7 +28,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	vigilBin = filepath.Join(dir, "vigil")
-	builds := map[string]string{vigilBin: harness.VigilPkg}
+	testAdapterBin = filepath.Join(dir, "vigil-adapter-test")
+	builds := map[string]string{vigilBin: harness.VigilPkg, testAdapterBin: testAdapterPkg}
 	for _, e := range engines {
 		e.mockBin = filepath.Join(dir, e.Mock)
 		builds[e.mockBin] = e.MockPkg
@@ -38,14 +39,17 @@ func TestMain(m *testing.M) {
 		}
 	}
 	for bin, pkg := range builds {
-		args := []string{"build", "-o", bin}
-		if raceEnabled {
-			args = append(args, "-race")
+		if err := goBuild("", bin, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(1)
 		}
-		cmd := exec.Command("go", append(args, pkg)...)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: building %s: %v\n", pkg, err)
+	}
+	// The example adapter is its own module, outside the workspace: built
+	// as its author would, by its module path.
+	toyAdapterBin, toyEngineBin = filepath.Join(dir, "vigil-adapter-toy"), filepath.Join(dir, "toy-engine")
+	for bin, pkg := range map[string]string{toyAdapterBin: "./cmd/vigil-adapter-toy", toyEngineBin: "./cmd/toy-engine"} {
+		if err := goBuild(exampleDir, bin, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
 			os.Exit(1)
 		}
 	}
@@ -59,6 +63,27 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// exampleDir is the example adapter's module, relative to this package.
+const exampleDir = "../examples/adapter"
+
+// goBuild builds pkg into bin, with the race detector when the tests have
+// it; in dir with GOWORK=off when dir is set (a module outside go.work).
+func goBuild(dir, bin, pkg string) error {
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if dir != "" {
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK=off")
+	}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building %s: %w", pkg, err)
+	}
+	return nil
 }
 
 // freePort returns a loopback TCP port that was free a moment ago and that

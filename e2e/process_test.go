@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -85,6 +86,22 @@ func (p *proc) wait(timeout time.Duration) int {
 		p.t.Fatalf("%s did not close its output within %s", p.Name, timeout)
 	}
 	return code
+}
+
+// exits waits for the process to exit with code and fails the test unless
+// its output holds each of says; it returns the output.
+func (p *proc) exits(code int, timeout time.Duration, says ...string) string {
+	p.t.Helper()
+	if got := p.wait(timeout); got != code {
+		p.t.Fatalf("exit code = %d, want %d", got, code)
+	}
+	out := p.output()
+	for _, s := range says {
+		if !strings.Contains(out, s) {
+			p.t.Errorf("output does not hold %q:\n%s", s, out)
+		}
+	}
+	return out
 }
 
 // signal sends sig to the process alone, not its process group.

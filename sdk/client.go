@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 )
 
 // engineClient is the host's view of an adapter subprocess: an Engine whose

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 

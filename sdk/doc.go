@@ -14,6 +14,11 @@
 //     then every change; [Lost] is the last event.
 //  4. Shutdown: release engine connections; the engine keeps running.
 //
+// An adapter logs with [Logger]: its entries reach vigil's log at their own
+// level, under the adapter's name, and nothing below vigil's log level is
+// written. What the adapter writes to stdout and stderr after [Serve], and
+// the standard log package's lines, reach it too, at INFO.
+//
 // The packages below are opt-in:
 //
 //   - [github.com/vigilhq/vigil/sdk/adapterkit] is the engine-independent

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -50,6 +51,29 @@ type Capabilities struct {
 	Generate bool
 	// Abort: the adapter aborts a forwarded request by id.
 	Abort bool
+}
+
+// CheckCapabilities reports, wrapping ErrUnimplemented, the capabilities c
+// claims that e does not implement: Generate and Abort need e to be a
+// Generator. (Readiness needs an engine to check.) Serve's Info answers
+// with this error, so that a host refuses such an adapter at startup
+// rather than failing its first request.
+func CheckCapabilities(e Engine, c Capabilities) error {
+	if _, ok := e.(Generator); ok {
+		return nil
+	}
+	var claimed []string
+	if c.Generate {
+		claimed = append(claimed, "Generate")
+	}
+	if c.Abort {
+		claimed = append(claimed, "Abort")
+	}
+	if len(claimed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: the adapter claims %s but does not implement sdk.Generator",
+		ErrUnimplemented, strings.Join(claimed, " and "))
 }
 
 // StartRequest is what the host asks of Start.

@@ -2,16 +2,15 @@ package sdk
 
 import (
 	"context"
-	"fmt"
+	"log"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
-	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 	"google.golang.org/grpc"
 )
 
@@ -65,8 +64,8 @@ type serveConfig struct {
 	test        *plugin.ServeTestConfig
 }
 
-// WithLogger sets the adapter's logger. Default: JSON lines on stderr at
-// INFO, which the host relays into its own log.
+// WithLogger sets the adapter's logger. Default: Logger(), whose entries
+// reach the host's log at their level.
 func WithLogger(l hclog.Logger) ServeOption { return func(c *serveConfig) { c.logger = l } }
 
 // WithParentWatch sets how often the adapter checks that the host process
@@ -85,6 +84,12 @@ func WithTestConfig(tc *plugin.ServeTestConfig) ServeOption {
 // Serve runs impl as a vigil engine adapter. Call it from the adapter's
 // main; it returns when the host shuts the adapter down.
 //
+// What the adapter logs reaches the host's log: Logger's entries at their
+// level; from the moment Serve is called, what the standard log package
+// writes (unless it was pointed elsewhere) at INFO; and, once the
+// handshake is done, what is written to os.Stdout and os.Stderr at INFO,
+// a line at a time (go-plugin carries both to the host).
+//
 // Serve makes the adapter exit when its host dies, even from SIGKILL:
 // go-plugin alone leaves such a plugin running. It also ignores SIGTERM, as
 // go-plugin ignores SIGINT, because the host decides when the adapter stops.
@@ -94,12 +99,7 @@ func Serve(impl Engine, opts ...ServeOption) {
 		o(&cfg)
 	}
 	if cfg.logger == nil {
-		cfg.logger = hclog.New(&hclog.LoggerOptions{
-			Name:       "adapter",
-			Level:      hclog.Info,
-			Output:     os.Stderr,
-			JSONFormat: true,
-		})
+		cfg.logger = Logger()
 	}
 	if cfg.test == nil {
 		sigs := make(chan os.Signal, 1)
@@ -112,6 +112,7 @@ func Serve(impl Engine, opts ...ServeOption) {
 		if cfg.parentWatch > 0 {
 			go watchParent(os.Getppid(), cfg.parentWatch, cfg.logger)
 		}
+		captureStdLog(cfg.logger)
 	}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
@@ -122,6 +123,17 @@ func Serve(impl Engine, opts ...ServeOption) {
 		Logger: cfg.logger,
 		Test:   cfg.test,
 	})
+}
+
+// captureStdLog sends the standard log package's lines to logger at INFO,
+// without their own date and time (logger stamps them), when the package
+// still writes to stderr: go-plugin relays plain lines there only at DEBUG.
+func captureStdLog(logger hclog.Logger) {
+	if log.Writer() != stderr {
+		return // the adapter chose where its log goes
+	}
+	log.SetOutput(&lineLogger{log: logger, max: MaxLogLine})
+	log.SetFlags(log.Flags() &^ (log.Ldate | log.Ltime | log.Lmicroseconds))
 }
 
 // watchParent exits the process once it has been re-parented, which on Unix
@@ -141,97 +153,6 @@ func watchParent(ppid int, every time.Duration, log hclog.Logger) {
 		}
 	}
 }
-
-// LaunchConfig configures Launch.
-type LaunchConfig struct {
-	// Cmd runs the adapter executable. For a built-in adapter it re-runs
-	// the host's own executable. Required.
-	Cmd *exec.Cmd
-	// Logger receives go-plugin's and the adapter's log lines. Default:
-	// discarded.
-	Logger hclog.Logger
-	// StartTimeout bounds the handshake. Default 30s.
-	StartTimeout time.Duration
-}
-
-// Plugin is a running adapter subprocess.
-type Plugin struct {
-	// Engine is the adapter, called over gRPC.
-	Engine Engine
-	// Version is the negotiated vigil.plugin API version.
-	Version int
-
-	client *plugin.Client
-}
-
-// Launch starts an adapter subprocess with AutoMTLS and returns it ready for
-// calls. When ctx ends before the handshake completes, the process is killed
-// and Launch returns an error wrapping ctx's. On error no process is left
-// running.
-func Launch(ctx context.Context, cfg LaunchConfig) (*Plugin, error) {
-	if cfg.Cmd == nil {
-		return nil, fmt.Errorf("%w: launch config has no command", ErrInvalidArgument)
-	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = hclog.NewNullLogger()
-	}
-	timeout := cfg.StartTimeout
-	if timeout == 0 {
-		timeout = 30 * time.Second
-	}
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  Handshake,
-		VersionedPlugins: pluginSets(nil),
-		Cmd:              cfg.Cmd,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		GRPCDialOptions:  StreamDialOptions(),
-		Logger:           logger,
-		StartTimeout:     timeout,
-	})
-	// go-plugin's handshake takes no context: killing the process is what
-	// ends it early.
-	handshook := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			client.Kill()
-		case <-handshook:
-		}
-	}()
-	rpc, err := client.Client()
-	close(handshook)
-	if err == nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		client.Kill()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("starting adapter %s: %w", cfg.Cmd.Path, ctx.Err())
-		}
-		return nil, fmt.Errorf("starting adapter %s: %w", cfg.Cmd.Path, err)
-	}
-	raw, err := rpc.Dispense(PluginName)
-	if err != nil {
-		client.Kill()
-		return nil, fmt.Errorf("dispensing adapter %s: %w", cfg.Cmd.Path, err)
-	}
-	ec, ok := raw.(*engineClient)
-	if !ok {
-		client.Kill()
-		return nil, fmt.Errorf("adapter %s: unexpected plugin type %T", cfg.Cmd.Path, raw)
-	}
-	ec.exited = client.Exited
-	return &Plugin{Engine: ec, Version: client.NegotiatedVersion(), client: client}, nil
-}
-
-// Exited reports whether the adapter process has exited.
-func (p *Plugin) Exited() bool { return p.client.Exited() }
-
-// Kill stops the adapter: gracefully first, then forcibly after go-plugin's
-// 2 s bound. It is idempotent.
-func (p *Plugin) Kill() { p.client.Kill() }
 
 // streamWindow is the static HTTP/2 flow-control window of the connections
 // that carry token streams. A static window turns off gRPC's BDP estimator,

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 )
 
 // engineServer serves an Engine over vigil.plugin.v1 inside the adapter
@@ -18,6 +18,9 @@ var _ pluginv1.EngineServer = (*engineServer)(nil)
 
 func (s *engineServer) Info(ctx context.Context, _ *pluginv1.InfoRequest) (*pluginv1.InfoResponse, error) {
 	info, err := s.impl.Info(ctx)
+	if err == nil {
+		err = CheckCapabilities(s.impl, info.Capabilities)
+	}
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	pluginv1 "github.com/vigilhq/vigil/proto/vigil/plugin/v1"
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 )
 
 // The go-plugin protocol version and the proto package's version suffix

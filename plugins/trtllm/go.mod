@@ -22,7 +22,6 @@ require (
 	github.com/mattn/go-isatty v0.0.17 // indirect
 	github.com/oklog/run v1.1.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
-	github.com/vigilhq/vigil/proto v0.0.0 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
@@ -31,5 +30,3 @@ require (
 )
 
 replace github.com/vigilhq/vigil/sdk => ../../sdk
-
-replace github.com/vigilhq/vigil/proto => ../../proto

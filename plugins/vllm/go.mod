@@ -24,7 +24,6 @@ require (
 require (
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
-	github.com/vigilhq/vigil/proto v0.0.0 // indirect
 	github.com/vigilhq/vigil/sdk v0.0.0
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	golang.org/x/net v0.60.0 // indirect
@@ -34,5 +33,3 @@ require (
 )
 
 replace github.com/vigilhq/vigil/sdk => ../../sdk
-
-replace github.com/vigilhq/vigil/proto => ../../proto

@@ -182,6 +182,7 @@ func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sd
 		// is an unavailable engine, not the startup deadline.
 		return nil, sdk.Worker{}, fmt.Errorf("%w: reading %s engine information: %v", sdk.ErrUnavailable, a.spec.Engine, err)
 	}
+	settle(ctx, conn, policy.Timeout)
 	return signals, worker, nil
 }
 

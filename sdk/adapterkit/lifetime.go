@@ -3,6 +3,7 @@ package adapterkit
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
@@ -80,4 +81,18 @@ func reread(ctx context.Context, conn *grpc.ClientConn, policy sdk.HealthPolicy,
 		}
 	}
 	return read(ctx)
+}
+
+// settle waits, within d, for conn's reported state to catch up with the
+// calls that just succeeded on it: gRPC lets calls through a moment before
+// it reports READY, and LifetimeSource takes any other state for an engine
+// that went away.
+func settle(ctx context.Context, conn *grpc.ClientConn, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	for st := conn.GetState(); st == connectivity.Connecting; st = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, st) {
+			return
+		}
+	}
 }

@@ -72,6 +72,9 @@ func Merge(ctx context.Context, engine string, sources ...Source) <-chan sdk.Eve
 			case r = <-reports:
 			}
 			if !r.ok {
+				if prev := latest[r.i]; prev != nil && rank(prev.Availability) == rank(sdk.Lost) {
+					continue // closed after its Lost, as it should
+				}
 				r.ev = event(sdk.Lost, timeNow(), "%s: its watch ended without a final state", sources[r.i].Name)
 			}
 			latest[r.i] = &r.ev

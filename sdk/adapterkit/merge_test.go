@@ -138,3 +138,17 @@ func TestMergeCancel(t *testing.T) {
 	events.Closed()
 	receive(t, a.ended, "the end of the source")
 }
+
+// TestMergeKeepsLostReason: a source that says Lost and then closes, as it
+// should, before the others have reported, is lost for its own reason.
+func TestMergeKeepsLostReason(t *testing.T) {
+	t.Parallel()
+	a, b := newFake("a"), newFake("b")
+	events := sdktest.NewEvents(t, adapterkit.Merge(t.Context(), "Toy", a.source(), b.source()))
+	b.send(sdk.Lost, "b failed")
+	close(b.events)
+	receive(t, b.ended, "the end of b")
+	a.send(sdk.Serving, "")
+	events.Expect(sdk.Lost, "Toy engine lost: b failed")
+	events.Closed()
+}

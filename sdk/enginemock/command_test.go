@@ -64,8 +64,9 @@ func runCommand(ctx context.Context, cmd Command, args ...string) (lines, <-chan
 	return log, done
 }
 
+// The tests that run a Command's app are not parallel: urfave/cli's App.Run
+// writes to its package-level help flag, so two apps running at once race.
 func TestCommandBadInput(t *testing.T) {
-	t.Parallel()
 	tests := map[string]struct {
 		args []string
 		want string // the message, in full or up to "; "
@@ -80,7 +81,6 @@ func TestCommandBadInput(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
 			_, done := runCommand(t.Context(), testCommand(), tt.args...)
 			err := <-done
 			if code := exitCode(err); code != exitBadFlag || !strings.HasSuffix(err.Error(), tt.want) {
@@ -91,7 +91,6 @@ func TestCommandBadInput(t *testing.T) {
 }
 
 func TestCommandListenInUse(t *testing.T) {
-	t.Parallel()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +107,6 @@ var controlAddr = regexp.MustCompile(`control=(\S+)`)
 // TestCommandStop: the command logs "listening" with the engine's own
 // attributes and "serving" once ready, and exits 0 after POST /stop.
 func TestCommandStop(t *testing.T) {
-	t.Parallel()
 	log, done := runCommand(t.Context(), testCommand(), "--model", "m", "--instance-id", "abc", "--startup-delay", "50ms")
 	line := log.waitLine(t, "listening")
 	for _, want := range []string{"model=m", "instance_id=abc", "mode=ok", "grpc=127.0.0.1:"} {
@@ -134,7 +132,6 @@ func TestCommandStop(t *testing.T) {
 // TestCommandSignal: the end of the command's context stands in for
 // SIGTERM; the command stops the engine and exits 0.
 func TestCommandSignal(t *testing.T) {
-	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	log, done := runCommand(ctx, testCommand())
 	log.waitLine(t, "serving")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 
 	"github.com/vigilhq/vigil/plugins/sglang"
@@ -39,9 +40,10 @@ func Names() []string {
 func Has(name string) bool { _, ok := adapters[name]; return ok }
 
 // Command returns the command that runs the built-in adapter name as a
-// subprocess: this same executable, told by the environment to serve it.
-// The process is killed when ctx ends, as with exec.CommandContext.
-func Command(ctx context.Context, name string) (*exec.Cmd, error) {
+// subprocess: this same executable, with the environment env and the
+// variable that tells it to serve the adapter. The process is killed when
+// ctx ends, as with exec.CommandContext.
+func Command(ctx context.Context, name string, env []string) (*exec.Cmd, error) {
 	if !Has(name) {
 		return nil, fmt.Errorf("no built-in engine %q", name)
 	}
@@ -50,7 +52,7 @@ func Command(ctx context.Context, name string) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("finding the vigil executable: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = append(os.Environ(), envAdapter+"="+name)
+	cmd.Env = append(slices.Clip(env), envAdapter+"="+name)
 	return cmd, nil
 }
 

@@ -36,7 +36,7 @@ func App(stdout, stderr io.Writer) *cli.App {
 			"moment the engine is lost, so that its supervisor restarts it.",
 		Writer:    stdout,
 		ErrWriter: stderr,
-		Commands:  []*cli.Command{runCommand(), routeCommand(), versionCommand()},
+		Commands:  []*cli.Command{runCommand(), routeCommand(), pluginCommand(), versionCommand()},
 		// Exit codes are decided in Main, not inside the library.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError:   onUsageError,
@@ -64,7 +64,7 @@ func Main(args []string) int {
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.Run(args)
 	if unknown != "" {
-		err = usageErrorf("unknown command %q; commands: run, route, version, help", unknown)
+		err = usageErrorf("unknown command %q; commands: run, route, plugin, version, help", unknown)
 	}
 	var ec cli.ExitCoder
 	if err != nil && !errors.As(err, &ec) {

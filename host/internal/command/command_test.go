@@ -60,6 +60,12 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"unparsable duration", []string{"--grace-period", "soon"}, `--grace-period "soon": want a duration such as 500ms, 30s or 5m`},
 		{"unparsable number", []string{"--health-failures", "two"}, `--health-failures "two": want a whole number`},
 		{"unknown flag", []string{"--no-such"}, "unknown flag --no-such; see vigil run --help"},
+		{"engine name", []string{"--engine", "../x"}, `--engine "../x": want letters`},
+		{"sha256", []string{"--engine-plugin-sha256", "abc"}, `--engine-plugin-sha256 "abc": want 64 hex digits`},
+		{"plugin env name", []string{"--plugin-env", "A=B"}, `--plugin-env "A=B": want a variable's name`},
+		{"plugin env reserved", []string{"--plugin-env", "VIGIL_ENGINE"}, `--plugin-env "VIGIL_ENGINE": vigil's own variables (CONSUL_*, VIGIL_*) are never passed`},
+		{"plugin start timeout", []string{"--plugin-start-timeout", "0s"}, "--plugin-start-timeout 0s: must be a positive duration"},
+		{"not a plugin", []string{"--engine-plugin", "/dev/null"}, `--engine-plugin "/dev/null": not an executable file`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out := runArgs(t, append([]string{"run", "--registry-dir", t.TempDir()}, tc.args...)...)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+	"github.com/vigilhq/vigil/host/internal/adapter"
 	"github.com/vigilhq/vigil/host/internal/builtin"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/discovery/consul"
@@ -30,7 +30,7 @@ func runCommand() *cli.Command {
 		Usage: "supervise an engine: register the worker while it serves, exit 1 when it is lost",
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "engine", Value: "vllm", EnvVars: env("ENGINE"),
-				Usage: "engine name: a built-in adapter (" + strings.Join(builtin.Names(), ", ") + "), or the name of the adapter given by --engine-plugin"},
+				Usage: "engine name: a built-in adapter (" + strings.Join(builtin.Names(), ", ") + "), else --plugin-dir's " + adapter.FilePrefix + "NAME; with --engine-plugin, the name its adapter must report (default: the name it reports)"},
 			&cli.StringFlag{Name: "engine-plugin", EnvVars: env("ENGINE_PLUGIN"),
 				Usage: "path of a third-party adapter executable (built with the vigil sdk) to run instead of a built-in one"},
 			&cli.StringFlag{Name: "engine-addr", Value: "127.0.0.1:50051", EnvVars: env("ENGINE_ADDR"),
@@ -65,7 +65,7 @@ func runCommand() *cli.Command {
 				Usage: "consecutive failed liveness checks after which the engine is lost"},
 			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
 				Usage: "cap of the retry backoff while waiting for the engine"},
-		}, discoveryFlags("service name the worker is registered under")...), logFlags()...),
+		}, append(adapterFlags(), discoveryFlags("service name the worker is registered under")...)...), logFlags()...),
 		Action:       runAction,
 		OnUsageError: onUsageError,
 	}
@@ -85,8 +85,9 @@ func defaultRegistryDir() string {
 // runConfig is the validated form of run's flags.
 type runConfig struct {
 	discoveryConfig
+	adapter              adapterConfig
 	log                  logConfig
-	engine, enginePlugin string
+	engine, enginePlugin string // engine "" with enginePlugin: the name it reports
 	start                sdk.StartRequest
 	listen               string
 	advHost              string
@@ -108,10 +109,12 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := preflight(cfg); err != nil {
+	src, err := preflight(cfg)
+	if err != nil {
 		return err
 	}
 	log := cfg.log.logger(c.App.ErrWriter)
+	src.logSelected(log)
 	advertise := net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort))
 	if ip := net.ParseIP(cfg.advHost); cfg.discovery == "consul" && (cfg.advHost == "localhost" || ip != nil && ip.IsLoopback()) {
 		log.Warn("advertising a loopback address in Consul: only clients on this host can reach the worker; set --advertise-addr",
@@ -135,14 +138,14 @@ func runAction(c *cli.Context) error {
 	}()
 	log.Info("worker endpoint listening", "listen", lis.Addr().String(), "advertise", advertise,
 		"service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
-	return exitLogged(log, supervisor.Run(c.Context, lifecycleConfig(cfg, registry, ep, log), signals))
+	return exitLogged(log, supervisor.Run(c.Context, lifecycleConfig(cfg, src, registry, ep, log), signals))
 }
 
 // lifecycleConfig is the supervisor's configuration for run's.
-func lifecycleConfig(cfg runConfig, registry discovery.Registry, ep supervisor.Endpoint, log hclog.Logger) supervisor.Config {
+func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Registry, ep supervisor.Endpoint, log hclog.Logger) supervisor.Config {
 	return supervisor.Config{
 		Launch: func(ctx context.Context) (supervisor.Adapter, error) {
-			p, err := launch(ctx, cfg, log)
+			p, err := launchAdapter(ctx, src, cfg.adapter, log)
 			if err != nil {
 				return supervisor.Adapter{}, err
 			}
@@ -159,28 +162,9 @@ func lifecycleConfig(cfg runConfig, registry discovery.Registry, ep supervisor.E
 		GracePeriod:     cfg.grace,
 		ShutdownDelay:   cfg.shutdownDelay,
 		ExplainRejected: namingFlags,
+		CheckAdapter:    src.checkName,
 		Logger:          log,
 	}
-}
-
-// launch starts the adapter. go-plugin's handshake cannot be cut short
-// (its Kill waits for the handshake to end, up to 30s), so the process is
-// made to be killed when ctx ends before Launch has returned: a stop while
-// the adapter launches then ends the launch at once and leaves no process.
-func launch(ctx context.Context, cfg runConfig, log hclog.Logger) (*sdk.Plugin, error) {
-	abort, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop() // once launched, the adapter outlives ctx
-	var cmd *exec.Cmd
-	if cfg.enginePlugin != "" {
-		cmd = exec.CommandContext(abort, cfg.enginePlugin)
-	} else {
-		var err error
-		if cmd, err = builtin.Command(abort, cfg.engine); err != nil {
-			return nil, err
-		}
-	}
-	return sdk.Launch(ctx, sdk.LaunchConfig{Cmd: cmd, Logger: log.Named("adapter")})
 }
 
 // parseRun validates run's flags; every error names the flag and what it
@@ -199,11 +183,16 @@ func parseRun(c *cli.Context) (runConfig, error) {
 
 		servedModelName: c.String("served-model-name"),
 	}
-	if cfg.enginePlugin == "" && !builtin.Has(cfg.engine) {
-		return cfg, usageErrorf("--engine %q: unknown engine; built-in engines: %s (or give an adapter executable with --engine-plugin)",
-			cfg.engine, strings.Join(builtin.Names(), ", "))
+	if cfg.enginePlugin != "" && !c.IsSet("engine") {
+		cfg.engine = ""
+	}
+	if cfg.engine != "" && !validName(cfg.engine) {
+		return cfg, usageErrorf("--engine %q: %s", cfg.engine, nameRule)
 	}
 	var err error
+	if cfg.adapter, err = parseAdapter(c); err != nil {
+		return cfg, err
+	}
 	if cfg.start, err = parseStart(c); err != nil {
 		return cfg, err
 	}
@@ -236,16 +225,9 @@ func parseStart(c *cli.Context) (sdk.StartRequest, error) {
 	if _, _, err := splitHostPort("engine-addr", c.String("engine-addr")); err != nil {
 		return sdk.StartRequest{}, err
 	}
-	options := map[string]string{}
-	for _, kv := range c.StringSlice("engine-option") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return sdk.StartRequest{}, usageErrorf("--engine-option %q: want key=value", kv)
-		}
-		options[k] = v
-	}
-	if len(options) == 0 {
-		options = nil
+	options, err := parseEngineOptions(c)
+	if err != nil {
+		return sdk.StartRequest{}, err
 	}
 
 	for _, d := range []struct {
@@ -279,6 +261,23 @@ func parseStart(c *cli.Context) (sdk.StartRequest, error) {
 	}, nil
 }
 
+// parseEngineOptions reads --engine-option's key=value pairs; nil when
+// there are none.
+func parseEngineOptions(c *cli.Context) (map[string]string, error) {
+	var options map[string]string
+	for _, kv := range c.StringSlice("engine-option") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageErrorf("--engine-option %q: want key=value", kv)
+		}
+		if options == nil {
+			options = map[string]string{}
+		}
+		options[k] = v
+	}
+	return options, nil
+}
+
 // parseAddresses validates --listen and --advertise-addr into cfg (the
 // advertised address is --listen's when --advertise-addr is unset) and
 // returns the listen port.
@@ -309,21 +308,20 @@ func parseAddresses(c *cli.Context, cfg *runConfig) (lport int, err error) {
 }
 
 // preflight makes the checks of run's configuration that touch the
-// system: the adapter executable is looked up, and the file registry
-// directory created and written to. What they find is a configuration
-// error too.
-func preflight(cfg runConfig) error {
-	if cfg.enginePlugin != "" {
-		if _, err := exec.LookPath(cfg.enginePlugin); err != nil {
-			return usageErrorf("--engine-plugin %q: not an executable file: %v", cfg.enginePlugin, err)
-		}
+// system: the adapter is found and its executable checked against its
+// pins, and the file registry directory created and written to. What they
+// find is a configuration error too, found before anything starts.
+func preflight(cfg runConfig) (adapterSource, error) {
+	src, err := findAdapter(cfg.engine, cfg.enginePlugin, cfg.adapter)
+	if err != nil {
+		return src, err
 	}
 	if cfg.discovery == "file" {
 		if err := file.CheckWritable(cfg.registryDir, cfg.service); err != nil {
-			return usageErrorf("--registry-dir %q: cannot write worker records there: %v", cfg.registryDir, err)
+			return src, usageErrorf("--registry-dir %q: cannot write worker records there: %v", cfg.registryDir, err)
 		}
 	}
-	return nil
+	return src, nil
 }
 
 // splitHostPort parses host:port for flag, with a port from 0 to 65535.

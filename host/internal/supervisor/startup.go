@@ -68,8 +68,10 @@ func failure(err error) string {
 	switch {
 	case errors.Is(err, outcome.ErrStartupDeadline):
 		return "engine did not serve within the startup deadline"
-	case errors.Is(err, outcome.ErrConfig):
+	case errors.Is(err, outcome.ErrConfig) && errors.Is(err, sdk.ErrInvalidArgument):
 		return "the engine adapter rejected its configuration"
+	case errors.Is(err, outcome.ErrConfig):
+		return "the engine adapter cannot be used"
 	default:
 		return "startup failed"
 	}
@@ -82,34 +84,58 @@ func (s *supervisor) launch(ctx context.Context) (Adapter, sdk.AdapterInfo, erro
 	if err != nil {
 		return Adapter{}, sdk.AdapterInfo{}, fmt.Errorf("starting the engine adapter: %w", err)
 	}
-	info, err := a.Engine.Info(ctx)
+	info, err := ReadInfo(ctx, a.Engine, s.cfg.CheckAdapter)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		a.Kill()
-		return Adapter{}, sdk.AdapterInfo{}, fmt.Errorf("reading the adapter's info: %w", err)
+		return Adapter{}, sdk.AdapterInfo{}, err
 	}
 	s.log.Info("engine adapter started", "adapter", info.Name, "version", info.Version, "protocol", a.Version)
 	return a, info, nil
 }
 
-// start waits, through the adapter's Start, until the engine serves; its
-// error says whether a restart may help.
+// ReadInfo reads what the adapter e is and, when check is set, checks it.
+// Info is required of every adapter: one that answers it as unimplemented
+// (as the sdk does for a capability claimed and not implemented) is a
+// configuration error.
+func ReadInfo(ctx context.Context, e sdk.Engine, check func(sdk.AdapterInfo) error) (sdk.AdapterInfo, error) {
+	info, err := e.Info(ctx)
+	switch {
+	case errors.Is(err, sdk.ErrUnimplemented):
+		return info, fmt.Errorf("%w: the engine adapter's Info: %w", outcome.ErrConfig, err)
+	case err != nil:
+		return info, fmt.Errorf("reading the adapter's info: %w", err)
+	case check != nil:
+		return info, check(info)
+	}
+	return info, nil
+}
+
+// start waits, through the adapter's Start, until the engine serves.
 func (s *supervisor) start(ctx context.Context) (sdk.Worker, error) {
 	w, err := s.plugin.Engine.Start(ctx, s.cfg.Start)
+	return w, StartFailure(err, s.cfg.Start, s.cfg.ExplainRejected)
+}
+
+// StartFailure is the error of a Start of req that returned err (nil:
+// none), saying whether a restart may help: a rejected configuration
+// wraps outcome.ErrConfig, rewritten by explain when it is set; the
+// startup deadline outcome.ErrStartupDeadline.
+func StartFailure(err error, req sdk.StartRequest, explain func(error) error) error {
 	switch {
 	case err == nil:
-		return w, nil
+		return nil
 	case errors.Is(err, sdk.ErrStartupDeadline):
-		return w, fmt.Errorf("%w (%s): %w", outcome.ErrStartupDeadline, s.cfg.Start.StartupDeadline, err)
+		return fmt.Errorf("%w (%s): %w", outcome.ErrStartupDeadline, req.StartupDeadline, err)
 	case errors.Is(err, sdk.ErrInvalidArgument):
-		if s.cfg.ExplainRejected != nil {
-			err = s.cfg.ExplainRejected(err)
+		if explain != nil {
+			err = explain(err)
 		}
-		return w, fmt.Errorf("%w: %w", outcome.ErrConfig, err)
+		return fmt.Errorf("%w: %w", outcome.ErrConfig, err)
 	default:
-		return w, fmt.Errorf("waiting for the engine: %w", err)
+		return fmt.Errorf("waiting for the engine: %w", err)
 	}
 }
 

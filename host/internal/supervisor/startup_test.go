@@ -3,7 +3,9 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -127,4 +129,57 @@ func TestSecondSignalKeepsStartupFailure(t *testing.T) {
 	if !errors.Is(err, outcome.ErrConfig) || !errors.Is(err, outcome.ErrDrainCut) {
 		t.Errorf("Run returned %v, want ErrConfig and ErrDrainCut", err)
 	}
+}
+
+// An adapter that is not the one configured, or claims what it does not
+// implement, ends the startup as a configuration error before anything is
+// registered, and is killed.
+func TestAdapterRefused(t *testing.T) {
+	t.Parallel()
+	refuse := fmt.Errorf("%w: the adapter reports another engine", outcome.ErrConfig)
+	for _, tc := range []struct {
+		name      string
+		configure func(*fakeEngine, *Config)
+		log       string
+	}{
+		{"refused by the check", func(_ *fakeEngine, c *Config) {
+			c.CheckAdapter = func(info sdk.AdapterInfo) error {
+				if info.Name != "fake" {
+					t.Errorf("CheckAdapter given %+v, want the adapter's info", info)
+				}
+				return refuse
+			}
+		}, "reports another engine"},
+		{"claims what it lacks", func(e *fakeEngine, _ *Config) {
+			e.infoErr = fmt.Errorf("%w: the adapter claims Generate", sdk.ErrUnimplemented)
+		}, "claims Generate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var logs logBuffer
+			e := newFakeEngine()
+			h := startHarnessWith(t, e, &fakeEndpoint{}, func(c *Config) {
+				c.Logger = logs.logger()
+				tc.configure(e, c)
+			})
+			h.ended(outcome.ErrConfig)
+			if line := logs.line("the engine adapter cannot be used"); !strings.Contains(line, tc.log) {
+				t.Errorf("failure logged as %q, want it to hold %q", line, tc.log)
+			}
+			h.registered(false)
+		})
+	}
+}
+
+// With no engine name configured, the registration takes the adapter's.
+func TestEngineNameFromAdapter(t *testing.T) {
+	t.Parallel()
+	h := startHarnessWith(t, newFakeEngine(), &fakeEndpoint{}, func(c *Config) { c.Registration.Engine = "" })
+	h.send(sdk.Serving)
+	h.registered(true)
+	if rec := h.record(); rec.Engine != "fake" || rec.Meta["engine"] != "fake" {
+		t.Errorf("registered engine %q, meta engine %q; want the adapter's name, fake", rec.Engine, rec.Meta["engine"])
+	}
+	h.signal()
+	h.ended(nil)
 }

@@ -42,7 +42,7 @@ func FromPlugin(p *sdk.Plugin) Adapter {
 }
 
 // Config is what Run needs. All fields are required but ServedModelName,
-// ShutdownDelay and ExplainRejected.
+// ShutdownDelay, ExplainRejected and CheckAdapter.
 type Config struct {
 	// Launch starts the adapter; it returns early with an error when ctx
 	// ends.
@@ -50,7 +50,8 @@ type Config struct {
 	// Start is passed to the adapter's Start.
 	Start sdk.StartRequest
 	// Registration has the service, worker id, engine name and advertised
-	// address set; Run fills in what the engine reports.
+	// address set; Run fills in what the engine reports, and the name the
+	// adapter reports when Engine is empty.
 	Registration discovery.Registration
 	// ServedModelName, when set, replaces the served model name the engine
 	// reports (--served-model-name), for engines that report only a path:
@@ -73,6 +74,11 @@ type Config struct {
 	// rejected its configuration for the log: vigil run names the flag
 	// behind the field at fault. Nil: the adapter's error as it is.
 	ExplainRejected func(error) error
+	// CheckAdapter, when set, is given what the adapter reports once it
+	// has started; its error (wrapping outcome.ErrConfig when no restart
+	// will help) ends the startup. vigil run checks the name against
+	// --engine.
+	CheckAdapter func(sdk.AdapterInfo) error
 }
 
 // Run runs the lifecycle until it stops and returns why: nil after a stop
@@ -207,7 +213,11 @@ func (s *supervisor) note(in Input, reason string) {
 func (s *supervisor) enter(st State) {
 	switch st {
 	case StateLaunching:
-		s.log.Info("starting engine adapter", "engine", s.cfg.Registration.Engine)
+		if e := s.cfg.Registration.Engine; e != "" {
+			s.log.Info("starting engine adapter", "engine", e)
+		} else {
+			s.log.Info("starting engine adapter")
+		}
 		s.startPhase(func(ctx context.Context, p *phase) { p.adapter, p.info, p.err = s.launch(ctx) })
 	case StateWaiting:
 		s.log.Info("waiting for engine", "engine_addr", s.cfg.Start.EngineAddr, "startup_deadline", s.cfg.Start.StartupDeadline)
@@ -250,6 +260,9 @@ func (s *supervisor) serve() {
 		s.cfg.Endpoint.Attach(g, w)
 	}
 	s.reg = s.cfg.Registration
+	if s.reg.Engine == "" {
+		s.reg.Engine = s.info.Name
+	}
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = w.ServedModelName, w.ModelID, w.InstanceID
 	s.reg.TokensOnly = !w.SupportsTextInput
 	s.log.Info("engine serving", append(servingArgs, "model_id", w.ModelID,

@@ -22,6 +22,7 @@ import (
 type fakeEngine struct {
 	generate   bool // Info offers Generate, so Run attaches the endpoint
 	startErr   error
+	infoErr    error         // what Info returns
 	startBlock chan struct{} // nil: Start answers at once
 	events     chan sdk.Event
 	startCtx   chan context.Context
@@ -38,7 +39,7 @@ func newFakeEngine() *fakeEngine {
 }
 
 func (f *fakeEngine) Info(context.Context) (sdk.AdapterInfo, error) {
-	return sdk.AdapterInfo{Name: "fake", Version: "1", Capabilities: sdk.Capabilities{Generate: f.generate}}, nil
+	return sdk.AdapterInfo{Name: "fake", Version: "1", Capabilities: sdk.Capabilities{Generate: f.generate}}, f.infoErr
 }
 
 // Generate and Abort make fakeEngine an sdk.Generator; Run attaches it

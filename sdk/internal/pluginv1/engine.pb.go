@@ -1350,7 +1350,7 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x11WatchAvailability\x12).vigil.plugin.v1.WatchAvailabilityRequest\x1a\".vigil.plugin.v1.AvailabilityEvent0\x01\x12O\n" +
 	"\bShutdown\x12 .vigil.plugin.v1.ShutdownRequest\x1a!.vigil.plugin.v1.ShutdownResponse\x12Q\n" +
 	"\bGenerate\x12 .vigil.plugin.v1.GenerateRequest\x1a!.vigil.plugin.v1.GenerateResponse0\x01\x12F\n" +
-	"\x05Abort\x12\x1d.vigil.plugin.v1.AbortRequest\x1a\x1e.vigil.plugin.v1.AbortResponseB9Z7github.com/vigilhq/vigil/proto/vigil/plugin/v1;pluginv1b\x06proto3"
+	"\x05Abort\x12\x1d.vigil.plugin.v1.AbortRequest\x1a\x1e.vigil.plugin.v1.AbortResponseB9Z7github.com/vigilhq/vigil/sdk/internal/pluginv1;pluginv1b\x06proto3"
 
 var (
 	file_vigil_plugin_v1_engine_proto_rawDescOnce sync.Once

@@ -1,0 +1,215 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+)
+
+// envTestAdapter makes the test binary an adapter (see TestMain) of the
+// kind it names, as go-plugin's own tests re-run theirs.
+const envTestAdapter = "SDK_TEST_ADAPTER"
+
+// serveTestAdapter serves the test adapter kind.
+func serveTestAdapter(kind string) {
+	switch kind {
+	case "logs":
+		Serve(&stubEngine{info: logOnInfo()})
+	case "claims-generate":
+		Serve(&stubEngine{info: func(context.Context) (AdapterInfo, error) {
+			return AdapterInfo{Name: "claims", Capabilities: Capabilities{Generate: true}}, nil
+		}})
+	case "protocol-2":
+		// Another protocol version on the same handshake: only the
+		// version differs from what an adapter of this sdk sends.
+		hs := Handshake
+		hs.ProtocolVersion = 2
+		plugin.Serve(&plugin.ServeConfig{
+			HandshakeConfig:  hs,
+			VersionedPlugins: map[int]plugin.PluginSet{2: {PluginName: &enginePlugin{}}},
+			GRPCServer:       plugin.DefaultGRPCServer,
+			Logger:           hclog.NewNullLogger(),
+		})
+	default:
+		fmt.Fprintf(os.Stderr, "%s=%q: unknown kind\n", envTestAdapter, kind)
+		os.Exit(2)
+	}
+}
+
+// logOnInfo is an Info that, the first time, logs and writes in every way
+// an adapter may: at each level through Logger, to stdout and stderr, with
+// the log package, and lines longer than go-plugin's buffer and MaxLogLine.
+func logOnInfo() func(context.Context) (AdapterInfo, error) {
+	var once sync.Once
+	return func(context.Context) (AdapterInfo, error) {
+		once.Do(func() {
+			var env []string
+			for _, kv := range os.Environ() {
+				name, _, _ := strings.Cut(kv, "=")
+				env = append(env, name)
+			}
+			slices.Sort(env)
+			Logger().Warn("adapter warning", "env", strings.Join(env, ","))
+			Logger().Debug("adapter debug line")
+			fmt.Println("adapter stdout line")
+			fmt.Fprintln(os.Stderr, "adapter stderr line")
+			log.Print("adapter log package line")
+			Logger().Info("adapter long line", "payload", strings.Repeat("x", 100<<10))
+			Logger().Error("adapter overlong line", "payload", strings.Repeat("y", 2*MaxLogLine))
+			Logger().Info("adapter done logging")
+		})
+		return AdapterInfo{Name: "logs"}, nil
+	}
+}
+
+// launchTest launches the test binary as an adapter of kind with env, its
+// lines logged into rec at INFO under "host.<kind>".
+func launchTest(t *testing.T, kind string, rec *recorder, env ...string) (*Plugin, error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append([]string{envTestAdapter + "=" + kind}, env...)
+	p, err := Launch(t.Context(), LaunchConfig{Cmd: cmd, Name: kind, Logger: rec.logger("host", hclog.Info)})
+	if err == nil {
+		t.Cleanup(p.Kill)
+	}
+	return p, err
+}
+
+// await waits for a line holding substr and returns it.
+func (r *recorder) await(t *testing.T, substr string) string {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		lines, changed := r.snapshot()
+		for _, l := range lines {
+			if strings.Contains(l, substr) {
+				return l
+			}
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("no line holding %q within 20s; lines:\n%s", substr, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+// What an adapter logs and writes reaches the host's logger, named after
+// the adapter, at the entry's level or at INFO; long lines arrive whole or
+// cut with a marker; and the adapter's environment is the command's, with
+// go-plugin's variables and the log level added, and nothing of the host's.
+func TestLaunchRelaysAdapterOutput(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder()
+	p, err := launchTest(t, "logs", rec, "KEPT=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Engine.Info(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	warn := rec.await(t, "adapter warning")
+	if !strings.Contains(warn, "[WARN]  host.logs: adapter warning") {
+		t.Errorf("warning not logged at WARN under host.logs: %q", warn)
+	}
+	for _, name := range []string{"KEPT", EnvLogLevel, Handshake.MagicCookieKey} {
+		if !strings.Contains(warn, name) {
+			t.Errorf("adapter's environment lacks %s: %q", name, warn)
+		}
+	}
+	if home := os.Getenv("HOME"); home != "" && strings.Contains(warn, "HOME") {
+		t.Errorf("adapter's environment has the host's HOME: %q", warn)
+	}
+	for substr, want := range map[string]string{
+		"adapter stdout line":      "[INFO]  host.logs: adapter stdout line: stream=stdout",
+		"adapter stderr line":      "[INFO]  host.logs: adapter stderr line: stream=stderr",
+		"adapter log package line": "[INFO]  host.logs: adapter log package line",
+		"adapter long line":        "payload=" + strings.Repeat("x", 100<<10) + " ",
+		"adapter overlong line":    "[ERROR] host.logs: adapter overlong line",
+	} {
+		if line := rec.await(t, substr); !strings.Contains(line, want) {
+			t.Errorf("line %.200q\ndoes not hold %.200q", line, want)
+		}
+	}
+	if line := rec.await(t, "adapter overlong line"); !strings.Contains(line, "…[cut ") {
+		t.Errorf("overlong line not marked as cut: %.200q", line)
+	}
+	rec.await(t, "adapter done logging")
+	if lines, _ := rec.snapshot(); slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, "adapter debug line") }) {
+		t.Error("a DEBUG line reached a host logging at INFO")
+	}
+}
+
+// An adapter claiming a capability it does not implement is refused by
+// its own Info, with ErrUnimplemented naming the capability.
+func TestInfoRefusesFalseClaims(t *testing.T) {
+	t.Parallel()
+	p, err := launchTest(t, "claims-generate", newRecorder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Engine.Info(t.Context())
+	if !errors.Is(err, ErrUnimplemented) || !strings.Contains(err.Error(), "claims Generate but does not implement sdk.Generator") {
+		t.Errorf("Info() error = %v, want ErrUnimplemented naming Generate", err)
+	}
+}
+
+// Each way an executable fails the handshake is told apart, and no process
+// is left behind.
+func TestLaunchFailures(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		cmd     *exec.Cmd
+		timeout time.Duration
+		want    error
+		says    string
+	}{
+		{"exits at once", exec.Command("/bin/true"), 0, ErrNotPlugin, "exited before the plugin handshake"},
+		{"writes garbage", exec.Command("/bin/sh", "-c", "echo hello there"), 0, ErrNotPlugin, `wrote "hello there"`},
+		{"not executable", exec.Command("/dev/null"), 0, ErrNotPlugin, "permission denied"},
+		{"never shakes hands", exec.Command("/bin/sh", "-c", "exec sleep 30"), 300 * time.Millisecond, ErrStartTimeout, "within 300ms"},
+		{"newer protocol", testAdapterCmd("protocol-2"), 0, ErrProtocolVersion, "upgrade vigil"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := Launch(t.Context(), LaunchConfig{Cmd: tc.cmd, StartTimeout: tc.timeout})
+			if err == nil {
+				p.Kill()
+				t.Fatal("Launch() succeeded, want an error")
+			}
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("Launch() error = %v, want %v saying %q", err, tc.want, tc.says)
+			}
+			if tc.cmd.ProcessState == nil && tc.cmd.Process != nil {
+				t.Errorf("process %d left running", tc.cmd.Process.Pid)
+			}
+		})
+	}
+}
+
+func testAdapterCmd(kind string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = []string{envTestAdapter + "=" + kind}
+	return cmd
+}
+
+// A version older than the host's is the adapter's to upgrade.
+func TestVersionMismatchOlderAdapter(t *testing.T) {
+	t.Parallel()
+	err := versionMismatch("incompatible API version with plugin. Plugin version: 0, Client versions: [1]")
+	if !errors.Is(err, ErrProtocolVersion) || !strings.Contains(err.Error(), "rebuild the adapter with an sdk that speaks 1") {
+		t.Errorf("versionMismatch() = %v, want ErrProtocolVersion telling to rebuild the adapter", err)
+	}
+}

@@ -1,0 +1,199 @@
+package sdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// EnvLogLevel is the variable through which Launch tells the adapter the
+// host's log level (trace, debug, info, warn or error), so that Logger
+// writes nothing the host would drop. Default: info.
+const EnvLogLevel = "VIGIL_PLUGIN_LOG_LEVEL"
+
+// MaxLogLine is the longest line, in bytes, that crosses from an adapter
+// into the host's log whole: Launch reads the adapter's stderr with a
+// buffer this large (go-plugin's own, 64 KiB, splits longer lines into
+// pieces that it logs at DEBUG and no longer parses), Logger shortens a
+// longer entry's values, and a longer line written to stdout or stderr is
+// cut; every cut says how many bytes it dropped. 256 KiB holds any
+// reasonable log entry (a prompt, a stack trace) and bounds the memory a
+// runaway line takes.
+const MaxLogLine = 256 << 10
+
+// cutMarker ends a value or line that was cut; %d is the bytes dropped.
+const cutMarker = "…[cut %d bytes]"
+
+// stderr is the process's own stderr, kept before Serve points os.Stderr
+// at go-plugin's stdio stream: JSON lines on it are what go-plugin relays
+// into the host's log at their level.
+var stderr = os.Stderr
+
+var adapterLogger = sync.OnceValue(func() hclog.Logger {
+	return newLogger(stderr, os.Getenv(EnvLogLevel))
+})
+
+// Logger returns the adapter's logger, the one Serve uses unless given
+// WithLogger. Its entries reach vigil's log at their own level, under the
+// adapter's name (vigil.adapter.<engine>), with their key-value pairs;
+// entries below vigil's --log-level are not written at all. An entry
+// longer than MaxLogLine has its longest values cut, each marked with the
+// bytes dropped.
+func Logger() hclog.Logger { return adapterLogger() }
+
+// newLogger is a JSON logger writing to w at level (info when it is not a
+// level's name), each entry held to MaxLogLine.
+func newLogger(w io.Writer, level string) hclog.Logger {
+	l := hclog.LevelFromString(level)
+	if l == hclog.NoLevel {
+		l = hclog.Info
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Level:      l,
+		Output:     &capWriter{w: w, max: MaxLogLine},
+		JSONFormat: true,
+	})
+}
+
+// capWriter writes hclog's JSON entries, one per Write, each held to max
+// bytes by capEntry.
+type capWriter struct {
+	w   io.Writer
+	max int
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if _, err := c.w.Write(capEntry(p, c.max)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// minCut is the shortest a value is cut to before capEntry gives up on
+// keeping every key.
+const minCut = 64
+
+// capEntry returns entry, one JSON log line, when it is at most max bytes
+// long; else the entry with its longest values cut and marked, so that it
+// still parses (go-plugin relays only whole JSON lines at their level).
+// @level and @timestamp are kept; an entry that still does not fit keeps
+// only those and its message.
+func capEntry(entry []byte, max int) []byte {
+	if len(entry) <= max {
+		return entry
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(entry, &fields); err != nil {
+		line := cutLine(bytes.TrimRight(entry, "\n"), max-len(cutMarker)-20)
+		return append(line, '\n')
+	}
+	for limit := max / 2; limit >= minCut; limit /= 2 {
+		if out, ok := fitEntry(fields, limit, max); ok {
+			return out
+		}
+	}
+	msg, _ := fields["@message"].(string)
+	short := map[string]any{"@level": fields["@level"], "@timestamp": fields["@timestamp"], "@message": msg}
+	out, _ := fitEntry(short, max/4, max)
+	return out
+}
+
+// fitEntry encodes fields with every value longer than limit cut to it,
+// and reports whether the line is at most max bytes long.
+func fitEntry(fields map[string]any, limit, max int) ([]byte, bool) {
+	cut := make(map[string]any, len(fields))
+	for k, v := range fields {
+		if k == "@level" || k == "@timestamp" {
+			cut[k] = v
+			continue
+		}
+		s, ok := v.(string)
+		if !ok {
+			b, _ := json.Marshal(v)
+			if len(b) <= limit {
+				cut[k] = v
+				continue
+			}
+			s = string(b)
+		}
+		cut[k] = string(cutLine([]byte(s), limit))
+	}
+	out, err := json.Marshal(cut)
+	if err != nil {
+		return nil, false
+	}
+	return append(out, '\n'), len(out) < max
+}
+
+// cutLine returns b when it is at most limit bytes long, else its first
+// limit bytes (to a character boundary) and the cut marker.
+func cutLine(b []byte, limit int) []byte {
+	if len(b) <= limit {
+		return b
+	}
+	n := max(limit, 0)
+	for n > 0 && !utf8.RuneStart(b[n]) {
+		n--
+	}
+	return fmt.Appendf(bytes.Clone(b[:n]), cutMarker, len(b)-n)
+}
+
+// lineLogger logs what is written to it a line at a time, at INFO with
+// args, each line held to max bytes (the rest of a longer line is dropped
+// and counted in the cut marker). It takes writes of any size, as
+// go-plugin's stdio stream delivers them.
+type lineLogger struct {
+	log  hclog.Logger
+	args []any
+	max  int
+
+	mu   sync.Mutex
+	line []byte
+	cut  int // bytes of the current line beyond max
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(p)
+	for len(p) > 0 {
+		chunk, rest, eol := bytes.Cut(p, []byte{'\n'})
+		if room := l.max - len(l.line); len(chunk) > room {
+			l.cut += len(chunk) - room
+			chunk = chunk[:room]
+		}
+		l.line = append(l.line, chunk...)
+		if !eol {
+			break
+		}
+		l.emit()
+		p = rest
+	}
+	return n, nil
+}
+
+// Flush logs a last line that has no newline yet.
+func (l *lineLogger) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.line) > 0 || l.cut > 0 {
+		l.emit()
+	}
+}
+
+func (l *lineLogger) emit() {
+	line := string(bytes.TrimSuffix(l.line, []byte{'\r'}))
+	if l.cut > 0 {
+		line = strings.ToValidUTF8(line, "") // the cut may split a character
+		line += fmt.Sprintf(cutMarker, l.cut)
+	}
+	l.log.Info(line, l.args...)
+	l.line, l.cut = l.line[:0], 0
+}
