@@ -65,7 +65,7 @@ e2e: consul ## process tests against a real Consul agent
 
 # The benchmarks build their own vigil and each engine's mock (no -race)
 # and start their own Consul agent; see bench/README.md. The full run, with
-# every engine, takes about 8 minutes and writes bench/results.md and
+# every engine, takes about 7 minutes and writes bench/results.md and
 # bench/results.json; bench-quick runs every engine too.
 bench: consul ## measure vigil: print the figures and write bench/results.{md,json}
 	go run ./bench/cmd/vigil-bench
