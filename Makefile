@@ -63,14 +63,14 @@ example: ## vet, test (the sdk's conformance kit included) and build the example
 e2e: consul ## process tests against a real Consul agent
 	go test -race -count=1 -p 1 -timeout 20m ./e2e/...
 
-# The benchmarks build their own vigil and each engine's mock (no -race)
-# and start their own Consul agent; see bench/README.md. The full run, with
-# every engine, takes about 7 minutes and writes bench/results.md and
-# bench/results.json; bench-quick runs every engine too.
-bench: consul ## measure vigil: print the figures and write bench/results.{md,json}
+# The benchmarks build their own vigil and mock engines (no -race) and
+# start their own Consul agent; see bench/README.md. The full run measures
+# every engine (vllm, sglang, trtllm), takes about 10 minutes and writes
+# bench/results.md and bench/results.json.
+bench: consul ## measure vigil against each engine: print the figures and write bench/results.{md,json}
 	go run ./bench/cmd/vigil-bench
 
-bench-quick: consul ## one short trial of each figure, to keep the harness working (CI)
+bench-quick: consul ## one short trial of each figure for each engine, to keep the harness working (CI)
 	go run ./bench/cmd/vigil-bench -quick -out $(CURDIR)/bench/tmp
 
 demo: build ## a vllm-mock and vigil on the file registry: register, lose, exit 1

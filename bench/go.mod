@@ -5,9 +5,11 @@ go 1.26.8
 require (
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/vigilhq/vigil/e2e v0.0.0
+	github.com/vigilhq/vigil/plugins/sglang v0.0.0
 	github.com/vigilhq/vigil/plugins/trtllm v0.0.0
 	github.com/vigilhq/vigil/plugins/vllm v0.0.0
 	github.com/vigilhq/vigil/proto v0.0.0
+	github.com/vigilhq/vigil/sdk v0.0.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -30,7 +32,6 @@ require (
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/urfave/cli/v2 v2.27.7 // indirect
-	github.com/vigilhq/vigil/sdk v0.0.0 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
 	golang.org/x/net v0.60.0 // indirect
@@ -43,6 +44,8 @@ require (
 replace github.com/vigilhq/vigil/proto => ../proto
 
 replace github.com/vigilhq/vigil/plugins/vllm => ../plugins/vllm
+
+replace github.com/vigilhq/vigil/plugins/sglang => ../plugins/sglang
 
 replace github.com/vigilhq/vigil/plugins/trtllm => ../plugins/trtllm
 

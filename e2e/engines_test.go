@@ -1,20 +1,27 @@
 package e2e
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/vigilhq/vigil/e2e/harness"
 	vllmmock "github.com/vigilhq/vigil/plugins/vllm/mock"
 	"github.com/vigilhq/vigil/sdk/enginemock"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
-// The engine table: one row per engine vigil supervises. The scenarios that
-// depend on the engine adapter (registration with the engine's meta, the
-// startup wait, a liveness signal failing at startup, loss in each way, an
-// engine replaced at its address, not-ready and back, the startup
+// The engine table: one row per engine vigil supervises, and one per older
+// API of an engine that vigil follows in another way (a harness.Engine
+// Variant: sglang-scheduler). The scenarios that depend on the engine
+// adapter (registration with the engine's meta, the startup wait, a
+// liveness signal failing at startup, loss in each way, a frozen engine,
+// an engine replaced at its address, not-ready and back, the startup
 // deadline, requests through the worker and the router, a third-party
-// adapter) run as a subtest per row, TestX/<engine>; the tests of
+// adapter) run as a subtest per row, TestX/<row>; a scenario the engine
+// cannot take part in skips, saying why, by a field of its row. The tests of
 // engine-independent behaviour (file registry, Consul restart, vigil
 // killed, a loss during registration, signals, drain, router spreading and
 // failover, flags) run once, with the first row.
@@ -28,25 +35,20 @@ import (
 //   - its engine-specific cases, in the row's specific field: see there.
 var engines = []*engine{
 	{
-		Engine:      harness.VLLM,
-		model:       "test-model",
-		servedModel: "test-model",
-		modelID:     "test-model",
-		lifetimeID:  true,
-		textPrompts: true,
-		maxModelLen: 4096, // vllm-mock's default
-		outputToken: vllmmock.OutputToken,
-		tokenText:   vllmmock.TokenText,
-		unhealthy: lossWay{"NOT_SERVING", func(t *testing.T, m *mock) {
-			m.setHealth(t, "", "NOT_SERVING")
-		}},
-		livenessFails: healthToggle{
-			signal: `health of \"\"`, // as hclog quotes it in the error
-			fail:   func(t *testing.T, m *mock) { m.setHealth(t, "", "NOT_SERVING") },
-			clear:  func(t *testing.T, m *mock) { m.setHealth(t, "", "SERVING") },
-		},
-		lostReason: "vLLM engine lost",
-		watchModes: vllmWatchModes,
+		Engine:        harness.VLLM,
+		model:         "test-model",
+		servedModel:   "test-model",
+		modelID:       "test-model",
+		lifetimeID:    true,
+		textPrompts:   true,
+		seeds:         true,
+		maxModelLen:   4096, // vllm-mock's default
+		outputToken:   vllmmock.OutputToken,
+		tokenText:     vllmmock.TokenText,
+		unhealthy:     serverNotServing,
+		livenessFails: serverLivenessFails(`health of \"\"`), // as hclog quotes it in the error
+		lostReason:    "vLLM engine lost",
+		watchModes:    vllmWatchModes,
 		// Every one of vllm-mock's other Watch modes leaves vigil polling.
 		pollOnly: vllmWatchModes,
 		notReady: []notReadyWay{
@@ -55,6 +57,51 @@ var engines = []*engine{
 		},
 		specific: []engineCase{
 			{"readiness service withdraws without loss", vllmReadinessService},
+		},
+	},
+	{
+		// SGLang's runtime API: vigil follows WatchEngineState and polls
+		// HealthCheck. sglang-mock derives both from its "" health, so
+		// POST /health on "" stands for an engine turning unhealthy
+		// (HealthCheck healthy false, a snapshot UNHEALTHY). The state
+		// stream always streams: no Watch modes, nothing polled alone.
+		Engine:        harness.SGLang,
+		model:         "test-model",
+		servedModel:   "test-model",
+		modelID:       "test-model",
+		lifetimeID:    true,
+		textPrompts:   false, // SGLang takes token ids only
+		maxModelLen:   harness.SGLangContextLength,
+		outputToken:   enginemock.OutputToken,
+		unhealthy:     serverNotServing,
+		livenessFails: serverLivenessFails("HealthCheck: healthy is false"),
+		lostReason:    "SGLang engine lost",
+		// SGLang has no sleep; PauseGeneration and ContinueGeneration.
+		notReady: []notReadyWay{{"pause", "/pause", "/resume"}},
+		specific: []engineCase{
+			{"new instance id in the state stream is lost", sglangReplacedInStream},
+		},
+	},
+	{
+		// An older SGLang server (sglang.grpc.scheduler): grpc.health.v1
+		// alone, "" liveness and the scheduler's service readiness, a
+		// Watch that sends one status and ends, so vigil polls. It reports
+		// no model and no lifetime id, and takes no requests through vigil:
+		// the lifecycle scenarios run, the request ones skip. The issue's
+		// "registers, and its NOT_SERVING is a loss" is
+		// TestRegistersWhileEngineServes/sglang-scheduler and
+		// TestEngineLost/sglang-scheduler/NOT_SERVING.
+		Engine: harness.SGLangScheduler,
+		model:  "test-model",
+		// servedModel, modelID: none reported; --served-model-name names it.
+		lifecycleOnly: true,
+		unhealthy:     serverNotServing,
+		livenessFails: serverLivenessFails(`health of \"\"`),
+		lostReason:    "SGLang engine lost",
+		pollOnly:      []mockVariant{{"watch once", nil}},
+		notReady:      []notReadyWay{{"pause", "/pause", "/resume"}},
+		specific: []engineCase{
+			{"requests refused naming the older API", sglangSchedulerRefusesRequests},
 		},
 	},
 	// TensorRT-LLM has no lifetime id, no text prompts, no health Watch,
@@ -66,19 +113,14 @@ var engines = []*engine{
 		model:       "/models/test-model",
 		servedModel: "/models/test-model",
 		modelID:     "/models/test-model",
+		seeds:       true,
 		maxModelLen: 4096, // trtllm-mock's max_seq_len
 		outputToken: enginemock.OutputToken,
-		// A crashed rank: HealthCheck answers a description, the process
-		// stays up.
-		unhealthy: lossWay{"crashed rank", func(t *testing.T, m *mock) {
-			m.setHealth(t, "", "NOT_SERVING")
-		}},
-		livenessFails: healthToggle{
-			signal: "HealthCheck",
-			fail:   func(t *testing.T, m *mock) { m.setHealth(t, "", "NOT_SERVING") },
-			clear:  func(t *testing.T, m *mock) { m.setHealth(t, "", "SERVING") },
-		},
-		lostReason: "TensorRT-LLM engine lost",
+		// A crashed rank: trtllm-mock's HealthCheck, derived from its ""
+		// health, answers a description, the process staying up.
+		unhealthy:     lossWay{"crashed rank", serverNotServing.lose},
+		livenessFails: serverLivenessFails("HealthCheck"),
+		lostReason:    "TensorRT-LLM engine lost",
 		// HealthCheck, polled, is the engine's only health signal.
 		pollOnly: []mockVariant{{"HealthCheck polled", nil}},
 		specific: trtllmCases,
@@ -91,6 +133,23 @@ var vllmWatchModes = []mockVariant{
 	{"watch once", []string{"--health-watch", "once"}},
 	{"watch unimplemented", []string{"--health-watch", "unimplemented"}},
 	{"watch silent", []string{"--health-watch", "silent"}},
+}
+
+// serverNotServing turns the whole server's health ("" in grpc.health.v1)
+// NOT_SERVING, the engine's process staying up. sglang-mock derives
+// HealthCheck and its state snapshots from it.
+var serverNotServing = lossWay{"NOT_SERVING", func(t *testing.T, m *mock) {
+	m.setHealth(t, "", "NOT_SERVING")
+}}
+
+// serverLivenessFails toggles the whole server's health, its readiness
+// left serving; vigil's log names the failing signal as signal.
+func serverLivenessFails(signal string) healthToggle {
+	return healthToggle{
+		signal: signal,
+		fail:   func(t *testing.T, m *mock) { m.setHealth(t, "", "NOT_SERVING") },
+		clear:  func(t *testing.T, m *mock) { m.setHealth(t, "", "SERVING") },
+	}
 }
 
 // engine is one row of the engine table: an engine, the mock that stands
@@ -109,6 +168,12 @@ type engine struct {
 	lifetimeID bool
 	// textPrompts: the engine takes text prompts besides token ids.
 	textPrompts bool
+	// seeds: the engine takes a sampling seed (SGLang's sampling
+	// parameters have none).
+	seeds bool
+	// lifecycleOnly: the engine takes no requests through vigil (an older
+	// API that vigil only supervises); the request scenarios skip.
+	lifecycleOnly bool
 	// maxModelLen is the model length the worker learns, in tokens; 0 when
 	// it learns none.
 	maxModelLen uint32
@@ -125,15 +190,18 @@ type engine struct {
 	// other signal vigil checks at startup serving), report failure on
 	// the signal vigil takes for loss, and clear makes it report health
 	// again (vLLM: "" NOT_SERVING while "vllm.Inference" and
-	// "vllm.Control" serve, then SERVING). signal is how vigil's log names
-	// that signal when the startup deadline passes with it failing. A nil
-	// fail when the engine has no liveness signal apart from readiness.
+	// "vllm.Control" serve, then SERVING; SGLang: "" NOT_SERVING, which
+	// sglang-mock's HealthCheck and state stream follow; its older API:
+	// "" while the scheduler's service serves). signal is how vigil's log
+	// names that signal when the startup deadline passes with it failing.
+	// A nil fail when the engine has no liveness signal apart from
+	// readiness.
 	livenessFails healthToggle
 	// lostReason begins vigil's "engine lost" reason, from the adapter.
 	lostReason string
 	// watchModes are the ways the mock can answer a health Watch other
 	// than the engine's usual one (mock flags); the adapter must see the
-	// engine's loss under each.
+	// engine's loss under each. Empty when the engine has one way.
 	watchModes []mockVariant
 	// pollOnly are the mocks under which vigil learns the engine's health
 	// by polling alone (a health Watch that does not stream, or an
@@ -192,14 +260,31 @@ type engineCase struct {
 }
 
 // forEachEngine runs f as a parallel subtest per row, named after the
-// engine.
+// row.
 func forEachEngine(t *testing.T, f func(t *testing.T, e *engine)) {
 	t.Helper()
 	for _, e := range engines {
-		t.Run(e.Name, func(t *testing.T) {
+		t.Run(e.row(), func(t *testing.T) {
 			t.Parallel()
 			f(t, e)
 		})
+	}
+}
+
+// row names the row: the engine, and its variant if any.
+func (e *engine) row() string {
+	if e.Variant == "" {
+		return e.Name
+	}
+	return e.Name + "-" + e.Variant
+}
+
+// skipWithoutRequests skips a request scenario for an engine that takes
+// none through vigil.
+func skipWithoutRequests(t *testing.T, e *engine) {
+	t.Helper()
+	if e.lifecycleOnly {
+		t.Skip("the engine takes no requests through vigil: lifecycle only")
 	}
 }
 
@@ -257,5 +342,60 @@ func vllmReadinessService(t *testing.T, e *engine) {
 	}
 	if l := v.findLine("engine lost"); l != "" {
 		t.Errorf("vigil logged a loss for an engine that was only not ready: %s", l)
+	}
+}
+
+// sglangReplacedInStream: SGLang's state stream carries the engine's
+// lifetime id, and a snapshot with another instance_id on the open stream
+// (a new engine process behind the same connection, as a restart behind a
+// proxy looks) is a loss, though the engine is up, healthy and not paused
+// and the connection stays open: the worker registered with the old id is
+// withdrawn within registerBound, and vigil logs the loss at error level,
+// naming both ids, and exits 1.
+func sglangReplacedInStream(t *testing.T, e *engine) {
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t, e, harness.MockOpts{})
+	// A TTL far longer than the test: only vigil's own deregistration can
+	// empty the catalog in time.
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
+	registeredWith(t, c, svc, e.instanceID(m))
+
+	next := e.NewInstanceID()
+	m.post(t, "/replace", map[string]string{"instance_id": next})
+	_, gone := c.passing(t, svc, 10*time.Second, count(0))
+	if d := gone.Sub(m.lastHealthChange(t)); d > registerBound {
+		t.Errorf("withdrawn %s after the engine took instance id %s, want within %s", d, next, registerBound)
+	}
+	if code := v.wait(exitBound); code != 1 {
+		t.Fatalf("vigil exit code = %d after the engine was replaced, want 1", code)
+	}
+	lost := v.findLine("engine lost")
+	for _, want := range []string{"[ERROR]", e.lostReason, "replaced", next, m.InstanceID} {
+		if !strings.Contains(lost, want) {
+			t.Errorf("engine lost line %q does not hold %q", lost, want)
+		}
+	}
+	if c.catalogHas(t, svc) {
+		t.Errorf("worker with the old instance id %s still in Consul after vigil exited", m.InstanceID)
+	}
+	if m.exited() {
+		t.Errorf("the engine exited (%d): the case needs it up, replaced in place", m.exitCode())
+	}
+}
+
+// sglangSchedulerRefusesRequests: an older SGLang server takes no requests
+// through vigil; a request to its worker is refused before any token with
+// UNAVAILABLE (retry elsewhere) naming the older API, and the worker stays
+// up and registered.
+func sglangSchedulerRefusesRequests(t *testing.T, e *engine) {
+	_, v := servingWorker(t, e, harness.MockOpts{})
+	got := generate(context.Background(), workerClient(t, v.Listen), tokenPrompt("r1", 3, 1), nil)
+	if status.Code(got.err) != codes.Unavailable || !strings.Contains(status.Convert(got.err).Message(), "sglang.grpc.scheduler") ||
+		len(got.tokens) != 0 {
+		t.Errorf("request to an older server's worker: %d tokens, err %v; want Unavailable naming sglang.grpc.scheduler", len(got.tokens), got.err)
+	}
+	if v.exited() {
+		t.Fatalf("vigil exited with %d after a refused request", v.exitCode())
 	}
 }

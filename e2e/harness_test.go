@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -23,7 +22,7 @@ type mock struct {
 func startMock(t *testing.T, e *engine, o harness.MockOpts) *mock {
 	t.Helper()
 	o.Model = e.model
-	o.InstanceID = fmt.Sprintf("inst-%d", time.Now().UnixNano())
+	o.InstanceID = e.NewInstanceID()
 	hm, err := harness.StartMock(starter{t}, e.Engine, e.mockBin, o)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,10 @@ import (
 const (
 	registerBound = 2 * time.Second
 	exitBound     = 10 * time.Second
+	// notReadyBound bounds the withdrawal when the engine stops taking
+	// work (sleep, pause) and the registration when it takes it again: an
+	// engine paused for a moment must not lose its traffic for long.
+	notReadyBound = time.Second
 )
 
 // TestRegistersWhileEngineServes: the engine is up first; the worker is
@@ -317,9 +321,9 @@ func TestLossWhileRegistering(t *testing.T) {
 	}
 }
 
-// TestNotReady: an engine that sleeps or pauses is withdrawn but not lost,
-// and registered again when it wakes or resumes, in each way the engine
-// has.
+// TestNotReady: an engine that sleeps or pauses is withdrawn within
+// notReadyBound but not lost, and registered again within notReadyBound
+// when it wakes or resumes, in each way the engine has.
 func TestNotReady(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
@@ -336,15 +340,17 @@ func TestNotReady(t *testing.T) {
 				v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc})
 				c.passing(t, svc, 30*time.Second, count(1))
 
+				sent := time.Now()
 				m.post(t, way.enter, nil)
 				_, gone := c.passing(t, svc, 10*time.Second, count(0))
-				if d := gone.Sub(m.lastHealthChange(t)); d > registerBound {
-					t.Errorf("withdrawn %s after %s, want within %s", d, way.enter, registerBound)
+				if d := gone.Sub(changedSince(t, m, sent)); d > notReadyBound {
+					t.Errorf("withdrawn %s after %s, want within %s", d, way.enter, notReadyBound)
 				}
+				sent = time.Now()
 				m.post(t, way.leave, nil)
 				_, back := c.passing(t, svc, 10*time.Second, count(1))
-				if d := back.Sub(m.lastHealthChange(t)); d > registerBound {
-					t.Errorf("registered again %s after %s, want within %s", d, way.leave, registerBound)
+				if d := back.Sub(changedSince(t, m, sent)); d > notReadyBound {
+					t.Errorf("registered again %s after %s, want within %s", d, way.leave, notReadyBound)
 				}
 				if v.exited() {
 					t.Fatalf("vigil exited with %d during %s and %s", v.exitCode(), way.enter, way.leave)
@@ -353,6 +359,59 @@ func TestNotReady(t *testing.T) {
 					t.Errorf("vigil logged a loss for an engine that was only not ready (%s): %s", way.name, l)
 				}
 			})
+		}
+	})
+}
+
+// changedSince is when mock m changed in answer to a control request sent
+// at sent: the time the mock recorded for its last health change, when it
+// recorded one since; else sent, which is earlier than the change, so a
+// delay measured from it is never too short. (sglang-mock records no
+// change of is_pause, which changes no health status of its.)
+func changedSince(t *testing.T, m *mock, sent time.Time) time.Time {
+	t.Helper()
+	if at := m.lastHealthChange(t); at.After(sent) {
+		return at
+	}
+	return sent
+}
+
+// TestEngineFrozen: the engine's process is stopped (SIGSTOP), its
+// connections left open, so it neither answers nor closes anything and
+// only vigil's own liveness checks can notice. The worker is withdrawn
+// within the health policy's bound, interval + failures × timeout, plus
+// registerBound of slack, and vigil logs the loss and exits 1.
+func TestEngineFrozen(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		const (
+			interval = 500 * time.Millisecond
+			timeout  = time.Second
+			failures = 2
+		)
+		bound := interval + failures*timeout + registerBound
+		c := consulFor(t)
+		svc := uniqueService(t)
+		m := startMock(t, e, harness.MockOpts{})
+		// A TTL far longer than the test: only vigil's own deregistration
+		// can empty the catalog in time.
+		v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{
+			"--check-ttl", "5m", "--health-interval", interval.String(), "--health-timeout", timeout.String(),
+			"--health-failures", fmt.Sprint(failures)}})
+		c.passing(t, svc, 30*time.Second, count(1))
+
+		frozen := time.Now()
+		m.signal(syscall.SIGSTOP) // the cleanup's SIGKILL ends a stopped process too
+		_, gone := c.passing(t, svc, bound+exitBound, count(0))
+		if d := gone.Sub(frozen); d > bound {
+			t.Errorf("withdrawn %s after the engine froze, want within %s", d, bound)
+		}
+		if code := v.wait(exitBound); code != 1 {
+			t.Fatalf("vigil exit code = %d after the engine froze, want 1", code)
+		}
+		if lost := v.findLine("engine lost"); !strings.Contains(lost, e.lostReason) || !strings.Contains(lost, "[ERROR]") {
+			t.Errorf("engine lost line %q, want %q at error level", lost, e.lostReason)
 		}
 	})
 }

@@ -168,6 +168,7 @@ func TestRouterHTTP(t *testing.T) {
 }
 
 func testRouterHTTP(t *testing.T, e *engine) {
+	skipWithoutRequests(t, e)
 	c := consulFor(t)
 	svc := uniqueService(t)
 	startConsulWorker(t, c, e, svc, addr(freePort(t)))

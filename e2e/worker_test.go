@@ -86,16 +86,21 @@ func servingWorker(t *testing.T, e *engine, mo harness.MockOpts, vigilArgs ...st
 }
 
 // TestGenerateThroughWorker: tokens stream through vigil exactly as the
-// engine produced them, then one final message with usage.
+// engine produced them, then one final message with usage. The request
+// carries a sampling seed when the engine takes one.
 func TestGenerateThroughWorker(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engine) {
+		skipWithoutRequests(t, e)
 		_, v := servingWorker(t, e, harness.MockOpts{TokenDelay: delay(0)})
 		c := workerClient(t, v.Listen)
-		seed := int64(7)
 		req := tokenPrompt("r1", 12, 5, 6, 7)
-		req.Sampling = &workerv1.Sampling{Seed: &seed}
+		var seed int64 // the mock's when the request has none
+		if e.seeds {
+			seed = 7
+			req.Sampling = &workerv1.Sampling{Seed: &seed}
+		}
 		got := generate(context.Background(), c, req, nil)
 		if got.err != nil {
 			t.Fatalf("Generate: %v", got.err)
@@ -137,6 +142,7 @@ func TestCancelAbortsEngineRequest(t *testing.T) {
 }
 
 func testCancelAbortsEngineRequest(t *testing.T, e *engine) {
+	skipWithoutRequests(t, e)
 	m, v := servingWorker(t, e, harness.MockOpts{TokenDelay: delay(20 * time.Millisecond)})
 	c := workerClient(t, v.Listen)
 
@@ -199,6 +205,7 @@ type badRequest struct {
 }
 
 func testBadRequests(t *testing.T, e *engine) {
+	skipWithoutRequests(t, e)
 	_, v := servingWorker(t, e, harness.MockOpts{TokenDelay: delay(0)})
 	c := workerClient(t, v.Listen)
 	cases := []badRequest{
@@ -210,7 +217,7 @@ func testBadRequests(t *testing.T, e *engine) {
 		cases = append(cases, badRequest{"max tokens beyond model length", tokenPrompt("x", e.maxModelLen+1, 1), codes.InvalidArgument, "max_tokens"})
 	}
 	if !e.textPrompts {
-		cases = append(cases, badRequest{"text prompt", &workerv1.GenerateRequest{Prompt: &workerv1.GenerateRequest_Text{Text: "hi"}}, codes.InvalidArgument, "prompt.text"})
+		cases = append(cases, badRequest{"text prompt", &workerv1.GenerateRequest{Prompt: &workerv1.GenerateRequest_Text{Text: "hi"}}, codes.InvalidArgument, "prompt"})
 	}
 	for _, tc := range cases {
 		got := generate(context.Background(), c, tc.req, nil)
@@ -281,6 +288,7 @@ func TestEngineKilledMidStream(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engine) {
+		skipWithoutRequests(t, e)
 		m, v := servingWorker(t, e, harness.MockOpts{TokenDelay: delay(20 * time.Millisecond)})
 		c := workerClient(t, v.Listen)
 		res := generate(context.Background(), c, tokenPrompt("long", 1000, 1), func(n int) {

@@ -26,6 +26,21 @@ var (
 
 func (c *engineClient) err(err error) error { return fromStatus(err, c.exited) }
 
+// ctxErr is err for a call whose contract returns ctx's error once ctx has
+// ended: the status alone may say otherwise, as when a deadline that
+// reached the adapter too ends the stream with CANCELLED first. A deadline
+// counts once passed, even before ctx's timer has fired.
+func (c *engineClient) ctxErr(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil {
+		return &classError{cerr, c.err(err).Error()}
+	}
+	return c.err(err)
+}
+
 func (c *engineClient) Info(ctx context.Context) (AdapterInfo, error) {
 	resp, err := c.client.Info(ctx, &pluginv1.InfoRequest{})
 	if err != nil {
@@ -41,7 +56,7 @@ func (c *engineClient) Info(ctx context.Context) (AdapterInfo, error) {
 func (c *engineClient) Start(ctx context.Context, req StartRequest) (Worker, error) {
 	resp, err := c.client.Start(ctx, startRequestToProto(req))
 	if err != nil {
-		return Worker{}, c.err(err)
+		return Worker{}, c.ctxErr(ctx, err)
 	}
 	return workerFromProto(resp.GetWorker()), nil
 }
@@ -73,7 +88,7 @@ func (c *engineClient) WatchAvailability(ctx context.Context) (<-chan Event, err
 				if ctx.Err() != nil {
 					return
 				}
-				reason := "adapter ended the availability stream"
+				reason := ReasonStreamEnded
 				if !errors.Is(err, io.EOF) {
 					reason = fmt.Sprintf("adapter availability stream failed: %v", c.err(err))
 				}
@@ -108,7 +123,7 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 	defer cancel() // ends the adapter's stream, which aborts the engine request
 	stream, err := c.client.Generate(ctx, generateRequestToProto(req))
 	if err != nil {
-		return Result{}, c.err(err)
+		return Result{}, c.ctxErr(ctx, err)
 	}
 	for {
 		msg, err := stream.Recv()
@@ -116,9 +131,18 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 			if errors.Is(err, io.EOF) {
 				return Result{}, fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
 			}
-			return Result{}, c.err(err)
+			return Result{}, c.ctxErr(ctx, err)
 		}
 		if f := msg.GetFinal(); f != nil {
+			// The final message is the last: anything after it, a message
+			// or an error, is an adapter that broke the protocol.
+			if _, err := stream.Recv(); !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				after := "a message"
+				if err != nil {
+					after = fmt.Sprintf("an error (%v)", c.err(err))
+				}
+				return Result{}, fmt.Errorf("adapter sent %s after the final message of request %s", after, req.RequestID)
+			}
 			return resultFromProto(f), nil
 		}
 		ch := msg.GetChunk()

@@ -30,7 +30,10 @@
 //     grpc.health.v1 service the way real engine servers need it followed,
 //     and polls unary health RPCs.
 //   - [github.com/vigilhq/vigil/sdk/sdktest] checks an adapter against this
-//     contract, and reads availability streams in an adapter's own tests.
+//     contract, one named rule for each thing the documentation here says
+//     an adapter does, in process, across the plugin boundary and as a
+//     built executable; and reads availability streams in an adapter's own
+//     tests.
 //   - [github.com/vigilhq/vigil/sdk/enginemock] is the engine-independent
 //     half of a stand-in engine for those tests.
 package sdk

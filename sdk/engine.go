@@ -15,16 +15,31 @@ type Engine interface {
 	Info(ctx context.Context) (AdapterInfo, error)
 
 	// Start connects to the engine at req.EngineAddr and returns once the
-	// engine serves, with what the engine reports about itself. It gives up
-	// with an error wrapping ErrStartupDeadline after req.StartupDeadline, and
-	// returns ctx.Err() when ctx ends first. A second call fails with
+	// engine serves, with what the engine reports about itself. It first
+	// rejects a bad request with an error wrapping ErrInvalidArgument, a
+	// *FieldError naming the field: an EngineAddr that is not host:port
+	// with a numeric port from 1 to 65535 (FieldEngineAddr), and an engine
+	// option it does not know or whose value is bad (FieldOptions, naming
+	// the key). It gives up with an error wrapping ErrStartupDeadline once
+	// req.StartupDeadline has passed (a check under way may take its
+	// HealthPolicy.Timeout more), and returns an error wrapping ctx's, not
+	// ErrStartupDeadline, when ctx ends first. A second call fails with
 	// ErrAlreadyStarted.
 	Start(ctx context.Context, req StartRequest) (Worker, error)
 
-	// WatchAvailability streams availability after a successful Start. The
-	// first event is the current state; later events are sent on change. The
-	// adapter closes the channel after a Lost event or when ctx ends. A
-	// channel closed without a Lost event means the engine is lost too.
+	// WatchAvailability streams availability after a successful Start;
+	// before it, it fails with ErrNotStarted. The first event is the
+	// current state: what the engine reports when the watch begins, not
+	// what Start saw. Later events are sent on change only, each with the
+	// Time it was observed. NotReady comes only from an adapter with
+	// Capabilities.Readiness, for an engine alive but taking no work;
+	// Serving follows when it takes work again. Lost comes for an engine
+	// that failed (it reports so), shut down, or froze (found within the
+	// HealthPolicy); it is the last event, and the adapter closes the
+	// channel after it. When ctx ends the adapter closes the channel
+	// without a further event. It closes it at no other time: the host
+	// takes a channel closed without a Lost event for a lost engine, but
+	// that close is a broken adapter, which sdktest reports.
 	WatchAvailability(ctx context.Context) (<-chan Event, error)
 
 	// Shutdown releases the adapter's connections to the engine. It does not
@@ -45,11 +60,14 @@ type AdapterInfo struct {
 // Capabilities lists what an adapter does beyond the required methods.
 type Capabilities struct {
 	// Readiness: the adapter reports NotReady for an engine that is alive
-	// but not accepting work (asleep, paused).
+	// but not accepting work (asleep, paused). Without it, the adapter
+	// never reports NotReady.
 	Readiness bool
-	// Generate: the adapter forwards generation requests.
+	// Generate: the adapter forwards generation requests: it implements
+	// Generator.
 	Generate bool
-	// Abort: the adapter aborts a forwarded request by id.
+	// Abort: the adapter aborts a forwarded request by id with
+	// Generator.Abort. It needs Generate.
 	Abort bool
 }
 
@@ -86,7 +104,8 @@ type StartRequest struct {
 	// Health tunes health watching; zero fields take the defaults.
 	Health HealthPolicy
 	// Options are engine specific; an adapter rejects keys it does not know,
-	// and bad values, with a *FieldError for FieldOptions naming the key.
+	// and bad values, with a *FieldError for FieldOptions naming the key
+	// (see Engine.Start).
 	Options map[string]string
 }
 
@@ -96,10 +115,10 @@ const DefaultStartupDeadline = 30 * time.Minute
 
 // HealthPolicy tunes how an adapter watches its engine.
 //
-// With the defaults a frozen engine (its process stopped, its TCP connection
-// still open) is found within Interval + Failures*Timeout = 2.5 s: checks run
-// back to back after a failure, and an answer that comes within Timeout,
-// however slow, is never a failure.
+// An adapter finds a frozen engine (its process stopped, its TCP connection
+// still open) Lost within Interval + Failures*Timeout, 2.5 s with the
+// defaults: checks run back to back after a failure, and an answer that
+// comes within Timeout, however slow, is never a failure.
 type HealthPolicy struct {
 	// Interval is the time between liveness checks while checks succeed.
 	// Default 500ms.
@@ -206,6 +225,12 @@ func (a Availability) String() string {
 		return "UNKNOWN"
 	}
 }
+
+// ReasonStreamEnded is the Reason of the Lost event the sdk sends for an
+// adapter whose availability stream ended without one, on either side of
+// the plugin boundary: the host must not take silence for health, but the
+// adapter broke the contract.
+const ReasonStreamEnded = "adapter ended the availability stream"
 
 // Event is one availability change.
 type Event struct {

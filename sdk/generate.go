@@ -8,16 +8,21 @@ import "context"
 // themselves.
 type Generator interface {
 	// Generate forwards req to the engine and calls send for each chunk of
-	// output, in order, from the calling goroutine; it returns the final
-	// result after the last chunk. An error before the first send means
-	// nothing was generated: wrap ErrUnavailable when the engine cannot take
-	// the request, ErrInvalidArgument (naming the field) when it rejects it.
-	// When ctx ends, Generate aborts the engine-side request and returns
-	// ctx's error. When send fails, Generate aborts likewise and returns
-	// send's error.
+	// new output (token ids or text), in order, from the calling goroutine;
+	// it returns the final result, FinishStop or FinishLength, after the
+	// last chunk, and never calls send after returning. An error before the
+	// first send means nothing was generated: wrap ErrUnavailable when the
+	// engine cannot take the request (it is not serving, or not ready),
+	// ErrInvalidArgument (naming the field) when it rejects it, such as a
+	// text prompt to an engine that takes token ids only. When ctx ends,
+	// Generate aborts the engine-side request, so that the engine stops
+	// generating, and returns ctx's error promptly. When send fails,
+	// Generate aborts likewise and returns send's error.
 	Generate(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error)
 
-	// Abort ends engine-side requests by id; unknown ids are ignored.
+	// Abort ends engine-side requests by id: a Generate forwarding one
+	// returns soon after, with FinishCancelled or an error. Unknown ids are
+	// ignored: Abort returns nil for them.
 	Abort(ctx context.Context, requestIDs []string) error
 }
 

@@ -2,7 +2,10 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 )
@@ -64,7 +67,7 @@ func (s *engineServer) WatchAvailability(_ *pluginv1.WatchAvailabilityRequest, s
 	}
 	// The adapter closed the channel without saying Lost: per the Engine
 	// contract that is a loss, so say it explicitly.
-	return stream.Send(eventToProto(Event{Availability: Lost, Reason: "adapter ended the availability stream"}))
+	return stream.Send(eventToProto(Event{Availability: Lost, Reason: ReasonStreamEnded, Time: time.Now()}))
 }
 
 func (s *engineServer) Shutdown(ctx context.Context, _ *pluginv1.ShutdownRequest) (*pluginv1.ShutdownResponse, error) {
@@ -79,16 +82,31 @@ func (s *engineServer) Generate(req *pluginv1.GenerateRequest, stream pluginv1.E
 	if !ok {
 		return toStatus(fmt.Errorf("%w: the adapter does not forward requests", ErrUnimplemented))
 	}
+	// A send after Generate returned, or beside another, would break the
+	// stream (gRPC forbids both), so it is refused instead.
+	var mu sync.Mutex
+	returned := false
 	res, err := g.Generate(stream.Context(), generateRequestFromProto(req), func(c Chunk) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if returned {
+			return errSendAfterReturn
+		}
 		return stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Chunk{
 			Chunk: &pluginv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text},
 		}})
 	})
+	mu.Lock()
+	returned = true
+	mu.Unlock()
 	if err != nil {
 		return toStatus(err)
 	}
 	return stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Final{Final: resultToProto(res)}})
 }
+
+// errSendAfterReturn answers a send called after Generate returned.
+var errSendAfterReturn = errors.New("send called after Generate returned")
 
 func (s *engineServer) Abort(ctx context.Context, req *pluginv1.AbortRequest) (*pluginv1.AbortResponse, error) {
 	g, ok := s.impl.(Generator)

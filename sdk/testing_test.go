@@ -232,10 +232,10 @@ func TestPluginEngineWatch(t *testing.T) {
 		// host must be told so.
 		"closed without Lost": {
 			sent: []Event{serving},
-			want: []Event{serving, {Availability: Lost, Reason: "adapter ended the availability stream"}},
+			want: []Event{serving, {Availability: Lost, Reason: ReasonStreamEnded}},
 		},
 		"closed at once": {
-			want: []Event{{Availability: Lost, Reason: "adapter ended the availability stream"}},
+			want: []Event{{Availability: Lost, Reason: ReasonStreamEnded}},
 		},
 		"unknown availability is Lost": {
 			sent: []Event{serving, {Availability: Availability(9), Reason: "confused", Time: t1}},

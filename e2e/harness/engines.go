@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,6 +28,10 @@ var controlClient = &http.Client{Timeout: 10 * time.Second}
 type Engine struct {
 	// Name is the engine's --engine name in vigil run.
 	Name string
+	// Variant names another way the same engine runs (an older API of it),
+	// "" for the engine as it runs today; rows of the e2e table are named
+	// Name, or Name-Variant.
+	Variant string
 	// Mock is the mock engine's binary name; MockPkg the package that
 	// builds it.
 	Mock, MockPkg string
@@ -37,6 +43,48 @@ type Engine struct {
 	// "listening" once it listens and one holding "serving" once it
 	// serves.
 	MockArgs func(o MockOpts) []string
+	// InstanceID formats a lifetime id the mock takes (--instance-id) from
+	// n, a number no other mock of the run is given.
+	InstanceID func(n int64) string
+}
+
+// NewInstanceID returns a lifetime id for a new mock of e, one no other
+// mock of this process is given.
+func (e Engine) NewInstanceID() string { return e.InstanceID(uniqueNanos()) }
+
+// lastNanos is the last number uniqueNanos returned.
+var lastNanos atomic.Int64
+
+// uniqueNanos returns the time in nanoseconds, or one more than the last
+// number it returned when the clock has not moved past it.
+func uniqueNanos() int64 {
+	for {
+		last, now := lastNanos.Load(), time.Now().UnixNano()
+		now = max(now, last+1)
+		if lastNanos.CompareAndSwap(last, now) {
+			return now
+		}
+	}
+}
+
+// kitMockArgs is the command line of a mock on sdk/enginemock's Command
+// (the flags every mock shares), with the engine's own flags after them
+// and o.Extra last.
+func kitMockArgs(engineArgs ...string) func(o MockOpts) []string {
+	return func(o MockOpts) []string {
+		args := []string{"--listen", o.GRPC, "--control", o.Control, "--model", o.Model}
+		if o.InstanceID != "" {
+			args = append(args, "--instance-id", o.InstanceID)
+		}
+		if o.StartupDelay != 0 {
+			args = append(args, "--startup-delay", o.StartupDelay.String())
+		}
+		if o.TokenDelay != nil {
+			args = append(args, "--token-delay", o.TokenDelay.String())
+		}
+		args = append(args, engineArgs...)
+		return append(args, o.Extra...)
+	}
 }
 
 // VLLM is vLLM, stood in for by vllm-mock.
@@ -45,24 +93,37 @@ var VLLM = Engine{
 	Mock:       "vllm-mock",
 	MockPkg:    "github.com/vigilhq/vigil/plugins/vllm/cmd/vllm-mock",
 	AdapterPkg: "github.com/vigilhq/vigil/plugins/vllm/cmd/vigil-adapter-vllm",
-	MockArgs:   commandArgs,
+	MockArgs:   kitMockArgs(),
+	InstanceID: func(n int64) string { return fmt.Sprintf("inst-%d", n) },
 }
 
-// commandArgs are o as the flags every mock built on enginemock.Command
-// shares (--listen, --control, --model, --instance-id, --startup-delay,
-// --token-delay), then o.Extra.
-func commandArgs(o MockOpts) []string {
-	args := []string{"--listen", o.GRPC, "--control", o.Control, "--model", o.Model}
-	if o.InstanceID != "" {
-		args = append(args, "--instance-id", o.InstanceID)
-	}
-	if o.StartupDelay != 0 {
-		args = append(args, "--startup-delay", o.StartupDelay.String())
-	}
-	if o.TokenDelay != nil {
-		args = append(args, "--token-delay", o.TokenDelay.String())
-	}
-	return append(args, o.Extra...)
+// SGLangContextLength is the context length, in tokens, sglang-mock
+// reports as SGLang started with a --context-length does (without one it
+// reports null: the model's own limit, unknown to vigil).
+const SGLangContextLength = 4096
+
+// SGLang is SGLang serving sglang.runtime.v1, stood in for by sglang-mock.
+// It has no adapter executable: the adapter is built into vigil alone.
+var SGLang = Engine{
+	Name:    "sglang",
+	Mock:    "sglang-mock",
+	MockPkg: "github.com/vigilhq/vigil/plugins/sglang/cmd/sglang-mock",
+	MockArgs: kitMockArgs("--api", "runtime",
+		"--context-length", strconv.Itoa(SGLangContextLength)),
+	// instance_id is a uint64 on SGLang's wire: sglang-mock takes decimal.
+	InstanceID: func(n int64) string { return strconv.FormatInt(n, 10) },
+}
+
+// SGLangScheduler is an older SGLang server (sglang.grpc.scheduler), which
+// serves grpc.health.v1 alone: sglang-mock --api scheduler. vigil finds
+// out which API the engine serves by itself.
+var SGLangScheduler = Engine{
+	Name:       SGLang.Name,
+	Variant:    "scheduler",
+	Mock:       SGLang.Mock,
+	MockPkg:    SGLang.MockPkg,
+	MockArgs:   kitMockArgs("--api", "scheduler"),
+	InstanceID: SGLang.InstanceID,
 }
 
 // Mock is a running mock engine.
@@ -97,15 +158,19 @@ type MockOpts struct {
 // it picked was taken before the mock could bind it.
 const mockAttempts = 3
 
-// StartMock starts the harness's mock engine serving gRPC on grpcAddr (a
-// fresh port when empty) and waits until it listens; extra flags follow
-// the defaults.
-func (h *Harness) StartMock(grpcAddr string, extra ...string) (*Mock, error) {
+// StartMock starts e's mock engine (one of the engines the harness was
+// built for) serving gRPC on grpcAddr (a fresh port when empty) and waits
+// until it listens; extra flags follow the defaults.
+func (h *Harness) StartMock(e Engine, grpcAddr string, extra ...string) (*Mock, error) {
+	bin, ok := h.Bins.Mocks[e.Mock]
+	if !ok {
+		return nil, fmt.Errorf("harness: %s was not built (harness.New builds the mocks of the engines it is given)", e.Mock)
+	}
 	var err error
 	for range mockAttempts {
 		var m *Mock
-		o := MockOpts{GRPC: grpcAddr, Model: "bench-model", InstanceID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), Extra: extra}
-		if m, err = StartMock(h, h.Engine, h.Bins.Mock, o); err == nil {
+		o := MockOpts{GRPC: grpcAddr, Model: "bench-model", InstanceID: e.NewInstanceID(), Extra: extra}
+		if m, err = StartMock(h, e, bin, o); err == nil {
 			return m, nil
 		}
 		if !strings.Contains(err.Error(), "address already in use") {
@@ -169,8 +234,9 @@ func (m *Mock) State() (MockState, error) {
 	return st, nil
 }
 
-// SetHealth pins the health status of the whole server ("" service) of a
-// mock with grpc.health.v1 (vllm-mock).
+// SetHealth pins the health status of the whole server ("" service):
+// vllm-mock's grpc.health.v1, sglang-mock's HealthCheck and state stream
+// (or, with --api scheduler, its grpc.health.v1).
 func (m *Mock) SetHealth(status string) error { return m.SetServiceHealth("", status) }
 
 // SetServiceHealth pins the grpc.health.v1 status of service.
@@ -232,12 +298,8 @@ type Vigil struct {
 	Started time.Time
 }
 
-// StartVigil starts `vigil run` and returns at once; an o.Engine of ""
-// is the Harness's Engine.
+// StartVigil starts `vigil run` and returns at once.
 func (h *Harness) StartVigil(o VigilOpts) (*Vigil, error) {
-	if o.Engine == "" {
-		o.Engine = h.Engine.Name
-	}
 	return StartVigil(h, h.Bins.Vigil, o)
 }
 

@@ -17,11 +17,11 @@ import (
 	"sync"
 )
 
-// Bins are the executables under test; Mock is the Harness's Engine's.
+// Bins are the executables under test; Mocks holds each mock engine's by
+// its binary name (Engine.Mock).
 type Bins struct {
-	Vigil, Mock, Consul string
-	// Mocks are the mocks New built, by engine name.
-	Mocks map[string]string
+	Vigil, Consul string
+	Mocks         map[string]string
 }
 
 // Starter starts a process: *Harness is one.
@@ -32,11 +32,6 @@ type Starter interface {
 // Harness starts processes and remembers them so that Close can kill them.
 type Harness struct {
 	Bins Bins
-	// Engine is the engine whose mock StartMock starts and whose adapter
-	// StartVigil runs: the first New built, until Use.
-	Engine Engine
-	// engines are the engines New built, in its order.
-	engines []Engine
 	// Dir is a scratch directory removed by Close (file registries live here).
 	Dir string
 
@@ -48,26 +43,19 @@ type Harness struct {
 // VigilPkg builds the vigil binary.
 const VigilPkg = "github.com/vigilhq/vigil/host/cmd/vigil"
 
-// New builds vigil and the mock of each engine (VLLM's when none is
-// given) from the workspace at root into a fresh scratch directory and
-// finds the Consul agent; the first engine is the Harness's Engine. The
-// binaries are built without -race: the figures are about vigil as it
-// ships.
+// New builds vigil and the mocks of engines from the workspace at root
+// into a fresh scratch directory and finds the Consul agent. The binaries
+// are built without -race: the figures are about vigil as it ships.
 func New(root string, engines ...Engine) (*Harness, error) {
-	if len(engines) == 0 {
-		engines = []Engine{VLLM}
-	}
 	dir, err := os.MkdirTemp("", "vigil-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("scratch directory: %w", err)
 	}
-	h := &Harness{Dir: dir, engines: engines}
-	h.Bins.Vigil = filepath.Join(dir, "vigil")
-	h.Bins.Mocks = map[string]string{}
+	h := &Harness{Dir: dir, Bins: Bins{Vigil: filepath.Join(dir, "vigil"), Mocks: map[string]string{}}}
 	builds := map[string]string{h.Bins.Vigil: VigilPkg}
 	for _, e := range engines {
-		h.Bins.Mocks[e.Name] = filepath.Join(dir, e.Mock)
-		builds[h.Bins.Mocks[e.Name]] = e.MockPkg
+		h.Bins.Mocks[e.Mock] = filepath.Join(dir, e.Mock)
+		builds[h.Bins.Mocks[e.Mock]] = e.MockPkg
 	}
 	for bin, pkg := range builds {
 		if err := goBuild(root, bin, pkg); err != nil {
@@ -79,24 +67,7 @@ func New(root string, engines ...Engine) (*Harness, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if err := h.Use(engines[0].Name); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
 	return h, nil
-}
-
-// Use makes the engine named name, one New built, the Harness's Engine:
-// the mocks StartMock starts and the adapter StartVigil runs from then
-// on. Processes already started run on.
-func (h *Harness) Use(name string) error {
-	for _, e := range h.engines {
-		if e.Name == name {
-			h.Engine, h.Bins.Mock = e, h.Bins.Mocks[name]
-			return nil
-		}
-	}
-	return fmt.Errorf("engine %q: the harness built no mock for it", name)
 }
 
 func goBuild(root, out, pkg string) error {

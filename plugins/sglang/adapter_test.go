@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -71,17 +72,30 @@ func started(t *testing.T, addr string, options map[string]string) *sglang.Adapt
 	return a
 }
 
+// TestConformance checks the adapter against the sdk contract on either
+// API, in every mode (the test binary standing in for the executable, see
+// TestMain), with every hook the mock gives: unhealthy is failure, pause
+// is not ready; an older server takes no requests.
 func TestConformance(t *testing.T) {
 	for _, api := range []mock.API{mock.APIRuntime, mock.APIScheduler} {
 		t.Run(string(api), func(t *testing.T) {
+			engines := map[string]*mock.Engine{}
 			sdktest.TestEngine(t, sdktest.Harness{
-				New: func() sdk.Engine { return sglang.New() },
+				Name:       sglang.Name,
+				New:        func() sdk.Engine { return sglang.New() },
+				Executable: os.Args[0],
 				Serving: func(t *testing.T) (string, func()) {
 					e, addr := serveMock(t, mock.Config{Model: "m", API: api})
+					engines[addr] = e
 					return addr, e.Stop
 				},
-				Name:    sglang.Name,
-				Unnamed: api == mock.APIScheduler,
+				Unnamed:             api == mock.APIScheduler,
+				GenerateUnavailable: api == mock.APIScheduler,
+				Fail:                func(t *testing.T, addr string) { post(t, engines[addr], "/health", `{"status": "NOT_SERVING"}`) },
+				NotReady:            func(t *testing.T, addr string) { post(t, engines[addr], "/pause", "") },
+				Ready:               func(t *testing.T, addr string) { post(t, engines[addr], "/resume", "") },
+				Hold:                func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
+				Aborted:             func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
 			})
 		})
 	}
@@ -303,6 +317,11 @@ func TestGenerateRefused(t *testing.T) {
 			}
 		})
 	}
+	t.Run("abort on an older server", func(t *testing.T) {
+		if err := old.Abort(t.Context(), []string{"r"}); err != nil {
+			t.Errorf("Abort() on an older server = %v, want nil: it runs no request of vigil's", err)
+		}
+	})
 	t.Run("paused", func(t *testing.T) {
 		post(t, e, "/pause", "")
 		_, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "p", TokenIDs: []uint32{1}}, none)

@@ -3,6 +3,7 @@ package sglang
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -37,9 +38,14 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 	}, send)
 }
 
-// Abort calls SglangService/Abort for each id.
+// Abort calls SglangService/Abort for each id. An older server has taken
+// no request through vigil, so every id is unknown to it: there is nothing
+// to abort, and unknown ids are ignored.
 func (a *Adapter) Abort(ctx context.Context, requestIDs []string) error {
 	client, err := a.client()
+	if errors.Is(err, errOlderAPI) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -51,6 +57,9 @@ func (a *Adapter) Abort(ctx context.Context, requestIDs []string) error {
 	return nil
 }
 
+// errOlderAPI is client's error on an older server.
+var errOlderAPI = fmt.Errorf("%w: the SGLang engine serves the older %s API, which takes no requests through vigil; requests need sglang.runtime.v1", sdk.ErrUnavailable, SchedulerService)
+
 // client is the SglangService client after Start, on the current API.
 func (a *Adapter) client() (sglangpb.SglangServiceClient, error) {
 	conn, err := a.Conn()
@@ -61,7 +70,7 @@ func (a *Adapter) client() (sglangpb.SglangServiceClient, error) {
 	api := a.api
 	a.mu.Unlock()
 	if api == apiScheduler {
-		return nil, fmt.Errorf("%w: the SGLang engine serves the older %s API, which takes no requests through vigil; requests need sglang.runtime.v1", sdk.ErrUnavailable, SchedulerService)
+		return nil, errOlderAPI
 	}
 	return sglangpb.NewSglangServiceClient(conn), nil
 }

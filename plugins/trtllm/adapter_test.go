@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -73,14 +74,24 @@ func started(t *testing.T, addr string) *trtllm.Adapter {
 	return a
 }
 
+// TestConformance checks the adapter against the sdk contract in every
+// mode (the test binary standing in for the executable, see TestMain),
+// with every hook the mock gives: a crashed rank is failure; TensorRT-LLM
+// has no not-ready state.
 func TestConformance(t *testing.T) {
+	engines := map[string]*mock.Engine{}
 	sdktest.TestEngine(t, sdktest.Harness{
-		New: func() sdk.Engine { return trtllm.New() },
+		Name:       trtllm.Name,
+		New:        func() sdk.Engine { return trtllm.New() },
+		Executable: os.Args[0],
 		Serving: func(t *testing.T) (string, func()) {
 			e, addr := serveMock(t, "", mock.Config{Model: "m"})
+			engines[addr] = e
 			return addr, e.Stop
 		},
-		Name: trtllm.Name,
+		Fail:    func(t *testing.T, addr string) { post(t, engines[addr], "/health", `{"status": "NOT_SERVING"}`) },
+		Hold:    func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
+		Aborted: func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,17 +54,41 @@ func serveMockOn(t *testing.T, addr string, cfg mock.Config) (*mock.Engine, stri
 	return e, lis.Addr().String()
 }
 
-// TestConformance checks the adapter against the sdk.Engine contract, with
-// a mock engine that stop shuts down as vLLM does on SIGTERM.
+// TestConformance checks the adapter against the sdk contract in every
+// mode, the built vigil-adapter-vllm too, with every hook the mock gives:
+// its stop shuts down as vLLM does on SIGTERM, "" NOT_SERVING is failure,
+// sleep is not ready.
 func TestConformance(t *testing.T) {
+	engines := map[string]*mock.Engine{}
 	sdktest.TestEngine(t, sdktest.Harness{
-		New: func() sdk.Engine { return vllm.New() },
+		Name:       vllm.Name,
+		New:        func() sdk.Engine { return vllm.New() },
+		Executable: build(t, "./cmd/vigil-adapter-vllm"),
 		Serving: func(t *testing.T) (string, func()) {
 			e, addr := serveMock(t, mock.Config{Model: "m"})
+			engines[addr] = e
 			return addr, e.Stop
 		},
-		Name: vllm.Name,
+		Fail:     func(t *testing.T, addr string) { setHealth(t, engines[addr], "", "NOT_SERVING") },
+		NotReady: func(t *testing.T, addr string) { post(t, engines[addr], "/sleep", "") },
+		Ready:    func(t *testing.T, addr string) { post(t, engines[addr], "/wake", "") },
+		Hold:     func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
+		Aborted:  func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
 	})
+}
+
+// build builds the command pkg into the test's temporary directory and
+// returns the executable's path.
+func build(t *testing.T, pkg string) string {
+	t.Helper()
+	if testing.Short() {
+		return "" // the executable mode is skipped
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	if msg, err := exec.CommandContext(t.Context(), "go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, msg)
+	}
+	return out
 }
 
 // setHealth pins a health service of the mock through its control surface.

@@ -123,6 +123,7 @@ type Engine struct {
 	lastChange  int64           // time.Now().UnixNano() of the last health change
 	requests    map[string]int
 	aborts      map[string]int
+	abortSeen   map[string]chan struct{} // Aborted's, closed by the first abort of the id
 	reqTotal    int
 	abortTotal  int
 	streams     map[*stream]struct{}
@@ -144,6 +145,7 @@ func New(cfg Config) *Engine {
 		pinned:     map[string]bool{},
 		requests:   map[string]int{},
 		aborts:     map[string]int{},
+		abortSeen:  map[string]chan struct{}{},
 		streams:    map[*stream]struct{}{},
 	}
 	if cfg.Register != nil {

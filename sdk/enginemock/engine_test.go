@@ -241,3 +241,31 @@ func TestStateCounters(t *testing.T) {
 		t.Errorf("/state keys (-want +got):\n%s", diff)
 	}
 }
+
+// TestAborted: the channel closes on the first abort of its id, whether
+// asked for before or after it, and never for another id.
+func TestAborted(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{})
+	before := e.Aborted("a")
+	other := e.Aborted("b")
+	select {
+	case <-before:
+		t.Fatal(`Aborted("a") closed before any abort, want open`)
+	default:
+	}
+	e.Abort("a")
+	e.Abort("a")
+	for name, ch := range map[string]<-chan struct{}{"asked before": before, "asked after": e.Aborted("a")} {
+		select {
+		case <-ch:
+		default:
+			t.Errorf(`Aborted("a") %s the abort: open, want closed`, name)
+		}
+	}
+	select {
+	case <-other:
+		t.Error(`Aborted("b") closed by an abort of "a", want open`)
+	default:
+	}
+}

@@ -163,12 +163,56 @@ func (e *Engine) Abort(ids ...string) {
 	for _, id := range ids {
 		e.aborts[id]++
 		e.abortTotal++
+		if ch, ok := e.abortSeen[id]; ok && e.aborts[id] == 1 {
+			close(ch)
+		}
 		for st := range e.streams {
 			if st.id == id {
 				st.abort()
 			}
 		}
 	}
+}
+
+// Hold holds every generation that starts from now on before its output
+// token at (from 0), having sent the tokens before it, until Release or an
+// abort; POST /hold does it over HTTP.
+func (e *Engine) Hold(at uint32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := &hold{at: at, release: make(chan struct{})}
+	if e.hold != nil {
+		h.release = e.hold.release // one Release frees every held stream
+	}
+	e.hold = h
+}
+
+// Release frees every held generation and ends Hold; POST /release does
+// it over HTTP.
+func (e *Engine) Release() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.hold != nil {
+		close(e.hold.release)
+		e.hold = nil
+	}
+}
+
+// Aborted returns a channel that is closed once Abort has named id, at once
+// if it already has: a test awaits the engine seeing an abort instead of
+// polling State.
+func (e *Engine) Aborted(id string) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ch, ok := e.abortSeen[id]
+	if !ok {
+		ch = make(chan struct{})
+		e.abortSeen[id] = ch
+		if e.aborts[id] > 0 {
+			close(ch)
+		}
+	}
+	return ch
 }
 
 // AbortInFlight aborts every generation in flight without counting aborts,

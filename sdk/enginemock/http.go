@@ -136,23 +136,12 @@ func (e *Engine) postHold(r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	h := &hold{at: at, release: make(chan struct{})}
-	if e.hold != nil {
-		h.release = e.hold.release // one /release frees every held stream
-	}
-	e.hold = h
+	e.Hold(at)
 	return nil
 }
 
 func (e *Engine) postRelease(*http.Request) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.hold != nil {
-		close(e.hold.release)
-		e.hold = nil
-	}
+	e.Release()
 	return nil
 }
 

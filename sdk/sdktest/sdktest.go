@@ -1,59 +1,162 @@
-// Package sdktest checks an engine adapter against the [sdk.Engine]
-// contract.
+// Package sdktest checks an engine adapter against the contract written in
+// package sdk ([sdk.Engine], [sdk.Generator], [sdk.Capabilities],
+// [sdk.HealthPolicy]).
 //
 // An adapter's test calls [TestEngine] with a [Harness] that makes new
-// adapters and starts engines for them to watch:
+// adapters, starts engines for them to watch, and, through optional hooks,
+// steers those engines:
 //
 //	func TestConformance(t *testing.T) {
 //		sdktest.TestEngine(t, sdktest.Harness{
 //			Name:    "myengine",
 //			New:     func() sdk.Engine { return myadapter.New() },
 //			Serving: startMockEngine,
+//			Fail:    makeMockEngineFail,
 //		})
 //	}
 //
-// TestEngine runs one subtest per rule, and each rule twice: on the Engine
-// as New returns it ("direct"), and across the plugin boundary ("plugin",
-// see [sdk.TestPluginEngine]), where errors have been through gRPC and must
-// still wrap their class. A violation is reported with what was got and what
-// was wanted; a call that does not return in time is reported, not waited
-// for.
+// TestEngine runs one subtest per rule, named after it, and each rule in
+// up to three modes: on the Engine as New returns it ("direct"); across
+// go-plugin's in-memory pair ("plugin", see [sdk.TestPluginEngine]), where
+// errors have been through gRPC and must still wrap their class; and
+// against the built adapter executable, started with [sdk.Launch] through
+// go-plugin's real handshake ("executable", see Harness.Executable). A
+// violation is reported with what was got and what was wanted; a call that
+// does not return in time is reported, not waited for. A rule that needs a
+// hook the Harness lacks, a capability the adapter does not claim, or a
+// mode without its input is skipped, saying which: never passed.
+//
+// The rules, each stated in package sdk's documentation, with the hooks
+// they need in brackets:
+//
+//	Info                 Info answers with no engine; Name is Harness.Name; Version is set
+//	StartInvalidAddress  an EngineAddr not host:port (port 1-65535): *FieldError for FieldEngineAddr
+//	StartUnknownOption   an unknown engine option: *FieldError for FieldOptions naming the key
+//	WatchBeforeStart     WatchAvailability before Start: ErrNotStarted
+//	Start                Start returns once the engine serves, with a served model name
+//	StartTwice           a second Start: ErrAlreadyStarted
+//	StartupDeadline      nothing serving: ErrStartupDeadline once StartupDeadline passed, not long after
+//	StartCanceled        ctx cancelled before or during Start, or past its deadline: ctx's error
+//	FirstEventIsCurrent  the first event is the engine's state now: Serving, NotReady, Lost [NotReady, Fail]
+//	StoppedIsLost        an engine that shuts down: Lost, then the close
+//	FailedIsLost         an engine that reports failure: Lost, then the close [Fail]
+//	FrozenIsLost         a frozen engine: Lost within Interval + Failures*Timeout (the kit freezes it)
+//	SlowIsNotLost        an engine answering slowly, within Timeout: no event (the kit slows it)
+//	NotReadyAndBack      an engine taking no work: NotReady, then Serving again [NotReady, Ready]
+//	WatchCancel          the watch's ctx ending: the close, no event
+//	ShutdownIdempotent   Shutdown twice: nil twice
+//	Capabilities         Generate claimed: an sdk.Generator that forwards; Abort: with Generate, unknown ids ignored
+//	Generate             two requests at once and one after: chunks of new output, none after the result, stop or length
+//	GenerateRejected     text to an engine that takes token ids only: ErrInvalidArgument, no chunk
+//	GenerateUnavailable  an engine stopped, not ready [NotReady] or refusing: ErrUnavailable, no chunk
+//	GenerateCancel       ctx ending mid-generation: ctx's error, and the engine sees the abort [Hold, Aborted]
+//	GenerateSendError    send failing: send's error, and the engine sees the abort [Hold, Aborted]
+//	Abort                Abort by id mid-generation: it ends, and the engine sees the abort [Hold, Aborted]
+//
+// FrozenIsLost and SlowIsNotLost need no hook: they start the adapter with
+// the address of a TCP proxy of the kit's, which delays every byte, or
+// freezes, moving no byte either way while every connection stays open,
+// as a stopped engine process looks to its clients. So an adapter reaches
+// its engine only through EngineAddr.
+//
+// Every availability event a rule reads is also held to the rules of the
+// stream: a known state, a change from the last one, a Time, NotReady only
+// with Capabilities.Readiness, nothing after Lost, and no close without
+// Lost unless the watch's ctx ended (across the plugin boundary: no Lost
+// that the sdk sent for the adapter, with reason sdk.ReasonStreamEnded).
+//
+// TestEngine runs its rules one at a time, and starts a fresh adapter and
+// engine for each rule and mode.
 package sdktest
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net"
+	"os"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vigilhq/vigil/sdk"
 )
 
-// Harness is what TestEngine needs from an adapter's test.
+// Harness is what TestEngine needs from an adapter's test: the adapter, in
+// process or built, an engine for it, and optional hooks that steer that
+// engine. Every hook acts on the engine Serving started at addr and
+// registers any cleanup with t; TestEngine calls hooks from the subtest's
+// goroutine.
 type Harness struct {
-	// New returns a new, unstarted Engine. Required. TestEngine calls it
-	// once per subtest and calls Shutdown on the Engine when the subtest
-	// ends.
+	// Name is the name Info must report, e.g. "vllm". Required.
+	Name string
+
+	// New returns a new, unstarted Engine for the "direct" and "plugin"
+	// modes. TestEngine calls it once per subtest and calls Shutdown on the
+	// Engine when the subtest ends. Nil skips both modes, for an adapter
+	// that is only an executable. New or Executable is required.
 	New func() sdk.Engine
+
+	// Executable is the path of the built adapter executable for the
+	// "executable" mode: TestEngine starts it with sdk.Launch, through
+	// go-plugin's handshake, once per subtest, and kills it when the
+	// subtest ends; its log reaches the test log. Empty skips the mode. A
+	// test binary can stand in for the executable: see ServeAdapter.
+	Executable string
 
 	// Serving starts an engine (a real one or a mock) that serves, and
 	// returns its plaintext gRPC address as host:port. stop makes the
-	// engine lost, for instance by stopping its server; TestEngine calls it
-	// at most once, from its own goroutine, and waits for it to return.
-	// Serving registers the engine's cleanup with t. Required.
+	// engine lost by shutting it down, as the engine does on SIGTERM;
+	// TestEngine calls it at most once, from its own goroutine, and waits
+	// for it to return. Serving registers the engine's cleanup with t.
+	// Required.
 	//
-	// TestEngine runs its subtests one at a time, so Serving need not be
-	// safe for concurrent use.
+	// TestEngine runs its subtests one at a time, so Serving and the hooks
+	// need not be safe for concurrent use.
 	Serving func(t *testing.T) (addr string, stop func())
-
-	// Name is the name Info must report, e.g. "vllm". Required.
-	Name string
 
 	// Unnamed says the engine Serving starts reports no model name, as
 	// some older engine servers do (vigil's --served-model-name names the
 	// worker then): Start may return an empty ServedModelName.
 	Unnamed bool
+
+	// GenerateUnavailable says the engine Serving starts takes no
+	// generation requests, as some older engine servers do: Generate must
+	// fail with sdk.ErrUnavailable, and the rules that need a generation
+	// are skipped.
+	GenerateUnavailable bool
+
+	// Fail makes the engine report that it failed (its liveness signal
+	// NOT_SERVING, say) while its process keeps running. For
+	// FirstEventIsCurrent and FailedIsLost.
+	Fail func(t *testing.T, addr string)
+
+	// NotReady makes the engine alive but not accepting work (asleep,
+	// paused); Ready undoes it. For adapters with Capabilities.Readiness:
+	// FirstEventIsCurrent, NotReadyAndBack and GenerateUnavailable.
+	NotReady func(t *testing.T, addr string)
+	Ready    func(t *testing.T, addr string)
+
+	// Hold makes the engine hold every generation it starts from now on
+	// after its first output token, until the generation is aborted or t
+	// ends, so that a rule can end it from outside. For GenerateCancel,
+	// GenerateSendError and Abort, with Aborted.
+	Hold func(t *testing.T, addr string)
+
+	// Aborted returns a channel that is closed once the engine has seen an
+	// abort of requestID (an Abort call naming it), whenever that comes.
+	Aborted func(t *testing.T, addr, requestID string) <-chan struct{}
+}
+
+// hooks maps each hook's name to whether the Harness has it.
+func (h Harness) hooks() map[string]bool {
+	return map[string]bool{
+		"Fail":     h.Fail != nil,
+		"NotReady": h.NotReady != nil,
+		"Ready":    h.Ready != nil,
+		"Hold":     h.Hold != nil,
+		"Aborted":  h.Aborted != nil,
+	}
 }
 
 // Timings used by the checks.
@@ -61,6 +164,12 @@ const (
 	// within bounds every wait for an Engine method or an event. It only
 	// decides when a hung adapter is reported, so it is generous.
 	within = 30 * time.Second
+	// promptly bounds what the contract wants soon: Generate returning
+	// after its ctx ends or send fails, the engine seeing an abort.
+	promptly = 5 * time.Second
+	// slack is what a loaded machine may add to a bound the contract
+	// states exactly, such as the startup deadline.
+	slack = 2 * time.Second
 	// shortDeadline is the startup deadline of the StartupDeadline check.
 	shortDeadline = 300 * time.Millisecond
 )
@@ -74,191 +183,169 @@ var health = sdk.HealthPolicy{
 	RetryMax: 50 * time.Millisecond,
 }
 
-// mode is one way of calling the adapter.
+// mode is one way of calling the adapter: engine returns a new Engine that
+// is shut down when t ends, or skips t when h lacks what the mode needs.
 type mode struct {
-	name string
-	wrap func(t *testing.T, e sdk.Engine) sdk.Engine
+	name   string
+	engine func(t *testing.T, h Harness) sdk.Engine
 }
 
 var modes = []mode{
-	{"direct", func(_ *testing.T, e sdk.Engine) sdk.Engine { return e }},
-	{"plugin", func(t *testing.T, e sdk.Engine) sdk.Engine { return sdk.TestPluginEngine(t, e) }},
+	{"direct", func(t *testing.T, h Harness) sdk.Engine { return inProcess(t, h, false) }},
+	{"plugin", func(t *testing.T, h Harness) sdk.Engine { return inProcess(t, h, true) }},
+	{"executable", launched},
 }
 
-// check is one rule of the contract. newEngine returns a new Engine in the
-// subtest's mode.
-type check struct {
-	name string
-	run  func(t *testing.T, h Harness, newEngine func() sdk.Engine)
+// rule is one rule of the contract, checked in one mode.
+type rule struct {
+	name  string
+	check func(t *testing.T, k *kit)
 }
 
-var checks = []check{
+var rules = []rule{
 	{"Info", checkInfo},
 	{"StartInvalidAddress", checkStartInvalidAddress},
+	{"StartUnknownOption", checkStartUnknownOption},
 	{"WatchBeforeStart", checkWatchBeforeStart},
 	{"Start", checkStart},
 	{"StartTwice", checkStartTwice},
 	{"StartupDeadline", checkStartupDeadline},
 	{"StartCanceled", checkStartCanceled},
-	{"WatchAvailability", checkWatchAvailability},
-	{"WatchAvailabilityCancel", checkWatchAvailabilityCancel},
+	{"FirstEventIsCurrent", checkFirstEventIsCurrent},
+	{"StoppedIsLost", checkStoppedIsLost},
+	{"FailedIsLost", checkFailedIsLost},
+	{"FrozenIsLost", checkFrozenIsLost},
+	{"SlowIsNotLost", checkSlowIsNotLost},
+	{"NotReadyAndBack", checkNotReadyAndBack},
+	{"WatchCancel", checkWatchCancel},
 	{"ShutdownIdempotent", checkShutdownIdempotent},
+	{"Capabilities", checkCapabilities},
+	{"Generate", checkGenerate},
+	{"GenerateRejected", checkGenerateRejected},
+	{"GenerateUnavailable", checkGenerateUnavailable},
+	{"GenerateCancel", checkGenerateCancel},
+	{"GenerateSendError", checkGenerateSendError},
+	{"Abort", checkAbort},
 }
 
-// TestEngine checks the adapter that h.New makes against the sdk.Engine
-// contract and reports every violation; see the package documentation.
+// TestEngine checks the adapter that h describes against the contract
+// written in package sdk and reports every violation, one subtest per rule
+// and mode; see the package documentation.
 func TestEngine(t *testing.T, h Harness) {
 	t.Helper()
 	switch {
-	case h.New == nil:
-		t.Fatal("sdktest: Harness.New is nil")
+	case h.New == nil && h.Executable == "":
+		t.Fatal("sdktest: Harness.New is nil and Harness.Executable empty, want the adapter in one of them")
 	case h.Serving == nil:
 		t.Fatal("sdktest: Harness.Serving is nil")
 	case h.Name == "":
 		t.Fatal("sdktest: Harness.Name is empty")
 	}
-	for _, c := range checks {
-		t.Run(c.name, func(t *testing.T) {
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
 			for _, m := range modes {
 				t.Run(m.name, func(t *testing.T) {
-					c.run(t, h, func() sdk.Engine { return newEngine(t, h, m) })
+					r.check(t, &kit{h: h, mode: m})
 				})
 			}
 		})
 	}
 }
 
-// newEngine returns a new Engine in mode m that is shut down when t ends.
-func newEngine(t *testing.T, h Harness, m mode) sdk.Engine {
+// inProcess returns a new Engine from h.New, called directly or across
+// go-plugin's in-memory pair, shut down when t ends.
+func inProcess(t *testing.T, h Harness, plugin bool) sdk.Engine {
 	t.Helper()
-	impl := h.New()
-	if impl == nil {
+	if h.New == nil {
+		t.Skip("Harness.New is nil: no adapter in process")
+	}
+	e := h.New()
+	if e == nil {
 		t.Fatal("Harness.New() = nil, want an sdk.Engine")
 	}
-	e := m.wrap(t, impl)
-	// Registered after the plugin pair's cleanup, so it runs before it.
+	if plugin {
+		e = sdk.TestPluginEngine(t, e)
+	}
+	shutdownAtEnd(t, e)
+	return e
+}
+
+// shutdownAtEnd calls e's Shutdown when t ends: registered after the plugin
+// pair's or the process's cleanup, so it runs before it.
+func shutdownAtEnd(t *testing.T, e sdk.Engine) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), within)
 		defer cancel()
 		_ = e.Shutdown(ctx)
 	})
-	return e
 }
 
-func checkInfo(t *testing.T, h Harness, newEngine func() sdk.Engine) {
-	e := newEngine()
-	info, err := await(t, "Info", func() (sdk.AdapterInfo, error) { return e.Info(t.Context()) })
-	if err != nil {
-		t.Fatalf("Info() error = %v, want nil: Info must not need an engine", err)
-	}
-	if info.Name != h.Name {
-		t.Errorf("Info() Name = %q, want %q", info.Name, h.Name)
-	}
-	if info.Version == "" {
-		t.Error(`Info() Version = "", want a version`)
-	}
+// kit is what a rule checks with: the harness and the subtest's mode.
+type kit struct {
+	h    Harness
+	mode mode
 }
 
-func checkStartInvalidAddress(t *testing.T, _ Harness, newEngine func() sdk.Engine) {
-	for _, addr := range []string{"", "no-port", "127.0.0.1:1:2"} {
-		e := newEngine()
-		// The short deadline makes an adapter that waits for such an
-		// address fail with the wrong error, not hang.
-		_, err := start(t, e, t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: shortDeadline, Health: health})
-		if !errors.Is(err, sdk.ErrInvalidArgument) {
-			t.Errorf("Start(EngineAddr: %q) error = %v, want an error wrapping sdk.ErrInvalidArgument", addr, err)
+// engine returns a new Engine in the subtest's mode.
+func (k *kit) engine(t *testing.T) sdk.Engine {
+	t.Helper()
+	return k.mode.engine(t, k.h)
+}
+
+// need skips t unless the Harness has every hook named.
+func (k *kit) need(t *testing.T, hooks ...string) {
+	t.Helper()
+	have := k.h.hooks()
+	var missing []string
+	for _, name := range hooks {
+		if !have[name] {
+			missing = append(missing, "Harness."+name)
 		}
 	}
-}
-
-func checkWatchBeforeStart(t *testing.T, _ Harness, newEngine func() sdk.Engine) {
-	e := newEngine()
-	events, err := await(t, "WatchAvailability", func() (<-chan sdk.Event, error) { return e.WatchAvailability(t.Context()) })
-	if !errors.Is(err, sdk.ErrNotStarted) {
-		t.Errorf("WatchAvailability() before Start: error = %v, want an error wrapping sdk.ErrNotStarted", err)
-	}
-	if events != nil {
-		t.Error("WatchAvailability() before Start returned a channel, want nil with the error")
+	if len(missing) > 0 {
+		t.Skipf("needs hook %s", strings.Join(missing, ", "))
 	}
 }
 
-func checkStart(t *testing.T, h Harness, newEngine func() sdk.Engine) {
-	e := newEngine()
-	addr, _ := h.Serving(t)
+// info calls Info and fails t on an error.
+func (k *kit) info(t *testing.T, e sdk.Engine) sdk.AdapterInfo {
+	t.Helper()
+	info, err := await(t, "Info", func() (sdk.AdapterInfo, error) { return e.Info(t.Context()) })
+	if err != nil {
+		t.Fatalf("Info() error = %v, want nil", err)
+	}
+	return info
+}
+
+// needReadiness skips t unless the adapter claims Capabilities.Readiness.
+func (k *kit) needReadiness(t *testing.T, e sdk.Engine) {
+	t.Helper()
+	if !k.info(t, e).Capabilities.Readiness {
+		t.Skip("Capabilities.Readiness is false: the adapter reports no NotReady")
+	}
+}
+
+// serving starts an engine with h.Serving.
+func (k *kit) serving(t *testing.T) (addr string, stop func()) {
+	t.Helper()
+	return k.h.Serving(t)
+}
+
+// started starts e against the serving engine at addr and fails t if Start
+// fails.
+func (k *kit) started(t *testing.T, e sdk.Engine, addr string) sdk.Worker {
+	t.Helper()
 	w, err := start(t, e, t.Context(), serving(addr))
 	if err != nil {
 		t.Fatalf("Start(%s) error = %v, want nil", addr, err)
 	}
-	if w.ServedModelName == "" && !h.Unnamed {
-		t.Errorf("Start(%s) Worker = %+v, want a non-empty ServedModelName", addr, w)
-	}
+	return w
 }
 
-func checkStartTwice(t *testing.T, h Harness, newEngine func() sdk.Engine) {
-	e := newEngine()
-	addr, _ := h.Serving(t)
-	if _, err := start(t, e, t.Context(), serving(addr)); err != nil {
-		t.Fatalf("first Start(%s) error = %v, want nil", addr, err)
-	}
-	if _, err := start(t, e, t.Context(), serving(addr)); !errors.Is(err, sdk.ErrAlreadyStarted) {
-		t.Errorf("second Start(%s) error = %v, want an error wrapping sdk.ErrAlreadyStarted", addr, err)
-	}
-}
-
-func checkStartupDeadline(t *testing.T, _ Harness, newEngine func() sdk.Engine) {
-	e := newEngine()
-	addr := closedAddr(t)
-	began := time.Now()
-	_, err := start(t, e, t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: shortDeadline, Health: health})
-	took := time.Since(began)
-	if !errors.Is(err, sdk.ErrStartupDeadline) {
-		t.Errorf("Start(%s, StartupDeadline: %v) with nothing listening: error = %v, want an error wrapping sdk.ErrStartupDeadline", addr, shortDeadline, err)
-	}
-	if took < shortDeadline {
-		t.Errorf("Start gave up after %v, want it to wait the startup deadline %v", took, shortDeadline)
-	}
-}
-
-func checkStartCanceled(t *testing.T, _ Harness, newEngine func() sdk.Engine) {
-	// Nothing listens, so only the cancel can end Start before its hour.
-	req := sdk.StartRequest{EngineAddr: closedAddr(t), StartupDeadline: time.Hour, Health: health}
-	t.Run("before Start", func(t *testing.T) {
-		e := newEngine()
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		if _, err := start(t, e, ctx, req); !errors.Is(err, context.Canceled) {
-			t.Errorf("Start() with a cancelled ctx: error = %v, want an error wrapping context.Canceled", err)
-		}
-	})
-	t.Run("while waiting", func(t *testing.T) {
-		e := newEngine()
-		ctx, cancel := context.WithCancel(t.Context())
-		defer time.AfterFunc(100*time.Millisecond, cancel).Stop()
-		if _, err := start(t, e, ctx, req); !errors.Is(err, context.Canceled) {
-			t.Errorf("Start() cancelled while waiting for the engine: error = %v, want an error wrapping context.Canceled", err)
-		}
-	})
-}
-
-func checkWatchAvailability(t *testing.T, h Harness, newEngine func() sdk.Engine) {
-	e := newEngine()
-	addr, stop := h.Serving(t)
-	if _, err := start(t, e, t.Context(), serving(addr)); err != nil {
-		t.Fatalf("Start(%s) error = %v, want nil", addr, err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	events := watch(t, e, ctx)
-	first, ok := receive(t, events, "the first event")
-	if !ok {
-		t.Fatal("availability channel closed before the first event, want a Serving event first")
-	}
-	if first.Availability != sdk.Serving {
-		t.Fatalf("first event = %v (%q), want %v: Start has just seen the engine serve", first.Availability, first.Reason, sdk.Serving)
-	}
-
-	// stop may wait for the adapter's connections to end, which they do
-	// when ctx ends, so it runs on its own and is waited for last.
+// stopInBackground calls stop on its own goroutine: it may wait for the
+// adapter's connections to end, which they do once the adapter sees the
+// loss. It is waited for when t ends.
+func stopInBackground(t *testing.T, stop func()) {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -271,66 +358,6 @@ func checkWatchAvailability(t *testing.T, h Harness, newEngine func() sdk.Engine
 			t.Errorf("the harness's stop did not return within %v", within)
 		}
 	})
-
-	prev := first
-	for i := 2; ; i++ {
-		ev, ok := receive(t, events, "a Lost event after stop")
-		if !ok {
-			t.Fatalf("availability channel closed without a Lost event after stop, want Lost and then the close")
-		}
-		switch ev.Availability {
-		case sdk.Serving, sdk.NotReady, sdk.Lost:
-		default:
-			t.Errorf("event %d = %v (%q), want Serving, NotReady or Lost", i, ev.Availability, ev.Reason)
-		}
-		if ev.Availability == prev.Availability {
-			t.Errorf("event %d repeats %v (%q), want events only on change", i, ev.Availability, ev.Reason)
-		}
-		prev = ev
-		if ev.Availability == sdk.Lost {
-			break
-		}
-	}
-	if ev, ok := receive(t, events, "the close after Lost"); ok {
-		t.Errorf("event %v (%q) after Lost, want the channel closed", ev.Availability, ev.Reason)
-	}
-}
-
-func checkWatchAvailabilityCancel(t *testing.T, h Harness, newEngine func() sdk.Engine) {
-	e := newEngine()
-	addr, _ := h.Serving(t)
-	if _, err := start(t, e, t.Context(), serving(addr)); err != nil {
-		t.Fatalf("Start(%s) error = %v, want nil", addr, err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	events := watch(t, e, ctx)
-	if _, ok := receive(t, events, "the first event"); !ok {
-		t.Fatal("availability channel closed before the first event, want a Serving event first")
-	}
-	cancel()
-	for {
-		ev, ok := receive(t, events, "the close after cancel")
-		if !ok {
-			return
-		}
-		if ev.Availability != sdk.Serving {
-			t.Errorf("event %v (%q) after cancel with the engine serving, want only the channel closed", ev.Availability, ev.Reason)
-		}
-	}
-}
-
-func checkShutdownIdempotent(t *testing.T, h Harness, newEngine func() sdk.Engine) {
-	e := newEngine()
-	addr, _ := h.Serving(t)
-	if _, err := start(t, e, t.Context(), serving(addr)); err != nil {
-		t.Fatalf("Start(%s) error = %v, want nil", addr, err)
-	}
-	for _, which := range []string{"first", "second"} {
-		if _, err := await(t, "Shutdown", func() (struct{}, error) { return struct{}{}, e.Shutdown(t.Context()) }); err != nil {
-			t.Errorf("%s Shutdown() = %v, want nil", which, err)
-		}
-	}
 }
 
 // serving is the request TestEngine starts a Serving engine with.
@@ -344,22 +371,15 @@ func start(t *testing.T, e sdk.Engine, ctx context.Context, req sdk.StartRequest
 	return await(t, "Start", func() (sdk.Worker, error) { return e.Start(ctx, req) })
 }
 
-// watch calls WatchAvailability and fails the test on an error.
-func watch(t *testing.T, e sdk.Engine, ctx context.Context) <-chan sdk.Event {
-	t.Helper()
-	events, err := await(t, "WatchAvailability", func() (<-chan sdk.Event, error) { return e.WatchAvailability(ctx) })
-	if err != nil {
-		t.Fatalf("WatchAvailability() after Start: error = %v, want nil", err)
-	}
-	if events == nil {
-		t.Fatal("WatchAvailability() after Start returned a nil channel and no error")
-	}
-	return events
-}
-
 // await runs f and returns its result, failing the test if f has not
 // returned within the bound; f is then left running.
 func await[T any](t *testing.T, what string, f func() (T, error)) (T, error) {
+	t.Helper()
+	return awaitFor(t, within, what, f)
+}
+
+// awaitFor is await with bound d.
+func awaitFor[T any](t *testing.T, d time.Duration, what string, f func() (T, error)) (T, error) {
 	t.Helper()
 	type result struct {
 		v   T
@@ -370,28 +390,28 @@ func await[T any](t *testing.T, what string, f func() (T, error)) (T, error) {
 		v, err := f()
 		done <- result{v, err}
 	}()
-	timer := time.NewTimer(within)
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case r := <-done:
 		return r.v, r.err
 	case <-timer.C:
-		t.Fatalf("%s did not return within %v", what, within)
+		t.Fatalf("%s did not return within %v", what, d)
 		panic("unreachable")
 	}
 }
 
 // receive returns the next value from ch; ok is false when ch is closed.
-// It fails the test if nothing comes within the bound.
-func receive[T any](t *testing.T, ch <-chan T, what string) (v T, ok bool) {
+// It fails the test if nothing comes within d.
+func receive[T any](t *testing.T, ch <-chan T, d time.Duration, what string) (v T, ok bool) {
 	t.Helper()
-	timer := time.NewTimer(within)
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case v, ok = <-ch:
 		return v, ok
 	case <-timer.C:
-		t.Fatalf("no %s within %v", what, within)
+		t.Fatalf("no %s within %v", what, d)
 		panic("unreachable")
 	}
 }
@@ -409,3 +429,10 @@ func closedAddr(t *testing.T) string {
 	}
 	return addr
 }
+
+// requests numbers the request ids the kit sends, so each is unique.
+var requests atomic.Int64
+
+// newRequestID returns a request id not used before, by this process or,
+// with its pid, another one testing against the same engine.
+func newRequestID() string { return fmt.Sprintf("sdktest-%d-%d", os.Getpid(), requests.Add(1)) }

@@ -1,217 +1,186 @@
 package sdktest_test
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
-	"github.com/vigilhq/vigil/sdk"
-	"github.com/vigilhq/vigil/sdk/healthwatch"
 	"github.com/vigilhq/vigil/sdk/sdktest"
 )
 
-// refEngine is a minimal adapter for an engine that serves only the
-// standard health service: the smallest thing that follows the contract.
-// broken, when set, makes it break the rules named in brokenRules.
-type refEngine struct {
-	broken bool
-
-	mu      sync.Mutex
-	started bool
-	conn    *grpc.ClientConn
-	health  sdk.HealthPolicy
-}
-
-var _ sdk.Engine = (*refEngine)(nil)
-
-func (e *refEngine) Info(context.Context) (sdk.AdapterInfo, error) {
-	if e.broken {
-		return sdk.AdapterInfo{Name: "wrong"}, nil
-	}
-	return sdk.AdapterInfo{Name: "ref", Version: "0.0.1"}, nil
-}
-
-func (e *refEngine) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, error) {
-	if _, _, err := net.SplitHostPort(req.EngineAddr); err != nil && !e.broken {
-		return sdk.Worker{}, &sdk.FieldError{Field: sdk.FieldEngineAddr, Problem: fmt.Sprintf("%q: %v", req.EngineAddr, err)}
-	}
-	policy := req.Health.WithDefaults()
-	e.mu.Lock()
-	if e.started && !e.broken {
-		e.mu.Unlock()
-		return sdk.Worker{}, fmt.Errorf("%w: ref adapter", sdk.ErrAlreadyStarted)
-	}
-	conn, err := grpc.NewClient(req.EngineAddr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		healthwatch.ConnectParams(policy.RetryMax))
-	if err != nil {
-		e.mu.Unlock()
-		return sdk.Worker{}, fmt.Errorf("engine address %q: %v", req.EngineAddr, err)
-	}
-	if e.conn != nil {
-		e.conn.Close()
-	}
-	e.started, e.conn, e.health = true, conn, policy
-	e.mu.Unlock()
-
-	deadline := req.StartupDeadline
-	if deadline == 0 {
-		deadline = sdk.DefaultStartupDeadline
-	}
-	wctx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
-	err = healthwatch.WaitServing(wctx, healthwatch.Checker(conn), []string{""}, healthwatch.WaitOptions{
-		AttemptTimeout: policy.Timeout,
-		Backoff:        healthwatch.DefaultBackoff(policy.RetryMax),
-	})
-	switch {
-	case err == nil:
-		return sdk.Worker{ServedModelName: "ref-model"}, nil
-	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !e.broken:
-		return sdk.Worker{}, fmt.Errorf("%w: engine at %s did not serve within %s: %v", sdk.ErrStartupDeadline, req.EngineAddr, deadline, err)
-	}
-	return sdk.Worker{}, fmt.Errorf("waiting for engine at %s: %w", req.EngineAddr, err)
-}
-
-func (e *refEngine) WatchAvailability(ctx context.Context) (<-chan sdk.Event, error) {
-	e.mu.Lock()
-	conn, policy := e.conn, e.health
-	e.mu.Unlock()
-	if conn == nil {
-		return nil, fmt.Errorf("%w: WatchAvailability before Start", sdk.ErrNotStarted)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	updates := healthwatch.Watch(ctx, conn, "", policy)
-	out := make(chan sdk.Event)
-	go func() {
-		defer close(out)
-		defer cancel()
-		send := func(a sdk.Availability, reason string) bool {
-			select {
-			case out <- sdk.Event{Availability: a, Reason: reason}:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		if !send(sdk.Serving, "engine serving") {
-			return
-		}
-		for u := range updates {
-			if (u.Err != nil || u.Status != healthpb.HealthCheckResponse_SERVING) && e.broken {
-				return // closes without saying Lost
-			}
-			switch {
-			case u.Err != nil:
-				send(sdk.Lost, fmt.Sprintf("engine lost: %v", u.Err))
-				return
-			case u.Status != healthpb.HealthCheckResponse_SERVING:
-				send(sdk.Lost, fmt.Sprintf("engine lost: health status %s", u.Status))
-				return
-			}
-		}
-	}()
-	return out, nil
-}
-
-func (e *refEngine) Shutdown(context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.conn == nil {
-		if e.broken && e.started {
-			return errors.New("already shut down")
-		}
-		return nil
-	}
-	err := e.conn.Close()
-	e.conn = nil
-	return err
-}
-
-// servingHealth starts a gRPC server with grpc-go's health service on
-// loopback; stop stops it, as an engine that exits.
-func servingHealth(t *testing.T) (addr string, stop func()) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	healthgrpc.RegisterHealthServer(srv, health.NewServer())
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-served
-	})
-	return lis.Addr().String(), srv.Stop
-}
-
+// TestEngineReference: the reference adapter follows every rule, in every
+// mode.
 func TestEngineReference(t *testing.T) {
-	sdktest.TestEngine(t, sdktest.Harness{
-		New:     func() sdk.Engine { return &refEngine{} },
-		Serving: servingHealth,
-		Name:    "ref",
+	sdktest.TestEngine(t, refHarness(""))
+}
+
+// childEnv marks the test binary run as a child by TestEngineReportsViolations.
+const childEnv = "SDKTEST_CHILD"
+
+// TestBrokenEngine runs TestEngine on the reference adapter broken by the
+// fault in $SDKTEST_FAULT; only TestEngineReportsViolations runs it, in a
+// child process, since it is meant to fail.
+func TestBrokenEngine(t *testing.T) {
+	if os.Getenv(childEnv) == "" {
+		t.Skip("run by TestEngineReportsViolations")
+	}
+	h := refHarness(fault(os.Getenv(faultEnv)))
+	if os.Getenv(childEnv) == "no hooks" {
+		h.Fail, h.NotReady, h.Ready, h.Hold, h.Aborted = nil, nil, nil, nil, nil
+	}
+	sdktest.TestEngine(t, h)
+}
+
+// TestEngineReportsViolations runs TestEngine on broken reference adapters,
+// each in a child process (this test binary again, as go-plugin's tests
+// do), and checks that it fails each rule broken, in the modes where the
+// break shows, with a message that says so; and that a rule missing its
+// hook is skipped, naming it.
+func TestEngineReportsViolations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs TestEngine in child processes")
+	}
+	all := []string{"direct", "plugin", "executable"}
+	tests := map[string]struct {
+		fault fault
+		rule  string
+		modes []string // where the rule fails
+		want  []string // in the output
+	}{
+		"accepts unknown options": {
+			fault: faultOptions, rule: "StartUnknownOption", modes: all,
+			want: []string{`Start(Options: {"sdktest-unknown-option": "1"}) error = <nil>, want a *sdk.FieldError for StartRequest.Options naming "sdktest-unknown-option"`},
+		},
+		// Across the boundary the sdk's server says Lost for the adapter,
+		// with a reason of its own.
+		"closes the watch without Lost": {
+			fault: faultCloseWithoutLost, rule: "StoppedIsLost", modes: all,
+			want: []string{
+				"availability channel closed without a Lost event after the engine shut down, want Lost before the close",
+				// A NotReady may come first: the engine stops serving as it
+				// shuts down.
+				`= LOST ("adapter ended the availability stream"): the adapter closed its availability channel without a Lost event, want Lost before the close`,
+			},
+		},
+		"closes the watch without Lost, engine failed": {
+			fault: faultCloseWithoutLost, rule: "FailedIsLost", modes: all,
+			want: []string{"availability channel closed without a Lost event after the engine reported failure"},
+		},
+		// The sdk's server refuses the late send, so only direct shows it.
+		"sends a chunk after the final message": {
+			fault: faultLateChunk, rule: "Generate", modes: []string{"direct"},
+			want: []string{"send called with chunk 5 after Generate returned its result, want no chunk after the final one"},
+		},
+		// Across the boundary the host's Generate returns on its own ctx;
+		// the engine still never sees the abort.
+		"ignores context cancellation in Generate": {
+			fault: faultIgnoreCancel, rule: "GenerateCancel", modes: all,
+			want: []string{
+				"did not return within 5s after its ctx ended",
+				"the engine saw no abort of request sdktest-",
+			},
+		},
+		"claims Generate without implementing it": {
+			fault: faultNoGenerator, rule: "Capabilities", modes: all,
+			want: []string{
+				"Info() Capabilities = {Readiness:true Generate:true Abort:true} of struct { sdk.Engine }: unimplemented: the adapter claims Generate and Abort but does not implement sdk.Generator",
+				"Info() error = unimplemented: the adapter claims Generate and Abort but does not implement sdk.Generator, want capabilities the adapter implements",
+			},
+		},
+		"takes a slow answer for a failure": {
+			fault: faultOwnTimeout, rule: "SlowIsNotLost", modes: all,
+			want: []string{"with the engine's answers 500ms slow, want none: an answer within HealthPolicy.Timeout (2s) is never a failure"},
+		},
+		"wrong name, no version": {
+			fault: faultInfo, rule: "Info", modes: all,
+			want: []string{`Info() Name = "wrong", want "ref"`, `Info() Version = "", want a version`},
+		},
+		"malformed address not rejected": {
+			fault: faultAddress, rule: "StartInvalidAddress", modes: all,
+			want: []string{`Start(EngineAddr: "no-port") error = waiting for engine at no-port: address no-port: missing port in address, want a *sdk.FieldError for StartRequest.EngineAddr`},
+		},
+		"second Start succeeds": {
+			fault: faultStartTwice, rule: "StartTwice", modes: all,
+			want: []string{"error = <nil>, want an error wrapping sdk.ErrAlreadyStarted"},
+		},
+		"startup deadline unclassified": {
+			fault: faultDeadline, rule: "StartupDeadline", modes: all,
+			want: []string{"want an error wrapping sdk.ErrStartupDeadline"},
+		},
+		"second Shutdown fails": {
+			fault: faultShutdownTwice, rule: "ShutdownIdempotent", modes: all,
+			want: []string{"second Shutdown() = already shut down, want nil"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, ok := runChild(t, string(tt.fault), tt.fault, tt.rule)
+			if ok {
+				t.Fatalf("TestEngine passed the adapter broken by %q, want it to fail rule %s; output:\n%s", tt.fault, tt.rule, out)
+			}
+			for _, m := range all {
+				line := "--- FAIL: TestBrokenEngine/" + tt.rule + "/" + m + " "
+				if got, want := strings.Contains(out, line), slices.Contains(tt.modes, m); got != want {
+					t.Errorf("rule %s in mode %s failed: %v, want %v; output:\n%s", tt.rule, m, got, want, out)
+				}
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("TestEngine output lacks %q; output:\n%s", want, out)
+				}
+			}
+		})
+	}
+	t.Run("missing hooks", func(t *testing.T) {
+		t.Parallel()
+		rules := map[string]string{
+			"FailedIsLost":    "Harness.Fail",
+			"NotReadyAndBack": "Harness.NotReady, Harness.Ready",
+			"GenerateCancel":  "Harness.Hold, Harness.Aborted",
+			"Abort":           "Harness.Hold, Harness.Aborted",
+		}
+		var names []string
+		for r := range rules {
+			names = append(names, r)
+		}
+		out, ok := runChild(t, "no hooks", "", strings.Join(names, "|"))
+		if !ok {
+			t.Fatalf("TestEngine without hooks failed, want every rule that needs one skipped; output:\n%s", out)
+		}
+		for r, hooks := range rules {
+			for _, m := range []string{"direct", "plugin", "executable"} {
+				name := "TestBrokenEngine/" + r + "/" + m
+				if !strings.Contains(out, "--- SKIP: "+name+" ") || !strings.Contains(logOf(out, name), ": needs hook "+hooks+"\n") {
+					t.Errorf("rule %s in mode %s: no skip naming %s; output:\n%s", r, m, hooks, out)
+				}
+			}
+		}
 	})
 }
 
-// brokenRules are the messages TestEngine must report for the broken
-// reference engine: one per rule it breaks.
-var brokenRules = []string{
-	`Info() Name = "wrong", want "ref"`,
-	`Info() Version = "", want a version`,
-	`Start(EngineAddr: "no-port") error = waiting for engine at no-port`,
-	`second Start(`,
-	`want an error wrapping sdk.ErrStartupDeadline`,
-	`channel closed without a Lost event after stop`,
-	`second Shutdown() = already shut down, want nil`,
+// logOf returns what test name logged in -test.v output: the lines after
+// its "=== RUN" line, up to the next test's.
+func logOf(out, name string) string {
+	_, after, _ := strings.Cut(out, "=== RUN   "+name+"\n")
+	log, _, _ := strings.Cut(after, "=== RUN   ")
+	return log
 }
 
-// TestEngineReportsViolations runs TestEngine on the broken engine in a
-// child process (this test binary again, as go-plugin's tests do) and checks
-// that it fails and names every broken rule.
-func TestEngineReportsViolations(t *testing.T) {
-	if os.Getenv("SDKTEST_BROKEN_ENGINE") == "1" {
-		sdktest.TestEngine(t, sdktest.Harness{
-			New:     func() sdk.Engine { return &refEngine{broken: true} },
-			Serving: servingHealth,
-			Name:    "ref",
-		})
-		return
-	}
-	if testing.Short() {
-		t.Skip("runs TestEngine in a child process")
-	}
-	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestEngineReportsViolations$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SDKTEST_BROKEN_ENGINE=1")
+// runChild runs TestBrokenEngine's rules matching rules (a regexp
+// alternation of rule names) in a child process with the reference adapter
+// broken by f, and returns its output and whether it passed.
+func runChild(t *testing.T, child string, f fault, rules string) (string, bool) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), testBinary, "-test.run=^TestBrokenEngine$/^("+rules+")$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"="+child, faultEnv+"="+string(f))
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Fatalf("TestEngine on a broken engine: exit %v, want exit status 1; output:\n%s", err, out)
+	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() != 1) {
+		t.Fatalf("child TestBrokenEngine: %v, want exit status 0 or 1; output:\n%s", err, out)
 	}
-	for _, want := range brokenRules {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("TestEngine output lacks %q; output:\n%s", want, out)
-		}
-	}
-	for _, mode := range []string{"/direct", "/plugin"} {
-		if !strings.Contains(string(out), "--- FAIL: TestEngineReportsViolations/Info"+mode) {
-			t.Errorf("TestEngine output has no failed Info%s subtest; output:\n%s", mode, out)
-		}
-	}
+	return string(out), err == nil
 }

@@ -37,7 +37,7 @@ func startMeter() meter {
 	return meter{machine: harness.MachineCPU(), own: harness.OwnCPU(), start: time.Now()}
 }
 
-// stop returns the contention of figure, measured with engine.
+// stop returns the contention of the figure's run for engine.
 func (m meter) stop(figure, engine string) contention {
 	wall := time.Since(m.start)
 	machine, own := harness.MachineCPU()-m.machine, harness.OwnCPU()-m.own

@@ -6,27 +6,63 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/vigilhq/vigil/bench/internal/load"
 	"github.com/vigilhq/vigil/bench/internal/report"
 	"github.com/vigilhq/vigil/e2e/harness"
+	"google.golang.org/grpc"
 )
 
 // figure is one benchmark figure of bench/README.md.
 type figure struct {
 	name, title string
 	run         func(*env) ([]report.Row, error)
+	// once: the figure measures what does not depend on the engine (the
+	// router), and runs with the first engine alone.
+	once bool
 }
 
-// figures in the order they run and print. B4 shares B1's trials and B6's
-// loaded memory reading comes from B5's 256-stream rows; each runs them
-// itself when the other was not selected.
+// figures in the order they run and print, each for every engine in turn.
+// B4 shares B1's trials and B6's loaded memory reading comes from B5's
+// 256-stream rows; each runs them itself when the other was not selected.
 var figures = []figure{
-	{"B1", "engine loss to withdrawn from discovery", figB1},
-	{"B2", "engine ready again to registered in Consul", figB2},
-	{"B3", "frozen engine (SIGSTOP) to withdrawn from Consul", figB3},
-	{"B4", "engine loss to vigil's exit", figB4},
-	{"B5", "request path through vigil against the engine directly", figB5},
-	{"B6", "footprint: memory and start to registered", figB6},
-	{"B7", "vigil route: throughput and withdrawal to no longer chosen", figB7},
+	{"B1", "engine loss to withdrawn from discovery", figB1, false},
+	{"B2", "engine ready again to registered in Consul", figB2, false},
+	{"B3", "frozen engine (SIGSTOP) to withdrawn from Consul", figB3, false},
+	{"B4", "engine loss to vigil's exit", figB4, false},
+	{"B5", "request path through vigil against the engine directly", figB5, false},
+	{"B6", "footprint: memory and start to registered", figB6, false},
+	{"B7", "vigil route: throughput and withdrawal to no longer chosen", figB7, true},
+}
+
+// benchEngine is an engine the bench measures: how the harness runs it
+// (its mock and vigil's --engine), and B5's direct path to it.
+type benchEngine struct {
+	harness.Engine
+	direct func(cc grpc.ClientConnInterface, maxTokens uint32) load.Request
+	// figures are the figures measured with the engine; nil for all.
+	figures []string
+	// pollInterval is vigil's --health-interval when the engine's health
+	// is learnt by polling alone, 0 when the engine pushes it: a polled
+	// engine that turns unhealthy is found at the next poll, so B1's and
+	// B4's unhealthy cases are held to the interval plus their target.
+	pollInterval time.Duration
+}
+
+// benchEngines are the engines -engines may name.
+var benchEngines = []benchEngine{
+	{Engine: harness.VLLM, direct: load.DirectVLLM},
+	{Engine: harness.SGLang, direct: load.DirectSGLang},
+	// B6's loaded memory comes from B5's rows, which run for it unreported.
+	{Engine: harness.TRTLLM, direct: load.DirectTRTLLM, figures: []string{"B1", "B2", "B3", "B4", "B6"},
+		pollInterval: defaultHealthInterval},
+}
+
+func engineNames() []string {
+	out := make([]string, len(benchEngines))
+	for i, e := range benchEngines {
+		out[i] = e.Name
+	}
+	return out
 }
 
 func figureNames() []string {
@@ -37,14 +73,14 @@ func figureNames() []string {
 	return out
 }
 
-// env is what the figures of one engine share: the harness, the Consul
-// agent, the mode, the engine, and results that a later figure reuses.
+// env is what the figures of one engine share: the engine, the harness,
+// the Consul agent, the mode, and results that a later figure reuses.
 type env struct {
+	engine      benchEngine
 	h           *harness.Harness
 	consul      *harness.Consul
 	quick       bool
-	engine      benchEngine
-	registryDir string
+	registryDir string // of this engine's trials alone
 
 	services int
 	sections []report.Section
@@ -75,6 +111,18 @@ func (e *env) pick(full, quick time.Duration) time.Duration {
 func (e *env) service(prefix string) string {
 	e.services++
 	return fmt.Sprintf("bench-%s-%s-%d", e.engine.Name, prefix, e.services)
+}
+
+// startMock starts the engine's mock on grpcAddr (a fresh port when
+// empty), extra flags after the harness's.
+func (e *env) startMock(grpcAddr string, extra ...string) (*harness.Mock, error) {
+	return e.h.StartMock(e.engine.Engine, grpcAddr, extra...)
+}
+
+// startVigil starts `vigil run` for the engine.
+func (e *env) startVigil(o harness.VigilOpts) (*harness.Vigil, error) {
+	o.Engine = e.engine.Name
+	return e.h.StartVigil(o)
 }
 
 // fileRegistry returns a fresh file registry directory.

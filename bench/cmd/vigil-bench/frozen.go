@@ -37,7 +37,7 @@ func figB3(e *env) ([]report.Row, error) {
 // only the liveness checks can notice) and times until the worker leaves
 // Consul's passing list.
 func frozenTrial(e *env) (time.Duration, error) {
-	m, err := e.h.StartMock("")
+	m, err := e.startMock("")
 	if err != nil {
 		return 0, err
 	}

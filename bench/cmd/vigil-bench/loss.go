@@ -123,7 +123,7 @@ func (e *env) lossTrials() (*lossResults, error) {
 // lossTrial starts an engine and a vigil, waits until the worker is
 // registered, loses the engine and times the withdrawal and vigil's exit.
 func lossTrial(e *env, c lossCase) (lossSample, error) {
-	m, err := e.h.StartMock("")
+	m, err := e.startMock("")
 	if err != nil {
 		return lossSample{}, err
 	}
@@ -209,7 +209,7 @@ func (e *env) registeredWorker(ctx context.Context, engineAddr string, consul bo
 		}
 		opts.RegistryDir, opts.Service = dir, "llm"
 	}
-	v, err := e.h.StartVigil(opts)
+	v, err := e.startVigil(opts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,10 +1,11 @@
-// Command vigil-bench measures vigil as processes: it builds vigil and the
-// mock of each engine, starts a Consul dev agent on loopback ports of its
-// own, runs the figures of bench/README.md (B1 to B7) with each engine in
-// turn (those that apply to it), prints one table of figure, engine,
-// metric, value and target, and writes results.md and results.json.
+// Command vigil-bench measures vigil as processes: it builds vigil and
+// the mock of each engine it measures, starts a Consul dev agent on
+// loopback ports of its own, runs the figures of bench/README.md (B1 to
+// B7) for each engine (B7, the router's, for the first alone), prints one
+// table of figure, engine, metric, value and target, and writes results.md
+// and results.json.
 //
-//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...] [-engines vllm,trtllm]
+//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...] [-engines vllm,sglang,trtllm]
 //
 // Every process it starts is killed when it ends, on error, panic or
 // SIGINT/SIGTERM too. Exit status: 0 when every figure was measured, 1
@@ -51,7 +52,7 @@ func parseFlags(args []string) (options, error) {
 	quick := fs.Bool("quick", false, "one short trial of each figure (B2's down time cut to 3s): checks the harness, measures little")
 	out := fs.String("out", "", "directory for results.md and results.json (default: bench/ at the repository root)")
 	figs := fs.String("figures", strings.Join(figureNames(), ","), "comma-separated figures to run")
-	engs := fs.String("engines", strings.Join(engineNames(), ","), "comma-separated engines to run them with, in turn")
+	engs := fs.String("engines", strings.Join(engineNames(), ","), "comma-separated engines to measure, in order; B7 runs with the first")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -60,19 +61,33 @@ func parseFlags(args []string) (options, error) {
 	}
 	o := options{quick: *quick, out: *out}
 	var err error
-	if o.engines, err = parseEngines(*engs); err != nil {
+	if o.figures, err = pick("-figures", *figs, figureNames(), strings.ToUpper); err != nil {
 		return options{}, err
 	}
-	for _, f := range strings.Split(*figs, ",") {
-		f = strings.ToUpper(strings.TrimSpace(f))
-		if !slices.Contains(figureNames(), f) {
-			return options{}, fmt.Errorf("-figures: unknown figure %q, want some of %s", f, strings.Join(figureNames(), ","))
-		}
-		if !slices.Contains(o.figures, f) {
-			o.figures = append(o.figures, f)
-		}
+	names, err := pick("-engines", *engs, engineNames(), strings.ToLower)
+	if err != nil {
+		return options{}, err
+	}
+	for _, n := range names {
+		o.engines = append(o.engines, benchEngines[slices.Index(engineNames(), n)])
 	}
 	return o, nil
+}
+
+// pick reads a comma-separated list of names from known, normalised by
+// norm, each once, in the order given.
+func pick(flag, list string, known []string, norm func(string) string) ([]string, error) {
+	var out []string
+	for _, n := range strings.Split(list, ",") {
+		n = norm(strings.TrimSpace(n))
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("%s: unknown name %q, want some of %s", flag, n, strings.Join(known, ","))
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }
 
 func run(opts options) int {
@@ -82,11 +97,13 @@ func run(opts options) int {
 		fmt.Fprintln(os.Stderr, "vigil-bench:", err)
 		return 1
 	}
-	var engines []harness.Engine
-	for _, b := range opts.engines {
-		engines = append(engines, b.Engine)
+	var mocks []string
+	engines := make([]harness.Engine, len(opts.engines))
+	for i, e := range opts.engines {
+		engines[i] = e.Engine
+		mocks = append(mocks, e.Mock)
 	}
-	progress("building vigil and the mocks")
+	progress("building vigil and %s", strings.Join(mocks, ", "))
 	h, err := harness.New(root, engines...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vigil-bench:", err)
@@ -103,13 +120,12 @@ func run(opts options) int {
 		fmt.Fprintln(os.Stderr, "vigil-bench:", err)
 		return 1
 	}
-	var envs []*env
-	for _, b := range opts.engines {
-		envs = append(envs, &env{h: h, consul: consul, quick: opts.quick, engine: b,
-			registryDir: filepath.Join(h.Dir, "registry", b.Name)})
+	envs := make([]*env, len(opts.engines))
+	res := report.Results{Machine: report.DescribeMachine(root), Quick: opts.quick, Figures: opts.figures, Notes: notes(opts.quick)}
+	for i, be := range opts.engines {
+		envs[i] = &env{engine: be, h: h, consul: consul, quick: opts.quick, registryDir: filepath.Join(h.Dir, "registry", be.Name)}
+		res.Engines = append(res.Engines, be.Name)
 	}
-	res := report.Results{Machine: report.DescribeMachine(root), Quick: opts.quick, Figures: opts.figures,
-		Engines: engineNamesOf(opts.engines), Notes: notes(opts.quick)}
 	code := runFigures(envs, opts.figures, &res)
 	res.Runtime = time.Since(began).Seconds()
 	if opts.out == "" {
@@ -122,53 +138,49 @@ func run(opts options) int {
 	return code
 }
 
-// runFigures runs the selected figures in order, with each engine in turn
-// (those of its figures that apply to it), into res, and returns 1 when
-// one of them failed (its error is a row of the table), else 0. A failed
-// figure does not stop the others.
+// runFigures runs the selected figures in order, each for every engine in
+// turn that it applies to (a figure that runs once for the first alone),
+// into res, and returns 1 when one of them failed (its error is a row of
+// the table), else 0. A failed figure does not stop the others.
 func runFigures(envs []*env, names []string, res *report.Results) int {
 	code := 0
 	var cs []contention
-	for _, e := range envs {
-		if err := e.h.Use(e.engine.Name); err != nil {
-			res.Rows = append(res.Rows, engineRows(e, report.ErrorRow("-", err))...)
-			code = 1
+	for _, f := range figures {
+		if !slices.Contains(names, f.name) {
 			continue
 		}
-		for _, f := range figures {
-			if !slices.Contains(names, f.name) || !e.engine.measures(f.name) {
+		for i, e := range envs {
+			if f.once && i > 0 {
+				break
+			}
+			if !e.engine.measures(f.name) {
 				continue
 			}
-			progress("%s, %s: %s", f.name, e.engine.Name, f.title)
+			engine := e.engine.Name
+			progress("%s, %s: %s", f.name, engine, f.title)
 			m := startMeter()
 			rows, err := f.run(e)
-			c := m.stop(f.name, e.engine.Name)
+			c := m.stop(f.name, engine)
 			cs = append(cs, c)
 			if c.OtherShare > busyShare {
-				progress("%s, %s: other processes took %.0f%% of the machine meanwhile", f.name, e.engine.Name, 100*c.OtherShare)
+				progress("%s, %s: other processes took %.0f%% of the machine meanwhile", f.name, engine, 100*c.OtherShare)
 			}
-			res.Rows = append(res.Rows, engineRows(e, rows...)...)
 			if err != nil {
-				res.Rows = append(res.Rows, engineRows(e, report.ErrorRow(f.name, err))...)
-				progress("%s, %s failed: %v", f.name, e.engine.Name, err)
+				rows = append(rows, report.ErrorRow(f.name, err))
+				progress("%s, %s failed: %v", f.name, engine, err)
 				code = 1
 			}
+			for i := range rows {
+				rows[i].Engine = engine
+			}
+			res.Rows = append(res.Rows, rows...)
 		}
-		for _, s := range e.sections {
-			s.Title = fmt.Sprintf("%s (%s)", s.Title, e.engine.Name)
-			res.Sections = append(res.Sections, s)
-		}
+	}
+	for _, e := range envs {
+		res.Sections = append(res.Sections, e.sections...)
 	}
 	res.Sections = append(res.Sections, contentionSection(cs))
 	return code
-}
-
-// engineRows are rows measured with e's engine, saying so.
-func engineRows(e *env, rows ...report.Row) []report.Row {
-	for i := range rows {
-		rows[i].Engine = e.engine.Name
-	}
-	return rows
 }
 
 // output prints the table on stdout and writes the results files.

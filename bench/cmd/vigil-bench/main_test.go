@@ -10,14 +10,18 @@ func TestParseFlags(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args    []string
 		figures []string
+		engines []string
 		quick   bool
 		wantErr bool
 	}{
-		"defaults":         {nil, figureNames(), false, false},
-		"quick subset":     {[]string{"-quick", "-figures", "b2, B1,B2"}, []string{"B2", "B1"}, true, false},
-		"unknown figure":   {[]string{"-figures", "B9"}, nil, false, true},
-		"stray argument":   {[]string{"extra"}, nil, false, true},
-		"empty figure set": {[]string{"-figures", ""}, nil, false, true},
+		"defaults":         {nil, figureNames(), []string{"vllm", "sglang", "trtllm"}, false, false},
+		"quick subset":     {[]string{"-quick", "-figures", "b2, B1,B2"}, []string{"B2", "B1"}, engineNames(), true, false},
+		"engines in order": {[]string{"-engines", "SGLang, vllm,sglang"}, figureNames(), []string{"sglang", "vllm"}, false, false},
+		"unknown figure":   {[]string{"-figures", "B9"}, nil, nil, false, true},
+		"unknown engine":   {[]string{"-engines", "tgi"}, nil, nil, false, true},
+		"stray argument":   {[]string{"extra"}, nil, nil, false, true},
+		"empty figure set": {[]string{"-figures", ""}, nil, nil, false, true},
+		"empty engine set": {[]string{"-engines", ""}, nil, nil, false, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -25,29 +29,17 @@ func TestParseFlags(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("parseFlags(%q) error = %v, want error %v", tc.args, err, tc.wantErr)
 			}
-			if err == nil && (!slices.Equal(got.figures, tc.figures) || got.quick != tc.quick) {
-				t.Errorf("parseFlags(%q) = figures %v quick %v, want %v %v", tc.args, got.figures, got.quick, tc.figures, tc.quick)
+			if err != nil {
+				return
+			}
+			var engines []string
+			for _, e := range got.engines {
+				engines = append(engines, e.Name)
+			}
+			if !slices.Equal(got.figures, tc.figures) || !slices.Equal(engines, tc.engines) || got.quick != tc.quick {
+				t.Errorf("parseFlags(%q) = figures %v engines %v quick %v, want %v %v %v", tc.args, got.figures, engines, got.quick, tc.figures, tc.engines, tc.quick)
 			}
 		})
-	}
-}
-
-func TestParseEngines(t *testing.T) {
-	t.Parallel()
-	// A nil want is an error.
-	for list, want := range map[string][]string{
-		"trtllm":              {"trtllm"},
-		"TRTLLM, vllm,trtllm": {"trtllm", "vllm"},
-		"vllm,tgi":            nil,
-		"":                    nil,
-	} {
-		got, err := parseEngines(list)
-		if names := engineNamesOf(got); (err != nil) != (want == nil) || !slices.Equal(names, want) {
-			t.Errorf("parseEngines(%q) = %v, %v; want %v", list, names, err, want)
-		}
-	}
-	if o, err := parseFlags(nil); err != nil || !slices.Equal(engineNamesOf(o.engines), engineNames()) {
-		t.Errorf("parseFlags() = engines %v, %v; want every engine, %v", engineNamesOf(o.engines), err, engineNames())
 	}
 }
 

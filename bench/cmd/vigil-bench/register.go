@@ -66,7 +66,7 @@ func (e *env) waitingWorkers(n int) ([]waitingWorker, error) {
 			return out, err
 		}
 		svc := e.service("ready")
-		v, err := e.h.StartVigil(harness.VigilOpts{EngineAddr: addr, Consul: e.consul, Service: svc})
+		v, err := e.startVigil(harness.VigilOpts{EngineAddr: addr, Consul: e.consul, Service: svc})
 		if err != nil {
 			return out, err
 		}
@@ -96,7 +96,7 @@ func readyTrial(e *env, w waitingWorker) (time.Duration, error) {
 		return 0, fmt.Errorf("worker passing before its engine started (observer error: %v)", err)
 	default:
 	}
-	m, err := e.h.StartMock(w.engineAddr)
+	m, err := e.startMock(w.engineAddr)
 	if err != nil {
 		return 0, err
 	}
@@ -131,7 +131,7 @@ func (e *env) startTrials() ([]time.Duration, error) {
 }
 
 func startTrial(e *env) (time.Duration, error) {
-	m, err := e.h.StartMock("")
+	m, err := e.startMock("")
 	if err != nil {
 		return 0, err
 	}
@@ -143,7 +143,7 @@ func startTrial(e *env) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), observeTimeout)
 	defer cancel()
 	obs := e.consul.Observe(ctx, svc, harness.Count(1))
-	v, err := e.h.StartVigil(harness.VigilOpts{EngineAddr: m.GRPC, Consul: e.consul, Service: svc})
+	v, err := e.startVigil(harness.VigilOpts{EngineAddr: m.GRPC, Consul: e.consul, Service: svc})
 	if err != nil {
 		return 0, err
 	}

@@ -98,7 +98,7 @@ func figB5(e *env) ([]report.Row, error) {
 	for _, r := range res.rows {
 		rows = append(rows, b5Rows(r)...)
 	}
-	e.sections = append(e.sections, b5Section(res.rows))
+	e.sections = append(e.sections, b5Section(e.engine.Name, res.rows))
 	return rows, nil
 }
 
@@ -177,8 +177,8 @@ func rowData(r requestPathRow) rowJSON {
 	return out
 }
 
-// b5Section is the per-row table of results.md.
-func b5Section(rows []requestPathRow) report.Section {
+// b5Section is the per-row table of results.md for engine.
+func b5Section(engine string, rows []requestPathRow) report.Section {
 	var b strings.Builder
 	b.WriteString("| token delay | streams | direct tok/s | vigil tok/s | ratio | TTFT p50 / p99 direct | TTFT p50 / p99 vigil | vigil CPU / 1k tok | mock CPU / 1k tok direct / vigil | driver CPU / 1k tok direct / vigil | failed |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -195,7 +195,7 @@ func b5Section(rows []requestPathRow) report.Section {
 			d.Errors[0], d.Errors[1])
 	}
 	return report.Section{
-		Title: "B5 request path, row by row",
+		Title: "B5 request path, row by row: " + engine,
 		Text:  b.String(),
 		Data:  data,
 		Notes: []string{"Each row runs the direct path, then the vigil path, for the same time against the same engine; " +
@@ -230,7 +230,7 @@ func (e *env) requestPathRows() (*requestPathResult, error) {
 // requestPathAt runs every concurrency level against one engine and one
 // vigil, and reads vigil's idle memory before the load.
 func (e *env) requestPathAt(delay time.Duration) ([]requestPathRow, int64, error) {
-	m, err := e.h.StartMock("", "--token-delay", delay.String())
+	m, err := e.startMock("", "--token-delay", delay.String())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -242,7 +242,7 @@ func (e *env) requestPathAt(delay time.Duration) ([]requestPathRow, int64, error
 	if err != nil {
 		return nil, 0, err
 	}
-	v, err := e.h.StartVigil(harness.VigilOpts{EngineAddr: m.GRPC, RegistryDir: dir, Service: "llm"})
+	v, err := e.startVigil(harness.VigilOpts{EngineAddr: m.GRPC, RegistryDir: dir, Service: "llm"})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -114,7 +114,7 @@ func fleetTrial(e *env, throughput bool) (report.Row, withdrawal, error) {
 // router knows the workers.
 func (e *env) startFleet(f *fleet) error {
 	for i := range 2 {
-		m, err := e.h.StartMock("", "--token-delay", "0")
+		m, err := e.startMock("", "--token-delay", "0")
 		if err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func (e *env) startFleet(f *fleet) error {
 		if i == 0 {
 			opts.Extra = []string{"--shutdown-delay", shutdownDelay.String()}
 		}
-		if f.vigils[i], err = e.h.StartVigil(opts); err != nil {
+		if f.vigils[i], err = e.startVigil(opts); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
 	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc"
@@ -49,9 +50,9 @@ func Worker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 	}
 }
 
-// Direct sends GenerateStream requests straight to a vLLM engine (the
+// DirectVLLM sends GenerateStream requests straight to a vLLM engine (the
 // mock), with the options vigil's vLLM adapter sets.
-func Direct(cc grpc.ClientConnInterface, maxTokens uint32) Request {
+func DirectVLLM(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 	c := vllmpb.NewInferenceClient(cc)
 	return func(ctx context.Context, id string) Outcome {
 		stream, err := c.GenerateStream(ctx, &vllmpb.GenerateRequest{
@@ -67,6 +68,32 @@ func Direct(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 		return drain(func() (int, error) {
 			msg, err := stream.Recv()
 			return len(msg.GetOutputs().GetTokenIds()), err
+		})
+	}
+}
+
+// DirectSGLang sends Generate requests straight to an SGLang engine (the
+// mock), with the fields vigil's SGLang adapter sets.
+func DirectSGLang(cc grpc.ClientConnInterface, maxTokens uint32) Request {
+	c := sglangpb.NewSglangServiceClient(cc)
+	ids := make([]int32, len(prompt))
+	for i, id := range prompt {
+		ids[i] = int32(id)
+	}
+	maxNew, stream := int32(maxTokens), true
+	return func(ctx context.Context, id string) Outcome {
+		s, err := c.Generate(ctx, &sglangpb.GenerateRequest{
+			InputIds:       ids,
+			SamplingParams: &sglangpb.SamplingParams{MaxNewTokens: &maxNew},
+			Stream:         &stream,
+			Rid:            &id,
+		})
+		if err != nil {
+			return Outcome{Err: err}
+		}
+		return drain(func() (int, error) {
+			msg, err := s.Recv()
+			return len(msg.GetOutputIds()), err
 		})
 	}
 }

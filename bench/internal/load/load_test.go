@@ -6,18 +6,29 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
+	sglangmock "github.com/vigilhq/vigil/plugins/sglang/mock"
+	trtllmmock "github.com/vigilhq/vigil/plugins/trtllm/mock"
 	"github.com/vigilhq/vigil/plugins/vllm/mock"
+	"github.com/vigilhq/vigil/sdk/enginemock"
 )
 
-// startEngine serves an in-process mock engine on a loopback port and
-// returns a connection to it.
+// startEngine serves an in-process vLLM mock engine on a loopback port
+// and returns requests of 8 tokens to it.
 func startEngine(tb testing.TB) Request {
+	tb.Helper()
+	return DirectVLLM(serve(tb, mock.New(mock.Config{}).Engine), 8)
+}
+
+// serve serves eng on a loopback port until the test ends and returns a
+// connection to it.
+func serve(tb testing.TB, eng *enginemock.Engine) *grpc.ClientConn {
 	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	eng := mock.New(mock.Config{})
 	go eng.Serve(lis)
 	tb.Cleanup(eng.Stop)
 	cc, err := Dial(lis.Addr().String())
@@ -25,7 +36,32 @@ func startEngine(tb testing.TB) Request {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { cc.Close() })
-	return Direct(cc, 8)
+	return cc
+}
+
+// TestDirect: each engine's direct request streams the tokens asked for
+// and names the request by its id, as vigil's adapter does.
+func TestDirect(t *testing.T) {
+	t.Parallel()
+	for name, eng := range map[string]struct {
+		engine *enginemock.Engine
+		direct func(grpc.ClientConnInterface, uint32) Request
+	}{
+		"vllm":   {mock.New(mock.Config{}).Engine, DirectVLLM},
+		"sglang": {sglangmock.New(sglangmock.Config{}).Engine, DirectSGLang},
+		"trtllm": {trtllmmock.New(trtllmmock.Config{}).Engine, DirectTRTLLM},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out := eng.direct(serve(t, eng.engine), 8)(context.Background(), "req-1")
+			if out.Err != nil || out.Tokens != 8 || out.First.IsZero() {
+				t.Errorf("got %d tokens, first at %v, err %v; want 8 tokens", out.Tokens, out.First, out.Err)
+			}
+			if n := eng.engine.State().Requests["req-1"]; n != 1 {
+				t.Errorf("the engine counted %d requests with id req-1, want 1", n)
+			}
+		})
+	}
 }
 
 // TestRunBoundedByCount: a run stops at MaxRequests long before its

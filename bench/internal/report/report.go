@@ -19,7 +19,7 @@ import (
 // target. Targets are printed beside the value, never asserted.
 type Row struct {
 	Figure string `json:"figure"`
-	// Engine is the engine the figure was measured with.
+	// Engine is the engine the figure ran against.
 	Engine string `json:"engine,omitempty"`
 	Metric string `json:"metric"`
 	Value  string `json:"value"`
@@ -42,7 +42,7 @@ type Results struct {
 	Machine  Machine   `json:"machine"`
 	Quick    bool      `json:"quick"`
 	Figures  []string  `json:"figures_run"`
-	Engines  []string  `json:"engines_run,omitempty"`
+	Engines  []string  `json:"engines"`
 	Rows     []Row     `json:"rows"`
 	Sections []Section `json:"sections,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
@@ -91,11 +91,7 @@ func Markdown(res Results) string {
 	if res.Quick {
 		kind = "quick run (`make bench-quick`: one short trial of each figure; not a measurement)"
 	}
-	fmt.Fprintf(&b, "# vigil benchmark results\n\n%s, %s, %.0f s", kind, res.Machine.Date, res.Runtime)
-	if len(res.Engines) > 0 {
-		fmt.Fprintf(&b, "; engines %s", strings.Join(res.Engines, ", "))
-	}
-	b.WriteString(".\n\n")
+	fmt.Fprintf(&b, "# vigil benchmark results\n\n%s, %s, %.0f s; engines: %s.\n\n", kind, res.Machine.Date, res.Runtime, strings.Join(res.Engines, ", "))
 	b.WriteString("Produced by `bench/cmd/vigil-bench`; see [bench/README.md](README.md) for how each figure is measured. ")
 	b.WriteString("Targets are printed beside the figures, not asserted.\n\n")
 	b.WriteString("| figure | engine | metric | value | target |\n|---|---|---|---|---|\n")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -48,17 +49,34 @@ func started(t *testing.T, addr string, options map[string]string) *toy.Adapter 
 	return a
 }
 
-// TestConformance holds the adapter to the sdk.Engine contract with the
-// sdk's conformance kit, directly and across the plugin boundary.
+// TestConformance holds the adapter to the sdk's contract with the sdk's
+// conformance kit: directly, across the plugin boundary, and as an
+// executable (this test binary, see TestMain), with the hooks the toy
+// engine gives (pause is not ready). The rules that need other hooks are
+// skipped.
 func TestConformance(t *testing.T) {
+	servers := map[string]*engine.Server{}
 	sdktest.TestEngine(t, sdktest.Harness{
-		New: func() sdk.Engine { return toy.New() },
+		Name:       toy.Name,
+		New:        func() sdk.Engine { return toy.New() },
+		Executable: os.Args[0],
 		Serving: func(t *testing.T) (string, func()) {
 			s, addr := serve(t, engine.Config{})
+			servers[addr] = s
 			return addr, s.Stop
 		},
-		Name: toy.Name,
+		NotReady: func(_ *testing.T, addr string) { servers[addr].Pause(true) },
+		Ready:    func(_ *testing.T, addr string) { servers[addr].Pause(false) },
 	})
+}
+
+// TestMain serves the adapter when TestConformance launches this binary as
+// its executable, and otherwise runs the tests.
+func TestMain(m *testing.M) {
+	if sdktest.ServeAdapter(func() sdk.Engine { return toy.New() }) {
+		return
+	}
+	os.Exit(m.Run())
 }
 
 // TestNotReady: a paused engine is NotReady, and Serving again once it
