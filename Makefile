@@ -65,7 +65,7 @@ e2e: consul ## process tests against a real Consul agent
 
 # The benchmarks build their own vigil and mock engines (no -race) and
 # start their own Consul agent; see bench/README.md. The full run measures
-# every engine (vllm, sglang), takes about 6 minutes and writes
+# every engine (vllm, sglang, trtllm), takes about 10 minutes and writes
 # bench/results.md and bench/results.json.
 bench: consul ## measure vigil against each engine: print the figures and write bench/results.{md,json}
 	go run ./bench/cmd/vigil-bench

@@ -6,6 +6,7 @@ require (
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/vigilhq/vigil/e2e v0.0.0
 	github.com/vigilhq/vigil/plugins/sglang v0.0.0
+	github.com/vigilhq/vigil/plugins/trtllm v0.0.0
 	github.com/vigilhq/vigil/plugins/vllm v0.0.0
 	github.com/vigilhq/vigil/proto v0.0.0
 	github.com/vigilhq/vigil/sdk v0.0.0
@@ -45,6 +46,8 @@ replace github.com/vigilhq/vigil/proto => ../proto
 replace github.com/vigilhq/vigil/plugins/vllm => ../plugins/vllm
 
 replace github.com/vigilhq/vigil/plugins/sglang => ../plugins/sglang
+
+replace github.com/vigilhq/vigil/plugins/trtllm => ../plugins/trtllm
 
 replace github.com/vigilhq/vigil/sdk => ../sdk
 

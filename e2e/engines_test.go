@@ -104,6 +104,27 @@ var engines = []*engine{
 			{"requests refused naming the older API", sglangSchedulerRefusesRequests},
 		},
 	},
+	// TensorRT-LLM has no lifetime id, no text prompts, no health Watch,
+	// no sleep or pause, and vigil no adapter executable for it: those
+	// fields stay zero, and the scenarios needing them skip.
+	{
+		Engine: harness.TRTLLM,
+		// The engine has no served name: model_id, often a path, is it.
+		model:       "/models/test-model",
+		servedModel: "/models/test-model",
+		modelID:     "/models/test-model",
+		seeds:       true,
+		maxModelLen: 4096, // trtllm-mock's max_seq_len
+		outputToken: enginemock.OutputToken,
+		// A crashed rank: trtllm-mock's HealthCheck, derived from its ""
+		// health, answers a description, the process staying up.
+		unhealthy:     lossWay{"crashed rank", serverNotServing.lose},
+		livenessFails: serverLivenessFails("HealthCheck"),
+		lostReason:    "TensorRT-LLM engine lost",
+		// HealthCheck, polled, is the engine's only health signal.
+		pollOnly: []mockVariant{{"HealthCheck polled", nil}},
+		specific: trtllmCases,
+	},
 }
 
 // vllmWatchModes are the ways vllm-mock can answer a health Watch besides

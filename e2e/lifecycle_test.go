@@ -464,33 +464,7 @@ func TestStartupWaitsForLiveness(t *testing.T) {
 
 		t.Run("never clears", func(t *testing.T) {
 			t.Parallel()
-			c := consulFor(t)
-			svc := uniqueService(t)
-			m := failingEngine(t)
-			_, stopWatch := neverPassing(t, c, svc)
-			const deadline = 2 * time.Second
-			v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc,
-				extra: []string{"--startup-deadline", deadline.String()}})
-			code := v.wait(exitBound + deadline)
-			stopWatch()
-			exitAt, _, _ := v.proc.Wait(time.Second) // exited: returns at once
-			if code != 1 {
-				t.Errorf("vigil exit code = %d, want 1", code)
-			}
-			if d := exitAt.Sub(v.Started); d < deadline {
-				t.Errorf("vigil exited %s after it started, before the %s startup deadline", d, deadline)
-			}
-			if l := v.findLine("startup deadline"); !strings.Contains(l, e.livenessFails.signal) {
-				t.Errorf("startup deadline line %q does not name the failing signal %s", l, e.livenessFails.signal)
-			}
-			for _, s := range []string{"engine serving", "worker registered"} {
-				if l := v.findLine(s); l != "" {
-					t.Errorf("vigil logged %q while the engine's liveness signal reported failure: %s", s, l)
-				}
-			}
-			if c.catalogHas(t, svc) {
-				t.Error("worker in Consul after the startup deadline")
-			}
+			neverServes(t, e, failingEngine(t), e.livenessFails.signal)
 		})
 
 		t.Run("clears while vigil waits", func(t *testing.T) {
@@ -531,6 +505,44 @@ func TestStartupWaitsForLiveness(t *testing.T) {
 			}
 		})
 	})
+}
+
+// neverServes starts vigil with a 2s startup deadline against m, whose
+// engine listens but never serves, and checks that vigil exits 1 at the
+// deadline with a line naming each of why, having logged no "engine
+// serving" and registered nothing (its worker never passing in Consul,
+// watched from before vigil starts).
+func neverServes(t *testing.T, e *engine, m *mock, why ...string) {
+	t.Helper()
+	c := consulFor(t)
+	svc := uniqueService(t)
+	_, stopWatch := neverPassing(t, c, svc)
+	const deadline = 2 * time.Second
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc,
+		extra: []string{"--startup-deadline", deadline.String()}})
+	code := v.wait(exitBound + deadline)
+	stopWatch()
+	exitAt, _, _ := v.proc.Wait(time.Second) // exited: returns at once
+	if code != 1 {
+		t.Errorf("vigil exit code = %d, want 1", code)
+	}
+	if d := exitAt.Sub(v.Started); d < deadline {
+		t.Errorf("vigil exited %s after it started, before the %s startup deadline", d, deadline)
+	}
+	line := v.findLine("startup deadline")
+	for _, w := range why {
+		if !strings.Contains(line, w) {
+			t.Errorf("startup deadline line %q does not name %s", line, w)
+		}
+	}
+	for _, s := range []string{"engine serving", "worker registered"} {
+		if l := v.findLine(s); l != "" {
+			t.Errorf("vigil logged %q while the engine did not serve: %s", s, l)
+		}
+	}
+	if c.catalogHas(t, svc) {
+		t.Error("worker in Consul after the startup deadline")
+	}
 }
 
 // TestSIGTERM: a registered worker is withdrawn before vigil exits 0; during

@@ -44,11 +44,19 @@ func (m meter) stop(figure, engine string) contention {
 	// The two readings tick separately: a small negative remainder is
 	// rounding, not a measurement.
 	other := max(0, machine-own)
-	return contention{
-		Figure: figure, Engine: engine, WallSeconds: wall.Seconds(), OwnCPU: own.Seconds(), OtherCPU: other.Seconds(),
-		OtherShare: other.Seconds() / (wall.Seconds() * float64(runtime.NumCPU())),
+	c := contention{Figure: figure, Engine: engine, WallSeconds: wall.Seconds(), OwnCPU: own.Seconds(), OtherCPU: other.Seconds()}
+	// A figure that reuses another's trials (B4 reads B1's) ends within
+	// milliseconds, where one 10 ms tick of the readings would be a share
+	// of thousands of percent: it ran nothing to disturb.
+	if wall >= minMeteredWall {
+		c.OtherShare = other.Seconds() / (wall.Seconds() * float64(runtime.NumCPU()))
 	}
+	return c
 }
+
+// minMeteredWall is the shortest run whose share of other processes'
+// CPU is reported; shorter ones are reported as 0.
+const minMeteredWall = 500 * time.Millisecond
 
 // contentionSection is the per-figure table of results.md.
 func contentionSection(cs []contention) report.Section {

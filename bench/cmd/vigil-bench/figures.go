@@ -39,12 +39,22 @@ var figures = []figure{
 type benchEngine struct {
 	harness.Engine
 	direct func(cc grpc.ClientConnInterface, maxTokens uint32) load.Request
+	// figures are the figures measured with the engine; nil for all.
+	figures []string
+	// pollInterval is vigil's --health-interval when the engine's health
+	// is learnt by polling alone, 0 when the engine pushes it: a polled
+	// engine that turns unhealthy is found at the next poll, so B1's and
+	// B4's unhealthy cases are held to the interval plus their target.
+	pollInterval time.Duration
 }
 
 // benchEngines are the engines -engines may name.
 var benchEngines = []benchEngine{
-	{harness.VLLM, load.DirectVLLM},
-	{harness.SGLang, load.DirectSGLang},
+	{Engine: harness.VLLM, direct: load.DirectVLLM},
+	{Engine: harness.SGLang, direct: load.DirectSGLang},
+	// B6's loaded memory comes from B5's rows, which run for it unreported.
+	{Engine: harness.TRTLLM, direct: load.DirectTRTLLM, figures: []string{"B1", "B2", "B3", "B4", "B6"},
+		pollInterval: defaultHealthInterval},
 }
 
 func engineNames() []string {

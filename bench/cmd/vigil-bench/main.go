@@ -5,7 +5,7 @@
 // table of figure, engine, metric, value and target, and writes results.md
 // and results.json.
 //
-//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...] [-engines vllm,sglang]
+//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...] [-engines vllm,sglang,trtllm]
 //
 // Every process it starts is killed when it ends, on error, panic or
 // SIGINT/SIGTERM too. Exit status: 0 when every figure was measured, 1
@@ -139,9 +139,9 @@ func run(opts options) int {
 }
 
 // runFigures runs the selected figures in order, each for every engine in
-// turn (a figure that runs once for the first alone), into res, and
-// returns 1 when one of them failed (its error is a row of the table),
-// else 0. A failed figure does not stop the others.
+// turn that it applies to (a figure that runs once for the first alone),
+// into res, and returns 1 when one of them failed (its error is a row of
+// the table), else 0. A failed figure does not stop the others.
 func runFigures(envs []*env, names []string, res *report.Results) int {
 	code := 0
 	var cs []contention
@@ -152,6 +152,9 @@ func runFigures(envs []*env, names []string, res *report.Results) int {
 		for i, e := range envs {
 			if f.once && i > 0 {
 				break
+			}
+			if !e.engine.measures(f.name) {
+				continue
 			}
 			engine := e.engine.Name
 			progress("%s, %s: %s", f.name, engine, f.title)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	sglangmock "github.com/vigilhq/vigil/plugins/sglang/mock"
+	trtllmmock "github.com/vigilhq/vigil/plugins/trtllm/mock"
 	"github.com/vigilhq/vigil/plugins/vllm/mock"
 	"github.com/vigilhq/vigil/sdk/enginemock"
 )
@@ -48,6 +49,7 @@ func TestDirect(t *testing.T) {
 	}{
 		"vllm":   {mock.New(mock.Config{}).Engine, DirectVLLM},
 		"sglang": {sglangmock.New(sglangmock.Config{}).Engine, DirectSGLang},
+		"trtllm": {trtllmmock.New(trtllmmock.Config{}).Engine, DirectTRTLLM},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
