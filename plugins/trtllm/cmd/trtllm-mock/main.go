@@ -1,6 +1,6 @@
 // Command trtllm-mock runs a stand-in TensorRT-LLM engine (package mock):
 // gRPC on --listen, the JSON control surface on --control. It exits 0 after
-// POST /stop, SIGTERM or SIGINT, 2 on bad flags and 1 on other errors. Its
+// POST /stop, SIGTERM or SIGINT, 78 on bad flags and 1 on other errors. Its
 // flags are enginemock.Command's and --health-check; TensorRT-LLM has no
 // lifetime id, so --instance-id only names the mock in its state.
 package main
