@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -126,6 +127,7 @@ func fromStatus(err error) *apiError {
 	switch st.Code() {
 	case codes.InvalidArgument:
 		e.status, e.typ = http.StatusBadRequest, "invalid_request_error"
+		e.param = paramOf(e.msg)
 	case codes.NotFound:
 		e.status, e.typ = http.StatusNotFound, "not_found_error"
 	case codes.ResourceExhausted:
@@ -138,6 +140,19 @@ func fromStatus(err error) *apiError {
 		e.status, e.typ = http.StatusInternalServerError, "server_error"
 	}
 	return e
+}
+
+// paramOf is the request field a worker's or the pool's INVALID_ARGUMENT
+// message names first ("prompt: ...", "prompt.text: ..."), when it is one of
+// the completion fields the router takes; "" otherwise.
+func paramOf(msg string) string {
+	field, _, _ := strings.Cut(msg, ":")
+	field, _, _ = strings.Cut(field, ".")
+	switch field {
+	case "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "top_k", "ignore_eos":
+		return field
+	}
+	return ""
 }
 
 func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {

@@ -362,3 +362,20 @@ func TestCompletionTimeout(t *testing.T) {
 	}
 	<-a.cancelled // the deadline reached the worker's call
 }
+
+// TestParamOf: a worker's or the pool's INVALID_ARGUMENT names its field
+// first; OpenAI's error gives it as param when it is a completion field.
+func TestParamOf(t *testing.T) {
+	t.Parallel()
+	for msg, want := range map[string]string{
+		`prompt: the workers of model "m" take token ids only, not text`: "prompt",
+		"prompt.text: SGLang takes token ids only":                       "prompt",
+		"max_tokens: 5000 is above the model's length":                   "max_tokens",
+		"sampling.top_k: out of range":                                   "",
+		"no field here":                                                  "",
+	} {
+		if got := paramOf(msg); got != want {
+			t.Errorf("paramOf(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}

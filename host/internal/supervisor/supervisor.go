@@ -267,6 +267,10 @@ func (s *supervisor) serve() {
 	s.reg.TokensOnly = !w.SupportsTextInput
 	s.log.Info("engine serving", append(servingArgs, "model_id", w.ModelID,
 		"instance_id", w.InstanceID, "engine_version", w.EngineVersion)...)
+	if w.ServedModelName == "" {
+		// Requests naming a model would all get NOT_FOUND.
+		s.log.Warn("the engine reports no model name; give --served-model-name to name the worker's model")
+	}
 
 	go s.cfg.Announcer.Run(s.ctx)
 	events, err := s.plugin.Engine.WatchAvailability(s.ctx)
