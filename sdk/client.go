@@ -31,11 +31,7 @@ func (c *engineClient) err(err error) error { return fromStatus(err, c.exited) }
 // reached the adapter too ends the stream with CANCELLED first. A deadline
 // counts once passed, even before ctx's timer has fired.
 func (c *engineClient) ctxErr(ctx context.Context, err error) error {
-	cerr := ctx.Err()
-	if d, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(d) {
-		cerr = context.DeadlineExceeded
-	}
-	if cerr != nil {
+	if cerr := ContextErr(ctx); cerr != nil {
 		return &classError{cerr, c.err(err).Error()}
 	}
 	return c.err(err)

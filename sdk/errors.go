@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -183,3 +184,17 @@ type classError struct {
 
 func (e *classError) Error() string { return e.msg }
 func (e *classError) Unwrap() error { return e.class }
+
+// ContextErr is ctx's error, or context.DeadlineExceeded once ctx's
+// deadline has passed, nil otherwise. gRPC can end a call for the deadline
+// a moment before ctx's own timer fires, when ctx.Err() is still nil: use
+// ContextErr to tell "the caller's context ended" from an engine error.
+func ContextErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}

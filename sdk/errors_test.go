@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
@@ -257,3 +258,31 @@ func TestFromStatus(t *testing.T) {
 		t.Errorf("fromStatus(nil) = %v, want nil", got)
 	}
 }
+
+// TestContextErr: a context past its deadline has ended, even before its
+// own timer has set ctx.Err.
+func TestContextErr(t *testing.T) {
+	t.Parallel()
+	if err := ContextErr(t.Context()); err != nil {
+		t.Errorf("ContextErr(live) = %v, want nil", err)
+	}
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := ContextErr(canceled); !errors.Is(err, context.Canceled) {
+		t.Errorf("ContextErr(canceled) = %v, want context.Canceled", err)
+	}
+	// A deadline in the past whose timer cannot have fired: WithDeadline
+	// would cancel at once, so the deadline is carried by hand.
+	past := deadlineOnly{t.Context(), time.Now().Add(-time.Second)}
+	if err := ContextErr(past); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ContextErr(past deadline, Err nil) = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// deadlineOnly reports a deadline without ever ending.
+type deadlineOnly struct {
+	context.Context
+	dl time.Time
+}
+
+func (d deadlineOnly) Deadline() (time.Time, bool) { return d.dl, true }

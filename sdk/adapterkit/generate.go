@@ -52,7 +52,7 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 	var res sdk.Result
 	stream, err := g.Open(ctx)
 	if err != nil {
-		if err := ctxErr(ctx); err != nil {
+		if err := sdk.ContextErr(ctx); err != nil {
 			return res, err
 		}
 		return res, Classify(g.Engine, err, false)
@@ -67,7 +67,7 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 			return res, nil
 		}
 		if err != nil {
-			if err := ctxErr(ctx); err != nil {
+			if err := sdk.ContextErr(ctx); err != nil {
 				abort(ctx, g)
 				return res, err
 			}
@@ -81,18 +81,6 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 			sent = true
 		}
 	}
-}
-
-// ctxErr is ctx's error, or DeadlineExceeded once its deadline has passed:
-// the engine may end a call for the deadline before ctx's own timer fires.
-func ctxErr(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
 // abort ends the engine request of a caller that went away. Cancelling the

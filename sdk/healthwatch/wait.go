@@ -89,7 +89,7 @@ func Wait(ctx context.Context, attempt func(context.Context) error, opts WaitOpt
 		if err == nil {
 			return nil
 		}
-		if !ended(ctx) || last == nil {
+		if sdk.ContextErr(ctx) == nil || last == nil {
 			last = err
 		}
 		if opts.OnAttempt != nil {
@@ -111,13 +111,6 @@ func Wait(ctx context.Context, attempt func(context.Context) error, opts WaitOpt
 		case <-opts.Clock.After(wait):
 		}
 	}
-}
-
-// ended reports whether ctx has ended or its deadline has passed: a call cut
-// off by the deadline can return before ctx's own timer has fired.
-func ended(ctx context.Context) bool {
-	dl, ok := ctx.Deadline()
-	return ctx.Err() != nil || ok && !time.Now().Before(dl)
 }
 
 func checkAll(ctx context.Context, check CheckFunc, services []string, timeout time.Duration) error {
