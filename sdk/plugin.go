@@ -91,8 +91,11 @@ func WithTestConfig(tc *plugin.ServeTestConfig) ServeOption {
 // a line at a time (go-plugin carries both to the host).
 //
 // Serve makes the adapter exit when its host dies, even from SIGKILL:
-// go-plugin alone leaves such a plugin running. It also ignores SIGTERM, as
-// go-plugin ignores SIGINT, because the host decides when the adapter stops.
+// go-plugin alone leaves such a plugin running. It also ignores SIGTERM and
+// SIGHUP, as go-plugin ignores SIGINT, because the host decides when the
+// adapter stops: a signal sent to the host's whole process group (a
+// terminal that closes sends SIGHUP, systemd's control-group stop SIGTERM)
+// must not end the adapter before the host has drained through it.
 func Serve(impl Engine, opts ...ServeOption) {
 	cfg := serveConfig{parentWatch: 200 * time.Millisecond}
 	for _, o := range opts {
@@ -103,10 +106,10 @@ func Serve(impl Engine, opts ...ServeOption) {
 	}
 	if cfg.test == nil {
 		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGTERM)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP)
 		go func() {
-			for range sigs {
-				cfg.logger.Debug("ignoring SIGTERM: the host drives shutdown")
+			for sig := range sigs {
+				cfg.logger.Debug("ignoring the signal: the host drives shutdown", "signal", sig.String())
 			}
 		}()
 		if cfg.parentWatch > 0 {

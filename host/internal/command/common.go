@@ -14,13 +14,62 @@ import (
 
 func env(name string) []string { return []string{"VIGIL_" + name} }
 
-// subscribeSignals subscribes to SIGTERM and SIGINT; commands call it before
-// any slow work, so that a signal during start-up is seen. stop ends the
-// subscription.
-func subscribeSignals() (signals chan os.Signal, stop func()) {
+// stopSignals stop vigil run and vigil route: withdraw, drain, exit 0.
+// SIGHUP is one: a terminal that closes, systemd's SendSIGHUP= and
+// supervisors' `kill -HUP` send it, and Go's default for it is to exit
+// at once with 129, withdrawing nothing. SIGQUIT keeps Go's default
+// (a goroutine dump, exit 2): it is how a hung vigil is debugged.
+// The other signals a terminal or supervisor may send either are caught
+// and ignored by Go's runtime (SIGUSR1, SIGUSR2, SIGWINCH, ...), stop the
+// process (SIGTSTP, SIGTTIN, SIGTTOU: the TTL check then lapses), or are
+// SIGPIPE, which keepOnBrokenPipe handles.
+var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
+
+// subscribeSignals subscribes to stopSignals; commands call it before any
+// slow work, so that a signal during start-up is seen. Those vigil was
+// started with ignored are left out (see heededSignals) and returned in
+// ignored, for the log. stop ends the subscription.
+func subscribeSignals() (signals chan os.Signal, ignored []os.Signal, stop func()) {
 	signals = make(chan os.Signal, 2)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
-	return signals, func() { signal.Stop(signals) }
+	heeded, ignored := heededSignals()
+	signal.Notify(signals, heeded...)
+	return signals, ignored, func() { signal.Stop(signals) }
+}
+
+// heededSignals splits stopSignals into those vigil heeds and those it was
+// started with ignored (SIGHUP under nohup, SIGINT in a shell's background
+// job), which stay ignored, as the one who started vigil asked: subscribing
+// to them would undo that. Only SIGHUP and SIGINT can be ignored at start
+// (Go's runtime takes over every other signal), so heeded always holds
+// SIGTERM.
+func heededSignals() (heeded, ignored []os.Signal) {
+	for _, sig := range stopSignals {
+		if signal.Ignored(sig) {
+			ignored = append(ignored, sig)
+		} else {
+			heeded = append(heeded, sig)
+		}
+	}
+	return heeded, ignored
+}
+
+// logIgnored logs each stop signal vigil keeps ignoring.
+func logIgnored(log hclog.Logger, ignored []os.Signal) {
+	for _, sig := range ignored {
+		log.Info("signal ignored: vigil was started with it ignored (as by nohup), and keeps it so", "signal", sig.String())
+	}
+}
+
+// keepOnBrokenPipe keeps a write to a closed pipe from killing vigil. Go's
+// runtime ends a program with SIGPIPE when a write to its stdout or stderr
+// fails with EPIPE (a log reader that died), unless SIGPIPE is subscribed
+// to: then the write returns the error, which the log writer counts, and
+// the lifecycle carries on. The signal itself needs no handling, so the
+// channel is never read (a full channel drops it). A subscription, not
+// signal.Ignore, because an ignored SIGPIPE would be inherited by the
+// adapter process across exec.
+func keepOnBrokenPipe() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
 
 // noArgs refuses positional arguments to a command that takes none.

@@ -40,7 +40,7 @@ var exitCodes = []struct {
 	code int
 	when string
 }{
-	{nil, ExitOK, "stopped by SIGTERM or SIGINT"},
+	{nil, ExitOK, "stopped by SIGTERM, SIGINT or SIGHUP"},
 	// Before the rest: an invalid configuration stays one whatever
 	// happened while unwinding.
 	{outcome.ErrConfig, ExitConfig, "bad flags, arguments or commands"},

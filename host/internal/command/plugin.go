@@ -6,7 +6,6 @@ import (
 	"io"
 	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -76,7 +75,8 @@ func parseCheck(c *cli.Context) (checkConfig, error) {
 
 // checkAction is `vigil plugin check PATH`.
 func checkAction(c *cli.Context) error {
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	heeded, _ := heededSignals()
+	ctx, stop := signal.NotifyContext(c.Context, heeded...)
 	defer stop()
 	cfg, err := parseCheck(c)
 	if err != nil {

@@ -48,7 +48,7 @@ type routeConfig struct {
 }
 
 func routeAction(c *cli.Context) error {
-	signals, stop := subscribeSignals()
+	signals, ignored, stop := subscribeSignals()
 	defer stop()
 	if err := noArgs(c); err != nil {
 		return err
@@ -58,6 +58,7 @@ func routeAction(c *cli.Context) error {
 		return err
 	}
 	log := cfg.log.logger(c.App.ErrWriter)
+	logIgnored(log, ignored)
 	b, err := newBackend(cfg.discoveryConfig)
 	if err != nil {
 		return err

@@ -100,7 +100,7 @@ type runConfig struct {
 }
 
 func runAction(c *cli.Context) error {
-	signals, stop := subscribeSignals()
+	signals, ignored, stop := subscribeSignals()
 	defer stop()
 	if err := noArgs(c); err != nil {
 		return err
@@ -115,6 +115,7 @@ func runAction(c *cli.Context) error {
 	}
 	log := cfg.log.logger(c.App.ErrWriter)
 	src.logSelected(log)
+	logIgnored(log, ignored)
 	advertise := net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort))
 	if ip := net.ParseIP(cfg.advHost); cfg.discovery == "consul" && (cfg.advHost == "localhost" || ip != nil && ip.IsLoopback()) {
 		log.Warn("advertising a loopback address in Consul: only clients on this host can reach the worker; set --advertise-addr",

@@ -72,8 +72,8 @@ type servers struct {
 // accepting and gives requests in flight DrainTimeout. It returns nil after
 // a signal; the failure when a server failed; outcome.ErrDrainCut when a
 // second signal cut the drain short; outcome.ErrShutdownBudget when the
-// drain outlived DrainTimeout and slack. signals delivers SIGTERM and
-// SIGINT.
+// drain outlived DrainTimeout and slack. signals delivers the stop
+// signals (SIGTERM, SIGINT, SIGHUP).
 func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 	sv := s.start(ctx)
 	defer sv.unwind()

@@ -54,7 +54,7 @@ const (
 	// InputLost: the engine failed, shut down, or cannot be reached, or
 	// the adapter died.
 	InputLost
-	// InputStop: SIGTERM or SIGINT.
+	// InputStop: a stop signal (SIGTERM, SIGINT or SIGHUP).
 	InputStop
 	// InputDrained: the drain finished.
 	InputDrained

@@ -84,8 +84,9 @@ type Config struct {
 // Run runs the lifecycle until it stops and returns why: nil after a stop
 // signal (drained, or during startup); else an error that wraps one of
 // outcome's sentinels, or another failure a restart may cure (the adapter
-// would not start). signals delivers SIGTERM and SIGINT; the caller
-// subscribes before Run so that no signal is lost during start-up.
+// would not start). signals delivers the stop signals (SIGTERM, SIGINT,
+// SIGHUP); the caller subscribes before Run so that no signal is lost
+// during start-up.
 func Run(ctx context.Context, cfg Config, signals <-chan os.Signal) error {
 	return newSupervisor(cfg).run(ctx, signals)
 }
