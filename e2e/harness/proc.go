@@ -154,6 +154,20 @@ func (p *Proc) Signal(sig syscall.Signal) error {
 	return nil
 }
 
+// SignalGroup sends sig to the process's whole group: the process and its
+// children (vigil's engine adapter), as a terminal that closes sends SIGHUP
+// to its foreground job. The process must not have been reaped: until then
+// its pid names the group.
+func (p *Proc) SignalGroup(sig syscall.Signal) error {
+	if p.Exited() {
+		return fmt.Errorf("signalling %s's group: it has exited", p.Name)
+	}
+	if err := syscall.Kill(-p.Pid(), sig); err != nil {
+		return fmt.Errorf("signalling %s's group: %w", p.Name, err)
+	}
+	return nil
+}
+
 // Kill kills the whole process group and waits for the process to be
 // reaped. Killing an exited process is a no-op.
 func (p *Proc) Kill() {
