@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,11 +26,18 @@ func startProc(t testing.TB, name, bin string, args ...string) *proc {
 
 func startProcEnv(t testing.TB, name string, env []string, bin string, args ...string) *proc {
 	t.Helper()
+	return startProcStderr(t, name, env, nil, bin, args...)
+}
+
+// startProcStderr is startProcEnv with the process's stderr on stderr when
+// it is not nil (see harness.StartProcStderr).
+func startProcStderr(t testing.TB, name string, env []string, stderr *os.File, bin string, args ...string) *proc {
+	t.Helper()
 	// A race-enabled binary sleeps 1s at exit by default (to let other
 	// goroutines report); that would count against exit-time bounds. A race
 	// found still changes the exit code to 66.
 	env = append(append([]string(nil), env...), "GORACE=atexit_sleep_ms=0")
-	hp, err := harness.StartProc(name, env, bin, args...)
+	hp, err := harness.StartProcStderr(name, env, stderr, bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +60,10 @@ type starter struct{ t testing.TB }
 
 func (s starter) Start(name string, env []string, bin string, args ...string) (*harness.Proc, error) {
 	return startProcEnv(s.t, name, env, bin, args...).Proc, nil
+}
+
+func (s starter) StartStderr(name string, env []string, stderr *os.File, bin string, args ...string) (*harness.Proc, error) {
+	return startProcStderr(s.t, name, env, stderr, bin, args...).Proc, nil
 }
 
 func (p *proc) pid() int       { return p.Pid() }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -288,6 +289,10 @@ type VigilOpts struct {
 	// WorkerID defaults to worker-PORT, the port of Listen.
 	WorkerID string
 	Extra    []string
+	// Stderr, when set, takes vigil's stderr, its log, in place of the
+	// Proc's output (see StartProcStderr); the Starter must then be a
+	// StderrStarter.
+	Stderr *os.File
 }
 
 // Vigil is a running `vigil run`.
@@ -330,7 +335,16 @@ func StartVigil(s Starter, bin string, o VigilOpts) (*Vigil, error) {
 	}
 	args = append(args, o.Extra...)
 	v.Started = time.Now()
-	if v.Proc, err = s.Start("vigil", env, bin, args...); err != nil {
+	if o.Stderr != nil {
+		ss, ok := s.(StderrStarter)
+		if !ok {
+			return nil, fmt.Errorf("VigilOpts.Stderr: the starter %T cannot start a process with its own stderr", s)
+		}
+		v.Proc, err = ss.StartStderr("vigil", env, o.Stderr, bin, args...)
+	} else {
+		v.Proc, err = s.Start("vigil", env, bin, args...)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return v, nil

@@ -29,6 +29,12 @@ type Starter interface {
 	Start(name string, env []string, bin string, args ...string) (*Proc, error)
 }
 
+// StderrStarter also starts a process with its stderr on a file of the
+// caller's, as StartProcStderr: *Harness is one.
+type StderrStarter interface {
+	StartStderr(name string, env []string, stderr *os.File, bin string, args ...string) (*Proc, error)
+}
+
 // Harness starts processes and remembers them so that Close can kill them.
 type Harness struct {
 	Bins Bins
@@ -114,12 +120,18 @@ func RepoRoot() (string, error) {
 
 // Start starts a process that Close will kill if it still runs.
 func (h *Harness) Start(name string, env []string, bin string, args ...string) (*Proc, error) {
+	return h.StartStderr(name, env, nil, bin, args...)
+}
+
+// StartStderr is Start with the process's stderr on stderr when it is not
+// nil, as StartProcStderr.
+func (h *Harness) StartStderr(name string, env []string, stderr *os.File, bin string, args ...string) (*Proc, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, errors.New("harness closed")
 	}
-	p, err := StartProc(name, env, bin, args...)
+	p, err := StartProcStderr(name, env, stderr, bin, args...)
 	if err != nil {
 		return nil, err
 	}

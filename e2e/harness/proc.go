@@ -41,6 +41,16 @@ type Proc struct {
 // StartProc runs bin with args and env added to the driver's environment.
 // Nothing kills it but its caller: see Harness.Start.
 func StartProc(name string, env []string, bin string, args ...string) (*Proc, error) {
+	return StartProcStderr(name, env, nil, bin, args...)
+}
+
+// StartProcStderr is StartProc with the process's stderr on the file
+// stderr, when it is not nil, instead of the output pipe: a pipe whose
+// reader the caller controls, to show what a log output that breaks (the
+// reader closes it) or stalls (the reader stops reading) does to the
+// process. Its lines are then the caller's to read; the Proc sees stdout
+// alone.
+func StartProcStderr(name string, env []string, stderr *os.File, bin string, args ...string) (*Proc, error) {
 	p := &Proc{Name: name, changed: make(chan struct{}), scanned: make(chan struct{}), done: make(chan struct{})}
 	p.Cmd = exec.Command(bin, args...)
 	p.Cmd.Env = append(os.Environ(), env...)
@@ -55,6 +65,9 @@ func StartProc(name string, env []string, bin string, args ...string) (*Proc, er
 		return nil, fmt.Errorf("output pipe for %s: %w", name, err)
 	}
 	p.Cmd.Stdout, p.Cmd.Stderr = w, w
+	if stderr != nil {
+		p.Cmd.Stderr = stderr
+	}
 	err = p.Cmd.Start()
 	w.Close()
 	if err != nil {

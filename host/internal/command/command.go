@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
+	"github.com/vigilhq/vigil/host/internal/logwriter"
 	"github.com/vigilhq/vigil/sdk"
 )
 
@@ -59,7 +62,16 @@ func versionCommand() *cli.Command {
 // after a clean stop, 1 when the engine is lost or never served, 78 for
 // bad input.
 func Main(args []string) int {
-	app := App(os.Stdout, os.Stderr)
+	keepOnBrokenPipe()
+	// The log goes to stderr through a writer that never blocks: a log
+	// output that stalls or breaks must not hold up the lifecycle or its
+	// exit code. The standard log package (net/http's, say) goes there too.
+	stderr := logwriter.New(os.Stderr, logwriter.DefaultMaxQueued)
+	defer stderr.Close(logStall)
+	stdlog := log.Writer()
+	log.SetOutput(stderr)
+	defer log.SetOutput(stdlog)
+	app := App(os.Stdout, stderr)
 	unknown := ""
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.Run(args)
@@ -73,10 +85,16 @@ func Main(args []string) int {
 		err = usageErrorf("%v", err)
 	}
 	if err != nil && err.Error() != "" {
-		fmt.Fprintln(os.Stderr, "vigil:", err)
+		fmt.Fprintln(stderr, "vigil:", err)
 	}
 	return exitCode(err)
 }
+
+// logStall is how long vigil, exiting, waits on a log output that takes
+// no entry before it gives up on the entries still queued: an output that
+// stalled must not keep vigil from exiting with its code, and one that
+// takes writes at all takes vigil's last few lines well within it.
+const logStall = 500 * time.Millisecond
 
 // invalidValue matches the flag package's parse errors, such as
 // `invalid value "soon" for flag -grace-period: parse error`.

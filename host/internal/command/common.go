@@ -1,6 +1,7 @@
 package command
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"os/signal"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+	"github.com/vigilhq/vigil/host/internal/logwriter"
 )
 
 func env(name string) []string { return []string{"VIGIL_" + name} }
@@ -150,7 +152,21 @@ func parseLog(c *cli.Context) (logConfig, error) {
 	return l, nil
 }
 
-// logger returns vigil's logger, writing to w.
+// logger returns vigil's logger, writing to w. When w is Main's log
+// writer, the count of entries it drops is logged in the same format.
 func (l logConfig) logger(w io.Writer) hclog.Logger {
+	if lw, ok := w.(*logwriter.Writer); ok {
+		lw.SetNotice(l.droppedNotice)
+	}
 	return hclog.New(&hclog.LoggerOptions{Name: "vigil", Level: l.level, JSONFormat: l.format == "json", Output: w})
+}
+
+// droppedNotice is the log entry that counts the entries the log writer
+// dropped while the output took none; written at any --log-level, for it
+// says that entries of that level are missing.
+func (l logConfig) droppedNotice(dropped int) []byte {
+	var b bytes.Buffer
+	hclog.New(&hclog.LoggerOptions{Name: "vigil", Level: hclog.Trace, JSONFormat: l.format == "json", Output: &b}).
+		Warn("log entries dropped: the log output was not taking them", "dropped", dropped)
+	return b.Bytes()
 }
