@@ -17,6 +17,8 @@ import (
 	"github.com/vigilhq/vigil/e2e/harness"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestSIGHUP: SIGHUP stops vigil as SIGTERM does, never at once with 129.
@@ -346,5 +348,145 @@ func brokenLogSink(t *testing.T, breakSink func(t *testing.T, p *logPipe, v *vig
 				t.Errorf("worker still in Consul after vigil exited on %s", end.name)
 			}
 		})
+	}
+}
+
+// crashLoopRounds is how many times TestAdapterCrashLoop kills the adapter.
+const crashLoopRounds = 5
+
+// adapterLossBound bounds the time from the adapter's death to the
+// worker's withdrawal.
+const adapterLossBound = time.Second
+
+// TestAdapterCrashLoop: the engine adapter process is killed (SIGKILL)
+// five times in a row, vigil restarted after each (as its supervisor
+// would) against the same engine, which keeps running, with requests in
+// flight through the worker each time: each time the worker is withdrawn
+// from Consul within adapterLossBound of the kill, the requests in flight
+// end (UNAVAILABLE, never a hang) and the engine stops generating them,
+// vigil logs the adapter's death as the loss and exits 1, and no process
+// of vigil's, the adapter above all, is left behind. Run per
+// engine, for each has its own adapter; an engine that takes no requests
+// through vigil runs without the load.
+func TestAdapterCrashLoop(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		c := consulFor(t)
+		svc := uniqueService(t)
+		m := startMock(t, e, harness.MockOpts{TokenDelay: delay(20 * time.Millisecond)})
+		for round := 1; round <= crashLoopRounds; round++ {
+			// A TTL far longer than the test: only vigil's own
+			// deregistration can take the worker out of the passing list.
+			v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--check-ttl", "5m"}})
+			c.passing(t, svc, 30*time.Second, count(1))
+			adapters := children(v.pid())
+			if len(adapters) != 1 {
+				t.Fatalf("round %d: vigil has %d child processes, want its adapter alone", round, len(adapters))
+			}
+			inflight := startLoad(t, e, v, 4)
+
+			killed := time.Now()
+			if err := syscall.Kill(adapters[0], syscall.SIGKILL); err != nil {
+				t.Fatalf("round %d: killing the adapter: %v", round, err)
+			}
+			_, gone := c.passing(t, svc, 10*time.Second, count(0))
+			if d := gone.Sub(killed); d > adapterLossBound {
+				t.Errorf("round %d: withdrawn %s after the adapter was killed, want within %s", round, d, adapterLossBound)
+			} else {
+				t.Logf("round %d: withdrawn %s after the adapter was killed", round, d.Round(time.Millisecond))
+			}
+			if code := v.wait(exitBound); code != 1 {
+				t.Fatalf("round %d: vigil exit code = %d after its adapter was killed, want 1", round, code)
+			}
+			t.Logf("round %d: vigil exited %s after the adapter was killed", round, time.Since(killed).Round(time.Millisecond))
+			if l := v.findLine("engine lost"); !strings.Contains(l, "[ERROR]") || !strings.Contains(l, "adapter process exited") {
+				t.Errorf("round %d: loss line %q, want an error saying the adapter process exited", round, l)
+			}
+			if l := v.findLine("adapter shutdown failed"); l != "" {
+				t.Errorf("round %d: vigil warned of the dead adapter's shutdown: %s", round, l)
+			}
+			for i, r := range inflight.wait(t, exitBound) {
+				if status.Code(r.err) != codes.Unavailable {
+					t.Errorf("round %d: request in flight %d ended with %v after %d tokens, want Unavailable", round, i, r.err, len(r.tokens))
+				}
+			}
+			if left := harness.GroupMembers(v.pid()); len(left) > 0 {
+				t.Errorf("round %d: processes %v of vigil's left running after it exited", round, left)
+			}
+			if alive(adapters[0]) {
+				t.Errorf("round %d: the killed adapter %d is still running", round, adapters[0])
+			}
+			if c.catalogHas(t, svc) {
+				t.Errorf("round %d: worker still in Consul after vigil exited", round)
+			}
+			// The engine ends the dead adapter's requests, its connection
+			// gone, instead of generating on for no one.
+			for m.state(t).InFlight > 0 {
+				if time.Since(killed) > adapterLossBound+time.Second {
+					t.Fatalf("round %d: the engine still generates %d requests %s after the adapter was killed", round, m.state(t).InFlight, time.Since(killed))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if m.exited() {
+			t.Errorf("the engine exited (%d): the adapter's crashes must not touch it", m.exitCode())
+		}
+	})
+}
+
+// load is requests in flight through a worker.
+type load struct {
+	results []completion
+	done    chan struct{}
+}
+
+// startLoad starts n long requests (1000 tokens at the mock's pace) through
+// v's worker endpoint and returns once each has had its first token; none
+// when e takes no requests through vigil.
+func startLoad(t *testing.T, e *engine, v *vigil, n int) *load {
+	t.Helper()
+	l := &load{done: make(chan struct{})}
+	if e.lifecycleOnly {
+		close(l.done)
+		return l
+	}
+	client := workerClient(t, v.Listen)
+	l.results = make([]completion, n)
+	first := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.results[i] = generate(context.Background(), client, tokenPrompt(fmt.Sprintf("load-%d", i), 1000, 1), func(got int) {
+				if got == 1 {
+					first <- struct{}{}
+				}
+			})
+		}()
+	}
+	go func() { wg.Wait(); close(l.done) }()
+	for range n {
+		select {
+		case <-first:
+		case <-l.done:
+			t.Fatalf("a request ended before its first token: %+v", l.results)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the requests had no first token within 10s")
+		}
+	}
+	return l
+}
+
+// wait waits for every request to end and returns them.
+func (l *load) wait(t *testing.T, timeout time.Duration) []completion {
+	t.Helper()
+	select {
+	case <-l.done:
+		return l.results
+	case <-time.After(timeout):
+		t.Fatalf("requests in flight still open %s after vigil exited", timeout)
+		return nil
 	}
 }

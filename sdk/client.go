@@ -8,6 +8,8 @@ import (
 	"time"
 
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // engineClient is the host's view of an adapter subprocess: an Engine whose
@@ -52,6 +54,9 @@ func (c *engineClient) Info(ctx context.Context) (AdapterInfo, error) {
 func (c *engineClient) Start(ctx context.Context, req StartRequest) (Worker, error) {
 	resp, err := c.client.Start(ctx, startRequestToProto(req))
 	if err != nil {
+		if ContextErr(ctx) == nil {
+			return Worker{}, c.errAfterExit(err)
+		}
 		return Worker{}, c.ctxErr(ctx, err)
 	}
 	return workerFromProto(resp.GetWorker()), nil
@@ -86,7 +91,7 @@ func (c *engineClient) WatchAvailability(ctx context.Context) (<-chan Event, err
 				}
 				reason := ReasonStreamEnded
 				if !errors.Is(err, io.EOF) {
-					reason = fmt.Sprintf("adapter availability stream failed: %v", c.err(err))
+					reason = c.streamFailure(err)
 				}
 				select {
 				case out <- Event{Availability: Lost, Reason: reason, Time: time.Now()}:
@@ -108,9 +113,39 @@ func (c *engineClient) WatchAvailability(ctx context.Context) (<-chan Event, err
 	return out, nil
 }
 
+// exitWait bounds how long a call that failed as if the adapter had died,
+// on a path where a moment does not matter (startup, the availability
+// stream, shutdown), waits to see the adapter process exit, so that its
+// error says the adapter died, not only that a read failed: a dying
+// process's sockets close a moment before its parent can reap it. Not on
+// the request path, where UNAVAILABLE is also an engine's answer.
+const exitWait = 100 * time.Millisecond
+
+// errAfterExit is err, as err gives it, once the adapter has been seen to
+// exit or exitWait has passed, when err is a failure the adapter's death
+// would cause.
+func (c *engineClient) errAfterExit(err error) error {
+	if c.exited != nil && status.Code(err) == codes.Unavailable {
+		// go-plugin tells the exit by polling alone.
+		for deadline := time.Now().Add(exitWait); !c.exited() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return c.err(err)
+}
+
+// streamFailure is the reason of the Lost event that ends an availability
+// stream failed with err.
+func (c *engineClient) streamFailure(err error) string {
+	if err = c.errAfterExit(err); errors.Is(err, ErrPluginExited) {
+		return err.Error()
+	}
+	return fmt.Sprintf("adapter availability stream failed: %v", err)
+}
+
 func (c *engineClient) Shutdown(ctx context.Context) error {
 	_, err := c.client.Shutdown(ctx, &pluginv1.ShutdownRequest{})
-	return c.err(err)
+	return c.errAfterExit(err)
 }
 
 // Generate relays the adapter's stream, calling send for each chunk.

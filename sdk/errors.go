@@ -132,7 +132,7 @@ func fromStatus(err error, exited func() bool) error {
 		return &classError{context.Canceled, msg}
 	case codes.Unavailable:
 		if exited != nil && exited() {
-			return &classError{ErrPluginExited, msg}
+			return &classError{ErrPluginExited, "adapter process exited: " + msg}
 		}
 		return &classError{ErrUnavailable, msg}
 	}

@@ -222,7 +222,7 @@ func TestFromStatus(t *testing.T) {
 			err:     status.Error(codes.Unavailable, "connection reset"),
 			exited:  exited,
 			want:    ErrPluginExited,
-			wantMsg: "connection reset",
+			wantMsg: "adapter process exited: connection reset",
 		},
 		"host deadline": {
 			err:     status.FromContextError(context.DeadlineExceeded).Err(),

@@ -30,6 +30,19 @@ func serveTestAdapter(kind string) {
 		Serve(&stubEngine{info: func(context.Context) (AdapterInfo, error) {
 			return AdapterInfo{Name: "claims", Capabilities: Capabilities{Generate: true}}, nil
 		}})
+	case "serving":
+		// Serves until killed: Start succeeds, and the watch says
+		// SERVING once and then nothing.
+		Serve(&stubEngine{
+			info:  func(context.Context) (AdapterInfo, error) { return AdapterInfo{Name: "serving"}, nil },
+			start: func(context.Context, StartRequest) (Worker, error) { return Worker{ServedModelName: "m"}, nil },
+			watch: func(ctx context.Context) (<-chan Event, error) {
+				out := make(chan Event, 1)
+				out <- Event{Availability: Serving, Reason: "serving", Time: time.Now()}
+				go func() { <-ctx.Done(); close(out) }()
+				return out, nil
+			},
+		})
 	case "protocol-2":
 		// Another protocol version on the same handshake: only the
 		// version differs from what an adapter of this sdk sends.
@@ -211,5 +224,41 @@ func TestVersionMismatchOlderAdapter(t *testing.T) {
 	err := versionMismatch("incompatible API version with plugin. Plugin version: 0, Client versions: [1]")
 	if !errors.Is(err, ErrProtocolVersion) || !strings.Contains(err.Error(), "rebuild the adapter with an sdk that speaks 1") {
 		t.Errorf("versionMismatch() = %v, want ErrProtocolVersion telling to rebuild the adapter", err)
+	}
+}
+
+// An adapter killed while its availability stream is open ends the stream
+// with a Lost event saying that the adapter process exited, not only that
+// a read failed.
+func TestLostWhenAdapterKilled(t *testing.T) {
+	t.Parallel()
+	p, err := launchTest(t, "serving", newRecorder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Engine.Start(t.Context(), StartRequest{EngineAddr: "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := p.Engine.WatchAvailability(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-events; ev.Availability != Serving {
+		t.Fatalf("first event = %+v, want SERVING", ev)
+	}
+	proc, err := os.FindProcess(p.client.ReattachConfig().Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-events:
+		if ev.Availability != Lost || !strings.HasPrefix(ev.Reason, "adapter process exited: ") {
+			t.Errorf("event after the kill = %+v, want Lost saying the adapter process exited", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event within 10s of the adapter's kill")
 	}
 }

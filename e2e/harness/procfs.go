@@ -197,6 +197,11 @@ func vmRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
+// GroupMembers are the live processes in process group pgrp other than
+// its leader: those a process the harness started (its group's leader)
+// left behind once it has exited, such as vigil's engine adapter.
+func GroupMembers(pgrp int) []int { return groupMembers(pgrp) }
+
 // groupMembers are the live processes in process group pgrp other than
 // its leader.
 func groupMembers(pgrp int) []int {
