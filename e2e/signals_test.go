@@ -323,6 +323,8 @@ func brokenLogSink(t *testing.T, breakSink func(t *testing.T, p *logPipe, v *vig
 			}
 			if d := gone.Sub(changedSince(t, m, sent)); d > notReadyBound {
 				t.Errorf("withdrawn %s after the engine slept, want within %s", d, notReadyBound)
+			} else {
+				t.Logf("withdrawn %s after the engine slept", d.Round(time.Millisecond))
 			}
 			if v.exited() {
 				t.Fatalf("vigil exited with %d when the engine slept, its log output broken", v.exitCode())
@@ -343,6 +345,8 @@ func brokenLogSink(t *testing.T, breakSink func(t *testing.T, p *logPipe, v *vig
 			// hold the exit.
 			if d := time.Since(ended); d > 5*time.Second+time.Second {
 				t.Errorf("vigil exited %s after %s, want within the 5s grace period and 1s", d, end.name)
+			} else {
+				t.Logf("vigil exited %s after %s", d.Round(time.Millisecond), end.name)
 			}
 			if c.catalogHas(t, svc) {
 				t.Errorf("worker still in Consul after vigil exited on %s", end.name)
