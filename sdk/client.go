@@ -121,9 +121,9 @@ func (c *engineClient) WatchAvailability(ctx context.Context) (<-chan Event, err
 // the request path, where UNAVAILABLE is also an engine's answer.
 const exitWait = 100 * time.Millisecond
 
-// errAfterExit is err, as err gives it, once the adapter has been seen to
-// exit or exitWait has passed, when err is a failure the adapter's death
-// would cause.
+// errAfterExit classifies err as c.err does; when err is a failure the
+// adapter's death would cause (UNAVAILABLE), it first waits, up to
+// exitWait, to see the adapter process exit.
 func (c *engineClient) errAfterExit(err error) error {
 	if c.exited != nil && status.Code(err) == codes.Unavailable {
 		// go-plugin tells the exit by polling alone.

@@ -65,8 +65,8 @@ func logIgnored(log hclog.Logger, ignored []os.Signal) {
 // keepOnBrokenPipe keeps a write to a closed pipe from killing vigil. Go's
 // runtime ends a program with SIGPIPE when a write to its stdout or stderr
 // fails with EPIPE (a log reader that died), unless SIGPIPE is subscribed
-// to: then the write returns the error, which the log writer counts, and
-// the lifecycle carries on. The signal itself needs no handling, so the
+// to: then the write returns the error, the log writer loses that entry
+// alone, and the lifecycle carries on. The signal itself needs no handling, so the
 // channel is never read (a full channel drops it). A subscription, not
 // signal.Ignore, because an ignored SIGPIPE would be inherited by the
 // adapter process across exec.
