@@ -211,7 +211,9 @@ func TestDrain(t *testing.T) {
 	<-e.started
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	s.Drain(ctx)
+	if err := s.Drain(ctx, time.Second); err != nil {
+		t.Errorf("Drain() = %v, want nil", err)
+	}
 	if s.InFlight() != 0 {
 		t.Errorf("in flight after Drain = %d, want 0", s.InFlight())
 	}
@@ -226,5 +228,7 @@ func TestDrain(t *testing.T) {
 		t.Errorf("after Drain: %v, want Unavailable (draining)", r.err)
 	}
 	// With nothing in flight, Drain returns at once.
-	s.Drain(t.Context())
+	if err := s.Drain(t.Context(), time.Second); err != nil {
+		t.Errorf("Drain() with nothing in flight = %v, want nil", err)
+	}
 }

@@ -111,7 +111,7 @@ type stuckEndpoint struct {
 	stuck chan struct{}
 }
 
-func (e stuckEndpoint) Drain(context.Context) { <-e.stuck }
+func (e stuckEndpoint) Drain(context.Context, time.Duration) error { <-e.stuck; return nil }
 
 // A second signal abandons the drain of a failed startup, and the outcome
 // stays the failure: an invalid configuration is still one.

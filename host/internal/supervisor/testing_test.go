@@ -110,15 +110,16 @@ func (e *fakeEndpoint) Attached() *sdk.Worker {
 
 func (e *fakeEndpoint) Admit(b bool, _ string) { e.mu.Lock(); e.serving = b; e.mu.Unlock() }
 func (e *fakeEndpoint) Serving() bool          { e.mu.Lock(); defer e.mu.Unlock(); return e.serving }
-func (e *fakeEndpoint) Drain(ctx context.Context) {
+func (e *fakeEndpoint) Drain(ctx context.Context, _ time.Duration) error {
 	e.Admit(false, "draining")
 	if e.release == nil {
-		return
+		return nil
 	}
 	select {
 	case <-e.release:
 	case <-ctx.Done():
 	}
+	return nil
 }
 
 // harness runs the lifecycle over a fake engine, a fake endpoint and the
