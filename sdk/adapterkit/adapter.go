@@ -229,11 +229,16 @@ func (a *Adapter) Conn() (*grpc.ClientConn, error) {
 func (a *Adapter) InFlight() *InFlight { return &a.inflight }
 
 // Shutdown implements sdk.Engine.Shutdown: it aborts the generations still
-// in flight (InFlight), within ctx and at most AbortTimeout, then closes
-// the engine connection, which ends watches and calls on it; the engine
-// keeps running. It is idempotent.
+// in flight (InFlight), for at most AbortTimeout and half the time ctx has
+// left, so that it still answers in time when the engine does not; then it
+// closes the engine connection, which ends watches and calls on it. The
+// engine keeps running. It is idempotent.
 func (a *Adapter) Shutdown(ctx context.Context) error {
-	actx, cancel := context.WithTimeout(ctx, AbortTimeout)
+	bound := AbortTimeout
+	if d, ok := ctx.Deadline(); ok {
+		bound = min(bound, time.Until(d)/2)
+	}
+	actx, cancel := context.WithTimeout(ctx, bound)
 	a.inflight.AbortAll(actx)
 	cancel()
 	a.mu.Lock()
