@@ -56,12 +56,18 @@ func (s *supervisor) delay() time.Duration {
 }
 
 // shutdownBudget is the most the drain and the exit after it take: the
-// shutdown delay + the grace period + shutdownTail. (Tests shorten it.)
+// shutdown delay + the grace period + shutdownTail.
 func (s *supervisor) shutdownBudget(delay time.Duration) time.Duration {
+	return delay + s.cfg.GracePeriod + shutdownTail
+}
+
+// overdueAfter is when the drain is abandoned: the budget less killShare.
+// (Tests shorten it.)
+func (s *supervisor) overdueAfter(delay time.Duration) time.Duration {
 	if s.budget > 0 {
 		return s.budget
 	}
-	return delay + s.cfg.GracePeriod + shutdownTail
+	return s.shutdownBudget(delay) - killShare
 }
 
 // startDrain holds the effects of entering StateDraining: the endpoint
@@ -75,7 +81,7 @@ func (s *supervisor) startDrain() {
 	s.drained = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancelDrain = cancel
-	s.overdue = time.After(max(s.shutdownBudget(delay)-killShare, 0))
+	s.overdue = time.After(s.overdueAfter(delay))
 	p := s.phase
 	s.phase = nil // the drain's now
 	go s.drain(ctx, p, delay)

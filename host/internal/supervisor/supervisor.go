@@ -125,7 +125,7 @@ type supervisor struct {
 	cancelDrain context.CancelFunc
 	unfinished  error            // the drain's steps abandoned at their bound; set before drained closes
 	overdue     <-chan time.Time // fires when the drain outlives its budget
-	budget      time.Duration    // 0: shutdownBudget; tests shorten it
+	budget      time.Duration    // 0: overdueAfter's own; tests shorten it
 	lost        chan struct{}    // closed on the first loss
 }
 
