@@ -15,14 +15,16 @@ import (
 // beside the delay and the grace period; what follows them is bounded
 // step by step, each step abandoned (and logged) at its bound:
 //
-//	drain begins ─ delay ─ grace period ─┬─ cut ─┬─ adapter Shutdown ─┬─ adapter killed ─ exit
-//	withdrawal ──────────────────────────┴───── withdrawTail ─────────┘
-//	                                     ├ stepTimeout ┤ stepTimeout  ├ stepTimeout ┤
+//	|<- delay ->|<- grace period ->|<- cut ->|<- Shutdown ->|<- kill ->|   exit
+//	|<--------------------- withdrawal ------------------->|
+//	                               |<----------- shutdownTail (2s) ----------->|
 //
-// A startup phase running when the drain begins takes the cut's place: it
-// gets stepTimeout to return once cancelled. The overdue timer, at the
-// budget less the adapter kill's share, catches a step that ignored its
-// bound.
+// The cut, the adapter's Shutdown and its kill get stepTimeout each; the
+// withdrawal ends withdrawTail after the grace period; the rest is slack
+// for vigil's own exit. A startup phase running when the drain begins
+// takes the cut's place: it gets stepTimeout to return once cancelled.
+// The overdue timer, at the budget less the kill's share, catches a step
+// that ignored its bound.
 const (
 	// shutdownTail is what the shutdown budget allows beyond the shutdown
 	// delay and the grace period: the cut requests' abort, the adapter's
