@@ -71,6 +71,7 @@ type vigilOpts struct {
 	service    string
 	registry   string // file registry directory
 	extra      []string
+	env        []string // added to vigil's environment
 }
 
 type vigil struct {
@@ -86,7 +87,7 @@ func startVigil(t *testing.T, o vigilOpts) *vigil {
 	listen := addr(freePort(t))
 	ho := harness.VigilOpts{Engine: o.engine.Name, EngineAddr: o.engineAddr, RegistryDir: o.registry, Service: o.service,
 		Listen: listen, WorkerID: "worker-" + filepath.Base(listen),
-		Extra: append([]string{"--check-ttl", "5s", "--grace-period", "5s"}, o.extra...)}
+		Extra: append([]string{"--check-ttl", "5s", "--grace-period", "5s"}, o.extra...), Env: o.env}
 	if o.discovery != "file" {
 		if o.consul == nil {
 			t.Fatal("vigilOpts: consul discovery without an agent")

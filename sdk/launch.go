@@ -66,6 +66,7 @@ type Plugin struct {
 	Version int
 
 	client *plugin.Client
+	cmd    *exec.Cmd // go-plugin runs it: its Process is the adapter's
 	stdio  []*lineLogger
 }
 
@@ -79,7 +80,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Plugin, error) {
 		return nil, fmt.Errorf("%w: launch config has no command", ErrInvalidArgument)
 	}
 	cfg = cfg.withDefaults()
-	p := &Plugin{}
+	p := &Plugin{cmd: cfg.Cmd}
 	p.client = plugin.NewClient(p.clientConfig(cfg))
 	rpc, err := handshake(ctx, p.client)
 	if err != nil {
@@ -258,4 +259,26 @@ func (p *Plugin) Kill() {
 	for _, l := range p.stdio {
 		l.Flush()
 	}
+}
+
+// KillContext stops the adapter as Kill does, but forcibly (SIGKILL) as
+// soon as ctx ends, however far its graceful exit has got: for a host that
+// must exit within a bound even when the adapter is frozen, which would
+// hold Kill for good. It returns once the process has exited.
+func (p *Plugin) KillContext(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Kill()
+	}()
+	select {
+	case <-done:
+		return
+	case <-ctx.Done():
+	}
+	if p.cmd.Process != nil {
+		// Not reaped until Kill returns, so the pid is still the adapter's.
+		_ = p.cmd.Process.Kill()
+	}
+	<-done
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -260,5 +261,41 @@ func TestLostWhenAdapterKilled(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event within 10s of the adapter's kill")
+	}
+}
+
+// KillContext kills a frozen adapter once its context ends, where Kill
+// would wait for it for good; an adapter that exits in time is not killed.
+func TestKillContext(t *testing.T) {
+	t.Parallel()
+	for _, frozen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("frozen=%v", frozen), func(t *testing.T) {
+			t.Parallel()
+			// A race-enabled adapter sleeps 1s at exit unless told not to.
+			p, err := launchTest(t, "logs", newRecorder(), "GORACE=atexit_sleep_ms=0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if frozen {
+				if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const bound = 300 * time.Millisecond
+			ctx, cancel := context.WithTimeout(t.Context(), bound)
+			defer cancel()
+			start := time.Now()
+			p.KillContext(ctx)
+			if d := time.Since(start); d > bound+time.Second {
+				t.Errorf("KillContext returned after %s, want within %s and a moment", d, bound)
+			}
+			if !p.Exited() {
+				t.Error("adapter process still running after KillContext returned")
+			}
+			ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+			if killed := ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL; killed != frozen {
+				t.Errorf("adapter killed by SIGKILL: %v, want %v (state %v)", killed, frozen, p.cmd.ProcessState)
+			}
+		})
 	}
 }

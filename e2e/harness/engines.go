@@ -293,6 +293,9 @@ type VigilOpts struct {
 	// Proc's output (see StartProcStderr); the Starter must then be a
 	// StderrStarter.
 	Stderr *os.File
+	// Env is added to vigil's environment (the adapter's only as
+	// --plugin-env passes it on).
+	Env []string
 }
 
 // Vigil is a running `vigil run`.
@@ -326,10 +329,10 @@ func StartVigil(s Starter, bin string, o VigilOpts) (*Vigil, error) {
 	v := &Vigil{Listen: o.Listen, WorkerID: o.WorkerID}
 	args := []string{"run", "--engine", o.Engine, "--engine-addr", o.EngineAddr, "--listen", v.Listen,
 		"--service-name", o.Service, "--worker-id", v.WorkerID, "--log-format", "text"}
-	var env []string
+	env := o.Env
 	if o.Consul != nil {
 		args = append(args, "--discovery", "consul")
-		env = o.Consul.Env()
+		env = append(o.Consul.Env(), env...)
 	} else {
 		args = append(args, "--discovery", "file", "--registry-dir", o.RegistryDir)
 	}

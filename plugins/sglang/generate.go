@@ -33,8 +33,9 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 		Open: func(ctx context.Context) (adapterkit.Stream[sglangpb.GenerateResponse], error) {
 			return client.Generate(ctx, wire)
 		},
-		Next:  next,
-		Abort: func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
+		Next:     next,
+		Abort:    func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
+		InFlight: a.InFlight(),
 	}, send)
 }
 

@@ -45,7 +45,8 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 			}
 			return sdk.Chunk{TokenIDs: rest}
 		},
-		Abort: func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
+		Abort:    func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
+		InFlight: a.InFlight(),
 	}, send)
 }
 

@@ -25,8 +25,9 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 		Open: func(ctx context.Context) (adapterkit.Stream[vllmpb.GenerateResponse], error) {
 			return vllmpb.NewInferenceClient(conn).GenerateStream(ctx, toVLLM(req))
 		},
-		Next:  next,
-		Abort: func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
+		Next:     next,
+		Abort:    func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
+		InFlight: a.InFlight(),
 	}, send)
 }
 

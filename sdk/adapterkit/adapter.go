@@ -60,8 +60,8 @@ const InfoTimeout = 10 * time.Second
 // waits within the startup deadline until every signal serves; when any
 // step fails it closes the connection and leaves the Adapter as it was, so
 // Start may be called again. WatchAvailability merges the signals and the
-// connection's lifetime (Merge, LifetimeSource). Shutdown closes the
-// connection.
+// connection's lifetime (Merge, LifetimeSource). Shutdown aborts the
+// generations still in flight (InFlight) and closes the connection.
 type Adapter struct {
 	spec  Spec
 	clock healthwatch.Clock
@@ -72,6 +72,8 @@ type Adapter struct {
 	policy  sdk.HealthPolicy
 	signals []Signal
 	worker  sdk.Worker
+
+	inflight InFlight
 }
 
 var _ sdk.Engine = (*Adapter)(nil)
@@ -222,10 +224,23 @@ func (a *Adapter) Conn() (*grpc.ClientConn, error) {
 	return a.conn, nil
 }
 
-// Shutdown implements sdk.Engine.Shutdown: it closes the engine connection,
-// which ends watches and calls on it; the engine keeps running. It is
-// idempotent.
-func (a *Adapter) Shutdown(context.Context) error {
+// InFlight is the adapter's set of generations in flight, for the InFlight
+// field of the Generations it relays.
+func (a *Adapter) InFlight() *InFlight { return &a.inflight }
+
+// Shutdown implements sdk.Engine.Shutdown: it aborts the generations still
+// in flight (InFlight), for at most AbortTimeout and half the time ctx has
+// left, so that it still answers in time when the engine does not; then it
+// closes the engine connection, which ends watches and calls on it. The
+// engine keeps running. It is idempotent.
+func (a *Adapter) Shutdown(ctx context.Context) error {
+	bound := AbortTimeout
+	if d, ok := ctx.Deadline(); ok {
+		bound = min(bound, time.Until(d)/2)
+	}
+	actx, cancel := context.WithTimeout(ctx, bound)
+	a.inflight.AbortAll(actx)
+	cancel()
 	a.mu.Lock()
 	conn := a.conn
 	a.conn, a.started = nil, false

@@ -26,6 +26,8 @@
 //     engine without one is Lost when the connection closes.
 //   - [Relay] forwards a generation, aborting the engine request when the
 //     caller goes away; [Classify] maps engine errors to the sdk's classes.
+//     A Generation that names [Adapter.InFlight] is also aborted by
+//     Shutdown if it is still in flight, before the connection closes.
 //
 // Every timing comes from sdk.HealthPolicy, whose defaults are written once
 // in package sdk.

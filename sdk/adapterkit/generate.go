@@ -40,6 +40,11 @@ type Generation[M any] struct {
 	// bounded by AbortTimeout; its error is ignored, since the engine may
 	// be gone.
 	Abort func(ctx context.Context, id string) error
+	// InFlight, when set, is the adapter's set of generations in flight
+	// (Adapter.InFlight): Relay keeps this one in it while it runs, so
+	// that Adapter.Shutdown aborts it if it is still in flight, and the
+	// two never abort it twice. Nil: Relay alone aborts it.
+	InFlight *InFlight
 }
 
 // Relay implements sdk.Generator.Generate for one engine stream: it opens
@@ -50,6 +55,11 @@ type Generation[M any] struct {
 // Classify, knowing whether output was sent.
 func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) error) (sdk.Result, error) {
 	var res sdk.Result
+	var fl *flight
+	if g.InFlight != nil {
+		fl = g.InFlight.add(g.RequestID, g.Abort)
+		defer g.InFlight.remove(fl)
+	}
 	stream, err := g.Open(ctx)
 	if err != nil {
 		if err := sdk.ContextErr(ctx); err != nil {
@@ -68,14 +78,14 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 		}
 		if err != nil {
 			if err := sdk.ContextErr(ctx); err != nil {
-				abort(ctx, g)
+				abort(ctx, g, fl)
 				return res, err
 			}
 			return res, Classify(g.Engine, err, sent)
 		}
 		if c := g.Next(msg, &res); len(c.TokenIDs) > 0 || c.Text != "" {
 			if err := send(c); err != nil {
-				abort(ctx, g)
+				abort(ctx, g, fl)
 				return res, err
 			}
 			sent = true
@@ -85,9 +95,13 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 
 // abort ends the engine request of a caller that went away. Cancelling the
 // stream alone may leave the engine generating until its next output.
-func abort[M any](ctx context.Context, g Generation[M]) {
+func abort[M any](ctx context.Context, g Generation[M], fl *flight) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbortTimeout)
 	defer cancel()
+	if fl != nil {
+		fl.stop(actx) // or waits for Shutdown's abort of it
+		return
+	}
 	_ = g.Abort(actx, g.RequestID)
 }
 

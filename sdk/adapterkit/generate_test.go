@@ -3,8 +3,10 @@ package adapterkit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -196,6 +198,105 @@ func TestClassify(t *testing.T) {
 				if got := errors.Is(err, class); got != (class == tt.class) {
 					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, class, got, !got)
 				}
+			}
+		})
+	}
+}
+
+// blocking is an engine stream that sends nothing until its context ends
+// or release closes, then ends as the engine does for an aborted request.
+type blocking struct {
+	ctx     context.Context
+	release chan struct{}
+	ended   bool
+}
+
+func (b *blocking) Recv() (*msg, error) {
+	if b.ended {
+		return nil, io.EOF
+	}
+	select {
+	case <-b.ctx.Done():
+		return nil, status.FromContextError(b.ctx.Err()).Err()
+	case <-b.release:
+		b.ended = true
+		return &msg{finish: sdk.FinishCancelled}, nil
+	}
+}
+
+// inFlight relays a generation on a's InFlight whose stream blocks until
+// aborted; its Abort records each id, noting whether the engine connection
+// was still open, and releases the stream. opened is closed once the
+// stream is open.
+type inFlight struct {
+	mu      sync.Mutex
+	aborts  []string
+	open    []bool // the connection was open at each abort
+	opened  chan struct{}
+	release chan struct{}
+}
+
+func (f *inFlight) generation(a *adapterkit.Adapter) adapterkit.Generation[msg] {
+	f.opened, f.release = make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	return adapterkit.Generation[msg]{
+		Engine:    "Toy",
+		RequestID: "r1",
+		Open: func(ctx context.Context) (adapterkit.Stream[msg], error) {
+			defer close(f.opened)
+			return &blocking{ctx: ctx, release: f.release}, nil
+		},
+		Next: func(m *msg, res *sdk.Result) sdk.Chunk { res.FinishReason = m.finish; return sdk.Chunk{} },
+		Abort: func(ctx context.Context, id string) error {
+			_, err := a.Conn()
+			f.mu.Lock()
+			f.aborts, f.open = append(f.aborts, id), append(f.open, err == nil)
+			f.mu.Unlock()
+			once.Do(func() { close(f.release) })
+			return nil
+		},
+		InFlight: a.InFlight(),
+	}
+}
+
+// TestShutdownAbortsInFlight: Shutdown aborts a generation still in
+// flight, once, before it closes the engine connection, also when the
+// generation's caller goes away at the same moment (the host cut the
+// request and shuts the adapter down at once).
+func TestShutdownAbortsInFlight(t *testing.T) {
+	t.Parallel()
+	for _, callerLeaves := range []bool{false, true} {
+		t.Run(fmt.Sprintf("caller leaves %v", callerLeaves), func(t *testing.T) {
+			t.Parallel()
+			a := start(t, spec(true), serveEngine(t, nil, "a").addr)
+			var f inFlight
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			g := f.generation(a)
+			done := make(chan error, 1)
+			go func() {
+				_, err := adapterkit.Relay(ctx, g, func(sdk.Chunk) error { return nil })
+				done <- err
+			}()
+			receive(t, f.opened, "open stream")
+			if callerLeaves {
+				cancel()
+			}
+			if err := a.Shutdown(t.Context()); err != nil {
+				t.Fatalf("Shutdown() = %v, want nil", err)
+			}
+			f.mu.Lock()
+			aborts, open := f.aborts, f.open
+			f.mu.Unlock()
+			if diff := cmp.Diff([]string{"r1"}, aborts); diff != "" {
+				t.Errorf("aborted by the time Shutdown returned (-want +got):\n%s", diff)
+			}
+			if len(open) == 1 && !open[0] {
+				t.Error("the abort found the engine connection closed: Shutdown closed it first")
+			}
+			receive(t, done, "Relay return")
+			if got := a.InFlight().Len(); got != 0 {
+				t.Errorf("%d generations in flight after Relay returned, want 0", got)
 			}
 		})
 	}

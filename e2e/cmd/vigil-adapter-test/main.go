@@ -6,6 +6,11 @@
 // misbehave instead:
 //   - protocol-2: it speaks vigil.plugin protocol 2, which no vigil does;
 //   - claims-generate: it claims Generate without implementing it.
+//
+// TEST_ADAPTER_HANG (passed on likewise) names the calls of the vLLM adapter
+// that hang, comma-separated: Info, Start, WatchAvailability, Generate,
+// Abort, Shutdown. Each logs "test adapter hanging in NAME" and never
+// returns, whatever its context: an adapter stuck in a call.
 package main
 
 import (
@@ -33,13 +38,20 @@ const (
 	LineLog    = "test adapter log package line"
 	LineLong   = "test adapter long line"
 	LineCut    = "test adapter overlong line"
+	// LineHanging, followed by the call's name, is logged as a call hangs.
+	LineHanging = "test adapter hanging in"
 )
 
 func main() {
 	name := strings.TrimPrefix(filepath.Base(os.Args[0]), "vigil-adapter-")
 	switch mode := os.Getenv("TEST_ADAPTER_MODE"); mode {
 	case "":
-		sdk.Serve(&adapter{Adapter: vllm.New(), name: name})
+		a := &adapter{Adapter: vllm.New(), name: name}
+		if hang := os.Getenv("TEST_ADAPTER_HANG"); hang != "" {
+			sdk.Serve(&hanging{adapter: a, hang: strings.Split(hang, ",")})
+			return
+		}
+		sdk.Serve(a)
 	case "claims-generate":
 		sdk.Serve(&withoutGenerate{a: vllm.New(), name: name})
 	case "protocol-2":
@@ -120,4 +132,53 @@ func (grpcPlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error { return ni
 
 func (grpcPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
 	return nil, nil
+}
+
+// hanging is the adapter with the calls hang names never returning.
+type hanging struct {
+	*adapter
+	hang []string
+}
+
+var (
+	_ sdk.Engine    = (*hanging)(nil)
+	_ sdk.Generator = (*hanging)(nil)
+)
+
+// block never returns if call is one that hangs.
+func (h *hanging) block(call string) {
+	if slices.Contains(h.hang, call) {
+		sdk.Logger().Warn(LineHanging + " " + call)
+		select {}
+	}
+}
+
+func (h *hanging) Info(ctx context.Context) (sdk.AdapterInfo, error) {
+	h.block("Info")
+	return h.adapter.Info(ctx)
+}
+
+func (h *hanging) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, error) {
+	h.block("Start")
+	return h.adapter.Start(ctx, req)
+}
+
+func (h *hanging) WatchAvailability(ctx context.Context) (<-chan sdk.Event, error) {
+	h.block("WatchAvailability")
+	return h.adapter.WatchAvailability(ctx)
+}
+
+func (h *hanging) Generate(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	h.block("Generate")
+	return h.adapter.Generate(ctx, req, send)
+}
+
+func (h *hanging) Abort(ctx context.Context, ids []string) error {
+	h.block("Abort")
+	return h.adapter.Abort(ctx, ids)
+}
+
+func (h *hanging) Shutdown(ctx context.Context) error {
+	h.block("Shutdown")
+	return h.adapter.Shutdown(ctx)
 }

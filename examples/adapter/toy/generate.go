@@ -38,7 +38,8 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 			}
 			return sdk.Chunk{TokenIDs: msg.GetTokenIds(), Text: msg.GetText()}
 		},
-		Abort: func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
+		Abort:    func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
+		InFlight: a.InFlight(),
 	}, send)
 }
 

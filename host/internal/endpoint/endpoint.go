@@ -6,12 +6,15 @@
 // Admission is decided here: the endpoint refuses requests (UNAVAILABLE)
 // while the worker is starting, not ready or draining, and above
 // --max-inflight (RESOURCE_EXHAUSTED). Drain waits for the requests in
-// flight, up to the grace period, then ends the rest with a final error.
+// flight, up to the grace period, then ends the rest with a final error
+// and has the engine abort them (Generator.Abort) before it returns, so
+// that the engine stops generating before the adapter is shut down.
 package endpoint
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -54,8 +57,16 @@ type Server struct {
 	engine    sdk.Generator
 	worker    sdk.Worker
 	seq       uint64
-	inflight  map[uint64]context.CancelCauseFunc
+	inflight  map[uint64]*request
 	idle      chan struct{} // closed when inflight empties; nil while it is empty
+}
+
+// request is one request in flight.
+type request struct {
+	cancel context.CancelCauseFunc
+	// engineID is its engine-side request id once it is forwarded to the
+	// engine, for Abort; "" before.
+	engineID string
 }
 
 // New returns a Server on lis that refuses requests until Attach and
@@ -68,7 +79,7 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger) *Server {
 		lis: lis, health: health.NewServer(), log: log,
 		grpc: grpc.NewServer(append(sdk.StreamServerOptions(),
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime}))...),
-		maxInflight: maxInflight, refusal: "worker starting", inflight: map[uint64]context.CancelCauseFunc{},
+		maxInflight: maxInflight, refusal: "worker starting", inflight: map[uint64]*request{},
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	workerv1.RegisterWorkerServer(s.grpc, s)
@@ -112,30 +123,75 @@ func (s *Server) setHealth(serving bool) {
 }
 
 // Drain stops admitting and returns when no request is in flight. When ctx
-// ends first, the requests still in flight are ended with a final error
-// (UNAVAILABLE, "grace period ended"), and Drain returns once they have.
-func (s *Server) Drain(ctx context.Context) {
+// ends first, it cuts the requests still in flight: each ends with a final
+// error (UNAVAILABLE, "grace period ended"), and the engine is asked to
+// abort those forwarded to it, by their engine-side ids, in one
+// Generator.Abort. Drain then returns once they have ended and the engine
+// has answered, or after cutTimeout, whichever is first; its error says
+// what did not finish (wrapping context.DeadlineExceeded when time ran
+// out) or that the abort failed. Nil: drained, or cut and aborted.
+func (s *Server) Drain(ctx context.Context, cutTimeout time.Duration) error {
 	s.Admit(false, "worker draining")
 	s.mu.Lock()
 	idle := s.idle
 	s.mu.Unlock()
 	if idle == nil {
-		return
+		return nil
 	}
 	select {
 	case <-idle:
-		return
+		return nil
 	case <-ctx.Done():
 	}
+	return s.cut(cutTimeout)
+}
+
+// cut ends the requests in flight and has the engine abort them, within
+// timeout; see Drain.
+func (s *Server) cut(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	s.mu.Lock()
-	for _, cancel := range s.inflight {
-		cancel(errGraceEnded)
+	var ids []string
+	for _, r := range s.inflight {
+		r.cancel(errGraceEnded)
+		if r.engineID != "" {
+			ids = append(ids, r.engineID)
+		}
 	}
-	idle = s.idle
+	n, engine, idle := len(s.inflight), s.engine, s.idle
 	s.mu.Unlock()
-	if idle != nil {
-		<-idle
+	s.log.Info("grace period ended; ending the requests in flight and aborting them at the engine",
+		"requests", n, "forwarded", len(ids))
+
+	var abortErr error
+	aborted := make(chan struct{})
+	go func() {
+		defer close(aborted)
+		if len(ids) > 0 && engine != nil {
+			abortErr = engine.Abort(ctx, ids)
+		}
+	}()
+	var errs []error
+	select {
+	case <-aborted:
+		if abortErr != nil && !errors.Is(abortErr, sdk.ErrUnimplemented) {
+			if ctx.Err() != nil {
+				abortErr = fmt.Errorf("%w (%w)", ctx.Err(), abortErr)
+			}
+			errs = append(errs, fmt.Errorf("aborting %d engine requests: %w", len(ids), abortErr))
+		}
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("aborting %d engine requests: no answer within %s: %w", len(ids), timeout, ctx.Err()))
 	}
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("%d requests had not ended %s after they were cut: %w", s.InFlight(), timeout, ctx.Err()))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // InFlight returns the number of requests in flight.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,12 +24,17 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeEngine streams n tokens per request; with hold set, each request
-// waits after its first token until hold is closed or its ctx ends.
+// waits after its first token until hold is closed or its ctx ends. Abort
+// records the ids it is given and answers abortErr, after abortBlock
+// closes (nil: at once) or its ctx ends.
 type fakeEngine struct {
-	hold    chan struct{}
-	mu      sync.Mutex
-	ids     []string
-	started chan string
+	hold       chan struct{}
+	mu         sync.Mutex
+	ids        []string
+	aborted    []string
+	abortErr   error
+	abortBlock chan struct{}
+	started    chan string
 }
 
 func (f *fakeEngine) Generate(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
@@ -54,7 +60,26 @@ func (f *fakeEngine) Generate(ctx context.Context, req sdk.GenerateRequest, send
 	return sdk.Result{FinishReason: sdk.FinishLength, PromptTokens: 1, CompletionTokens: 2}, nil
 }
 
-func (f *fakeEngine) Abort(context.Context, []string) error { return nil }
+func (f *fakeEngine) Abort(ctx context.Context, ids []string) error {
+	f.mu.Lock()
+	f.aborted = append(f.aborted, ids...)
+	f.mu.Unlock()
+	if f.abortBlock != nil {
+		select {
+		case <-f.abortBlock:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return f.abortErr
+}
+
+// Aborted returns the ids Abort was given, sorted.
+func (f *fakeEngine) Aborted() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(slices.Values(f.aborted))
+}
 
 func serve(t *testing.T, e sdk.Generator, w sdk.Worker, maxInflight int) (*Server, workerv1.WorkerClient) {
 	t.Helper()
@@ -211,7 +236,9 @@ func TestDrain(t *testing.T) {
 	<-e.started
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	s.Drain(ctx)
+	if err := s.Drain(ctx, time.Second); err != nil {
+		t.Errorf("Drain() = %v, want nil", err)
+	}
 	if s.InFlight() != 0 {
 		t.Errorf("in flight after Drain = %d, want 0", s.InFlight())
 	}
@@ -226,5 +253,82 @@ func TestDrain(t *testing.T) {
 		t.Errorf("after Drain: %v, want Unavailable (draining)", r.err)
 	}
 	// With nothing in flight, Drain returns at once.
-	s.Drain(t.Context())
+	if err := s.Drain(t.Context(), time.Second); err != nil {
+		t.Errorf("Drain() with nothing in flight = %v, want nil", err)
+	}
+}
+
+// Requests the grace period cuts are aborted at the engine, by their
+// engine-side ids, before Drain returns; with nothing forwarded there is
+// nothing to abort.
+func TestDrainAbortsCutRequests(t *testing.T) {
+	t.Parallel()
+	e := &fakeEngine{hold: make(chan struct{}), started: make(chan string, 2)}
+	s, c := serve(t, e, worker, 0)
+	s.Admit(true, "")
+	results := make(chan result, 2)
+	for range 2 {
+		go func() { results <- run(t.Context(), c, prompt(1)) }()
+	}
+	want := []string{<-e.started, <-e.started}
+	slices.Sort(want)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the grace period is over
+	if err := s.Drain(ctx, 5*time.Second); err != nil {
+		t.Errorf("Drain() = %v, want nil", err)
+	}
+	if got := e.Aborted(); !slices.Equal(got, want) {
+		t.Errorf("engine aborted %v when Drain returned, want the cut requests' engine ids %v", got, want)
+	}
+	for range 2 {
+		<-results
+	}
+}
+
+// An engine that does not answer the abort, or one that fails it, is
+// reported by Drain, within its bound; an adapter without Abort is not.
+func TestDrainAbortUnanswered(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		block    bool
+		err      error
+		deadline bool // the error wraps context.DeadlineExceeded
+		says     string
+	}{
+		{"unanswered", true, nil, true, "no answer within 100ms"},
+		{"failed", false, errors.New("engine gone"), false, "engine gone"},
+		{"unimplemented", false, sdk.ErrUnimplemented, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := &fakeEngine{hold: make(chan struct{}), started: make(chan string, 1), abortErr: tc.err}
+			if tc.block {
+				e.abortBlock = make(chan struct{})
+				defer close(e.abortBlock)
+			}
+			s, c := serve(t, e, worker, 0)
+			s.Admit(true, "")
+			done := make(chan result, 1)
+			go func() { done <- run(t.Context(), c, prompt(1)) }()
+			<-e.started
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			const bound = 100 * time.Millisecond
+			start := time.Now()
+			err := s.Drain(ctx, bound)
+			if d := time.Since(start); d > bound+time.Second {
+				t.Errorf("Drain returned after %s, want within its %s bound", d, bound)
+			}
+			switch {
+			case tc.says == "" && err != nil:
+				t.Errorf("Drain() = %v, want nil", err)
+			case tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)):
+				t.Errorf("Drain() = %v, want an error saying %q", err, tc.says)
+			case errors.Is(err, context.DeadlineExceeded) != tc.deadline:
+				t.Errorf("Drain() = %v: wraps context.DeadlineExceeded %v, want %v", err, !tc.deadline, tc.deadline)
+			}
+			<-done
+		})
+	}
 }

@@ -34,18 +34,28 @@ func (s *Server) admit(parent context.Context) (admission, error) {
 	}
 	s.seq++
 	ctx, cancel := context.WithCancelCause(parent)
-	s.inflight[s.seq] = cancel
+	s.inflight[s.seq] = &request{cancel: cancel}
 	if s.idle == nil {
 		s.idle = make(chan struct{})
 	}
 	return admission{seq: s.seq, engine: s.engine, worker: s.worker, ctx: ctx}, nil
 }
 
+// forwarding records the engine-side id of a request about to be
+// forwarded, so that a drain that cuts it can have the engine abort it.
+func (s *Server) forwarding(a admission, engineID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.inflight[a.seq]; ok {
+		r.engineID = engineID
+	}
+}
+
 func (s *Server) release(a admission) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cancel, ok := s.inflight[a.seq]; ok {
-		cancel(nil)
+	if r, ok := s.inflight[a.seq]; ok {
+		r.cancel(nil)
 		delete(s.inflight, a.seq)
 	}
 	if len(s.inflight) == 0 && s.idle != nil {
@@ -71,6 +81,7 @@ func (s *Server) Generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	}
 	// Clients may reuse ids; the engine must not see one twice.
 	engineReq := toEngine(req, id+"-"+strconv.FormatUint(a.seq, 10))
+	s.forwarding(a, engineReq.RequestID)
 
 	var sentTokens uint32
 	sent := false

@@ -24,8 +24,10 @@ var (
 	// ErrDrainCut: a second stop signal ended the drain before the
 	// requests in flight had finished.
 	ErrDrainCut = errors.New("drain cut short by a second signal")
-	// ErrShutdownBudget: the drain outlived the sum of its own bounds, so
-	// one of its steps ignored its bound; the command exited without
-	// finishing it, and discovery may hold the worker until its TTL ends.
+	// ErrShutdownBudget: the drain did not finish within its budget: a
+	// step was abandoned at its own bound (vigil run: the engine did not
+	// answer the abort of the requests the grace period cut, or the
+	// adapter its Shutdown) or ignored it, and the command exited without
+	// finishing it.
 	ErrShutdownBudget = errors.New("shutdown budget exceeded")
 )

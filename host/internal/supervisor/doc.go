@@ -30,15 +30,19 @@
 //	  - Draining: the one unwind, from any state: a startup phase running is
 //	    cancelled; a worker that may be registered is withdrawn at once,
 //	    admits nothing (after the shutdown delay, for a stop) and gives
-//	    requests in flight the grace period; then the adapter is shut down.
-//	    A second stop signal, or the drain outliving its shutdown budget
-//	    (the sum of its steps' bounds and some slack), abandons it.
+//	    requests in flight the grace period, after which those left are
+//	    cut and aborted at the engine; then the adapter is shut down. It
+//	    all fits the shutdown budget, the shutdown delay + the grace period
+//	    + 2s, each step after the grace period bounded (see drain.go). A
+//	    second stop signal, or the drain outliving its budget, abandons it.
 //	  - Stopped: Run returns why.
 //
 // Why it ended is the first of a stop (nil), an engine loss
 // (outcome.ErrEngineLost) or a startup failure (outcome.ErrStartupDeadline,
 // outcome.ErrConfig, or another error); an abandoned drain adds
-// outcome.ErrDrainCut or outcome.ErrShutdownBudget. The command package
+// outcome.ErrDrainCut or outcome.ErrShutdownBudget, and so does a step of
+// the drain abandoned at its bound (the engine's abort unanswered, the
+// adapter's Shutdown unanswered). The command package
 // turns that into the exit code. A loss seen while draining for a signal is
 // expected and logged at info.
 package supervisor

@@ -15,6 +15,7 @@ import (
 // The loop takes its result when done closes; a drain that begins first
 // takes the phase instead, cancels it and unwinds what it did.
 type phase struct {
+	state  State // the lifecycle's when it began
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the fields below are set
 
@@ -27,7 +28,7 @@ type phase struct {
 // startPhase runs work as the current startup phase.
 func (s *supervisor) startPhase(work func(ctx context.Context, p *phase)) {
 	ctx, cancel := context.WithCancel(s.ctx)
-	p := &phase{cancel: cancel, done: make(chan struct{})}
+	p := &phase{state: s.state, cancel: cancel, done: make(chan struct{})}
 	s.phase = p
 	go func() {
 		defer close(p.done)
@@ -139,22 +140,22 @@ func StartFailure(err error, req sdk.StartRequest, explain func(error) error) er
 	}
 }
 
-// cancelPhase ends a phase a drain has taken and reports whether the
-// adapter may be asked to shut down. A cancelled phase returns at once; one
-// that does not within adapterShutdownTimeout is left behind, and its
-// adapter is killed when Run returns.
-func (s *supervisor) cancelPhase(p *phase) bool {
+// cancelPhase ends a phase a drain has taken. A cancelled phase returns at
+// once; one that does not within stepTimeout is left behind, its adapter
+// killed when Run returns, and cancelPhase says so: the adapter is then not
+// asked to shut down.
+func (s *supervisor) cancelPhase(p *phase) error {
 	p.cancel()
-	t := time.NewTimer(adapterShutdownTimeout)
+	t := time.NewTimer(stepTimeout)
 	defer t.Stop()
 	select {
 	case <-p.done:
 		if p.adapter.Kill != nil {
 			p.adapter.Kill() // launched as the stop came
 		}
-		return true
+		return nil
 	case <-t.C:
-		s.log.Warn("the adapter did not return after cancellation", "state", s.state.String())
-		return false
+		s.log.Error("the adapter did not return within its bound after cancellation; killing it", "state", p.state.String(), "bound", stepTimeout)
+		return fmt.Errorf("cancelling the %s phase: %w", p.state, context.DeadlineExceeded)
 	}
 }

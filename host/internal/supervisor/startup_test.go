@@ -111,7 +111,7 @@ type stuckEndpoint struct {
 	stuck chan struct{}
 }
 
-func (e stuckEndpoint) Drain(context.Context) { <-e.stuck }
+func (e stuckEndpoint) Drain(context.Context, time.Duration) error { <-e.stuck; return nil }
 
 // A second signal abandons the drain of a failed startup, and the outcome
 // stays the failure: an invalid configuration is still one.
@@ -180,6 +180,96 @@ func TestEngineNameFromAdapter(t *testing.T) {
 	if rec := h.record(); rec.Engine != "fake" || rec.Meta["engine"] != "fake" {
 		t.Errorf("registered engine %q, meta engine %q; want the adapter's name, fake", rec.Engine, rec.Meta["engine"])
 	}
+	h.signal()
+	h.ended(nil)
+}
+
+// The shutdown budget's steps fit it: after the shutdown delay and the
+// grace period, the cut and the adapter's Shutdown (one after the other,
+// beside the rest of the withdrawal) and the adapter's kill take at most
+// shutdownTail; the overdue timer leaves the kill its share.
+func TestShutdownBudgetFitsSteps(t *testing.T) {
+	t.Parallel()
+	if steps := 2*stepTimeout + killShare; steps > shutdownTail {
+		t.Errorf("cut + Shutdown + kill = %s, more than the tail %s", steps, shutdownTail)
+	}
+	if withdrawTail+killShare > shutdownTail {
+		t.Errorf("withdrawTail %s + kill %s is more than the tail %s", withdrawTail, killShare, shutdownTail)
+	}
+	s := newSupervisor(Config{GracePeriod: 3 * time.Second, ShutdownDelay: time.Second})
+	if got, want := s.shutdownBudget(time.Second), 3*time.Second+time.Second+2*time.Second; got != want {
+		t.Errorf("shutdownBudget = %s, want grace + delay + 2s = %s", got, want)
+	}
+	if got, want := s.overdueAfter(time.Second), s.shutdownBudget(time.Second)-killShare; got != want {
+		t.Errorf("overdueAfter = %s, want the budget less the kill's share, %s", got, want)
+	}
+}
+
+// A step of the unwinding that does not finish within its bound is
+// abandoned there: Run returns within the grace period + 2s, with
+// ErrShutdownBudget beside why it stopped. A cut that fails otherwise (the
+// engine answered the abort with an error) is only logged.
+func TestUnfinishedStepsEndWithShutdownBudget(t *testing.T) {
+	t.Parallel()
+	errGone := errors.New("engine gone")
+	for _, tc := range []struct {
+		name   string
+		setup  func(e *fakeEngine, ep *fakeEndpoint)
+		loss   bool
+		budget bool // Run's error wraps ErrShutdownBudget
+	}{
+		{"adapter Shutdown hangs", func(e *fakeEngine, _ *fakeEndpoint) { e.shutdownHang = make(chan struct{}) }, false, true},
+		{"adapter Shutdown hangs after a loss", func(e *fakeEngine, _ *fakeEndpoint) { e.shutdownHang = make(chan struct{}) }, true, true},
+		{"abort unanswered", func(_ *fakeEngine, ep *fakeEndpoint) {
+			ep.release = make(chan struct{})
+			ep.cutErr = fmt.Errorf("aborting 1 engine requests: %w", context.DeadlineExceeded)
+		}, false, true},
+		{"abort failed", func(_ *fakeEngine, ep *fakeEndpoint) {
+			ep.release = make(chan struct{})
+			ep.cutErr = fmt.Errorf("aborting 1 engine requests: %w", errGone)
+		}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, ep := newFakeEngine(), &fakeEndpoint{}
+			tc.setup(e, ep)
+			if e.shutdownHang != nil {
+				defer close(e.shutdownHang)
+			}
+			const grace = 100 * time.Millisecond
+			h := startHarness(t, e, ep, grace)
+			h.send(sdk.Serving)
+			h.registered(true)
+			began := time.Now()
+			if tc.loss {
+				h.send(sdk.Lost)
+			} else {
+				h.signal()
+			}
+			err := h.exit()
+			if d := time.Since(began); d > grace+shutdownTail {
+				t.Errorf("Run returned %s after the drain began, want within the grace period + %s", d, shutdownTail)
+			}
+			if got := errors.Is(err, outcome.ErrShutdownBudget); got != tc.budget {
+				t.Errorf("Run returned %v: wraps ErrShutdownBudget %v, want %v", err, got, tc.budget)
+			}
+			if got := errors.Is(err, outcome.ErrEngineLost); got != tc.loss {
+				t.Errorf("Run returned %v: wraps ErrEngineLost %v, want %v", err, got, tc.loss)
+			}
+			h.registered(false)
+		})
+	}
+}
+
+// An adapter that never answers WatchAvailability does not hold the
+// lifecycle: a stop signal still drains and Run returns.
+func TestWatchHangDoesNotHoldStop(t *testing.T) {
+	t.Parallel()
+	var logs logBuffer
+	e := newFakeEngine()
+	e.watchHangs = true
+	h := startHarnessWith(t, e, &fakeEndpoint{}, func(c *Config) { c.Logger = logs.logger() })
+	logs.await(t, "engine serving")
 	h.signal()
 	h.ended(nil)
 }

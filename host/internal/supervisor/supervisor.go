@@ -21,9 +21,12 @@ type Endpoint interface {
 	// Admit admits requests (true) or refuses them with reason (false),
 	// and reports the same in the endpoint's gRPC health.
 	Admit(admit bool, reason string)
-	// Drain refuses new requests and returns when none is in flight, or
-	// when ctx ends, after ending those still in flight.
-	Drain(ctx context.Context)
+	// Drain refuses new requests and returns when none is in flight, or,
+	// when ctx ends first, once it has ended those still in flight and had
+	// the engine abort them, or cutTimeout after ctx ended, whichever is
+	// first. Its error says what did not finish (wrapping
+	// context.DeadlineExceeded when cutTimeout ran out) or failed.
+	Drain(ctx context.Context, cutTimeout time.Duration) error
 }
 
 // Adapter is a started engine adapter.
@@ -32,13 +35,19 @@ type Adapter struct {
 	Engine sdk.Engine
 	// Version is the negotiated plugin protocol version.
 	Version int
-	// Kill stops the adapter process; it must be idempotent.
+	// Kill stops the adapter process, within stepTimeout however the
+	// adapter behaves; it must be idempotent.
 	Kill func()
 }
 
-// FromPlugin adapts a launched go-plugin subprocess.
+// FromPlugin adapts a launched go-plugin subprocess: Kill lets it exit
+// gracefully for stepTimeout, then kills it.
 func FromPlugin(p *sdk.Plugin) Adapter {
-	return Adapter{Engine: p.Engine, Version: p.Version, Kill: p.Kill}
+	return Adapter{Engine: p.Engine, Version: p.Version, Kill: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
+		defer cancel()
+		p.KillContext(ctx)
+	}}
 }
 
 // Config is what Run needs. All fields are required but ServedModelName,
@@ -115,8 +124,9 @@ type supervisor struct {
 	outcome     error // what Run returns
 	drained     chan struct{}
 	cancelDrain context.CancelFunc
+	unfinished  error            // the drain's steps abandoned at their bound; set before drained closes
 	overdue     <-chan time.Time // fires when the drain outlives its budget
-	budget      time.Duration    // 0: shutdownBudget; tests shorten it
+	budget      time.Duration    // 0: overdueAfter's own; tests shorten it
 	lost        chan struct{}    // closed on the first loss
 }
 
@@ -204,6 +214,11 @@ func (s *supervisor) note(in Input, reason string) {
 	case InputOverdue:
 		s.log.Error("the drain outlived its shutdown budget; exiting without finishing it", "budget", s.shutdownBudget(s.delay()))
 		s.outcome = errors.Join(s.outcome, outcome.ErrShutdownBudget)
+	case InputDrained:
+		if s.unfinished != nil {
+			s.log.Error("the drain abandoned steps that did not finish within the shutdown budget", "budget", s.shutdownBudget(s.delay()), "error", s.unfinished)
+			s.outcome = errors.Join(s.outcome, fmt.Errorf("%w: %w", outcome.ErrShutdownBudget, s.unfinished))
+		}
 	}
 	if (in == InputLost || in == InputStop || in == InputFailed) && s.cause == 0 {
 		s.cause = in
@@ -231,7 +246,7 @@ func (s *supervisor) enter(st State) {
 	case StateNotReady:
 		s.cfg.Endpoint.Admit(false, "worker not ready: the engine is asleep or paused")
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), s.withdrawTime())
+			ctx, cancel := context.WithTimeout(context.Background(), notReadyWithdrawTime)
 			defer cancel()
 			if err := s.cfg.Announcer.Withdraw(ctx); err != nil {
 				s.log.Error("withdrawing the not-ready worker failed", "error", err)
@@ -274,12 +289,51 @@ func (s *supervisor) serve() {
 	}
 
 	go s.cfg.Announcer.Run(s.ctx)
-	events, err := s.plugin.Engine.WatchAvailability(s.ctx)
-	if err != nil {
-		// Through the loop like any loss, not a step inside a step.
-		failed := make(chan sdk.Event, 1)
-		failed <- sdk.Event{Availability: sdk.Lost, Reason: "watching engine availability failed: " + err.Error()}
-		events = failed
-	}
-	s.events = events
+	s.events = s.watch()
+}
+
+// notReadyWithdrawTime bounds the withdrawal of a worker whose engine is
+// not ready: vigil stays up, so a backend that does not answer has time to
+// come back before the next registration.
+const notReadyWithdrawTime = 5 * time.Second
+
+// watch opens the availability watch and relays it, off the loop: an
+// adapter that never answers WatchAvailability must not hold the loop, so
+// that a stop signal still drains. A failure to open it is a loss, through
+// the loop like any other; the watch's close is relayed as a close.
+func (s *supervisor) watch() <-chan sdk.Event {
+	out := make(chan sdk.Event)
+	go func() {
+		defer close(out)
+		events, err := s.plugin.Engine.WatchAvailability(s.ctx)
+		if err != nil {
+			events = closedWith(sdk.Event{Availability: sdk.Lost, Reason: "watching engine availability failed: " + err.Error()})
+		}
+		for {
+			var ev sdk.Event
+			var ok bool
+			select {
+			case ev, ok = <-events:
+			case <-s.ctx.Done():
+				return
+			}
+			if !ok {
+				return
+			}
+			select {
+			case out <- ev:
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// closedWith is a closed channel holding ev.
+func closedWith(ev sdk.Event) <-chan sdk.Event {
+	c := make(chan sdk.Event, 1)
+	c <- ev
+	close(c)
+	return c
 }

@@ -32,6 +32,12 @@ type fakeEngine struct {
 	// waits for shutdownBlock (nil: returns at once) or its context.
 	shuttingDown  chan struct{}
 	shutdownBlock chan struct{}
+	// shutdownHang, when set, holds Shutdown until it closes, whatever
+	// its context: an adapter stuck in the call.
+	shutdownHang chan struct{}
+	// watchHangs holds WatchAvailability until its context ends, as the
+	// host's client does for an adapter that never answers.
+	watchHangs bool
 }
 
 func newFakeEngine() *fakeEngine {
@@ -65,7 +71,11 @@ func (f *fakeEngine) Start(ctx context.Context, _ sdk.StartRequest) (sdk.Worker,
 	return sdk.Worker{ModelID: "org/m", ServedModelName: "m", InstanceID: "i1"}, nil
 }
 
-func (f *fakeEngine) WatchAvailability(context.Context) (<-chan sdk.Event, error) {
+func (f *fakeEngine) WatchAvailability(ctx context.Context) (<-chan sdk.Event, error) {
+	if f.watchHangs {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	return f.events, nil
 }
 
@@ -76,6 +86,9 @@ func (f *fakeEngine) Shutdown(ctx context.Context) error {
 		close(f.shuttingDown)
 	}
 	f.mu.Unlock()
+	if f.shutdownHang != nil {
+		<-f.shutdownHang
+	}
 	if f.shutdownBlock != nil {
 		select {
 		case <-f.shutdownBlock:
@@ -87,12 +100,13 @@ func (f *fakeEngine) Shutdown(ctx context.Context) error {
 }
 
 // fakeEndpoint records Admit and Attach; Drain waits for release or ctx,
-// as requests in flight would.
+// as requests in flight would, and answers cutErr when ctx ended first.
 type fakeEndpoint struct {
 	mu       sync.Mutex
 	serving  bool
 	attached *sdk.Worker   // what Attach was given; nil before
 	release  chan struct{} // nil: nothing in flight
+	cutErr   error
 }
 
 func (e *fakeEndpoint) Attach(_ sdk.Generator, w sdk.Worker) {
@@ -110,14 +124,16 @@ func (e *fakeEndpoint) Attached() *sdk.Worker {
 
 func (e *fakeEndpoint) Admit(b bool, _ string) { e.mu.Lock(); e.serving = b; e.mu.Unlock() }
 func (e *fakeEndpoint) Serving() bool          { e.mu.Lock(); defer e.mu.Unlock(); return e.serving }
-func (e *fakeEndpoint) Drain(ctx context.Context) {
+func (e *fakeEndpoint) Drain(ctx context.Context, _ time.Duration) error {
 	e.Admit(false, "draining")
 	if e.release == nil {
-		return
+		return nil
 	}
 	select {
 	case <-e.release:
+		return nil
 	case <-ctx.Done():
+		return e.cutErr
 	}
 }
 
