@@ -87,7 +87,9 @@ func startVigil(t *testing.T, o vigilOpts) *vigil {
 	listen := addr(freePort(t))
 	ho := harness.VigilOpts{Engine: o.engine.Name, EngineAddr: o.engineAddr, RegistryDir: o.registry, Service: o.service,
 		Listen: listen, WorkerID: "worker-" + filepath.Base(listen),
-		Extra: append([]string{"--check-ttl", "5s", "--grace-period", "5s"}, o.extra...), Env: o.env}
+		// GORACE (process_test.go sets it) reaches the adapter too: a
+		// race-built adapter would otherwise sleep 1s at exit.
+		Extra: append([]string{"--check-ttl", "5s", "--grace-period", "5s", "--plugin-env", "GORACE"}, o.extra...), Env: o.env}
 	if o.discovery != "file" {
 		if o.consul == nil {
 			t.Fatal("vigilOpts: consul discovery without an agent")
