@@ -108,6 +108,7 @@ type supervisor struct {
 	reg     discovery.Registration
 	started bool             // StateStarted was entered: something may be registered
 	events  <-chan sdk.Event // the availability watch; nil when none
+	refused <-chan struct{}  // the announcer's Done once it runs; nil once taken
 
 	state       State
 	cause       Input // InputLost, InputStop or InputFailed, whichever came first
@@ -137,6 +138,9 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
 			s.endPhase()
 		case ev, ok := <-s.events:
 			s.watched(ev, ok)
+		case <-s.refused:
+			s.refused = nil
+			s.duplicate()
 		case <-s.drained:
 			s.step(InputDrained, "")
 		case <-s.overdue:
@@ -162,6 +166,23 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 		s.events = nil
 		s.step(InputLost, ev.Reason)
 	}
+}
+
+// duplicate ends the lifecycle when the announcer has given up: another
+// live vigil holds the worker's registration, so two were given one worker
+// id. No restart will help; the other's registration is left alone.
+func (s *supervisor) duplicate() {
+	err := s.cfg.Announcer.Err()
+	if s.state == StateDraining {
+		// Draining already: what the drain withdraws is the Announcer's
+		// business, which leaves the other's registration alone.
+		s.log.Warn("another vigil holds the worker's registration", "error", err)
+		return
+	}
+	s.log.Error("duplicate worker id: another vigil holds the worker's registration; give each vigil its own --worker-id",
+		"worker_id", s.reg.WorkerID, "error", err)
+	s.outcome = fmt.Errorf("%w: duplicate worker id: %w", outcome.ErrConfig, err)
+	s.step(InputFailed, "duplicate worker id")
 }
 
 // step feeds one input to the lifecycle.
@@ -273,6 +294,7 @@ func (s *supervisor) serve() {
 	}
 
 	go s.cfg.Announcer.Run(s.ctx)
+	s.refused = s.cfg.Announcer.Done()
 	events, err := s.plugin.Engine.WatchAvailability(s.ctx)
 	if err != nil {
 		// Through the loop like any loss, not a step inside a step.
