@@ -121,7 +121,7 @@ func TestTrackerBoundsByObservation(t *testing.T) {
 	t.Parallel()
 	ttl := 5 * time.Second
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC) // the reader's clock
-	future := t0.Add(time.Hour)                        // a writer's clock stepped back since
+	future := t0.Add(time.Hour)                       // a writer's clock stepped back since
 	rec := func(id string, hb time.Time) file.Record {
 		return file.Record{ID: id, Address: "127.0.0.1", Port: 8470, Heartbeat: hb, Expires: hb.Add(ttl)}
 	}
