@@ -287,7 +287,10 @@ type VigilOpts struct {
 	Listen string
 	// WorkerID defaults to worker-PORT, the port of Listen.
 	WorkerID string
-	Extra    []string
+	// DefaultWorkerID leaves --worker-id out, for vigil's own default;
+	// Vigil.WorkerID is then empty.
+	DefaultWorkerID bool
+	Extra           []string
 }
 
 // Vigil is a running `vigil run`.
@@ -311,7 +314,7 @@ func StartVigil(s Starter, bin string, o VigilOpts) (*Vigil, error) {
 			return nil, err
 		}
 	}
-	if o.WorkerID == "" {
+	if o.WorkerID == "" && !o.DefaultWorkerID {
 		_, port, _ := strings.Cut(o.Listen, ":")
 		o.WorkerID = "worker-" + port
 	}
@@ -320,7 +323,10 @@ func StartVigil(s Starter, bin string, o VigilOpts) (*Vigil, error) {
 	}
 	v := &Vigil{Listen: o.Listen, WorkerID: o.WorkerID}
 	args := []string{"run", "--engine", o.Engine, "--engine-addr", o.EngineAddr, "--listen", v.Listen,
-		"--service-name", o.Service, "--worker-id", v.WorkerID, "--log-format", "text"}
+		"--service-name", o.Service, "--log-format", "text"}
+	if !o.DefaultWorkerID {
+		args = append(args, "--worker-id", v.WorkerID)
+	}
 	var env []string
 	if o.Consul != nil {
 		args = append(args, "--discovery", "consul")
