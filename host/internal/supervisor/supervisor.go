@@ -219,7 +219,11 @@ func (s *supervisor) note(in Input, reason string) {
 			s.log.Error("engine lost", "reason", reason)
 			s.outcome = fmt.Errorf("%w: %s", outcome.ErrEngineLost, reason)
 		} else {
-			s.log.Info("engine stopped serving while draining, as expected after a stop", "reason", reason)
+			after := "a stop"
+			if s.cause == InputFailed {
+				after = "a failure" // a duplicate worker id
+			}
+			s.log.Info("engine stopped serving while draining, as expected after "+after, "reason", reason)
 		}
 	case InputOverdue:
 		s.log.Error("the drain outlived its shutdown budget; exiting without finishing it", "budget", s.shutdownBudget(s.delay()))
