@@ -173,8 +173,9 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 // register registers r unless the backend holds a live registration of
 // r's worker by another owner: it reads that first, and reports whether it
 // registered. Another owner's registration is watched over calls, for up
-// to one TTL by this clock: renewed, the Announcer gives up; found stale
-// by the backend, or not renewed within the TTL, it is taken over.
+// to one TTL by this clock (the longer of this one's and the other's, when
+// the backend says): renewed, the Announcer gives up; found stale by the
+// backend, or not renewed within the TTL, it is taken over.
 func (a *Announcer) register(ctx context.Context, r Registration) (bool, error) {
 	c, ok, err := a.reg.Claim(ctx, r)
 	if err != nil {
@@ -207,16 +208,16 @@ func (a *Announcer) takeOver(r Registration, c Claim, now time.Time) bool {
 	case w == nil || w.claim.Owner != c.Owner:
 		a.watching = &watch{claim: c, since: now}
 		a.log.Warn("another vigil holds the worker's registration; watching it for one TTL to tell whether that vigil is alive",
-			append(args, "ttl", a.reg.TTL())...)
+			append(args, "ttl", max(a.reg.TTL(), c.TTL))...)
 		return false
 	case c != w.claim:
 		a.err = &ConflictError{Worker: r, Other: c, Watched: now.Sub(w.since)}
 		a.watching = nil
 		close(a.done)
 		return false
-	case now.Sub(w.since) >= a.reg.TTL():
+	case now.Sub(w.since) >= max(a.reg.TTL(), w.claim.TTL):
 		a.log.Warn("taking over the worker's registration from another vigil, which did not renew it for one TTL",
-			append(args, "ttl", a.reg.TTL())...)
+			append(args, "ttl", max(a.reg.TTL(), w.claim.TTL))...)
 		return true
 	}
 	return false

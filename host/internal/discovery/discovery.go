@@ -116,6 +116,10 @@ type Claim struct {
 	// unrenewed for a TTL: Consul's TTL check is critical, the record's
 	// expiry has passed.
 	Stale bool
+	// TTL is the registration's TTL as its writer published it (file:
+	// expires − heartbeat); 0 when the backend does not say (Consul, whose
+	// TTL check turns critical on its own).
+	TTL time.Duration
 }
 
 // Addr is the advertised worker endpoint as host:port.

@@ -23,6 +23,7 @@ type store struct {
 	held     *discovery.Registration
 	renewals int
 	stale    bool
+	heldTTL  time.Duration // the held registration's TTL as its writer published it
 	writes   []string // owner of each Register, in order
 }
 
@@ -64,7 +65,7 @@ func (s *store) Claim(context.Context, discovery.Registration) (discovery.Claim,
 		return discovery.Claim{}, false, nil
 	}
 	return discovery.Claim{Owner: s.held.Owner, Address: s.held.Address, Port: s.held.Port,
-		Renewal: strconv.Itoa(s.renewals), Stale: s.stale}, true, nil
+		Renewal: strconv.Itoa(s.renewals), Stale: s.stale, TTL: s.heldTTL}, true, nil
 }
 
 func (s *store) TTL() time.Duration { return s.ttl }
@@ -187,6 +188,25 @@ func TestAnnouncerTakesOverUnrenewed(t *testing.T) {
 			default:
 			}
 		})
+	}
+}
+
+// TestAnnouncerWatchesTheLongerTTL: another owner's registration with a
+// longer TTL than this vigil's (renewed every third of it) is watched for
+// its TTL, not this one's, before it is taken over.
+func TestAnnouncerWatchesTheLongerTTL(t *testing.T) {
+	t.Parallel()
+	ttl, theirs := 200*time.Millisecond, time.Second
+	st := newStore(ttl)
+	st.plant(first, "killed", false)
+	st.mu.Lock()
+	st.heldTTL = theirs
+	st.mu.Unlock()
+	b := start(t, st)
+	announced := time.Now()
+	b.Announce(first)
+	if d := st.waitHeld(t, b.Owner(), theirs+2*time.Second).Sub(announced); d < theirs {
+		t.Errorf("took over after %s, before the other's TTL (%s)", d, theirs)
 	}
 }
 

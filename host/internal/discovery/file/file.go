@@ -127,7 +127,7 @@ func (f *Registry) mine(ctx context.Context, r discovery.Registration) error {
 }
 
 // Claim reads the record of r's worker: its owner, its heartbeat as the
-// renewal, and stale once its expiry has passed by this clock. A record
+// renewal, its TTL, and stale once its expiry has passed by this clock. A record
 // that does not parse (torn by a crash on a filesystem without atomic
 // rename) counts as none.
 func (f *Registry) Claim(_ context.Context, r discovery.Registration) (discovery.Claim, bool, error) {
@@ -145,6 +145,7 @@ func (f *Registry) Claim(_ context.Context, r discovery.Registration) (discovery
 	return discovery.Claim{
 		Owner: rec.Owner, Address: rec.Address, Port: rec.Port,
 		Renewal: rec.Heartbeat.Format(time.RFC3339Nano), Stale: !time.Now().Before(rec.Expires),
+		TTL: rec.Expires.Sub(rec.Heartbeat),
 	}, true, nil
 }
 

@@ -56,8 +56,8 @@ func TestRecordOwner(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("Claim = %v, %v; want the record", ok, err)
 	}
-	if c.Owner != "A" || c.Addr() != "127.0.0.1:8470" || c.Stale || c.Renewal != rec.Heartbeat.Format(time.RFC3339Nano) {
-		t.Errorf("Claim = %+v, want A's at 127.0.0.1:8470, fresh, renewed at its heartbeat %s", c, rec.Heartbeat)
+	if c.Owner != "A" || c.Addr() != "127.0.0.1:8470" || c.Stale || c.Renewal != rec.Heartbeat.Format(time.RFC3339Nano) || c.TTL != 5*time.Second {
+		t.Errorf("Claim = %+v, want A's at 127.0.0.1:8470, fresh, renewed at its heartbeat %s, TTL 5s", c, rec.Heartbeat)
 	}
 	if err := reg.Heartbeat(ctx, theirs); !errors.Is(err, discovery.ErrNotRegistered) {
 		t.Errorf("Heartbeat of another's record = %v, want ErrNotRegistered", err)
