@@ -24,7 +24,7 @@ type store struct {
 	renewals int
 	stale    bool
 	heldTTL  time.Duration // the held registration's TTL as its writer published it
-	writes   []string // owner of each Register, in order
+	writes   []string      // owner of each Register, in order
 }
 
 func newStore(ttl time.Duration) *store { return &store{ttl: ttl} }
