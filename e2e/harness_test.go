@@ -70,6 +70,9 @@ type vigilOpts struct {
 	consul     *consulAgent
 	service    string
 	registry   string // file registry directory
+	listen     string // a fresh loopback port when empty
+	workerID   string // worker-PORT when empty
+	defaultID  bool   // leave --worker-id out: vigil's default
 	extra      []string
 	env        []string // added to vigil's environment
 }
@@ -84,9 +87,16 @@ func startVigil(t *testing.T, o vigilOpts) *vigil {
 	if o.engine == nil {
 		t.Fatal("vigilOpts: no engine")
 	}
-	listen := addr(freePort(t))
+	listen := o.listen
+	if listen == "" {
+		listen = addr(freePort(t))
+	}
+	workerID := o.workerID
+	if workerID == "" && !o.defaultID {
+		workerID = "worker-" + filepath.Base(listen)
+	}
 	ho := harness.VigilOpts{Engine: o.engine.Name, EngineAddr: o.engineAddr, RegistryDir: o.registry, Service: o.service,
-		Listen: listen, WorkerID: "worker-" + filepath.Base(listen),
+		Listen: listen, WorkerID: workerID, DefaultWorkerID: o.defaultID,
 		// GORACE (process_test.go sets it) reaches the adapter too: a
 		// race-built adapter would otherwise sleep 1s at exit.
 		Extra: append([]string{"--check-ttl", "5s", "--grace-period", "5s", "--plugin-env", "GORACE"}, o.extra...), Env: o.env}
@@ -115,6 +125,8 @@ type fileRecord struct {
 	Model      string            `json:"model"`
 	InstanceID string            `json:"instance_id"`
 	Meta       map[string]string `json:"meta"`
+	Owner      string            `json:"owner"`
+	Heartbeat  time.Time         `json:"heartbeat"`
 	Expires    time.Time         `json:"expires"`
 }
 

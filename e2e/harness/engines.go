@@ -288,7 +288,10 @@ type VigilOpts struct {
 	Listen string
 	// WorkerID defaults to worker-PORT, the port of Listen.
 	WorkerID string
-	Extra    []string
+	// DefaultWorkerID leaves --worker-id out, for vigil's own default;
+	// Vigil.WorkerID is then empty.
+	DefaultWorkerID bool
+	Extra           []string
 	// Stderr, when set, takes vigil's stderr, its log, in place of the
 	// Proc's output (see StartProcStderr); the Starter must then be a
 	// StderrStarter.
@@ -319,7 +322,7 @@ func StartVigil(s Starter, bin string, o VigilOpts) (*Vigil, error) {
 			return nil, err
 		}
 	}
-	if o.WorkerID == "" {
+	if o.WorkerID == "" && !o.DefaultWorkerID {
 		_, port, _ := strings.Cut(o.Listen, ":")
 		o.WorkerID = "worker-" + port
 	}
@@ -328,7 +331,10 @@ func StartVigil(s Starter, bin string, o VigilOpts) (*Vigil, error) {
 	}
 	v := &Vigil{Listen: o.Listen, WorkerID: o.WorkerID}
 	args := []string{"run", "--engine", o.Engine, "--engine-addr", o.EngineAddr, "--listen", v.Listen,
-		"--service-name", o.Service, "--worker-id", v.WorkerID, "--log-format", "text"}
+		"--service-name", o.Service, "--log-format", "text"}
+	if !o.DefaultWorkerID {
+		args = append(args, "--worker-id", v.WorkerID)
+	}
 	env := o.Env
 	if o.Consul != nil {
 		args = append(args, "--discovery", "consul")

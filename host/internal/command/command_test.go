@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -138,12 +139,29 @@ func TestServedModelNameFlag(t *testing.T) {
 func TestDefaultWorkerID(t *testing.T) {
 	t.Setenv("NOMAD_ALLOC_ID", "6f1c")
 	t.Setenv("NOMAD_TASK_NAME", "vllm")
-	if got := defaultWorkerID(8470); got != "6f1c-vllm" {
+	if got := defaultWorkerID("127.0.0.1", 8470); got != "6f1c-vllm" {
 		t.Errorf("under Nomad: %q, want 6f1c-vllm", got)
 	}
 	t.Setenv("NOMAD_ALLOC_ID", "")
-	if got := defaultWorkerID(8470); !strings.HasSuffix(got, "-8470") || strings.HasPrefix(got, "-") {
-		t.Errorf("outside Nomad: %q, want <host name>-8470", got)
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Outside Nomad: unique per listen address, and always a valid name.
+	for listen, want := range map[string]string{
+		"127.0.0.1":    host + "-127.0.0.1-8470",
+		"127.0.0.2":    host + "-127.0.0.2-8470",
+		"localhost":    host + "-localhost-8470",
+		"::1":          host + "-::1-8470",
+		"fe80::1%eth0": host + "-fe80::1-eth0-8470",
+		"0.0.0.0":      host + "-8470",
+		"::":           host + "-8470",
+		"":             host + "-8470",
+	} {
+		got := defaultWorkerID(listen, 8470)
+		if got != want || !validName(got) {
+			t.Errorf("listen host %q: %q (valid: %v), want %q", listen, got, validName(got), want)
+		}
 	}
 }
 

@@ -44,7 +44,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "advertise-addr", EnvVars: env("ADVERTISE_ADDR"),
 				Usage: "address published in discovery, host:port (default: --listen, which must then not be a wildcard address)"},
 			&cli.StringFlag{Name: "worker-id", EnvVars: env("WORKER_ID"),
-				Usage: "worker id, stable across restarts (default: NOMAD_ALLOC_ID-NOMAD_TASK_NAME under Nomad, else host name-listen port)"},
+				Usage: "worker id, stable across restarts and unique per service: two vigils given one id are refused (the later exits 78) (default: NOMAD_ALLOC_ID-NOMAD_TASK_NAME under Nomad, else host name-listen host-listen port, the listen host left out when it is a wildcard address)"},
 			&cli.DurationFlag{Name: "grace-period", Value: 5 * time.Second, EnvVars: env("GRACE_PERIOD"),
 				Usage: "how long requests in flight may finish after the worker is withdrawn"},
 			&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("SHUTDOWN_DELAY"),
@@ -203,7 +203,7 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	if cfg.maxInflight < 1 {
 		return cfg, usageErrorf("--max-inflight %d: must be 1 or more", cfg.maxInflight)
 	}
-	lport, err := parseAddresses(c, &cfg)
+	lhost, lport, err := parseAddresses(c, &cfg)
 	if err != nil {
 		return cfg, err
 	}
@@ -211,7 +211,7 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		return cfg, err
 	}
 	if cfg.workerID == "" {
-		cfg.workerID = defaultWorkerID(lport)
+		cfg.workerID = defaultWorkerID(lhost, lport)
 	}
 	if !validName(cfg.workerID) {
 		return cfg, usageErrorf("--worker-id %q: %s", cfg.workerID, nameRule)
@@ -281,31 +281,31 @@ func parseEngineOptions(c *cli.Context) (map[string]string, error) {
 
 // parseAddresses validates --listen and --advertise-addr into cfg (the
 // advertised address is --listen's when --advertise-addr is unset) and
-// returns the listen port.
-func parseAddresses(c *cli.Context, cfg *runConfig) (lport int, err error) {
+// returns the listen host and port.
+func parseAddresses(c *cli.Context, cfg *runConfig) (lhost string, lport int, err error) {
 	cfg.listen = c.String("listen")
-	lhost, lport, err := splitHostPort("listen", cfg.listen)
+	lhost, lport, err = splitHostPort("listen", cfg.listen)
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	adv := c.String("advertise-addr")
 	if adv == "" {
 		if isWildcard(lhost) {
-			return 0, usageErrorf("--listen %q is a wildcard address, which discovery cannot publish: set --advertise-addr host:port", cfg.listen)
+			return "", 0, usageErrorf("--listen %q is a wildcard address, which discovery cannot publish: set --advertise-addr host:port", cfg.listen)
 		}
 		if lport == 0 {
-			return 0, usageErrorf("--listen %q has port 0, which discovery cannot publish: choose a port or set --advertise-addr", cfg.listen)
+			return "", 0, usageErrorf("--listen %q has port 0, which discovery cannot publish: choose a port or set --advertise-addr", cfg.listen)
 		}
 		cfg.advHost, cfg.advPort = lhost, lport
-		return lport, nil
+		return lhost, lport, nil
 	}
 	if cfg.advHost, cfg.advPort, err = splitHostPort("advertise-addr", adv); err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	if isWildcard(cfg.advHost) || cfg.advPort == 0 {
-		return 0, usageErrorf("--advertise-addr %q: want a reachable host:port, not a wildcard address or port 0", adv)
+		return "", 0, usageErrorf("--advertise-addr %q: want a reachable host:port, not a wildcard address or port 0", adv)
 	}
-	return lport, nil
+	return lhost, lport, nil
 }
 
 // preflight makes the checks of run's configuration that touch the
@@ -346,9 +346,12 @@ func isWildcard(host string) bool {
 	return ip != nil && ip.IsUnspecified()
 }
 
-// defaultWorkerID is stable across restarts of the same task: the Nomad
-// allocation and task when run by Nomad, else the host name and port.
-func defaultWorkerID(port int) string {
+// defaultWorkerID is stable across restarts of the same task and unique
+// per listen address: the Nomad allocation and task when run by Nomad,
+// else the host name, the listen host and the port. Two vigils on one host
+// can share a port on different addresses (127.0.0.1:P and 127.0.0.2:P),
+// never on a wildcard address, whose port alone is then unique.
+func defaultWorkerID(listenHost string, port int) string {
 	if alloc := os.Getenv("NOMAD_ALLOC_ID"); alloc != "" {
 		if task := os.Getenv("NOMAD_TASK_NAME"); task != "" {
 			return alloc + "-" + task
@@ -359,7 +362,17 @@ func defaultWorkerID(port int) string {
 	if err != nil || host == "" {
 		host = "localhost"
 	}
-	return host + "-" + strconv.Itoa(port)
+	if !isWildcard(listenHost) {
+		host += "-" + listenHost
+	}
+	// A worker id is a Consul id and a file name: what the name rule does
+	// not allow (an IPv6 zone's %, say) becomes -.
+	return strings.Map(func(r rune) rune {
+		if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("._:-", r)) {
+			return r
+		}
+		return '-'
+	}, host+"-"+strconv.Itoa(port))
 }
 
 // maxModelName is the longest --served-model-name, in bytes: Consul refuses

@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -14,13 +15,22 @@ import (
 // withdrawal for long.
 const opTimeout = 2 * time.Second
 
+// watchPoll is how often an Announcer reads another owner's registration
+// while it watches it: a local agent call or a file read, ten a second for
+// at most one TTL, so that a live owner's renewal (every third of its TTL)
+// is seen within a tenth of a second.
+const watchPoll = 100 * time.Millisecond
+
 // Announcer keeps one worker's registration in step with what the host
 // wants. Backend failures never end it: they are logged and retried.
+// Another live vigil's registration of the worker does: see Done.
 type Announcer struct {
-	reg Registry
-	log hclog.Logger
+	reg   Registry
+	log   hclog.Logger
+	owner string // this run's owner token
 
 	kick chan struct{}
+	done chan struct{} // closed when err is set
 
 	// opMu serialises backend calls.
 	opMu sync.Mutex
@@ -28,34 +38,72 @@ type Announcer struct {
 	mu         sync.Mutex
 	want       *Registration // nil: withdrawn
 	registered *Registration // what the backend holds, as far as we know
+	watching   *watch        // another owner's registration, being watched
+	err        *ConflictError
 	failures   Failures
 }
 
-// NewAnnouncer returns an Announcer over reg.
-func NewAnnouncer(reg Registry, log hclog.Logger) *Announcer {
-	return &Announcer{reg: reg, log: log, kick: make(chan struct{}, 1)}
+// watch is another owner's registration of the worker as first read, and
+// when (on this clock) it was.
+type watch struct {
+	claim Claim
+	since time.Time
 }
 
-// Run renews the registration every third of reg's TTL until ctx ends. It
-// does not withdraw on return: call Withdraw first.
+// NewAnnouncer returns an Announcer over reg, with an owner token of its
+// own.
+func NewAnnouncer(reg Registry, log hclog.Logger) *Announcer {
+	return &Announcer{reg: reg, log: log, owner: rand.Text(), kick: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// Run renews the registration every third of reg's TTL until ctx ends or
+// the Announcer gives up (Done). It does not withdraw on return: call
+// Withdraw first.
 func (a *Announcer) Run(ctx context.Context) {
 	// The renewal period comes from the TTL the registry publishes, so the
 	// two cannot disagree.
 	t := time.NewTicker(a.reg.TTL() / 3)
 	defer t.Stop()
+	var poll <-chan time.Time // the next look at another owner's registration
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-a.done:
+			return
 		case <-a.kick:
 		case <-t.C:
+		case <-poll:
 		}
-		a.sync(ctx)
+		poll = nil
+		if a.sync(ctx) {
+			poll = time.After(watchPoll)
+		}
 	}
 }
 
-// Announce asks for r to be registered. It returns at once; Run registers.
+// Done is closed when the Announcer has given up for good: another live
+// vigil holds the worker's registration (Err says which). It has then
+// written nothing over the other's, and withdraws nothing of it.
+func (a *Announcer) Done() <-chan struct{} { return a.done }
+
+// Err is the *ConflictError that closed Done; nil before.
+func (a *Announcer) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil {
+		return nil
+	}
+	return a.err
+}
+
+// Owner is the owner token the Announcer registers with.
+func (a *Announcer) Owner() string { return a.owner }
+
+// Announce asks for r to be registered, under the Announcer's owner token.
+// It returns at once; Run registers.
 func (a *Announcer) Announce(r Registration) {
+	r.Owner = a.owner
 	a.mu.Lock()
 	a.want = &r
 	a.mu.Unlock()
@@ -73,28 +121,38 @@ func (a *Announcer) Registered() bool {
 	return a.registered != nil
 }
 
-func (a *Announcer) sync(ctx context.Context) {
+// sync brings the backend in step with want: it registers, renews, or
+// takes another look at another owner's registration. It reports whether
+// it is watching one, and wants to look again after watchPoll.
+func (a *Announcer) sync(ctx context.Context) (watching bool) {
 	a.opMu.Lock()
 	defer a.opMu.Unlock()
 	a.mu.Lock()
-	want, have := a.want, a.registered
+	want, have, failed := a.want, a.registered, a.err != nil
 	a.mu.Unlock()
-	if want == nil {
-		return
+	if want == nil || failed {
+		return false
 	}
 	octx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	var err error
+	var (
+		err        error
+		registered bool
+	)
 	switch {
 	case have == nil || *have != *want:
-		if err = a.reg.Register(octx, *want); err == nil {
+		if registered, err = a.register(octx, *want); registered {
 			a.log.Info("worker registered", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID, "address", want.Address, "port", want.Port)
 		}
 	default:
+		registered = true
 		err = a.reg.Heartbeat(octx, *want)
 		if errors.Is(err, ErrNotRegistered) {
 			a.log.Warn("registry lost the worker; registering again", "registry", a.reg.String(), "error", err)
-			if err = a.reg.Register(octx, *want); err == nil {
+			a.mu.Lock()
+			a.registered = nil
+			a.mu.Unlock()
+			if registered, err = a.register(octx, *want); registered {
 				a.log.Info("worker registered again", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID)
 			}
 		}
@@ -103,27 +161,85 @@ func (a *Announcer) sync(ctx context.Context) {
 	defer a.mu.Unlock()
 	if err != nil {
 		a.failures.Fail(a.log, "registry update failed; retrying", "registry", a.reg.String(), "error", err)
-		return
+		return a.watching != nil
 	}
 	a.failures.Recover(a.log, "registry reachable again", "registry", a.reg.String())
-	if a.want != nil && *a.want == *want {
+	if registered && a.want != nil && *a.want == *want {
 		a.registered = want
 	}
+	return a.watching != nil && a.err == nil
+}
+
+// register registers r unless the backend holds a live registration of
+// r's worker by another owner: it reads that first, and reports whether it
+// registered. Another owner's registration is watched over calls, for up
+// to one TTL by this clock (the longer of this one's and the other's, when
+// the backend says): renewed, the Announcer gives up; found stale by the
+// backend, or not renewed within the TTL, it is taken over.
+func (a *Announcer) register(ctx context.Context, r Registration) (bool, error) {
+	c, ok, err := a.reg.Claim(ctx, r)
+	if err != nil {
+		return false, err
+	}
+	if ok && c.Owner != r.Owner && !a.takeOver(r, c, time.Now()) {
+		return false, nil
+	}
+	if err := a.reg.Register(ctx, r); err != nil {
+		return false, err
+	}
+	a.mu.Lock()
+	a.watching = nil
+	a.mu.Unlock()
+	return true, nil
+}
+
+// takeOver decides, from another owner's registration c read at now,
+// whether to replace it; when it is live it gives up.
+func (a *Announcer) takeOver(r Registration, c Claim, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w := a.watching
+	args := []any{"registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID,
+		"other_address", c.Addr(), "other_owner", ownerName(c.Owner)}
+	switch {
+	case c.Stale:
+		a.log.Warn("taking over the worker's registration from another vigil, which left it to expire", args...)
+		return true
+	case w == nil || w.claim.Owner != c.Owner:
+		a.watching = &watch{claim: c, since: now}
+		a.log.Warn("another vigil holds the worker's registration; watching it for one TTL to tell whether that vigil is alive",
+			append(args, "ttl", max(a.reg.TTL(), c.TTL))...)
+		return false
+	case c != w.claim:
+		a.err = &ConflictError{Worker: r, Other: c, Watched: now.Sub(w.since)}
+		a.watching = nil
+		close(a.done)
+		return false
+	case now.Sub(w.since) >= max(a.reg.TTL(), w.claim.TTL):
+		a.log.Warn("taking over the worker's registration from another vigil, which did not renew it for one TTL",
+			append(args, "ttl", max(a.reg.TTL(), w.claim.TTL))...)
+		return true
+	}
+	return false
 }
 
 // Withdraw removes the registration and stops renewing it. It retries a
 // failed deregistration until it succeeds or ctx ends, and then returns the
 // last error. Withdrawing when nothing is registered deregisters anyway, in
 // case an earlier Register reached the backend but its answer did not.
+//
+// Another owner's registration of the worker is never removed: Withdraw
+// leaves it, and after the Announcer has given up (Done) it does nothing.
 func (a *Announcer) Withdraw(ctx context.Context) error {
 	a.mu.Lock()
 	r := a.want
 	if r == nil {
 		r = a.registered
 	}
-	a.want = nil
+	a.want, a.watching = nil, nil
+	failed := a.err != nil
 	a.mu.Unlock()
-	if r == nil {
+	if r == nil || failed {
 		return nil
 	}
 	a.opMu.Lock()
@@ -133,6 +249,13 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
 		err := a.reg.Deregister(octx, *r)
 		cancel()
+		if errors.Is(err, ErrNotRegistered) {
+			a.mu.Lock()
+			a.registered = nil
+			a.mu.Unlock()
+			a.log.Info("the worker's registration is another vigil's now; left in place", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID, "reason", err)
+			return nil
+		}
 		if err == nil {
 			a.mu.Lock()
 			a.registered = nil

@@ -47,6 +47,9 @@ func (r *recorder) Heartbeat(context.Context, discovery.Registration) error { re
 func (r *recorder) Deregister(context.Context, discovery.Registration) error {
 	return r.op("deregister")
 }
+func (r *recorder) Claim(context.Context, discovery.Registration) (discovery.Claim, bool, error) {
+	return discovery.Claim{}, false, r.op("claim")
+}
 func (r *recorder) TTL() time.Duration { return r.ttl }
 func (r *recorder) String() string     { return "recorder" }
 

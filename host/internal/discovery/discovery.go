@@ -12,19 +12,30 @@
 // registration every third of the Registry's TTL, registers again when the
 // backend has lost it, and withdraws it on request, retrying within the
 // caller's deadline.
+//
+// Every registration carries its writer's owner token, random per
+// Announcer (per vigil run), so that two vigils given one worker id cannot
+// take turns at one registration: a writer finding another owner's
+// registration of its worker watches it for up to one TTL, by its own
+// clock. Renewed meanwhile, it belongs to a live vigil and the writer gives
+// up ([ConflictError]); not renewed, its vigil is gone (killed, say, and
+// restarted with the same id) and the writer takes it over.
 package discovery
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"time"
 )
 
 // ErrNotRegistered is returned by Registry.Heartbeat when the backend no
-// longer holds the registration (a restarted Consul agent, a deleted file):
-// the Announcer then registers again.
+// longer holds the registration (a restarted Consul agent, a deleted file)
+// or holds another owner's in its place: the Announcer then registers
+// again, after watching another owner's. Registry.Deregister returns it
+// when the registration it finds is another owner's, which it leaves.
 var ErrNotRegistered = errors.New("worker not registered")
 
 // Registration is one worker as discovery holds it: what a Registry
@@ -49,6 +60,10 @@ type Registration struct {
 	// taking no text. False for workers of older vigils too, which
 	// published no prompt kinds and served vLLM alone.
 	TokensOnly bool
+	// Owner is the owner token of the vigil run that publishes the
+	// registration: random per Announcer, set by Announce. Empty in
+	// registrations of older vigils.
+	Owner string
 }
 
 // Addr is the worker endpoint as host:port.
@@ -56,18 +71,81 @@ func (r Registration) Addr() string { return net.JoinHostPort(r.Address, strconv
 
 // Registry is the writing half of a backend. The Announcer calls it from one
 // goroutine at a time; each call returns when done or when ctx ends.
+//
+// A backend keeps each registration's Owner, and compares it with r.Owner
+// before each Heartbeat and Deregister; the Announcer reads Claim before
+// each Register. Reading and writing are two steps, not one atomic one:
+// two writers that register at the same instant may both write, and the
+// one overwritten finds the other's owner at its next Heartbeat.
 type Registry interface {
-	// Register publishes r as passing for one TTL, replacing an earlier
-	// registration of the same worker.
+	// Register publishes r as passing for one TTL, replacing any earlier
+	// registration of the same worker, whoever wrote it.
 	Register(ctx context.Context, r Registration) error
 	// Heartbeat keeps r passing for another TTL. It returns an error
-	// wrapping ErrNotRegistered when the backend no longer holds r.
+	// wrapping ErrNotRegistered when the backend no longer holds r, or
+	// holds another owner's registration of r's worker.
 	Heartbeat(ctx context.Context, r Registration) error
-	// Deregister removes r. Removing an absent registration succeeds.
+	// Deregister removes r. Removing an absent registration succeeds;
+	// another owner's registration of r's worker is left in place, and
+	// the error wraps ErrNotRegistered.
 	Deregister(ctx context.Context, r Registration) error
+	// Claim reads the registration of r's worker that the backend holds,
+	// whoever wrote it; ok is false when it holds none.
+	Claim(ctx context.Context, r Registration) (c Claim, ok bool, err error)
 	// TTL is how long a registration stays passing after Register or
 	// Heartbeat; the Announcer renews every third of it.
 	TTL() time.Duration
 	// String names the backend for logs.
 	String() string
+}
+
+// Claim is what a backend holds of one worker's registration, as a writer
+// that may not own it sees it.
+type Claim struct {
+	// Owner is the owner token of the vigil that wrote it; empty when an
+	// older vigil did.
+	Owner string
+	// Address and Port are the worker endpoint it advertises.
+	Address string
+	Port    int
+	// Renewal changes each time the owner renews the registration (Consul:
+	// the TTL check's output, which holds a renewal count; file: the
+	// record's heartbeat time).
+	Renewal string
+	// Stale is true when the backend itself has found the registration
+	// unrenewed for a TTL: Consul's TTL check is critical, the record's
+	// expiry has passed.
+	Stale bool
+	// TTL is the registration's TTL as its writer published it (file:
+	// expires − heartbeat); 0 when the backend does not say (Consul, whose
+	// TTL check turns critical on its own).
+	TTL time.Duration
+}
+
+// Addr is the advertised worker endpoint as host:port.
+func (c Claim) Addr() string { return net.JoinHostPort(c.Address, strconv.Itoa(c.Port)) }
+
+// ConflictError is why an Announcer gives up: another vigil holds the
+// registration of its worker and renewed it while the Announcer watched,
+// so both were given one worker id. Nothing of the other's was changed.
+type ConflictError struct {
+	// Worker is the registration the Announcer was to publish.
+	Worker Registration
+	// Other is the other vigil's registration, as last read.
+	Other Claim
+	// Watched is how long the Announcer watched before it saw a renewal.
+	Watched time.Duration
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("worker id %q of service %q is registered by another live vigil, advertising %s (owner %s), which renewed it within %s",
+		e.Worker.WorkerID, e.Worker.Service, e.Other.Addr(), ownerName(e.Other.Owner), e.Watched.Round(time.Millisecond))
+}
+
+// ownerName is an owner token for messages.
+func ownerName(owner string) string {
+	if owner == "" {
+		return "none: an older vigil"
+	}
+	return owner
 }

@@ -111,12 +111,12 @@ func TestMeta(t *testing.T) {
 		want map[string]string
 	}{
 		"zero": {discovery.Registration{}, map[string]string{
-			"engine": "", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids"}},
+			"engine": "", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids", "owner": ""}},
 		"full": {discovery.Registration{Service: "llm", WorkerID: "w1", Address: "10.0.0.1", Port: 8470,
-			Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1"},
-			map[string]string{"engine": "vllm", "model": "m", "model_id": "org/m", "instance_id": "i1", "worker_id": "w1", "prompts": "text,token_ids"}},
+			Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1", Owner: "tok"},
+			map[string]string{"engine": "vllm", "model": "m", "model_id": "org/m", "instance_id": "i1", "worker_id": "w1", "prompts": "text,token_ids", "owner": "tok"}},
 		"token ids only": {discovery.Registration{Engine: "sglang", TokensOnly: true}, map[string]string{
-			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids"}},
+			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids", "owner": ""}},
 	}
 	for name, tc := range testCases {
 		t.Run(name, func(t *testing.T) {

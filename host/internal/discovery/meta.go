@@ -26,6 +26,10 @@ const (
 	// MetaPrompts lists the prompt kinds the worker takes, comma-separated:
 	// PromptText and PromptTokenIDs. Absent means both.
 	MetaPrompts = "prompts"
+	// MetaOwner is the owner token of the vigil run that registered the
+	// worker (Registration.Owner): random per run, so that a vigil tells
+	// its own registration from another's under the same worker id.
+	MetaOwner = "owner"
 )
 
 // The prompt kinds MetaPrompts lists.
@@ -35,7 +39,7 @@ const (
 )
 
 // MetaKeys lists every metadata key, in the README table's order.
-var MetaKeys = []string{MetaEngine, MetaModel, MetaModelID, MetaInstanceID, MetaWorkerID, MetaPrompts}
+var MetaKeys = []string{MetaEngine, MetaModel, MetaModelID, MetaInstanceID, MetaWorkerID, MetaPrompts, MetaOwner}
 
 // Meta returns the metadata every backend publishes for r.
 func (r Registration) Meta() map[string]string {
@@ -46,6 +50,7 @@ func (r Registration) Meta() map[string]string {
 		MetaInstanceID: r.InstanceID,
 		MetaWorkerID:   r.WorkerID,
 		MetaPrompts:    r.prompts(),
+		MetaOwner:      r.Owner,
 	}
 }
 
@@ -67,6 +72,7 @@ func FromMeta(meta map[string]string) Registration {
 		InstanceID: meta[MetaInstanceID],
 		WorkerID:   meta[MetaWorkerID],
 		TokensOnly: tokensOnly(meta[MetaPrompts]),
+		Owner:      meta[MetaOwner],
 	}
 }
 

@@ -10,7 +10,7 @@
 //	            launched           started          SERVING           NOT_READY
 //	Launching ──────────▶ Waiting ─────────▶ Started ────────▶ Serving ◀─────────▶ NotReady
 //	    │                    │                  │                 │      SERVING      │
-//	    │ failed / stop      │ failed / stop    │ LOST / stop     │ LOST / stop       │ LOST / stop
+//	    │ failed / stop      │ failed / stop    │ LOST/failed/stop│ LOST/failed/stop  │ LOST/failed/stop
 //	    ▼                    ▼                  ▼                 ▼                   ▼
 //	    └────────────────────┴──────────────────┴───▶ Draining ◀──┴───────────────────┘
 //	                                                     │ drained / stop / overdue
@@ -37,12 +37,16 @@
 //	    second stop signal, or the drain outliving its budget, abandons it.
 //	  - Stopped: Run returns why.
 //
+// Once started, "failed" is the announcer giving up: another live vigil
+// holds the worker's registration (a duplicate worker id). The drain then
+// withdraws nothing of the other's.
+//
 // Why it ended is the first of a stop (nil), an engine loss
-// (outcome.ErrEngineLost) or a startup failure (outcome.ErrStartupDeadline,
-// outcome.ErrConfig, or another error); an abandoned drain adds
-// outcome.ErrDrainCut or outcome.ErrShutdownBudget, and so does a step of
-// the drain abandoned at its bound (the engine's abort unanswered, the
-// adapter's Shutdown unanswered). The command package
-// turns that into the exit code. A loss seen while draining for a signal is
+// (outcome.ErrEngineLost) or a failure (outcome.ErrStartupDeadline,
+// outcome.ErrConfig, also for a duplicate worker id, or another error); an
+// abandoned drain adds outcome.ErrDrainCut or outcome.ErrShutdownBudget,
+// and so does a step of the drain abandoned at its bound (the engine's
+// abort unanswered, the adapter's Shutdown unanswered). The command
+// package turns that into the exit code. A loss seen while draining for a signal is
 // expected and logged at info.
 package supervisor

@@ -45,7 +45,9 @@ const (
 	// InputStarted: the adapter's Start returned: the engine serves.
 	InputStarted
 	// InputFailed: launching the adapter or waiting for the engine
-	// failed (the startup deadline passed, say).
+	// failed (the startup deadline passed, say), or, once started, the
+	// worker cannot be registered for good (another vigil holds its
+	// registration).
 	InputFailed
 	// InputServing: the engine serves.
 	InputServing
@@ -105,7 +107,7 @@ func next(s State, in Input) State {
 			return StateServing
 		case InputNotReady:
 			return StateNotReady
-		case InputLost, InputStop:
+		case InputLost, InputStop, InputFailed:
 			return StateDraining
 		}
 	case StateDraining:

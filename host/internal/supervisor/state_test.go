@@ -35,9 +35,9 @@ func TestNext(t *testing.T) {
 		// unwinds; the engine's events come only once it has started.
 		L: {W, L, D, L, L, L, D, L, L},
 		W: {W, S, D, W, W, W, D, W, W},
-		S: {S, S, S, R, N, D, D, S, S},
-		R: {R, R, R, R, N, D, D, R, R},
-		N: {N, N, N, R, N, D, D, N, N},
+		S: {S, S, D, R, N, D, D, S, S},
+		R: {R, R, D, R, N, D, D, R, R},
+		N: {N, N, D, R, N, D, D, N, N},
 		// Once draining, only the end of the drain, a second signal or the
 		// budget moves on: a late SERVING must not register a worker that
 		// is on its way out.

@@ -118,6 +118,7 @@ type supervisor struct {
 	reg     discovery.Registration
 	started bool             // StateStarted was entered: something may be registered
 	events  <-chan sdk.Event // the availability watch; nil when none
+	refused <-chan struct{}  // the announcer's Done once it runs; nil once taken
 
 	state       State
 	cause       Input // InputLost, InputStop or InputFailed, whichever came first
@@ -148,6 +149,9 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
 			s.endPhase()
 		case ev, ok := <-s.events:
 			s.watched(ev, ok)
+		case <-s.refused:
+			s.refused = nil
+			s.duplicate()
 		case <-s.drained:
 			s.step(InputDrained, "")
 		case <-s.overdue:
@@ -173,6 +177,23 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 		s.events = nil
 		s.step(InputLost, ev.Reason)
 	}
+}
+
+// duplicate ends the lifecycle when the announcer has given up: another
+// live vigil holds the worker's registration, so two were given one worker
+// id. No restart will help; the other's registration is left alone.
+func (s *supervisor) duplicate() {
+	err := s.cfg.Announcer.Err()
+	if s.state == StateDraining {
+		// Draining already: what the drain withdraws is the Announcer's
+		// business, which leaves the other's registration alone.
+		s.log.Warn("another vigil holds the worker's registration", "error", err)
+		return
+	}
+	s.log.Error("duplicate worker id: another vigil holds the worker's registration; give each vigil its own --worker-id",
+		"worker_id", s.reg.WorkerID, "error", err)
+	s.outcome = fmt.Errorf("%w: duplicate worker id: %w", outcome.ErrConfig, err)
+	s.step(InputFailed, "duplicate worker id")
 }
 
 // step feeds one input to the lifecycle.
@@ -209,7 +230,11 @@ func (s *supervisor) note(in Input, reason string) {
 			s.log.Error("engine lost", "reason", reason)
 			s.outcome = fmt.Errorf("%w: %s", outcome.ErrEngineLost, reason)
 		} else {
-			s.log.Info("engine stopped serving while draining, as expected after a stop", "reason", reason)
+			after := "a stop"
+			if s.cause == InputFailed {
+				after = "a failure" // a duplicate worker id
+			}
+			s.log.Info("engine stopped serving while draining, as expected after "+after, "reason", reason)
 		}
 	case InputOverdue:
 		s.log.Error("the drain outlived its shutdown budget; exiting without finishing it", "budget", s.shutdownBudget(s.delay()))
@@ -289,6 +314,7 @@ func (s *supervisor) serve() {
 	}
 
 	go s.cfg.Announcer.Run(s.ctx)
+	s.refused = s.cfg.Announcer.Done()
 	s.events = s.watch()
 }
 

@@ -4,9 +4,16 @@
 // that follows a service's passing workers with blocking queries.
 //
 // The Registry uses the agent endpoints only (/v1/agent/service/register,
-// /v1/agent/check/update, /v1/agent/service/deregister); with ACLs enabled
-// its token needs service:write on the service name. The Discoverer reads
-// /v1/health/service; see Health for its ACLs.
+// /v1/agent/check/update, /v1/agent/service/deregister, and
+// /v1/agent/health/service/id to read who owns a registration); with ACLs
+// enabled its token needs service:write on the service name (which grants
+// service:read). The Discoverer reads /v1/health/service; see Health for
+// its ACLs.
+//
+// The owner token is the service meta "owner"; each renewal writes the TTL
+// check's output with a renewal count, which is how another vigil given the
+// same worker id sees that this one is alive (the agent keeps no time of a
+// check's last update).
 package consul
 
 import (
@@ -14,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -38,6 +46,8 @@ type Registry struct {
 	agent *api.Agent
 	addr  string
 	opts  Options
+
+	renewals uint64 // Heartbeats so far; the Announcer calls one at a time
 }
 
 var _ discovery.Registry = (*Registry)(nil)
@@ -84,27 +94,85 @@ func (c *Registry) Register(ctx context.Context, r discovery.Registration) error
 	return nil
 }
 
-// Heartbeat passes the TTL check. A 404 means the agent no longer knows the
-// check (it restarted and lost its state).
+// Heartbeat passes the TTL check, with an output that counts renewals. A
+// 404 means the agent no longer knows the check (it restarted and lost its
+// state).
+//
+// It reads the service's owner at the same time, not before: the two calls
+// then cost a renewal one round trip, so that a slow agent does not make
+// the check miss its TTL. The update leaves the service and its meta as
+// they are; should the service be another owner's, this one renewal has
+// passed its check, and the Announcer stops renewing and watches that
+// owner's renewals from a read taken after this update.
 func (c *Registry) Heartbeat(ctx context.Context, r discovery.Registration) error {
+	c.renewals++
+	var (
+		wg                  sync.WaitGroup
+		claim               discovery.Claim
+		found               bool
+		claimErr, updateErr error
+	)
+	wg.Go(func() { claim, found, claimErr = c.Claim(ctx, r) })
 	q := (&api.QueryOptions{}).WithContext(ctx)
-	err := c.agent.UpdateTTLOpts(CheckID(r), "engine serving", api.HealthPassing, q)
-	if isNotFound(err) {
-		return fmt.Errorf("%w: consul check %s: %v", discovery.ErrNotRegistered, CheckID(r), err)
+	updateErr = c.agent.UpdateTTLOpts(CheckID(r), renewalOutput(r.Owner, c.renewals), api.HealthPassing, q)
+	wg.Wait()
+	switch {
+	case isNotFound(updateErr):
+		return fmt.Errorf("%w: consul check %s: %v", discovery.ErrNotRegistered, CheckID(r), updateErr)
+	case updateErr != nil:
+		return fmt.Errorf("passing consul check %s: %w", CheckID(r), updateErr)
+	case claimErr == nil && found && claim.Owner != r.Owner:
+		return fmt.Errorf("%w: consul service %s is another vigil's, advertising %s (owner %s)",
+			discovery.ErrNotRegistered, ServiceID(r), claim.Addr(), claim.Owner)
 	}
-	if err != nil {
-		return fmt.Errorf("passing consul check %s: %w", CheckID(r), err)
-	}
+	// A failed read alone fails nothing: the check was passed, and the next
+	// renewal reads again.
 	return nil
 }
 
-// Deregister removes the service and its check.
+// renewalOutput is the TTL check's output after the n-th renewal by owner.
+func renewalOutput(owner string, n uint64) string {
+	return fmt.Sprintf("engine serving; renewal %d by vigil %s", n, owner)
+}
+
+// Deregister removes the service and its check, unless another owner's
+// registration has taken their place: that is left, and the error wraps
+// discovery.ErrNotRegistered.
 func (c *Registry) Deregister(ctx context.Context, r discovery.Registration) error {
+	claim, found, err := c.Claim(ctx, r)
+	if err != nil {
+		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), err)
+	}
+	if found && claim.Owner != r.Owner {
+		return fmt.Errorf("%w: consul service %s is another vigil's, advertising %s (owner %s)",
+			discovery.ErrNotRegistered, ServiceID(r), claim.Addr(), claim.Owner)
+	}
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	if err := c.agent.ServiceDeregisterOpts(ServiceID(r), q); err != nil && !isNotFound(err) {
 		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), err)
 	}
 	return nil
+}
+
+// Claim reads the agent's registration of r's worker: its owner from the
+// service meta, its renewals from the TTL check's output, and stale when
+// the check is critical (not renewed for a TTL, as the agent measures it).
+func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discovery.Claim, bool, error) {
+	q := (&api.QueryOptions{}).WithContext(ctx)
+	_, info, err := c.agent.AgentHealthServiceByIDOpts(ServiceID(r), q)
+	if err != nil {
+		return discovery.Claim{}, false, fmt.Errorf("reading consul service %s: %w", ServiceID(r), err)
+	}
+	if info == nil || info.Service == nil {
+		return discovery.Claim{}, false, nil
+	}
+	claim := discovery.Claim{Owner: info.Service.Meta[discovery.MetaOwner], Address: info.Service.Address, Port: info.Service.Port}
+	for _, ch := range info.Checks {
+		if ch != nil && ch.CheckID == CheckID(r) {
+			claim.Renewal, claim.Stale = ch.Output, ch.Status == api.HealthCritical
+		}
+	}
+	return claim, true, nil
 }
 
 func isNotFound(err error) bool {

@@ -17,7 +17,9 @@ const PollInterval = 100 * time.Millisecond
 // Discoverer is a discovery.Discoverer over the directory: it lists the
 // unexpired records of its service every PollInterval. Records expire on
 // their own (List skips them), so a worker whose vigil was killed drops out
-// one TTL after its last heartbeat.
+// one TTL after its last heartbeat; and a record whose heartbeat the
+// Discoverer has not seen change for one TTL drops out too (Tracker), so
+// that future timestamps cannot keep a dead worker listed.
 type Discoverer struct {
 	dir, service string
 	interval     time.Duration
@@ -42,14 +44,19 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 	t := time.NewTicker(d.interval)
 	defer t.Stop()
 	changed := discovery.OnChange(update)
-	var failures discovery.Failures
+	var (
+		failures discovery.Failures
+		tracker  Tracker
+	)
 	for {
-		recs, err := List(d.dir, d.service, time.Now())
+		now := time.Now()
+		recs, err := List(d.dir, d.service, now)
 		if err != nil {
 			failures.Fail(d.log, "cannot list the file registry; keeping the last set of workers",
 				"dir", d.dir, "service", d.service, "error", err)
 		} else {
 			failures.Recover(d.log, "file registry readable again", "dir", d.dir)
+			recs = tracker.Fresh(recs, now)
 			rs := make([]discovery.Registration, 0, len(recs))
 			for _, rec := range recs {
 				rs = append(rs, rec.registration())

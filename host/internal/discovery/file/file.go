@@ -3,7 +3,13 @@
 // <dir>/<service>/<worker-id>.json, rewritten atomically on every heartbeat
 // and removed on withdrawal, and a [Discoverer] that polls the directory.
 // Readers skip records whose expiry time has passed, so a worker whose
-// vigil was killed drops out after one TTL.
+// vigil was killed drops out after one TTL; and, not trusting the writer's
+// clock alone, records whose heartbeat they have not seen change for one
+// TTL by their own clock ([Tracker]), so that a record left with times in
+// the future (a clock stepped back after its vigil crashed) drops out too.
+//
+// A record holds its writer's owner token: the Registry rewrites or
+// removes only its own, and reads the record before each write.
 package file
 
 import (
@@ -32,7 +38,11 @@ type Record struct {
 	ModelID    string            `json:"model_id"`
 	InstanceID string            `json:"instance_id"`
 	Meta       map[string]string `json:"meta"`
-	// Heartbeat is when the record was last written.
+	// Owner is the owner token of the vigil run that wrote the record
+	// (discovery.Registration.Owner); empty from older vigils.
+	Owner string `json:"owner,omitempty"`
+	// Heartbeat is when the record was last written, by the writer's
+	// clock.
 	Heartbeat time.Time `json:"heartbeat"`
 	// Expires is Heartbeat plus the TTL: past it, the record is stale.
 	Expires time.Time `json:"expires"`
@@ -81,17 +91,62 @@ func (f *Registry) Register(_ context.Context, r discovery.Registration) error {
 }
 
 // Heartbeat rewrites the record with a new expiry. A record deleted from
-// under the worker is written again.
-func (f *Registry) Heartbeat(_ context.Context, r discovery.Registration) error {
+// under the worker is written again; another owner's record of the worker
+// is left as it is, and the error wraps discovery.ErrNotRegistered.
+func (f *Registry) Heartbeat(ctx context.Context, r discovery.Registration) error {
+	if err := f.mine(ctx, r); err != nil {
+		return err
+	}
 	return f.write(r)
 }
 
-// Deregister removes the record.
-func (f *Registry) Deregister(_ context.Context, r discovery.Registration) error {
+// Deregister removes the record, unless it is another owner's: that is
+// left, and the error wraps discovery.ErrNotRegistered.
+func (f *Registry) Deregister(ctx context.Context, r discovery.Registration) error {
+	if err := f.mine(ctx, r); err != nil {
+		return err
+	}
 	if err := os.Remove(Path(f.dir, r)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("removing worker record: %w", err)
 	}
 	return nil
+}
+
+// mine returns an error unless the record of r's worker is absent or
+// r.Owner's.
+func (f *Registry) mine(ctx context.Context, r discovery.Registration) error {
+	c, ok, err := f.Claim(ctx, r)
+	switch {
+	case err != nil:
+		return err
+	case ok && c.Owner != r.Owner:
+		return fmt.Errorf("%w: record %s is another vigil's, advertising %s (owner %s)",
+			discovery.ErrNotRegistered, Path(f.dir, r), c.Addr(), c.Owner)
+	}
+	return nil
+}
+
+// Claim reads the record of r's worker: its owner, its heartbeat as the
+// renewal, its TTL, and stale once its expiry has passed by this clock. A record
+// that does not parse (torn by a crash on a filesystem without atomic
+// rename) counts as none.
+func (f *Registry) Claim(_ context.Context, r discovery.Registration) (discovery.Claim, bool, error) {
+	data, err := os.ReadFile(Path(f.dir, r))
+	if errors.Is(err, fs.ErrNotExist) {
+		return discovery.Claim{}, false, nil
+	}
+	if err != nil {
+		return discovery.Claim{}, false, fmt.Errorf("reading worker record: %w", err)
+	}
+	var rec Record
+	if json.Unmarshal(data, &rec) != nil {
+		return discovery.Claim{}, false, nil
+	}
+	return discovery.Claim{
+		Owner: rec.Owner, Address: rec.Address, Port: rec.Port,
+		Renewal: rec.Heartbeat.Format(time.RFC3339Nano), Stale: !time.Now().Before(rec.Expires),
+		TTL: rec.Expires.Sub(rec.Heartbeat),
+	}, true, nil
 }
 
 // newRecord is r's record written at now, fresh for ttl.
@@ -99,7 +154,7 @@ func newRecord(r discovery.Registration, now time.Time, ttl time.Duration) Recor
 	return Record{
 		ID: r.WorkerID, Service: r.Service, Address: r.Address, Port: r.Port,
 		Engine: r.Engine, Model: r.Model, ModelID: r.ModelID, InstanceID: r.InstanceID,
-		Meta: r.Meta(), Heartbeat: now, Expires: now.Add(ttl),
+		Meta: r.Meta(), Owner: r.Owner, Heartbeat: now, Expires: now.Add(ttl),
 	}
 }
 
@@ -110,7 +165,7 @@ func (rec Record) registration() discovery.Registration {
 	return discovery.Registration{
 		Service: rec.Service, WorkerID: rec.ID, Address: rec.Address, Port: rec.Port,
 		Engine: rec.Engine, Model: rec.Model, ModelID: rec.ModelID, InstanceID: rec.InstanceID,
-		TokensOnly: discovery.FromMeta(rec.Meta).TokensOnly,
+		TokensOnly: discovery.FromMeta(rec.Meta).TokensOnly, Owner: rec.Owner,
 	}
 }
 
@@ -151,7 +206,9 @@ func (f *Registry) write(r discovery.Registration) error {
 }
 
 // List returns the unexpired records of service under dir at time now,
-// sorted by id. Unreadable and malformed records are skipped: a reader must
+// sorted by id: those whose expiry, by their writer's clock, is after now.
+// A reader that lists more than once also bounds them by what it observes:
+// see Tracker. Unreadable and malformed records are skipped: a reader must
 // not fail because one writer crashed mid-way on a filesystem without
 // atomic rename.
 func List(dir, service string, now time.Time) ([]Record, error) {
@@ -179,4 +236,47 @@ func List(dir, service string, now time.Time) ([]Record, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// Tracker bounds the life of the records one reader lists by what it
+// observes, not only by the writer's timestamps: a record whose heartbeat
+// has not changed for its TTL (expires − heartbeat, as written), measured
+// by the reader's clock from when it first saw that heartbeat, is expired.
+// A vigil rewrites its record every third of the TTL, so a live worker's
+// heartbeat changes well within it; a record whose times lie in the future
+// (its writer's clock was stepped back after it crashed) drops out one TTL
+// after the reader first saw it. The zero value is ready; it is not safe
+// for concurrent use.
+type Tracker struct {
+	seen map[trackKey]sighting
+}
+
+type trackKey struct{ id, addr string }
+
+// sighting is a record's heartbeat and when the reader first saw it.
+type sighting struct {
+	heartbeat time.Time
+	since     time.Time
+}
+
+// Fresh returns the records of recs (a List at now) that are not expired
+// by observation, in their order, reusing recs' array. now must come from
+// the same clock on every call: time.Now, whose monotonic reading ignores
+// steps of the wall clock.
+func (t *Tracker) Fresh(recs []Record, now time.Time) []Record {
+	seen := make(map[trackKey]sighting, len(recs))
+	out := recs[:0]
+	for _, rec := range recs {
+		k := trackKey{rec.ID, rec.registration().Addr()}
+		s, ok := t.seen[k]
+		if !ok || !s.heartbeat.Equal(rec.Heartbeat) {
+			s = sighting{heartbeat: rec.Heartbeat, since: now}
+		}
+		seen[k] = s
+		if now.Sub(s.since) < rec.Expires.Sub(rec.Heartbeat) {
+			out = append(out, rec)
+		}
+	}
+	t.seen = seen // records no longer listed are forgotten
+	return out
 }
