@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/endpoint"
 	"github.com/vigilhq/vigil/host/internal/router"
 )
 
@@ -26,11 +28,12 @@ func routeCommand() *cli.Command {
 			&cli.StringFlag{Name: "http-listen", Value: "127.0.0.1:8481", EnvVars: env("HTTP_LISTEN"),
 				Usage: "address of the OpenAI-compatible HTTP API, host:port"},
 			&cli.IntFlag{Name: "retries", Value: router.DefaultRetries, EnvVars: env("RETRIES"),
-				Usage: "how many other workers a request tries when a worker refuses it (UNAVAILABLE or RESOURCE_EXHAUSTED) before its first token"},
+				Usage: "how many other workers a request tries when a worker refuses it (UNAVAILABLE, or RESOURCE_EXHAUSTED from --max-inflight) before its first token"},
 			&cli.DurationFlag{Name: "request-timeout", Value: router.DefaultRequestTimeout, EnvVars: env("REQUEST_TIMEOUT"),
 				Usage: "bound of a whole request, generation included"},
 			&cli.Int64Flag{Name: "max-body-bytes", Value: router.DefaultMaxBodyBytes, EnvVars: env("MAX_BODY_BYTES"),
-				Usage: "largest HTTP request body, in bytes; a larger one gets 413"},
+				Usage: "largest HTTP request body, in bytes; a larger one gets 413, as does a request over the workers' limit of " +
+					strconv.Itoa(endpoint.MaxRequestBytes) + " bytes once encoded for them"},
 		}, discoveryFlags("service name the workers are registered under")...), logFlags()...),
 		Action:       routeAction,
 		OnUsageError: onUsageError,

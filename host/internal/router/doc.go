@@ -17,10 +17,14 @@
 //     stream has ended. It picks workers round-robin among those serving the
 //     requested model (any worker when the request names none), skipping
 //     workers this request has already tried.
-//  3. The [Proxy] sends the request to the picked worker. When the worker
-//     answers UNAVAILABLE or RESOURCE_EXHAUSTED before its first message,
-//     nothing was generated, so the Proxy tries another worker, up to
-//     [ProxyConfig.Retries] more times. From the first message on it relays
+//  3. The [Proxy] sends the request to the picked worker. A request whose
+//     encoded size is over the workers' limit (endpoint.MaxRequestBytes,
+//     their gRPC receive limit) is refused first, with a [TooLargeError],
+//     and never sent. When the worker answers UNAVAILABLE or
+//     RESOURCE_EXHAUSTED (--max-inflight) before its first message, nothing
+//     was generated, so the Proxy tries another worker, up to
+//     [ProxyConfig.Retries] more times; a RESOURCE_EXHAUSTED for a message
+//     over a gRPC size limit is a TooLargeError too, never retried. From the first message on it relays
 //     the worker's stream as it is: chunks, the final message, the status.
 //     A request no current worker can serve fails with NOT_FOUND when workers
 //     are known but none serves the model, and with UNAVAILABLE otherwise.

@@ -122,6 +122,9 @@ func writeError(w http.ResponseWriter, e *apiError) { writeJSON(w, e.status, e.b
 // fromStatus maps a gRPC status (a worker's, or the pool's) to an OpenAI
 // error.
 func fromStatus(err error) *apiError {
+	if tl, ok := errors.AsType[*TooLargeError](err); ok {
+		return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", msg: tl.Error(), param: "prompt"}
+	}
 	st := status.Convert(err)
 	e := &apiError{msg: st.Message()}
 	switch st.Code() {
@@ -216,7 +219,7 @@ type completionRequest struct {
 // worker API.
 func (h *httpHandler) parseCompletion(w http.ResponseWriter, r *http.Request) (*completionRequest, *workerv1.GenerateRequest, *apiError) {
 	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
-		msg: fmt.Sprintf("request body exceeds %d bytes", h.cfg.MaxBodyBytes)}
+		msg: fmt.Sprintf("request body exceeds %d bytes, the router's --max-body-bytes", h.cfg.MaxBodyBytes)}
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		return nil, nil, tooLarge
 	}

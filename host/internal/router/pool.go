@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/endpoint"
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -78,7 +79,8 @@ func (p *Pool) Update(eps []discovery.Registration) {
 			continue
 		}
 		cc, err := grpc.NewClient("passthrough:///"+addr, append(sdk.StreamDialOptions(),
-			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(workerKeepalive))...)
+			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(workerKeepalive),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(endpoint.MaxRequestBytes)))...)
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.
 			p.log.Error("cannot connect to worker; ignoring it", "addr", addr, "worker_id", ep.WorkerID, "error", err)
