@@ -193,7 +193,7 @@ func startRouter(t *testing.T, workers []*fakeWorker, opts ...routerOption) *tes
 	for _, o := range opts {
 		o(&pcfg, &hcfg)
 	}
-	pool := NewPool(log)
+	pool := NewPool(PoolConfig{Logger: log})
 	pool.Update(endpoints(workers...))
 	proxy := NewProxy(pool, pcfg)
 

@@ -229,8 +229,10 @@ func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep dis
 }
 
 // GRPCServer serves a Proxy as vigil.worker.v1.Worker, beside the standard
-// grpc.health.v1 service (service names "" and vigil.worker.v1.Worker,
-// SERVING until Shutdown).
+// grpc.health.v1 service: service names "" and vigil.worker.v1.Worker are
+// SERVING while the router can route (Pool.Serving: at least one worker),
+// as HTTP GET /health is 200, and NOT_SERVING otherwise and from Shutdown
+// on.
 type GRPCServer struct {
 	grpc   *grpc.Server
 	health *health.Server
@@ -245,8 +247,15 @@ func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
 	}
 	workerv1.RegisterWorkerServer(s.grpc, p)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(workerv1.Worker_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	// After Shutdown the health server ignores these: NOT_SERVING stays.
+	p.pool.WatchServing(func(serving bool) {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if serving {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		s.health.SetServingStatus("", st)
+		s.health.SetServingStatus(workerv1.Worker_ServiceDesc.ServiceName, st)
+	})
 	return s
 }
 
