@@ -200,11 +200,8 @@ func TestModelBrieflyWithdrawn(t *testing.T) {
 	slept := time.Now()
 	mA.post(t, "/sleep", nil)
 	c.passing(t, svc, 30*time.Second, count(1))
-	r.waitLine(`model has no worker now`, 30*time.Second)
+	r.waitModels(t, "model-b") // GET /v1/models lists what serves now
 	t.Logf("sleep to the router's withdrawal of model-a: %s", time.Since(slept).Round(time.Millisecond))
-	if got := r.models(t); !slices.Equal(got, []string{"model-b"}) {
-		t.Errorf("GET /v1/models with model-a asleep: %v, want [model-b]", got)
-	}
 	a := r.complete(t, "model-a", `"hi"`)
 	if a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.err.Message, `"model-a"`) {
 		t.Errorf("model-a asleep: %d (Retry-After %q) %s; want 503 with Retry-After naming model-a", a.code, a.retryAfter, a.body)
@@ -242,7 +239,7 @@ func TestRouterHealth(t *testing.T) {
 	}
 	defer conn.Close()
 	hc := healthpb.NewHealthClient(conn)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	services := []string{"", "vigil.worker.v1.Worker"}
 	watches := map[string]grpc.ServerStreamingClient[healthpb.HealthCheckResponse]{}
