@@ -1,7 +1,9 @@
 package router
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // A prompt whose request is over the workers' limit gets 413 naming the
@@ -98,5 +101,47 @@ func TestMessageTooLarge(t *testing.T) {
 		if got := messageTooLarge(tc.err); got != tc.want {
 			t.Errorf("%s: messageTooLarge(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
+	}
+}
+
+// The router's gRPC API takes a request of exactly the workers' limit and
+// a worker serves it; one byte more is refused by the router.
+func TestRouterTakesWhatWorkersTake(t *testing.T) {
+	t.Parallel()
+	a := startWorker(t, "a", "m")
+	r := startRouter(t, []*fakeWorker{a})
+	sized := func(n int) *workerv1.GenerateRequest {
+		req := &workerv1.GenerateRequest{Model: "m", RequestId: "big"}
+		for text := n; ; {
+			req.Prompt = &workerv1.GenerateRequest_Text{Text: strings.Repeat("x", text)}
+			if size := proto.Size(req); size != n {
+				text += n - size
+				continue
+			}
+			return req
+		}
+	}
+	call := func(req *workerv1.GenerateRequest) error {
+		stream, err := r.client.Generate(t.Context(), req)
+		if err != nil {
+			return err
+		}
+		for {
+			if _, err := stream.Recv(); err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+	if err := call(sized(endpoint.MaxRequestBytes)); err != nil {
+		t.Errorf("request of the workers' limit: %v, want it served", err)
+	}
+	if err := call(sized(endpoint.MaxRequestBytes + 1)); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("request one byte over: %v, want ResourceExhausted", err)
+	}
+	if n := a.requests.Load(); n != 1 {
+		t.Errorf("worker served %d requests, want 1", n)
 	}
 }
