@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -263,5 +266,20 @@ func TestMaxRequestBytes(t *testing.T) {
 	defer e.mu.Unlock()
 	if len(e.ids) != 1 {
 		t.Errorf("engine saw %d requests, want 1 (the one within the limit)", len(e.ids))
+	}
+}
+
+// The README and the worker API's proto give the limit as a number of
+// bytes: it must be this one.
+func TestMaxRequestBytesDocumented(t *testing.T) {
+	t.Parallel()
+	for _, doc := range []string{"README.md", "proto/vigil/worker/v1/worker.proto"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), strconv.Itoa(MaxRequestBytes)) {
+			t.Errorf("%s does not give the worker's request limit, %d bytes", doc, MaxRequestBytes)
+		}
 	}
 }

@@ -123,8 +123,8 @@ func TestPoolClose(t *testing.T) {
 		t.Errorf("connection after its stream ended: %v, want Shutdown", s)
 	}
 	p.Update([]discovery.Registration{{WorkerID: "a", Address: "127.0.0.1", Port: 1}})
-	if known, n := p.Ready(); n != 0 {
-		t.Errorf("Update after Close: known %v, %d workers; want 0 workers", known, n)
+	if serving, n := p.Ready(); serving || n != 0 {
+		t.Errorf("Update after Close: serving %v, %d workers; want not serving, 0 workers", serving, n)
 	}
 	if _, _, _, err := p.Pick(Ask{}, nil); status.Code(err) != codes.Unavailable {
 		t.Errorf("Pick after Close: %v, want Unavailable", err)
