@@ -157,6 +157,7 @@ func TestOversizedPrompt(t *testing.T) {
 			a.code, a.retryAfter, a.body, workerMaxRequestBytes)
 	}
 	bytesAfter, requestsAfter := sent()
+	t.Logf("bytes sent to the workers for the refused prompt: %d and %d", bytesAfter[0]-bytesBefore[0], bytesAfter[1]-bytesBefore[1])
 	for i := range workers {
 		// The connection's own frames (settings, pings) are a few bytes.
 		if up := bytesAfter[i] - bytesBefore[i]; up > 64<<10 {
