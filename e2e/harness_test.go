@@ -17,11 +17,13 @@ type mock struct {
 	*harness.Mock
 }
 
-// startMock starts e's mock with o, serving e's model with a fresh instance
-// id, on o.GRPC or a fresh port.
+// startMock starts e's mock with o, serving o.Model (default e's model)
+// with a fresh instance id, on o.GRPC or a fresh port.
 func startMock(t *testing.T, e *engine, o harness.MockOpts) *mock {
 	t.Helper()
-	o.Model = e.model
+	if o.Model == "" {
+		o.Model = e.model
+	}
 	o.InstanceID = e.NewInstanceID()
 	hm, err := harness.StartMock(starter{t}, e.Engine, e.mockBin, o)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,9 @@ import (
 type tcpProxy struct {
 	addr string
 	lis  net.Listener
+
+	// up counts the bytes clients sent through the proxy.
+	up atomic.Int64
 
 	mu      sync.Mutex
 	backend string
@@ -82,12 +86,24 @@ func (p *tcpProxy) pipe(c net.Conn, backend string) {
 	}
 	defer b.Close()
 	done := make(chan struct{}, 2)
-	go func() { io.Copy(b, c); done <- struct{}{} }()
+	go func() { io.Copy(countingWriter{b, &p.up}, c); done <- struct{}{} }()
 	go func() { io.Copy(c, b); done <- struct{}{} }()
 	<-done
 	c.Close()
 	b.Close()
 	<-done
+}
+
+// countingWriter adds what it writes to n as it goes.
+type countingWriter struct {
+	io.Writer
+	n *atomic.Int64
+}
+
+func (w countingWriter) Write(b []byte) (int, error) {
+	n, err := w.Writer.Write(b)
+	w.n.Add(int64(n))
+	return n, err
 }
 
 // moveTo sends new connections to backend and closes the open ones: their

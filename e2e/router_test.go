@@ -27,13 +27,13 @@ type router struct {
 	GRPC, HTTP string
 }
 
-// startRouter starts vigil route over Consul and waits until it knows
-// want workers.
-func startRouter(t *testing.T, c *consulAgent, service string, want int) *router {
+// startRouter starts vigil route over Consul, with extra flags, and waits
+// until it knows want workers.
+func startRouter(t *testing.T, c *consulAgent, service string, want int, extra ...string) *router {
 	t.Helper()
 	r := &router{GRPC: addr(freePort(t)), HTTP: addr(freePort(t))}
-	r.proc = startProcEnv(t, "vigil route", c.env(), vigilBin, "route", "--discovery", "consul",
-		"--service-name", service, "--listen", r.GRPC, "--http-listen", r.HTTP)
+	r.proc = startProcEnv(t, "vigil route", c.env(), vigilBin, append([]string{"route", "--discovery", "consul",
+		"--service-name", service, "--listen", r.GRPC, "--http-listen", r.HTTP}, extra...)...)
 	r.waitWorkers(t, want)
 	return r
 }

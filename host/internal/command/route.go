@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/endpoint"
 	"github.com/vigilhq/vigil/host/internal/router"
 )
 
@@ -26,11 +28,15 @@ func routeCommand() *cli.Command {
 			&cli.StringFlag{Name: "http-listen", Value: "127.0.0.1:8481", EnvVars: env("HTTP_LISTEN"),
 				Usage: "address of the OpenAI-compatible HTTP API, host:port"},
 			&cli.IntFlag{Name: "retries", Value: router.DefaultRetries, EnvVars: env("RETRIES"),
-				Usage: "how many other workers a request tries when a worker refuses it (UNAVAILABLE or RESOURCE_EXHAUSTED) before its first token"},
+				Usage: "how many other workers a request tries when a worker refuses it (UNAVAILABLE, or RESOURCE_EXHAUSTED from --max-inflight) before its first token"},
 			&cli.DurationFlag{Name: "request-timeout", Value: router.DefaultRequestTimeout, EnvVars: env("REQUEST_TIMEOUT"),
 				Usage: "bound of a whole request, generation included"},
 			&cli.Int64Flag{Name: "max-body-bytes", Value: router.DefaultMaxBodyBytes, EnvVars: env("MAX_BODY_BYTES"),
-				Usage: "largest HTTP request body, in bytes; a larger one gets 413"},
+				Usage: "largest HTTP request body, in bytes; a larger one gets 413, as does a request over the workers' limit of " +
+					strconv.Itoa(endpoint.MaxRequestBytes) + " bytes once encoded for them"},
+			&cli.StringSliceFlag{Name: "model", EnvVars: env("MODEL"),
+				Usage: "served model name whose requests get 503 and Retry-After, not 404, while no worker serves it (repeatable, or comma-separated); " +
+					"a model seen in discovery is known for " + router.DefaultModelMemory.String() + " after its last worker left without it"},
 		}, discoveryFlags("service name the workers are registered under")...), logFlags()...),
 		Action:       routeAction,
 		OnUsageError: onUsageError,
@@ -45,6 +51,7 @@ type routeConfig struct {
 	retries            int
 	requestTimeout     time.Duration
 	maxBodyBytes       int64
+	models             []string
 }
 
 func routeAction(c *cli.Context) error {
@@ -83,6 +90,7 @@ func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, 
 	srv := router.NewServer(router.ServerConfig{
 		GRPCListener: glis, HTTPListener: hlis,
 		Source: src, Service: cfg.service,
+		Pool:   router.PoolConfig{Models: cfg.models},
 		Proxy:  router.ProxyConfig{Retries: cfg.retries, RequestTimeout: cfg.requestTimeout},
 		HTTP:   router.HTTPConfig{MaxBodyBytes: cfg.maxBodyBytes},
 		Logger: log,
@@ -104,6 +112,7 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 		retries:        c.Int("retries"),
 		requestTimeout: c.Duration("request-timeout"),
 		maxBodyBytes:   c.Int64("max-body-bytes"),
+		models:         c.StringSlice("model"),
 	}
 	var err error
 	if cfg.discoveryConfig, err = parseDiscovery(c); err != nil {
@@ -126,6 +135,15 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 	}
 	if cfg.maxBodyBytes < 1 {
 		return cfg, usageErrorf("--max-body-bytes %d: must be 1 or more", cfg.maxBodyBytes)
+	}
+	for _, m := range cfg.models {
+		// The names workers register, as --served-model-name takes them.
+		if m == "" {
+			return cfg, usageErrorf("--model %q: must not be empty or blank; give a served model name", m)
+		}
+		if err := checkModelName(m); err != nil {
+			return cfg, usageErrorf("--model %q: %v", m, err)
+		}
 	}
 	cfg.log, err = parseLog(c)
 	return cfg, err

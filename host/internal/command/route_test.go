@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v2"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/discovery/file"
 	"google.golang.org/grpc"
@@ -35,6 +37,9 @@ func TestRouteRejectsBadInput(t *testing.T) {
 		{"retries", []string{"--retries", "-1"}, "--retries -1: must be 0 or more"},
 		{"request timeout", []string{"--request-timeout", "0s"}, "--request-timeout 0s: must be a positive duration"},
 		{"max body", []string{"--max-body-bytes", "0"}, "--max-body-bytes 0: must be 1 or more"},
+		{"empty model", []string{"--model", "m", "--model", ""}, `--model "": must not be empty or blank`},
+		{"model with a control character", []string{"--model", "my\tmodel"}, `--model "my\tmodel": must not contain control characters`},
+		{"long model", []string{"--model", strings.Repeat("m", 513)}, "513 bytes long, want at most 512"},
 		{"log format", []string{"--log-format", "xml"}, `--log-format "xml": want text or json`},
 		{"log level", []string{"--log-level", "loud"}, `--log-level "loud"`},
 		{"argument", []string{"extra"}, "route takes no arguments"},
@@ -47,6 +52,40 @@ func TestRouteRejectsBadInput(t *testing.T) {
 			}
 			if !strings.Contains(out, tc.want) {
 				t.Errorf("output does not contain %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+// --model is repeatable and comma-separated, from the flag or VIGIL_MODEL.
+func TestRouteModelFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  string
+		args []string
+		want []string
+	}{
+		{"unset", "", nil, nil},
+		{"repeated and comma-separated", "", []string{"--model", "a", "--model", "b,c"}, []string{"a", "b", "c"}},
+		{"environment", "x,y", nil, []string{"x", "y"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("VIGIL_MODEL", tc.env)
+			}
+			cmd := routeCommand()
+			var cfg routeConfig
+			var parseErr error
+			cmd.Action = func(c *cli.Context) error {
+				cfg, parseErr = parseRoute(c)
+				return nil
+			}
+			app := &cli.App{Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
+			if err := app.Run(append([]string{"vigil", "route", "--registry-dir", t.TempDir()}, tc.args...)); err != nil || parseErr != nil {
+				t.Fatalf("route %v: %v, %v", tc.args, err, parseErr)
+			}
+			if diff := cmp.Diff(tc.want, cfg.models); diff != "" {
+				t.Errorf("models (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -9,6 +9,9 @@
 // flight, up to the grace period, then ends the rest with a final error
 // and has the engine abort them (Generator.Abort) before it returns, so
 // that the engine stops generating before the adapter is shut down.
+// A request larger than MaxRequestBytes is refused by gRPC itself
+// (RESOURCE_EXHAUSTED, "received message larger than max") and never
+// admitted.
 package endpoint
 
 import (
@@ -32,6 +35,15 @@ import (
 // may ping the worker endpoint to detect a frozen worker; gRPC's default
 // (5 minutes) would cut them off with GOAWAY too_many_pings.
 const KeepaliveMinTime = 5 * time.Second
+
+// MaxRequestBytes is the largest request message the worker endpoint
+// receives, in bytes; a larger one gets RESOURCE_EXHAUSTED from gRPC before
+// it reaches the engine. It is gRPC's default message limit (4 MiB), which
+// the adapter's server and the engines' keep, less 64 KiB for what the
+// worker and the adapter add to a request on its way (engine request ids,
+// engine-specific fields): a request the worker takes fits every later hop.
+// vigil route checks requests against it before sending them.
+const MaxRequestBytes = 4<<20 - 64<<10
 
 // DefaultMaxInflight is the default --max-inflight: well above what one
 // engine batches at once, so that it only stops a runaway client.
@@ -77,7 +89,7 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger) *Server {
 	}
 	s := &Server{
 		lis: lis, health: health.NewServer(), log: log,
-		grpc: grpc.NewServer(append(sdk.StreamServerOptions(),
+		grpc: grpc.NewServer(append(sdk.StreamServerOptions(), grpc.MaxRecvMsgSize(MaxRequestBytes),
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime}))...),
 		maxInflight: maxInflight, refusal: "worker starting", inflight: map[uint64]*request{},
 	}

@@ -3,9 +3,13 @@ package endpoint
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -330,5 +335,55 @@ func TestDrainAbortUnanswered(t *testing.T) {
 			}
 			<-done
 		})
+	}
+}
+
+// sizedText is a text request whose encoded size is exactly n bytes.
+func sizedText(n int) *workerv1.GenerateRequest {
+	req := &workerv1.GenerateRequest{RequestId: "big"}
+	text := n
+	for {
+		req.Prompt = &workerv1.GenerateRequest_Text{Text: strings.Repeat("x", text)}
+		size := proto.Size(req)
+		if size == n {
+			return req
+		}
+		text += n - size
+	}
+}
+
+// The endpoint takes requests up to MaxRequestBytes; gRPC refuses a larger
+// one with RESOURCE_EXHAUSTED naming the limit before the engine sees it.
+func TestMaxRequestBytes(t *testing.T) {
+	t.Parallel()
+	e := &fakeEngine{}
+	s, c := serve(t, e, worker, 0)
+	s.Admit(true, "")
+	if r := run(t.Context(), c, sizedText(MaxRequestBytes)); r.err != nil || r.tokens != 2 {
+		t.Fatalf("request of MaxRequestBytes: %+v, want it served", r)
+	}
+	r := run(t.Context(), c, sizedText(MaxRequestBytes+1))
+	if status.Code(r.err) != codes.ResourceExhausted || !strings.Contains(r.err.Error(), fmt.Sprint(MaxRequestBytes)) {
+		t.Errorf("request of MaxRequestBytes+1: %v, want ResourceExhausted naming %d", r.err, MaxRequestBytes)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.ids) != 1 {
+		t.Errorf("engine saw %d requests, want 1 (the one within the limit)", len(e.ids))
+	}
+}
+
+// The README and the worker API's proto give the limit as a number of
+// bytes: it must be this one.
+func TestMaxRequestBytesDocumented(t *testing.T) {
+	t.Parallel()
+	for _, doc := range []string{"README.md", "proto/vigil/worker/v1/worker.proto"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), strconv.Itoa(MaxRequestBytes)) {
+			t.Errorf("%s does not give the worker's request limit, %d bytes", doc, MaxRequestBytes)
+		}
 	}
 }

@@ -17,15 +17,25 @@
 //     stream has ended. It picks workers round-robin among those serving the
 //     requested model (any worker when the request names none), skipping
 //     workers this request has already tried.
-//  3. The [Proxy] sends the request to the picked worker. When the worker
-//     answers UNAVAILABLE or RESOURCE_EXHAUSTED before its first message,
-//     nothing was generated, so the Proxy tries another worker, up to
-//     [ProxyConfig.Retries] more times. From the first message on it relays
+//  3. The [Proxy] sends the request to the picked worker. A request whose
+//     encoded size is over the workers' limit (endpoint.MaxRequestBytes,
+//     their gRPC receive limit) is refused first, with a [TooLargeError],
+//     and never sent. When the worker answers UNAVAILABLE or
+//     RESOURCE_EXHAUSTED (--max-inflight) before its first message, nothing
+//     was generated, so the Proxy tries another worker, up to
+//     [ProxyConfig.Retries] more times; a RESOURCE_EXHAUSTED for a message
+//     over a gRPC size limit is a TooLargeError too, never retried. From the first message on it relays
 //     the worker's stream as it is: chunks, the final message, the status.
-//     A request no current worker can serve fails with NOT_FOUND when workers
-//     are known but none serves the model, and with UNAVAILABLE otherwise.
+//     A request no current worker can serve fails with UNAVAILABLE (HTTP
+//     503 with Retry-After: retry later) when its model is known: a worker
+//     served it within [DefaultModelMemory] (10 minutes), or it was given
+//     with --model ([PoolConfig.Models]), or no worker at all is known.
+//     Only a model never seen, or forgotten, while other workers serve
+//     fails with NOT_FOUND (HTTP 404, which clients do not retry).
 //  4. [NewGRPCServer] serves the Proxy as vigil.worker.v1.Worker (the same
-//     API a single worker serves), beside grpc.health.v1.
+//     API a single worker serves), beside grpc.health.v1, which reports
+//     [Pool.Serving] (the router can route: at least one worker) as HTTP
+//     GET /health does: one source, so the two never disagree.
 //     [NewHTTPHandler] maps POST /v1/completions, GET /v1/models and
 //     GET /health onto it; gRPC status codes become HTTP statuses and
 //     OpenAI error bodies.

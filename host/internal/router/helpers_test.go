@@ -32,6 +32,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakeWorker struct {
 	ep       discovery.Registration
 	requests atomic.Int64
+	// streams counts Generate calls as they arrive, before their request
+	// message is read: those that gRPC refused too.
+	streams atomic.Int64
 
 	mu sync.Mutex
 	// refuse, when not OK, fails requests with this code before any
@@ -117,8 +120,9 @@ func promptTokens(req *workerv1.GenerateRequest) uint32 {
 	return uint32(len(strings.Fields(req.GetText())))
 }
 
-// startWorker serves a fakeWorker of model on loopback until the test ends.
-func startWorker(t *testing.T, id, model string) *fakeWorker {
+// startWorker serves a fakeWorker of model on loopback until the test
+// ends, its gRPC server with opts.
+func startWorker(t *testing.T, id, model string, opts ...grpc.ServerOption) *fakeWorker {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -130,7 +134,11 @@ func startWorker(t *testing.T, id, model string) *fakeWorker {
 		holding:   make(chan struct{}),
 		cancelled: make(chan struct{}),
 	}
-	s := grpc.NewServer()
+	count := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		w.streams.Add(1)
+		return h(srv, ss)
+	}
+	s := grpc.NewServer(append(opts, grpc.StreamInterceptor(count))...)
 	workerv1.RegisterWorkerServer(s, w)
 	done := make(chan struct{})
 	go func() {
@@ -185,7 +193,7 @@ func startRouter(t *testing.T, workers []*fakeWorker, opts ...routerOption) *tes
 	for _, o := range opts {
 		o(&pcfg, &hcfg)
 	}
-	pool := NewPool(log)
+	pool := NewPool(PoolConfig{Logger: log})
 	pool.Update(endpoints(workers...))
 	proxy := NewProxy(pool, pcfg)
 

@@ -29,6 +29,11 @@ import (
 // while keeping a careless client from filling memory.
 const DefaultMaxBodyBytes = 1 << 20
 
+// RetryAfter is the Retry-After of every 503: a model whose workers are
+// all away (asleep, restarting, draining) or a request every worker
+// refused. OpenAI's clients wait that long before their next try.
+const RetryAfter = 5 * time.Second
+
 // defaultMaxTokens is OpenAI's default for max_tokens in completions.
 const defaultMaxTokens = 16
 
@@ -47,10 +52,14 @@ type HTTPConfig struct {
 //     events (OpenAI's legacy completions API, with top_k and ignore_eos as
 //     extensions; n must be 1; logprobs, echo, best_of and suffix are not
 //     supported and ignored like any unknown field).
-//   - GET /v1/models: the served model names of the current workers.
-//   - GET /health: 200 while at least one worker is known, else 503.
+//   - GET /v1/models: the served model names of the current workers,
+//     what can be served now; a model remembered while its workers are
+//     away is not listed (its requests get 503).
+//   - GET /health: 200 while the router can route (Pool.Serving: at least
+//     one worker), else 503; the gRPC health service says the same.
 //
-// Errors have OpenAI's body, {"error":{"message","type","param","code"}}.
+// Errors have OpenAI's body, {"error":{"message","type","param","code"}};
+// every 503 carries Retry-After (RetryAfter).
 func NewHTTPHandler(p *Proxy, cfg HTTPConfig) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -79,6 +88,8 @@ type apiError struct {
 	typ    string // invalid_request_error, not_found_error, rate_limit_error, server_error
 	msg    string
 	param  string // the offending request field, if known
+	// retryAfter, if not 0, is sent as Retry-After.
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -117,11 +128,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Write(append(data, '\n'))
 }
 
-func writeError(w http.ResponseWriter, e *apiError) { writeJSON(w, e.status, e.body()) }
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(e.retryAfter/time.Second)))
+	}
+	writeJSON(w, e.status, e.body())
+}
 
 // fromStatus maps a gRPC status (a worker's, or the pool's) to an OpenAI
 // error.
 func fromStatus(err error) *apiError {
+	if tl, ok := errors.AsType[*TooLargeError](err); ok {
+		return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", msg: tl.Error(), param: "prompt"}
+	}
 	st := status.Convert(err)
 	e := &apiError{msg: st.Message()}
 	switch st.Code() {
@@ -133,7 +152,7 @@ func fromStatus(err error) *apiError {
 	case codes.ResourceExhausted:
 		e.status, e.typ = http.StatusTooManyRequests, "rate_limit_error"
 	case codes.Unavailable:
-		e.status, e.typ = http.StatusServiceUnavailable, "server_error"
+		e.status, e.typ, e.retryAfter = http.StatusServiceUnavailable, "server_error", RetryAfter
 	case codes.DeadlineExceeded:
 		e.status, e.typ = http.StatusGatewayTimeout, "server_error"
 	default:
@@ -166,9 +185,9 @@ func (h *httpHandler) health(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, r, "GET, HEAD")
 		return
 	}
-	_, n := h.proxy.pool.Ready()
-	if n == 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "no workers", "workers": 0})
+	serving, n := h.proxy.pool.Ready()
+	if !serving {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "no workers", "workers": n})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "workers": n})
@@ -216,7 +235,7 @@ type completionRequest struct {
 // worker API.
 func (h *httpHandler) parseCompletion(w http.ResponseWriter, r *http.Request) (*completionRequest, *workerv1.GenerateRequest, *apiError) {
 	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
-		msg: fmt.Sprintf("request body exceeds %d bytes", h.cfg.MaxBodyBytes)}
+		msg: fmt.Sprintf("request body exceeds %d bytes, the router's --max-body-bytes", h.cfg.MaxBodyBytes)}
 	if r.ContentLength > h.cfg.MaxBodyBytes {
 		return nil, nil, tooLarge
 	}

@@ -330,23 +330,6 @@ func TestModels(t *testing.T) {
 	}
 }
 
-func TestHealth(t *testing.T) {
-	t.Parallel()
-	a := startWorker(t, "a", "m")
-	r := startRouter(t, nil)
-	if code, _, body := r.do(t, "GET", "/health", ""); code != http.StatusServiceUnavailable {
-		t.Errorf("no workers: got %d, want 503:\n%s", code, body)
-	}
-	r.pool.Update(endpoints(a))
-	if code, _, body := r.do(t, "GET", "/health", ""); code != http.StatusOK {
-		t.Errorf("one worker: got %d, want 200:\n%s", code, body)
-	}
-	r.pool.Update(nil)
-	if code, _, body := r.do(t, "GET", "/health", ""); code != http.StatusServiceUnavailable {
-		t.Errorf("worker gone: got %d, want 503:\n%s", code, body)
-	}
-}
-
 func TestCompletionTimeout(t *testing.T) {
 	t.Parallel()
 	a := startWorker(t, "a", "m")
@@ -377,5 +360,32 @@ func TestParamOf(t *testing.T) {
 		if got := paramOf(msg); got != want {
 			t.Errorf("paramOf(%q) = %q, want %q", msg, got, want)
 		}
+	}
+}
+
+// A model whose workers are away gets 503 with Retry-After, which OpenAI
+// clients retry, and is not listed in /v1/models; an unknown model gets
+// 404, without Retry-After.
+func TestWithdrawnModel(t *testing.T) {
+	t.Parallel()
+	a, b := startWorker(t, "a", "A"), startWorker(t, "b", "B")
+	r := startRouter(t, []*fakeWorker{a, b})
+	r.pool.Update(endpoints(b))
+
+	code, hdr, body := r.do(t, "POST", "/v1/completions", `{"model":"A","prompt":"p"}`)
+	if code != http.StatusServiceUnavailable || hdr.Get("Retry-After") != "5" || !strings.Contains(body, `\"A\"`) {
+		t.Errorf("withdrawn model: %d Retry-After %q %s, want 503, Retry-After 5, naming the model", code, hdr.Get("Retry-After"), body)
+	}
+	code, hdr, body = r.do(t, "POST", "/v1/completions", `{"model":"C","prompt":"p","stream":true}`)
+	if code != http.StatusNotFound || hdr.Get("Retry-After") != "" {
+		t.Errorf("never-seen model: %d Retry-After %q %s, want 404 without Retry-After", code, hdr.Get("Retry-After"), body)
+	}
+	_, _, body = r.do(t, "GET", "/v1/models", "")
+	if strings.Contains(body, `"A"`) || !strings.Contains(body, `"B"`) {
+		t.Errorf("/v1/models: %s, want B alone", body)
+	}
+	r.pool.Update(endpoints(a, b))
+	if code, _, body := r.do(t, "POST", "/v1/completions", `{"model":"A","prompt":"p"}`); code != http.StatusOK {
+		t.Errorf("model back: %d %s, want 200", code, body)
 	}
 }

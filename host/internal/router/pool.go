@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/endpoint"
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,18 +17,47 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// DefaultModelMemory is how long a model stays known after its last worker
+// left discovery: long enough for an engine to sleep and wake, or to be
+// restarted, short enough that a model taken out of service is soon
+// reported as unknown.
+const DefaultModelMemory = 10 * time.Minute
+
+// PoolConfig configures a Pool.
+type PoolConfig struct {
+	// Models are served model names known even while no worker serves
+	// them (vigil route --model): their requests then get UNAVAILABLE, as a
+	// model seen in discovery within Memory does, not NOT_FOUND.
+	Models []string
+	// Memory is how long a model stays known after its last worker left
+	// discovery; 0 means DefaultModelMemory.
+	Memory time.Duration
+	// Now is the clock of Memory; nil means time.Now.
+	Now func() time.Time
+	// Logger receives a line per worker joining or leaving, and per model
+	// withdrawn or forgotten; nil discards.
+	Logger hclog.Logger
+}
+
 // Pool is the current set of workers and a gRPC connection to each worker
 // address. Update replaces the set; Pick chooses a worker for one attempt.
-// It is safe for concurrent use.
+// It also decides whether the router can route (Serving), which both
+// health APIs report. It is safe for concurrent use.
 type Pool struct {
-	log hclog.Logger
+	log    hclog.Logger
+	now    func() time.Time
+	memory time.Duration
+	pinned map[string]bool // PoolConfig.Models
 
-	mu     sync.Mutex
-	eps    []discovery.Registration // current set, in discovery.Sort order
-	conns  map[string]*conn         // by address, for the current set
-	next   map[string]uint64
-	known  bool // Update was called at least once
-	closed bool
+	mu       sync.Mutex
+	eps      []discovery.Registration // current set, in discovery.Sort order
+	conns    map[string]*conn         // by address, for the current set
+	next     map[string]uint64
+	left     map[string]time.Time // model -> when its last worker left discovery
+	known    bool                 // Update was called at least once
+	closed   bool
+	serving  bool
+	watchers []func(serving bool)
 }
 
 // conn is a connection to one worker address. It is closed once its
@@ -39,9 +69,20 @@ type conn struct {
 	removed  bool // guarded by Pool.mu
 }
 
-// NewPool returns an empty Pool.
-func NewPool(log hclog.Logger) *Pool {
-	return &Pool{log: orNull(log), conns: map[string]*conn{}, next: map[string]uint64{}}
+// NewPool returns an empty Pool, which knows no worker until Update.
+func NewPool(cfg PoolConfig) *Pool {
+	p := &Pool{log: orNull(cfg.Logger), now: cfg.Now, memory: cfg.Memory, pinned: map[string]bool{},
+		conns: map[string]*conn{}, next: map[string]uint64{}, left: map[string]time.Time{}}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	if p.memory <= 0 {
+		p.memory = DefaultModelMemory
+	}
+	for _, m := range cfg.Models {
+		p.pinned[m] = true
+	}
+	return p
 }
 
 // Update replaces the set of workers with eps, at once: after it returns,
@@ -78,7 +119,8 @@ func (p *Pool) Update(eps []discovery.Registration) {
 			continue
 		}
 		cc, err := grpc.NewClient("passthrough:///"+addr, append(sdk.StreamDialOptions(),
-			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(workerKeepalive))...)
+			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(workerKeepalive),
+			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(endpoint.MaxRequestBytes)))...)
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.
 			p.log.Error("cannot connect to worker; ignoring it", "addr", addr, "worker_id", ep.WorkerID, "error", err)
@@ -88,12 +130,83 @@ func (p *Pool) Update(eps []discovery.Registration) {
 		p.conns[addr] = &conn{addr: addr, cc: cc}
 		p.log.Info("worker joined", "addr", addr, "worker_id", ep.WorkerID, "model", ep.Model, "engine", ep.Engine)
 	}
+	before := modelSet(p.eps)
 	p.eps = slices.DeleteFunc(eps, func(ep discovery.Registration) bool { return p.conns[ep.Addr()] == nil })
 	p.known = true
+	p.remember(before, modelSet(p.eps))
+	p.setServing()
 	p.mu.Unlock()
 
 	for _, c := range toClose {
 		c.cc.Close()
+	}
+}
+
+// remember notes when each model of before that is missing from after
+// lost its last worker, and forgets models gone for longer than the
+// memory. The caller holds p.mu.
+func (p *Pool) remember(before, after map[string]bool) {
+	now := p.now()
+	for m := range after {
+		delete(p.left, m)
+	}
+	for m := range before {
+		if !after[m] {
+			p.left[m] = now
+			p.log.Info("model has no worker now; its requests get UNAVAILABLE (HTTP 503) until one returns", "model", m,
+				"remembered_for", p.memory, "pinned", p.pinned[m])
+		}
+	}
+	for m, at := range p.left {
+		if now.Sub(at) > p.memory {
+			delete(p.left, m)
+			if !p.pinned[m] {
+				p.log.Info("model forgotten: no worker served it within the memory; its requests get NOT_FOUND (HTTP 404)", "model", m, "memory", p.memory)
+			}
+		}
+	}
+}
+
+// modelSet is the served model names of eps.
+func modelSet(eps []discovery.Registration) map[string]bool {
+	set := map[string]bool{}
+	for _, ep := range eps {
+		if ep.Model != "" {
+			set[ep.Model] = true
+		}
+	}
+	return set
+}
+
+// Serving reports whether the router can route: discovery has answered,
+// with at least one worker, and the pool is open. The router's HTTP
+// GET /health and its grpc.health.v1 service both report it.
+func (p *Pool) Serving() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.serving
+}
+
+// WatchServing calls f with Serving now and then each time it changes, in
+// order, under the pool's lock: f must not call the Pool.
+func (p *Pool) WatchServing(f func(serving bool)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.watchers = append(p.watchers, f)
+	f(p.serving)
+}
+
+// setServing recomputes Serving and tells the watchers of a change. The
+// caller holds p.mu.
+func (p *Pool) setServing() {
+	serving := p.known && !p.closed && len(p.eps) > 0
+	if serving == p.serving {
+		return
+	}
+	p.serving = serving
+	p.log.Info("router serving status changed", "serving", serving, "workers", len(p.eps))
+	for _, f := range p.watchers {
+		f(serving)
 	}
 }
 
@@ -136,14 +249,21 @@ func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && (!a.Te
 // prompt, whose address is not in tried. The caller must call release when
 // its stream on the returned connection has ended.
 //
-// Errors are gRPC statuses: UNAVAILABLE when no worker is known or every
-// worker that could take the request was tried, NOT_FOUND when workers are
-// known but none serves the model, INVALID_ARGUMENT naming prompt when
-// those that serve it take token ids only and the prompt is text.
+// Errors are gRPC statuses:
+//   - UNAVAILABLE when no worker serves the model now but it is known (a
+//     worker served it within the memory, or it is pinned with
+//     PoolConfig.Models), when no worker is known at all (discovery has not
+//     answered, or lists none: nothing tells an unknown model from one
+//     whose workers are all away), or when every worker that could take
+//     the request was tried;
+//   - NOT_FOUND when workers are known but none serves the model, nor did
+//     within the memory;
+//   - INVALID_ARGUMENT naming prompt when those that serve it take token
+//     ids only and the prompt is text.
 func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, cc *grpc.ClientConn, release func(), err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || len(p.eps) == 0 {
+	if p.closed || !p.known {
 		return discovery.Registration{}, nil, nil, status.Error(codes.Unavailable, "no workers available")
 	}
 	var serving, taking, untried int
@@ -162,7 +282,7 @@ func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, 
 	}
 	switch {
 	case serving == 0:
-		return discovery.Registration{}, nil, nil, status.Errorf(codes.NotFound, "no worker serves model %q", ask.Model)
+		return discovery.Registration{}, nil, nil, p.noWorker(ask.Model)
 	case taking == 0:
 		return discovery.Registration{}, nil, nil, status.Errorf(codes.InvalidArgument, "prompt: %s take token ids only, not text", workersOf(ask.Model))
 	case untried == 0:
@@ -186,6 +306,23 @@ func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, 
 	return ep, c.cc, func() { once.Do(func() { p.release(c) }) }, nil
 }
 
+// noWorker is Pick's error for a model no current worker serves. The
+// caller holds p.mu.
+func (p *Pool) noWorker(model string) error {
+	left, seen := p.left[model]
+	since := p.now().Sub(left)
+	switch {
+	case p.pinned[model]:
+		return status.Errorf(codes.Unavailable, "no worker of model %q serves now (a model given with --model); retry later", model)
+	case seen && since <= p.memory:
+		return status.Errorf(codes.Unavailable, "no worker of model %q serves now (its last worker left discovery %s ago); retry later",
+			model, since.Round(time.Second))
+	case len(p.eps) == 0:
+		return status.Error(codes.Unavailable, "no workers available")
+	}
+	return status.Errorf(codes.NotFound, "no worker serves model %q, nor did one in the last %s", model, p.memory)
+}
+
 func (p *Pool) release(c *conn) {
 	p.mu.Lock()
 	c.inflight--
@@ -196,12 +333,12 @@ func (p *Pool) release(c *conn) {
 	}
 }
 
-// Ready reports whether the pool has a worker set from discovery
-// (possibly empty) and how many workers it holds.
-func (p *Pool) Ready() (known bool, workers int) {
+// Ready reports whether the router can route (Serving) and how many
+// workers it holds.
+func (p *Pool) Ready() (serving bool, workers int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.known, len(p.eps)
+	return p.serving, len(p.eps)
 }
 
 // Close drops every worker: idle connections close at once, the others
@@ -222,6 +359,7 @@ func (p *Pool) Close() {
 		}
 	}
 	p.eps = nil
+	p.setServing()
 	p.mu.Unlock()
 	for _, c := range toClose {
 		c.cc.Close()

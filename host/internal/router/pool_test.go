@@ -2,7 +2,9 @@ package router
 
 import (
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/vigilhq/vigil/host/internal/discovery"
@@ -13,7 +15,7 @@ import (
 
 func TestPoolPick(t *testing.T) {
 	t.Parallel()
-	p := NewPool(nil)
+	p := NewPool(PoolConfig{})
 	defer p.Close()
 	p.Update([]discovery.Registration{
 		{WorkerID: "c", Address: "127.0.0.1", Port: 3, Model: "m2"},
@@ -72,7 +74,7 @@ func TestPoolPick(t *testing.T) {
 
 func TestPoolClosesConnectionWhenIdle(t *testing.T) {
 	t.Parallel()
-	p := NewPool(nil)
+	p := NewPool(PoolConfig{})
 	defer p.Close()
 	a := discovery.Registration{WorkerID: "a", Address: "127.0.0.1", Port: 1, Model: "m"}
 	b := discovery.Registration{WorkerID: "b", Address: "127.0.0.1", Port: 2, Model: "m"}
@@ -105,7 +107,7 @@ func TestPoolClosesConnectionWhenIdle(t *testing.T) {
 
 func TestPoolClose(t *testing.T) {
 	t.Parallel()
-	p := NewPool(nil)
+	p := NewPool(PoolConfig{})
 	p.Update([]discovery.Registration{{WorkerID: "a", Address: "127.0.0.1", Port: 1}})
 	_, cc, release, err := p.Pick(Ask{}, nil)
 	if err != nil {
@@ -121,8 +123,8 @@ func TestPoolClose(t *testing.T) {
 		t.Errorf("connection after its stream ended: %v, want Shutdown", s)
 	}
 	p.Update([]discovery.Registration{{WorkerID: "a", Address: "127.0.0.1", Port: 1}})
-	if known, n := p.Ready(); n != 0 {
-		t.Errorf("Update after Close: known %v, %d workers; want 0 workers", known, n)
+	if serving, n := p.Ready(); serving || n != 0 {
+		t.Errorf("Update after Close: serving %v, %d workers; want not serving, 0 workers", serving, n)
 	}
 	if _, _, _, err := p.Pick(Ask{}, nil); status.Code(err) != codes.Unavailable {
 		t.Errorf("Pick after Close: %v, want Unavailable", err)
@@ -134,7 +136,7 @@ func TestPoolClose(t *testing.T) {
 // naming prompt, and token prompts go to all.
 func TestPoolPickPromptKind(t *testing.T) {
 	t.Parallel()
-	p := NewPool(nil)
+	p := NewPool(PoolConfig{})
 	defer p.Close()
 	p.Update([]discovery.Registration{
 		{WorkerID: "text", Address: "127.0.0.1", Port: 1, Model: "m"},
@@ -172,4 +174,73 @@ func TestPoolPickPromptKind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeClock is a PoolConfig.Now that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// TestPoolRemembersModels: a model whose workers all left discovery is
+// UNAVAILABLE (retry later) for the memory after its last worker left, a
+// model given in PoolConfig.Models always, and only a model never seen (or
+// forgotten) is NOT_FOUND; with no worker at all nothing is NOT_FOUND.
+func TestPoolRemembersModels(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	p := NewPool(PoolConfig{Models: []string{"pinned"}, Now: clock.Now})
+	defer p.Close()
+	a := discovery.Registration{WorkerID: "a", Address: "127.0.0.1", Port: 1, Model: "A"}
+	b := discovery.Registration{WorkerID: "b", Address: "127.0.0.1", Port: 2, Model: "B"}
+	pick := func(step, model string, want codes.Code, msg string) {
+		t.Helper()
+		_, _, release, err := p.Pick(Ask{Model: model}, nil)
+		if err == nil {
+			release()
+		}
+		if status.Code(err) != want || !strings.Contains(status.Convert(err).Message(), msg) {
+			t.Errorf("%s: Pick(%q) = %v, want %v with %q", step, model, err, want, msg)
+		}
+	}
+
+	pick("before discovery answers", "A", codes.Unavailable, "no workers available")
+	p.Update([]discovery.Registration{a, b})
+	pick("served", "A", codes.OK, "")
+	pick("never seen", "C", codes.NotFound, `no worker serves model "C", nor did one in the last 10m0s`)
+	pick("pinned, never seen", "pinned", codes.Unavailable, "--model")
+
+	p.Update([]discovery.Registration{b}) // A's engine sleeps
+	pick("just withdrawn", "A", codes.Unavailable, `no worker of model "A" serves now (its last worker left discovery 0s ago)`)
+	clock.advance(5 * time.Minute)
+	p.Update([]discovery.Registration{b}) // later sets without A do not renew it
+	clock.advance(5 * time.Minute)
+	pick("withdrawn for the whole memory", "A", codes.Unavailable, "left discovery 10m0s ago")
+	clock.advance(time.Second)
+	pick("past the memory", "A", codes.NotFound, `no worker serves model "A"`)
+	pick("pinned, much later", "pinned", codes.Unavailable, "--model")
+
+	p.Update([]discovery.Registration{a, b}) // A is back, and leaves again
+	p.Update([]discovery.Registration{b})
+	clock.advance(time.Minute)
+	pick("withdrawn again", "A", codes.Unavailable, "left discovery 1m0s ago")
+
+	p.Update(nil) // no worker at all: unknown is not provable
+	pick("no workers, never seen", "C", codes.Unavailable, "no workers available")
+	pick("no workers, B just withdrawn", "B", codes.Unavailable, `model "B"`)
+	clock.advance(time.Hour)
+	p.Update(nil)
+	pick("no workers, A forgotten", "A", codes.Unavailable, "no workers available")
 }

@@ -3,12 +3,15 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/endpoint"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
@@ -16,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Defaults of ProxyConfig.
@@ -32,8 +36,8 @@ const (
 // ProxyConfig configures a Proxy.
 type ProxyConfig struct {
 	// Retries is how many more workers a request tries after one answers
-	// UNAVAILABLE or RESOURCE_EXHAUSTED before its first message; 0 tries
-	// only one. Negative means 0.
+	// UNAVAILABLE or RESOURCE_EXHAUSTED (but for a message over its size
+	// limit) before its first message; 0 tries only one. Negative means 0.
 	Retries int
 	// RequestTimeout bounds a whole request, retries and generation
 	// included; it becomes the deadline of the worker call. 0 means no
@@ -69,13 +73,67 @@ func (p *Proxy) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStream
 }
 
 // retryable reports whether a worker's status before its first message
-// means nothing was generated and another worker may serve the request.
+// means nothing was generated and another worker may serve the request: it
+// is unavailable, or full (--max-inflight). A message over a size limit is
+// RESOURCE_EXHAUSTED too, but every worker would refuse it.
 func retryable(err error) bool {
 	switch status.Code(err) {
-	case codes.Unavailable, codes.ResourceExhausted:
+	case codes.Unavailable:
 		return true
+	case codes.ResourceExhausted:
+		return !messageTooLarge(err)
 	}
 	return false
+}
+
+// messageTooLarge reports whether err is gRPC's refusal of a message over a
+// size limit: RESOURCE_EXHAUSTED whose message says "larger than max", as
+// grpc-go's send limit ("trying to send message larger than max (N vs.
+// M)") and receive limit ("grpc: received message larger than max (N vs.
+// M)", and the forms after decompression) do. A worker's --max-inflight
+// refusal says "requests in flight".
+func messageTooLarge(err error) bool {
+	st := status.Convert(err)
+	return st.Code() == codes.ResourceExhausted && strings.Contains(strings.ToLower(st.Message()), "larger than max")
+}
+
+// TooLargeError is a request whose encoded size is over the workers'
+// message limit, found by the router before sending it or by gRPC's limits
+// (the router's send limit, a worker's receive limit). The client must
+// shorten it, so no other worker is tried. gRPC clients get
+// RESOURCE_EXHAUSTED, gRPC's code for a message over a limit; HTTP clients
+// get 413.
+type TooLargeError struct {
+	// Size is the request's encoded size and Limit the limit it is over,
+	// in bytes; 0 when gRPC's message did not say.
+	Size, Limit int
+	// Detail is gRPC's message when the limit was a worker's.
+	Detail string
+}
+
+func (e *TooLargeError) Error() string {
+	if e.Limit == 0 {
+		return "request too large: over a worker's message limit: " + e.Detail
+	}
+	return fmt.Sprintf("request too large: it encodes to %d bytes, over the workers' limit of %d bytes (their gRPC message limit); shorten the prompt", e.Size, e.Limit)
+}
+
+// GRPCStatus is the status gRPC clients of the router get.
+func (e *TooLargeError) GRPCStatus() *status.Status {
+	return status.New(codes.ResourceExhausted, e.Error())
+}
+
+// tooLarge is a messageTooLarge error as a TooLargeError, with the sizes
+// gRPC's message gives as "(N vs. M)".
+func tooLarge(err error) *TooLargeError {
+	msg := status.Convert(err).Message()
+	e := &TooLargeError{Detail: msg}
+	if i := strings.LastIndex(msg, "("); i >= 0 {
+		if _, err := fmt.Sscanf(msg[i:], "(%d vs. %d)", &e.Size, &e.Limit); err != nil {
+			e.Size, e.Limit = 0, 0
+		}
+	}
+	return e
 }
 
 // errSend marks an error of the caller's send function, so that it is
@@ -95,6 +153,11 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.RequestTimeout)
 		defer cancel()
+	}
+	// Every worker would refuse a request over its limit: refuse it here,
+	// before uploading it even once.
+	if size := proto.Size(req); size > endpoint.MaxRequestBytes {
+		return &TooLargeError{Size: size, Limit: endpoint.MaxRequestBytes}
 	}
 	tried := map[string]bool{}
 	var lastErr error
@@ -118,6 +181,9 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 		var se errSend
 		if errors.As(err, &se) {
 			return se.err
+		}
+		if !started && messageTooLarge(err) {
+			return tooLarge(err)
 		}
 		if err == nil || started || !retryable(err) || ctx.Err() != nil {
 			return err
@@ -163,8 +229,10 @@ func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep dis
 }
 
 // GRPCServer serves a Proxy as vigil.worker.v1.Worker, beside the standard
-// grpc.health.v1 service (service names "" and vigil.worker.v1.Worker,
-// SERVING until Shutdown).
+// grpc.health.v1 service: service names "" and vigil.worker.v1.Worker are
+// SERVING while the router can route (Pool.Serving: at least one worker),
+// as HTTP GET /health is 200, and NOT_SERVING otherwise and from Shutdown
+// on.
 type GRPCServer struct {
 	grpc   *grpc.Server
 	health *health.Server
@@ -173,13 +241,21 @@ type GRPCServer struct {
 // NewGRPCServer returns a GRPCServer for p.
 func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
 	s := &GRPCServer{
-		grpc:   grpc.NewServer(append(append(sdk.StreamServerOptions(), grpc.WaitForHandlers(true)), opts...)...),
+		grpc: grpc.NewServer(append(append(sdk.StreamServerOptions(), grpc.WaitForHandlers(true),
+			grpc.MaxRecvMsgSize(endpoint.MaxRequestBytes)), opts...)...),
 		health: health.NewServer(),
 	}
 	workerv1.RegisterWorkerServer(s.grpc, p)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(workerv1.Worker_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	// After Shutdown the health server ignores these: NOT_SERVING stays.
+	p.pool.WatchServing(func(serving bool) {
+		st := healthpb.HealthCheckResponse_NOT_SERVING
+		if serving {
+			st = healthpb.HealthCheckResponse_SERVING
+		}
+		s.health.SetServingStatus("", st)
+		s.health.SetServingStatus(workerv1.Worker_ServiceDesc.ServiceName, st)
+	})
 	return s
 }
 

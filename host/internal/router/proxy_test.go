@@ -2,9 +2,12 @@ package router
 
 import (
 	"context"
+	"net/http"
 	"testing"
+	"time"
 
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -218,14 +221,50 @@ func TestClientCancellationReachesWorker(t *testing.T) {
 	<-a.cancelled // the worker's call ended with the client's
 }
 
-func TestGRPCHealth(t *testing.T) {
+// The gRPC health service and HTTP GET /health say the same, from the
+// pool: NOT_SERVING and 503 with no worker, SERVING and 200 with one, and
+// the Watch stream follows each change.
+func TestHealthAgrees(t *testing.T) {
 	t.Parallel()
+	a := startWorker(t, "a", "m")
 	r := startRouter(t, nil)
-	cc := healthpb.NewHealthClient(r.conn)
+	hc := healthpb.NewHealthClient(r.conn)
+	// A change that never comes fails the test instead of hanging it.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	watches := map[string]grpc.ServerStreamingClient[healthpb.HealthCheckResponse]{}
 	for _, svc := range []string{"", workerv1.Worker_ServiceDesc.ServiceName} {
-		resp, err := cc.Check(t.Context(), &healthpb.HealthCheckRequest{Service: svc})
-		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			t.Errorf("health of %q: got %v, %v; want SERVING", svc, resp.GetStatus(), err)
+		w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		watches[svc] = w
+	}
+	want := func(step string, serving bool) {
+		t.Helper()
+		st, code := healthpb.HealthCheckResponse_NOT_SERVING, http.StatusServiceUnavailable
+		if serving {
+			st, code = healthpb.HealthCheckResponse_SERVING, http.StatusOK
+		}
+		for svc, w := range watches {
+			if m, err := w.Recv(); err != nil || m.GetStatus() != st {
+				t.Errorf("%s: Watch of %q: %v, %v; want %v", step, svc, m.GetStatus(), err, st)
+			}
+			if resp, err := hc.Check(t.Context(), &healthpb.HealthCheckRequest{Service: svc}); err != nil || resp.GetStatus() != st {
+				t.Errorf("%s: Check of %q: %v, %v; want %v", step, svc, resp.GetStatus(), err, st)
+			}
+		}
+		if got, _, body := r.do(t, "GET", "/health", ""); got != code {
+			t.Errorf("%s: GET /health: %d %s, want %d", step, got, body, code)
 		}
 	}
+	want("no workers", false)
+	r.pool.Update(endpoints(a))
+	want("a worker", true)
+	r.pool.Update(nil)
+	want("worker withdrawn", false)
+	r.pool.Update(endpoints(a))
+	want("worker back", true)
+	r.pool.Close()
+	want("pool closed", false)
 }

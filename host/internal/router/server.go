@@ -32,8 +32,9 @@ type ServerConfig struct {
 	// Source finds the workers; Service names them in the log.
 	Source  discovery.Discoverer
 	Service string
-	// Proxy and HTTP configure the proxy and the HTTP handler; their
-	// loggers are the Server's, named.
+	// Pool, Proxy and HTTP configure the pool, the proxy and the HTTP
+	// handler; their loggers are the Server's, named.
+	Pool  PoolConfig
 	Proxy ProxyConfig
 	HTTP  HTTPConfig
 	// DrainTimeout bounds the drain after a stop signal; 0 means
@@ -90,9 +91,9 @@ func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 // start builds the pool, the proxy and both servers, starts following
 // discovery and serving, in that order; unwind undoes it.
 func (s *Server) start(ctx context.Context) *servers {
-	pool := NewPool(s.log.Named("pool"))
-	pcfg, hcfg := s.cfg.Proxy, s.cfg.HTTP
-	pcfg.Logger, hcfg.Logger = s.log.Named("proxy"), s.log.Named("http")
+	pocfg, pcfg, hcfg := s.cfg.Pool, s.cfg.Proxy, s.cfg.HTTP
+	pocfg.Logger, pcfg.Logger, hcfg.Logger = s.log.Named("pool"), s.log.Named("proxy"), s.log.Named("http")
+	pool := NewPool(pocfg)
 	proxy := NewProxy(pool, pcfg)
 	// Handlers run under base, which ends when the drain runs out.
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))

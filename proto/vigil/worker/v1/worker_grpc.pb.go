@@ -43,7 +43,9 @@ type WorkerClient interface {
 	//   - UNAVAILABLE: the worker is draining, not ready, or its engine is
 	//     lost. Nothing was generated; a router may retry on another worker.
 	//   - RESOURCE_EXHAUSTED: the worker has --max-inflight requests already;
-	//     a router may retry elsewhere.
+	//     a router may retry elsewhere. gRPC itself answers it, with a message
+	//     saying "larger than max", for a request over the worker's limit
+	//     (4128768 bytes encoded), which every worker refuses: no retry.
 	//   - INVALID_ARGUMENT: the request is bad; the message names the field.
 	//   - NOT_FOUND: the request names a model the worker does not serve.
 	//
@@ -95,7 +97,9 @@ type WorkerServer interface {
 	//   - UNAVAILABLE: the worker is draining, not ready, or its engine is
 	//     lost. Nothing was generated; a router may retry on another worker.
 	//   - RESOURCE_EXHAUSTED: the worker has --max-inflight requests already;
-	//     a router may retry elsewhere.
+	//     a router may retry elsewhere. gRPC itself answers it, with a message
+	//     saying "larger than max", for a request over the worker's limit
+	//     (4128768 bytes encoded), which every worker refuses: no retry.
 	//   - INVALID_ARGUMENT: the request is bad; the message names the field.
 	//   - NOT_FOUND: the request names a model the worker does not serve.
 	//
