@@ -31,6 +31,12 @@ const (
 // endpoint with passing-only results, watched with blocking queries: a
 // change reaches the caller as soon as Consul sees it (a check turning
 // critical, a deregistration).
+//
+// Its queries allow stale reads: any server answers, not only the leader.
+// While the cluster has no leader (an election, a lost quorum) the set
+// keeps coming, as of the last change the servers committed, instead of
+// every query failing; a router started then still learns its workers.
+// In a healthy cluster a follower lags the leader by milliseconds.
 type Discoverer struct {
 	health  Health
 	service string
@@ -56,9 +62,10 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 		index    uint64
 		failures discovery.Failures
 		backoff  = backoffMin
+		leader   = true // as far as we know: said only when it changes
 	)
 	for {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime}).WithContext(ctx)
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime, AllowStale: true}).WithContext(ctx)
 		entries, meta, err := d.health.Service(d.service, "", true, q)
 		if ctx.Err() != nil {
 			return
@@ -77,6 +84,14 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 		}
 		failures.Recover(d.log, "consul query succeeded again", "service", d.service)
 		backoff = backoffMin
+		if meta.KnownLeader != leader {
+			leader = meta.KnownLeader
+			if leader {
+				d.log.Info("consul has a leader again", "service", d.service)
+			} else {
+				d.log.Warn("consul has no leader; following the workers as of its last committed change", "service", d.service)
+			}
+		}
 		// Consul's blocking-query rules: an index that went backwards
 		// (a restarted or different server) starts over from 0.
 		if meta.LastIndex < index {

@@ -1,12 +1,15 @@
 package consul
 
 import (
+	"bytes"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/discovery/discoverytest"
 )
@@ -17,6 +20,7 @@ type fakeHealth struct {
 	mu      sync.Mutex
 	answers []consulAnswer
 	indexes []uint64 // WaitIndex of each query
+	stale   []bool   // AllowStale of each query
 	// blocked is closed when the script has run out and a query blocks.
 	blocked     chan struct{}
 	blockedOnce sync.Once
@@ -26,11 +30,14 @@ type consulAnswer struct {
 	entries []*api.ServiceEntry
 	index   uint64
 	err     error
+	// noLeader: the answering server knew no leader (a stale read).
+	noLeader bool
 }
 
 func (h *fakeHealth) Service(service, tag string, passingOnly bool, q *api.QueryOptions) ([]*api.ServiceEntry, *api.QueryMeta, error) {
 	h.mu.Lock()
 	h.indexes = append(h.indexes, q.WaitIndex)
+	h.stale = append(h.stale, q.AllowStale)
 	if service != "llm" || tag != "" || !passingOnly {
 		h.mu.Unlock()
 		return nil, nil, errors.New("unexpected query")
@@ -44,7 +51,7 @@ func (h *fakeHealth) Service(service, tag string, passingOnly bool, q *api.Query
 	a := h.answers[0]
 	h.answers = h.answers[1:]
 	h.mu.Unlock()
-	return a.entries, &api.QueryMeta{LastIndex: a.index}, a.err
+	return a.entries, &api.QueryMeta{LastIndex: a.index, KnownLeader: !a.noLeader}, a.err
 }
 
 func (h *fakeHealth) waitIndexes() []uint64 {
@@ -103,6 +110,66 @@ func TestDiscoverer(t *testing.T) {
 		t.Errorf("unexpected set %v: the set did not change", rs)
 	default:
 	}
+}
+
+// TestDiscovererStaleReads: every query allows stale reads, so a cluster
+// without a leader (a lost quorum) still answers; its answers are sets like
+// any other, and the lack of a leader is logged once, as is its return.
+func TestDiscovererStaleReads(t *testing.T) {
+	t.Parallel()
+	w1 := entry("w1", "10.0.0.1", "", 8470, "m")
+	w2 := entry("w2", "10.0.0.2", "", 8470, "m")
+	h := &fakeHealth{blocked: make(chan struct{}), answers: []consulAnswer{
+		{entries: []*api.ServiceEntry{w1}, index: 5},
+		{entries: []*api.ServiceEntry{w1, w2}, index: 6, noLeader: true},
+		{entries: []*api.ServiceEntry{w2}, index: 7, noLeader: true},
+		{entries: []*api.ServiceEntry{w2}, index: 8},
+	}}
+	var logs syncBuffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+	sets := discoverytest.Watch(t, NewDiscoverer(h, "llm", log))
+	for i, want := range [][]discovery.Registration{
+		{worker("w1", "10.0.0.1")},
+		{worker("w1", "10.0.0.1"), worker("w2", "10.0.0.2")},
+		{worker("w2", "10.0.0.2")},
+	} {
+		if diff := cmp.Diff(want, discoverytest.Next(t, sets)); diff != "" {
+			t.Errorf("set %d (-want +got):\n%s", i, diff)
+		}
+	}
+	<-h.blocked
+	h.mu.Lock()
+	for i, stale := range h.stale {
+		if !stale {
+			t.Errorf("query %d does not allow stale reads", i)
+		}
+	}
+	h.mu.Unlock()
+	out := logs.String()
+	if n := strings.Count(out, "consul has no leader"); n != 1 {
+		t.Errorf("logged the missing leader %d times, want once:\n%s", n, out)
+	}
+	if n := strings.Count(out, "consul has a leader again"); n != 1 {
+		t.Errorf("logged the leader's return %d times, want once:\n%s", n, out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func TestFromEntries(t *testing.T) {
