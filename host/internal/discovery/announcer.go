@@ -10,18 +10,17 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// opTimeout bounds one deregistration attempt, so a hung backend cannot
-// hold up a withdrawal for long, and is the least time any backend call
-// gets.
+// opTimeout is the least time a backend call gets, whatever the TTL.
 const opTimeout = 2 * time.Second
 
-// CallTimeout bounds one backend call of a registration or renewal under a
-// TTL of ttl: two thirds of the TTL, and at least opTimeout (2s). Renewals
-// go out every third of the TTL, so a call that returns within two thirds
-// lands before the registration it renews lapses; a slower one cannot keep
-// it passing anyway, and waiting longer would only delay the next try.
-// Slow backend calls that still fit (an agent answering in 3s under a 30s
-// TTL) succeed instead of all timing out at a fixed bound.
+// CallTimeout bounds one backend call (register, renew, deregister) under
+// a TTL of ttl: two thirds of the TTL, and at least opTimeout (2s).
+// Renewals go out every third of the TTL, so a call that returns within
+// two thirds lands before the registration it renews lapses; a slower one
+// cannot keep it passing anyway, and waiting longer would only delay the
+// next try. Slow backend calls that still fit (an agent answering in 3s
+// under a 30s TTL) succeed instead of all timing out at a fixed bound. A
+// withdrawal's attempts are bounded by its caller's deadline as well.
 func CallTimeout(ttl time.Duration) time.Duration { return max(opTimeout, ttl-ttl/3) }
 
 // Announcer keeps one worker's registration in step with what the host
@@ -177,7 +176,7 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 	defer a.opMu.Unlock()
 	delay := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		octx, cancel := context.WithTimeout(ctx, a.callTimeout)
 		err := a.reg.Deregister(octx, *r)
 		cancel()
 		if err == nil {
