@@ -36,7 +36,11 @@ const (
 // While the cluster has no leader (an election, a lost quorum) the set
 // keeps coming, as of the last change the servers committed, instead of
 // every query failing; a router started then still learns its workers.
-// In a healthy cluster a follower lags the leader by milliseconds.
+// In a healthy cluster a follower lags the leader by milliseconds; a
+// server just restarted may answer from further behind until it catches
+// up, and the next answer corrects the set. (Answers say nothing reliable
+// about a leader: a client agent answers blocking queries from its
+// streaming view, whose answers never claim one.)
 type Discoverer struct {
 	health  Health
 	service string
@@ -62,7 +66,6 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 		index    uint64
 		failures discovery.Failures
 		backoff  = backoffMin
-		leader   = true // as far as we know: said only when it changes
 	)
 	for {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime, AllowStale: true}).WithContext(ctx)
@@ -84,14 +87,6 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 		}
 		failures.Recover(d.log, "consul query succeeded again", "service", d.service)
 		backoff = backoffMin
-		if meta.KnownLeader != leader {
-			leader = meta.KnownLeader
-			if leader {
-				d.log.Info("consul has a leader again", "service", d.service)
-			} else {
-				d.log.Warn("consul has no leader; following the workers as of its last committed change", "service", d.service)
-			}
-		}
 		// Consul's blocking-query rules: an index that went backwards
 		// (a restarted or different server) starts over from 0.
 		if meta.LastIndex < index {
