@@ -281,9 +281,9 @@ func TestRegistersAgainUnderLatency(t *testing.T) {
 func TestRenewalsKeepSchedule(t *testing.T) {
 	t.Parallel()
 	const (
-		ttl     = 600 * time.Millisecond // period 200ms
-		latency = 300 * time.Millisecond
-		slack   = 150 * time.Millisecond // a period after the return would be 200ms late
+		ttl     = 1500 * time.Millisecond // period 500ms
+		latency = 600 * time.Millisecond
+		slack   = 350 * time.Millisecond // a period after the return would be 500ms late
 	)
 	reg := &slow{rec: newRecorder(ttl), latency: latency}
 	a := start(t, reg)
