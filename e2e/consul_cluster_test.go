@@ -457,3 +457,11 @@ func (p *proc) waitCount(t *testing.T, substr string, n int, timeout time.Durati
 		t.Fatal(err)
 	}
 }
+
+// sigName names a signal for a step's name.
+func sigName(s syscall.Signal) string {
+	if s == syscall.SIGKILL {
+		return "SIGKILL"
+	}
+	return "SIGTERM"
+}

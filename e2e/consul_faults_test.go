@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -184,12 +183,4 @@ func TestConsulLatency(t *testing.T) {
 			termExitsZero(t, v)
 		})
 	}
-}
-
-// sigName names a signal for a step's name.
-func sigName(s syscall.Signal) string {
-	if s == syscall.SIGKILL {
-		return "SIGKILL"
-	}
-	return "SIGTERM"
 }
