@@ -21,7 +21,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: build test unit example e2e lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick
+.PHONY: build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -62,6 +62,13 @@ example: ## vet, test (the sdk's conformance kit included) and build the example
 # time keeps them steady on a 2-core machine.
 e2e: consul ## process tests against a real Consul agent
 	go test -race -count=1 -p 1 -timeout 20m ./e2e/...
+
+# TestConsulLatency for longer than CI's 60s: every call vigil makes to its
+# Consul agent 1.5s late under a 3s TTL (and 2.5s under 6s), the check
+# watched for any moment out of passing.
+VIGIL_SOAK_DURATION ?= 5m
+soak: consul ## TestConsulLatency for VIGIL_SOAK_DURATION (default 5m)
+	VIGIL_SOAK_DURATION=$(VIGIL_SOAK_DURATION) go test -race -count=1 -p 1 -timeout 30m -run 'TestConsulLatency' -v ./e2e/
 
 # The benchmarks build their own vigil and mock engines (no -race) and
 # start their own Consul agent; see bench/README.md. The full run measures

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,111 +21,25 @@ import (
 // the next, as a port-forward or a load balancer in front of a replaced
 // engine does.
 type tcpProxy struct {
+	*harness.Proxy
 	addr string
-	lis  net.Listener
-
-	// up counts the bytes clients sent through the proxy.
-	up atomic.Int64
-
-	mu      sync.Mutex
-	backend string
-	conns   map[net.Conn]struct{} // accepted, not yet closed
-	closed  bool
-	wg      sync.WaitGroup
 }
 
 // startTCPProxy listens on a fresh loopback port and forwards to backend
 // until the test ends.
 func startTCPProxy(t *testing.T, backend string) *tcpProxy {
 	t.Helper()
-	lis, err := net.Listen("tcp", addr(freePort(t)))
+	p, err := harness.StartProxy(backend)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &tcpProxy{addr: lis.Addr().String(), lis: lis, backend: backend, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *tcpProxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.lis.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.closed {
-			p.mu.Unlock()
-			c.Close()
-			return
-		}
-		p.conns[c] = struct{}{}
-		backend := p.backend
-		p.wg.Add(1)
-		p.mu.Unlock()
-		go p.pipe(c, backend)
-	}
-}
-
-// pipe copies both ways until either side closes, then closes both.
-func (p *tcpProxy) pipe(c net.Conn, backend string) {
-	defer p.wg.Done()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, c)
-		p.mu.Unlock()
-		c.Close()
-	}()
-	b, err := net.DialTimeout("tcp", backend, 5*time.Second)
-	if err != nil {
-		return
-	}
-	defer b.Close()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(countingWriter{b, &p.up}, c); done <- struct{}{} }()
-	go func() { io.Copy(c, b); done <- struct{}{} }()
-	<-done
-	c.Close()
-	b.Close()
-	<-done
-}
-
-// countingWriter adds what it writes to n as it goes.
-type countingWriter struct {
-	io.Writer
-	n *atomic.Int64
-}
-
-func (w countingWriter) Write(b []byte) (int, error) {
-	n, err := w.Writer.Write(b)
-	w.n.Add(int64(n))
-	return n, err
+	t.Cleanup(p.Close)
+	return &tcpProxy{Proxy: p, addr: p.Addr}
 }
 
 // moveTo sends new connections to backend and closes the open ones: their
 // clients connect again, and reach backend.
-func (p *tcpProxy) moveTo(backend string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.backend = backend
-	for c := range p.conns {
-		c.Close()
-	}
-}
-
-func (p *tcpProxy) close() {
-	p.mu.Lock()
-	p.closed = true
-	p.lis.Close()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
+func (p *tcpProxy) moveTo(backend string) { p.MoveTo(backend) }
 
 // consulGate stands between vigil and the Consul agent. It forwards every
 // request, the agent's writes (register, check update, deregister) one at

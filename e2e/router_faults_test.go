@@ -144,7 +144,7 @@ func TestOversizedPrompt(t *testing.T) {
 
 	sent := func() (bytes []int64, requests []int) {
 		for _, w := range workers {
-			bytes = append(bytes, w.proxy.up.Load())
+			bytes = append(bytes, w.proxy.Sent())
 			requests = append(requests, requestsTotal(t, w.m))
 		}
 		return bytes, requests

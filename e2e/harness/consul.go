@@ -25,6 +25,11 @@ type Consul struct {
 	starter Starter
 	bin     string
 	args    []string
+	// member: one agent of a Cluster, whose start waits for its HTTP API
+	// alone, a leader being the cluster's business.
+	member bool
+	// name names the process in errors and logs: "consul" unless set.
+	name string
 }
 
 // StartConsul starts a dev agent and waits until it has a leader.
@@ -54,8 +59,15 @@ func StartConsul(s Starter, bin, node string) (*Consul, error) {
 
 func (c *Consul) start() error {
 	var err error
-	if c.Proc, err = c.starter.Start("consul", nil, c.bin, c.args...); err != nil {
+	name := c.name
+	if name == "" {
+		name = "consul"
+	}
+	if c.Proc, err = c.starter.Start(name, nil, c.bin, c.args...); err != nil {
 		return err
+	}
+	if c.member {
+		return c.waitUp()
 	}
 	return c.waitLeader()
 }

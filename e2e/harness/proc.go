@@ -261,3 +261,46 @@ func (p *Proc) Tail(n int) string {
 	from := max(0, len(p.lines)-n)
 	return strings.Join(p.lines[from:], "\n")
 }
+
+// WaitCount waits until n lines containing substr have appeared.
+func (p *Proc) WaitCount(substr string, n int, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	seen, found := 0, 0
+	for {
+		p.mu.Lock()
+		for ; seen < len(p.lines); seen++ {
+			if strings.Contains(p.lines[seen], substr) {
+				found++
+			}
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		if found >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-p.scanned:
+			if p.Count(substr) >= n {
+				return nil
+			}
+			return fmt.Errorf("%s ended its output (exited: %v) with %d lines holding %q, want %d", p.Name, p.Exited(), found, substr, n)
+		case <-deadline.C:
+			return fmt.Errorf("%s logged %d lines holding %q within %s, want %d; last lines:\n%s", p.Name, found, substr, timeout, n, p.Tail(20))
+		}
+	}
+}
+
+// Count is the number of lines kept that contain substr.
+func (p *Proc) Count(substr string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.lines {
+		if strings.Contains(l, substr) {
+			n++
+		}
+	}
+	return n
+}

@@ -11,8 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// opTimeout bounds one backend call, so a hung backend cannot hold up a
-// withdrawal for long.
+// opTimeout is the least time a backend call gets, whatever the TTL.
 const opTimeout = 2 * time.Second
 
 // watchPoll is how often an Announcer reads another owner's registration
@@ -21,6 +20,16 @@ const opTimeout = 2 * time.Second
 // is seen within a tenth of a second.
 const watchPoll = 100 * time.Millisecond
 
+// CallTimeout bounds one backend call (register, renew, deregister) under
+// a TTL of ttl: two thirds of the TTL, and at least opTimeout (2s).
+// Renewals go out every third of the TTL, so a call that returns within
+// two thirds lands before the registration it renews lapses; a slower one
+// cannot keep it passing anyway, and waiting longer would only delay the
+// next try. Slow backend calls that still fit (an agent answering in 3s
+// under a 30s TTL) succeed instead of all timing out at a fixed bound. A
+// withdrawal's attempts are bounded by its caller's deadline as well.
+func CallTimeout(ttl time.Duration) time.Duration { return max(opTimeout, ttl-ttl/3) }
+
 // Announcer keeps one worker's registration in step with what the host
 // wants. Backend failures never end it: they are logged and retried.
 // Another live vigil's registration of the worker does: see Done.
@@ -28,6 +37,8 @@ type Announcer struct {
 	reg   Registry
 	log   hclog.Logger
 	owner string // this run's owner token
+	// callTimeout is CallTimeout(reg.TTL()).
+	callTimeout time.Duration
 
 	kick chan struct{}
 	done chan struct{} // closed when err is set
@@ -41,6 +52,9 @@ type Announcer struct {
 	watching   *watch        // another owner's registration, being watched
 	err        *ConflictError
 	failures   Failures
+	// cancelSync ends the sync in flight, if any: Withdraw need not wait
+	// for a renewal it makes moot.
+	cancelSync context.CancelFunc
 }
 
 // watch is another owner's registration of the worker as first read, and
@@ -53,12 +67,21 @@ type watch struct {
 // NewAnnouncer returns an Announcer over reg, with an owner token of its
 // own.
 func NewAnnouncer(reg Registry, log hclog.Logger) *Announcer {
-	return &Announcer{reg: reg, log: log, owner: rand.Text(), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	return &Announcer{reg: reg, log: log, owner: rand.Text(), callTimeout: CallTimeout(reg.TTL()),
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // Run renews the registration every third of reg's TTL until ctx ends or
 // the Announcer gives up (Done). It does not withdraw on return: call
 // Withdraw first.
+//
+// The renewals keep a fixed schedule, from Run's start, whatever the calls
+// take: one call at a time, each bounded by CallTimeout. A call that
+// outlasts the period is followed at once by the next (the ticker keeps one
+// tick and drops the rest), so calls never overlap or queue up, and with a
+// backend latency L below two thirds of the TTL a renewal lands at least
+// every max(TTL/3, L): inside the TTL. (Scheduling each renewal a third of
+// the TTL after the last returned would let the gap grow to TTL/3 + L.)
 func (a *Announcer) Run(ctx context.Context) {
 	// The renewal period comes from the TTL the registry publishes, so the
 	// two cannot disagree.
@@ -129,36 +152,47 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 	defer a.opMu.Unlock()
 	a.mu.Lock()
 	want, have, failed := a.want, a.registered, a.err != nil
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.cancelSync = cancel
 	a.mu.Unlock()
 	if want == nil || failed {
 		return false
 	}
-	octx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
 	var (
 		err        error
 		registered bool
 	)
-	switch {
-	case have == nil || *have != *want:
-		if registered, err = a.register(octx, *want); registered {
-			a.log.Info("worker registered", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID, "address", want.Address, "port", want.Port)
-		}
-	default:
+	again := false
+	if have != nil && *have == *want {
 		registered = true
-		err = a.reg.Heartbeat(octx, *want)
+		err = a.call(ctx, a.reg.Heartbeat, *want)
 		if errors.Is(err, ErrNotRegistered) {
 			a.log.Warn("registry lost the worker; registering again", "registry", a.reg.String(), "error", err)
+			// Until a Register succeeds, every sync registers: a heartbeat
+			// first would only be refused again.
 			a.mu.Lock()
 			a.registered = nil
 			a.mu.Unlock()
-			if registered, err = a.register(octx, *want); registered {
+			have, again = nil, true
+		}
+	}
+	if have == nil || *have != *want {
+		// Calls of their own bound: after a slow refused heartbeat, a bound
+		// shared with it would leave the registration too little time.
+		if registered, err = a.register(ctx, *want); registered {
+			if again {
 				a.log.Info("worker registered again", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID)
+			} else {
+				a.log.Info("worker registered", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID, "address", want.Address, "port", want.Port)
 			}
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if ctx.Err() != nil {
+		return false // withdrawn or stopped meanwhile: not a backend failure
+	}
 	if err != nil {
 		a.failures.Fail(a.log, "registry update failed; retrying", "registry", a.reg.String(), "error", err)
 		return a.watching != nil
@@ -177,14 +211,16 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 // the backend says): renewed, the Announcer gives up; found stale by the
 // backend, or not renewed within the TTL, it is taken over.
 func (a *Announcer) register(ctx context.Context, r Registration) (bool, error) {
-	c, ok, err := a.reg.Claim(ctx, r)
+	cctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+	c, ok, err := a.reg.Claim(cctx, r)
+	cancel()
 	if err != nil {
 		return false, err
 	}
 	if ok && c.Owner != r.Owner && !a.takeOver(r, c, time.Now()) {
 		return false, nil
 	}
-	if err := a.reg.Register(ctx, r); err != nil {
+	if err := a.call(ctx, a.reg.Register, r); err != nil {
 		return false, err
 	}
 	a.mu.Lock()
@@ -223,6 +259,13 @@ func (a *Announcer) takeOver(r Registration, c Claim, now time.Time) bool {
 	return false
 }
 
+// call makes one backend call for r under its own bound.
+func (a *Announcer) call(ctx context.Context, f func(context.Context, Registration) error, r Registration) error {
+	ctx, cancel := context.WithTimeout(ctx, a.callTimeout)
+	defer cancel()
+	return f(ctx, r)
+}
+
 // Withdraw removes the registration and stops renewing it. It retries a
 // failed deregistration until it succeeds or ctx ends, and then returns the
 // last error. Withdrawing when nothing is registered deregisters anyway, in
@@ -238,6 +281,9 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 	}
 	a.want, a.watching = nil, nil
 	failed := a.err != nil
+	if a.cancelSync != nil {
+		a.cancelSync() // a renewal in flight is moot now
+	}
 	a.mu.Unlock()
 	if r == nil || failed {
 		return nil
@@ -246,7 +292,7 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 	defer a.opMu.Unlock()
 	delay := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		octx, cancel := context.WithTimeout(ctx, a.callTimeout)
 		err := a.reg.Deregister(octx, *r)
 		cancel()
 		if errors.Is(err, ErrNotRegistered) {

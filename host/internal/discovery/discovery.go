@@ -9,9 +9,9 @@
 // with blocking queries) and file (a directory of JSON records, polled).
 //
 // The Announcer drives a Registry: it registers when told to, renews the
-// registration every third of the Registry's TTL, registers again when the
-// backend has lost it, and withdraws it on request, retrying within the
-// caller's deadline.
+// registration every third of the Registry's TTL on a fixed schedule, each
+// call bounded by CallTimeout, registers again when the backend has lost
+// it, and withdraws it on request, retrying within the caller's deadline.
 //
 // Every registration carries its writer's owner token, random per
 // Announcer (per vigil run), so that two vigils given one worker id cannot

@@ -31,6 +31,16 @@ const (
 // endpoint with passing-only results, watched with blocking queries: a
 // change reaches the caller as soon as Consul sees it (a check turning
 // critical, a deregistration).
+//
+// Its queries allow stale reads: any server answers, not only the leader.
+// While the cluster has no leader (an election, a lost quorum) the set
+// keeps coming, as of the last change the servers committed, instead of
+// every query failing; a router started then still learns its workers.
+// In a healthy cluster a follower lags the leader by milliseconds; a
+// server just restarted may answer from further behind until it catches
+// up, and the next answer corrects the set. (Answers say nothing reliable
+// about a leader: a client agent answers blocking queries from its
+// streaming view, whose answers never claim one.)
 type Discoverer struct {
 	health  Health
 	service string
@@ -58,7 +68,7 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 		backoff  = backoffMin
 	)
 	for {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime}).WithContext(ctx)
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime, AllowStale: true}).WithContext(ctx)
 		entries, meta, err := d.health.Service(d.service, "", true, q)
 		if ctx.Err() != nil {
 			return

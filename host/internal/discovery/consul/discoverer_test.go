@@ -17,6 +17,7 @@ type fakeHealth struct {
 	mu      sync.Mutex
 	answers []consulAnswer
 	indexes []uint64 // WaitIndex of each query
+	stale   []bool   // AllowStale of each query
 	// blocked is closed when the script has run out and a query blocks.
 	blocked     chan struct{}
 	blockedOnce sync.Once
@@ -26,11 +27,14 @@ type consulAnswer struct {
 	entries []*api.ServiceEntry
 	index   uint64
 	err     error
+	// noLeader: the answering server knew no leader (a stale read).
+	noLeader bool
 }
 
 func (h *fakeHealth) Service(service, tag string, passingOnly bool, q *api.QueryOptions) ([]*api.ServiceEntry, *api.QueryMeta, error) {
 	h.mu.Lock()
 	h.indexes = append(h.indexes, q.WaitIndex)
+	h.stale = append(h.stale, q.AllowStale)
 	if service != "llm" || tag != "" || !passingOnly {
 		h.mu.Unlock()
 		return nil, nil, errors.New("unexpected query")
@@ -44,7 +48,7 @@ func (h *fakeHealth) Service(service, tag string, passingOnly bool, q *api.Query
 	a := h.answers[0]
 	h.answers = h.answers[1:]
 	h.mu.Unlock()
-	return a.entries, &api.QueryMeta{LastIndex: a.index}, a.err
+	return a.entries, &api.QueryMeta{LastIndex: a.index, KnownLeader: !a.noLeader}, a.err
 }
 
 func (h *fakeHealth) waitIndexes() []uint64 {
@@ -102,6 +106,38 @@ func TestDiscoverer(t *testing.T) {
 	case rs := <-sets:
 		t.Errorf("unexpected set %v: the set did not change", rs)
 	default:
+	}
+}
+
+// TestDiscovererStaleReads: every query allows stale reads, so a cluster
+// without a leader (a lost quorum) still answers, and its answers are sets
+// like any other.
+func TestDiscovererStaleReads(t *testing.T) {
+	t.Parallel()
+	w1 := entry("w1", "10.0.0.1", "", 8470, "m")
+	w2 := entry("w2", "10.0.0.2", "", 8470, "m")
+	h := &fakeHealth{blocked: make(chan struct{}), answers: []consulAnswer{
+		{entries: []*api.ServiceEntry{w1}, index: 5},
+		{entries: []*api.ServiceEntry{w1, w2}, index: 6, noLeader: true},
+		{entries: []*api.ServiceEntry{w2}, index: 7, noLeader: true},
+	}}
+	sets := discoverytest.Watch(t, NewDiscoverer(h, "llm", nil))
+	for i, want := range [][]discovery.Registration{
+		{worker("w1", "10.0.0.1")},
+		{worker("w1", "10.0.0.1"), worker("w2", "10.0.0.2")},
+		{worker("w2", "10.0.0.2")},
+	} {
+		if diff := cmp.Diff(want, discoverytest.Next(t, sets)); diff != "" {
+			t.Errorf("set %d (-want +got):\n%s", i, diff)
+		}
+	}
+	<-h.blocked
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, stale := range h.stale {
+		if !stale {
+			t.Errorf("query %d does not allow stale reads", i)
+		}
 	}
 }
 
