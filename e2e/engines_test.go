@@ -20,11 +20,13 @@ import (
 // liveness signal failing at startup, loss in each way, a frozen engine,
 // an engine replaced at its address, not-ready and back, the startup
 // deadline, requests through the worker and the router, a third-party
-// adapter) run as a subtest per row, TestX/<row>; a scenario the engine
+// adapter, the adapter killed in a loop, requests the grace period cuts
+// aborted at the engine) run as a subtest per row, TestX/<row>; a scenario the engine
 // cannot take part in skips, saying why, by a field of its row. The tests of
-// engine-independent behaviour (file registry, Consul restart, vigil
-// killed, a loss during registration, signals, drain, router spreading and
-// failover, flags) run once, with the first row.
+// engine-independent behaviour (file registry, Consul restart, outages,
+// latency and clusters, vigil killed, a loss during registration, duplicate
+// worker ids, signals and broken log output, drain and its bound, router
+// spreading, failover and edge cases, flags) run once, with the first row.
 //
 // A new engine adds:
 //   - a row below, whose harness.Engine (in e2e/harness, which the

@@ -292,7 +292,8 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 	defer a.opMu.Unlock()
 	delay := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		octx, cancel := context.WithTimeout(ctx, a.callTimeout)
+		// Two calls' bound: a deregistration reads the owner first.
+		octx, cancel := context.WithTimeout(ctx, 2*a.callTimeout)
 		err := a.reg.Deregister(octx, *r)
 		cancel()
 		if errors.Is(err, ErrNotRegistered) {
