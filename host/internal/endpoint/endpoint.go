@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -77,7 +78,7 @@ type Server struct {
 	health      *health.Server
 	log         hclog.Logger
 	maxInflight int
-	obs         Observer // nil: none
+	obs         atomic.Pointer[observer] // nil: none
 
 	mu        sync.Mutex
 	admitting bool
@@ -116,9 +117,18 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger) *Server {
 	return s
 }
 
-// Observe has o told of every request's end. Call it before Serve; nil
-// removes the observer.
-func (s *Server) Observe(o Observer) { s.obs = o }
+// observer holds an Observer for atomic.Pointer.
+type observer struct{ Observer }
+
+// Observe has o told of every request's end, from now on; nil removes the
+// observer.
+func (s *Server) Observe(o Observer) {
+	if o == nil {
+		s.obs.Store(nil)
+		return
+	}
+	s.obs.Store(&observer{o})
+}
 
 // Stopping reports vigil stopping for good: the liveness service
 // (LivenessService) turns NOT_SERVING, and stays so. The lifecycle calls it

@@ -69,8 +69,8 @@ func (s *Server) release(a admission) {
 func (s *Server) Generate(req *workerv1.GenerateRequest, stream workerv1.Worker_GenerateServer) error {
 	var e ended
 	err := s.generate(req, stream, &e)
-	if s.obs != nil {
-		s.obs.Finished(e.outcome, e.prompt, e.completion)
+	if o := s.obs.Load(); o != nil {
+		o.Finished(e.outcome, e.prompt, e.completion)
 	}
 	return err
 }
