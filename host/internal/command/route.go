@@ -37,7 +37,7 @@ func routeCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "model", EnvVars: env("MODEL"),
 				Usage: "served model name whose requests get 503 and Retry-After, not 404, while no worker serves it (repeatable, or comma-separated); " +
 					"a model seen in discovery is known for " + router.DefaultModelMemory.String() + " after its last worker left without it"},
-		}, discoveryFlags("service name the workers are registered under")...), logFlags()...),
+		}, append(discoveryFlags("service name the workers are registered under"), metricsFlags()...)...), logFlags()...),
 		Action:       routeAction,
 		OnUsageError: onUsageError,
 	}
@@ -52,6 +52,7 @@ type routeConfig struct {
 	requestTimeout     time.Duration
 	maxBodyBytes       int64
 	models             []string
+	metrics            metricsConfig
 }
 
 func routeAction(c *cli.Context) error {
@@ -87,11 +88,19 @@ func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, 
 		glis.Close()
 		return exit(fmt.Errorf("--http-listen %s: %w", cfg.httpListen, err))
 	}
+	proxy := router.ProxyConfig{Retries: cfg.retries, RequestTimeout: cfg.requestTimeout}
+	stopMetrics, err := serveRouteMetrics(cfg.metrics, &proxy, log)
+	if err != nil {
+		glis.Close()
+		hlis.Close()
+		return err
+	}
+	defer stopMetrics()
 	srv := router.NewServer(router.ServerConfig{
 		GRPCListener: glis, HTTPListener: hlis,
 		Source: src, Service: cfg.service,
 		Pool:   router.PoolConfig{Models: cfg.models},
-		Proxy:  router.ProxyConfig{Retries: cfg.retries, RequestTimeout: cfg.requestTimeout},
+		Proxy:  proxy,
 		HTTP:   router.HTTPConfig{MaxBodyBytes: cfg.maxBodyBytes},
 		Logger: log,
 		Ready: func() {
@@ -116,6 +125,9 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 	}
 	var err error
 	if cfg.discoveryConfig, err = parseDiscovery(c); err != nil {
+		return cfg, err
+	}
+	if cfg.metrics, err = parseMetrics(c); err != nil {
 		return cfg, err
 	}
 	if _, _, err := splitHostPort("listen", cfg.listen); err != nil {

@@ -65,7 +65,7 @@ func runCommand() *cli.Command {
 				Usage: "consecutive failed liveness checks after which the engine is lost"},
 			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
 				Usage: "cap of the retry backoff while waiting for the engine"},
-		}, append(adapterFlags(), discoveryFlags("service name the worker is registered under")...)...), logFlags()...),
+		}, append(append(adapterFlags(), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...), logFlags()...),
 		Action:       runAction,
 		OnUsageError: onUsageError,
 	}
@@ -97,6 +97,7 @@ type runConfig struct {
 	shutdownDelay        time.Duration
 	maxInflight          int
 	servedModelName      string // "": the engine's own
+	metrics              metricsConfig
 }
 
 func runAction(c *cli.Context) error {
@@ -139,7 +140,13 @@ func runAction(c *cli.Context) error {
 	}()
 	log.Info("worker endpoint listening", "listen", lis.Addr().String(), "advertise", advertise,
 		"service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
-	return exitLogged(log, supervisor.Run(c.Context, lifecycleConfig(cfg, src, registry, ep, log), signals))
+	lc := lifecycleConfig(cfg, src, registry, ep, log)
+	stopMetrics, err := serveRunMetrics(cfg.metrics, &lc, ep, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	return exitLogged(log, supervisor.Run(c.Context, lc, signals))
 }
 
 // lifecycleConfig is the supervisor's configuration for run's.
@@ -208,6 +215,9 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		return cfg, err
 	}
 	if cfg.discoveryConfig, err = parseDiscovery(c); err != nil {
+		return cfg, err
+	}
+	if cfg.metrics, err = parseMetrics(c); err != nil {
 		return cfg, err
 	}
 	if cfg.workerID == "" {

@@ -42,6 +42,7 @@ type Announcer struct {
 
 	kick chan struct{}
 	done chan struct{} // closed when err is set
+	obs  AnnouncerObserver
 
 	// opMu serialises backend calls.
 	opMu sync.Mutex
@@ -68,8 +69,28 @@ type watch struct {
 // own.
 func NewAnnouncer(reg Registry, log hclog.Logger) *Announcer {
 	return &Announcer{reg: reg, log: log, owner: rand.Text(), callTimeout: CallTimeout(reg.TTL()),
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), done: make(chan struct{}), obs: nopObserver{}}
 }
+
+// AnnouncerObserver is told of an Announcer's backend events, for metrics.
+// Its methods must not block.
+type AnnouncerObserver interface {
+	// Failed: a backend call (a registration, renewal or deregistration)
+	// failed with err; it is retried.
+	Failed(err error)
+	// Reregistered: the backend had lost the registration (a renewal
+	// found it gone: ErrNotRegistered) and it is registered again.
+	Reregistered()
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Failed(error)  {}
+func (nopObserver) Reregistered() {}
+
+// Observe has o told of the Announcer's backend events. Call it before
+// Run.
+func (a *Announcer) Observe(o AnnouncerObserver) { a.obs = o }
 
 // Run renews the registration every third of reg's TTL until ctx ends or
 // the Announcer gives up (Done). It does not withdraw on return: call
@@ -182,6 +203,7 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 		// shared with it would leave the registration too little time.
 		if registered, err = a.register(ctx, *want); registered {
 			if again {
+				a.obs.Reregistered()
 				a.log.Info("worker registered again", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID)
 			} else {
 				a.log.Info("worker registered", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID, "address", want.Address, "port", want.Port)
@@ -194,6 +216,7 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 		return false // withdrawn or stopped meanwhile: not a backend failure
 	}
 	if err != nil {
+		a.obs.Failed(err)
 		a.failures.Fail(a.log, "registry update failed; retrying", "registry", a.reg.String(), "error", err)
 		return a.watching != nil
 	}
@@ -310,6 +333,7 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 			a.log.Info("worker deregistered", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID)
 			return nil
 		}
+		a.obs.Failed(err)
 		a.log.Warn("deregistration failed; retrying", "registry", a.reg.String(), "attempt", attempt, "error", err)
 		select {
 		case <-ctx.Done():

@@ -1,7 +1,15 @@
 // Package endpoint serves the worker's gRPC endpoint on vigil's --listen
 // address: the vigil.worker.v1.Worker API, forwarded through the engine
 // adapter, and the standard grpc.health.v1 service reporting the worker's
-// own state (so grpc_health_probe and Consul gRPC checks work against it).
+// own state (so grpc_health_probe, Kubernetes gRPC probes and Consul gRPC
+// checks work against it) under two service names:
+//
+//   - "" (and vigil.worker.v1.Worker): readiness. SERVING only while the
+//     worker admits requests; NOT_SERVING while it starts, waits for its
+//     engine, is not ready or drains.
+//   - [LivenessService]: liveness. SERVING from New for as long as the
+//     lifecycle runs, a long wait for the engine included; NOT_SERVING once
+//     vigil is stopping for good (Stopping: a drain began) and after Close.
 //
 // Admission is decided here: the endpoint refuses requests (UNAVAILABLE)
 // while the worker is starting, not ready or draining, and above
@@ -20,6 +28,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -45,6 +54,13 @@ const KeepaliveMinTime = 5 * time.Second
 // vigil route checks requests against it before sending them.
 const MaxRequestBytes = 4<<20 - 64<<10
 
+// LivenessService is the grpc.health.v1 service name of the worker's
+// liveness: SERVING while vigil's lifecycle runs, however long it waits for
+// its engine, and NOT_SERVING once it is stopping for good. Probe it for
+// liveness (Kubernetes `grpc: {port, service: vigil.liveness}`), and ""
+// for readiness.
+const LivenessService = "vigil.liveness"
+
 // DefaultMaxInflight is the default --max-inflight: well above what one
 // engine batches at once, so that it only stops a runaway client.
 const DefaultMaxInflight = 1024
@@ -62,6 +78,7 @@ type Server struct {
 	health      *health.Server
 	log         hclog.Logger
 	maxInflight int
+	obs         atomic.Pointer[observer] // nil: none
 
 	mu        sync.Mutex
 	admitting bool
@@ -96,7 +113,28 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger) *Server {
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	workerv1.RegisterWorkerServer(s.grpc, s)
 	s.setHealth(false)
+	s.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	return s
+}
+
+// observer holds an Observer for atomic.Pointer.
+type observer struct{ Observer }
+
+// Observe has o told of every request's end, from now on; nil removes the
+// observer.
+func (s *Server) Observe(o Observer) {
+	if o == nil {
+		s.obs.Store(nil)
+		return
+	}
+	s.obs.Store(&observer{o})
+}
+
+// Stopping reports vigil stopping for good: the liveness service
+// (LivenessService) turns NOT_SERVING, and stays so. The lifecycle calls it
+// when its drain begins.
+func (s *Server) Stopping() {
+	s.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_NOT_SERVING)
 }
 
 // Serve serves until Close.

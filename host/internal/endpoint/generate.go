@@ -67,12 +67,32 @@ func (s *Server) release(a admission) {
 // Generate forwards one request through the adapter; see the Worker service
 // in vigil.worker.v1 for the stream contract.
 func (s *Server) Generate(req *workerv1.GenerateRequest, stream workerv1.Worker_GenerateServer) error {
+	var e ended
+	err := s.generate(req, stream, &e)
+	if o := s.obs.Load(); o != nil {
+		o.Finished(e.outcome, e.prompt, e.completion)
+	}
+	return err
+}
+
+// ended is how a request ended, for the Observer.
+type ended struct {
+	outcome            Outcome
+	prompt, completion uint32
+}
+
+func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_GenerateServer, e *ended) error {
 	a, err := s.admit(stream.Context())
 	if err != nil {
+		e.outcome = OutcomeRefused
+		if status.Code(err) == codes.ResourceExhausted {
+			e.outcome = OutcomeOverloaded
+		}
 		return err
 	}
 	defer s.release(a)
 	if err := validate(req, a.worker); err != nil {
+		e.outcome = OutcomeInvalid
 		return err
 	}
 	id := req.GetRequestId()
@@ -93,17 +113,25 @@ func (s *Server) Generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		}})
 	})
 	if err == nil {
+		e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
 		return stream.Send(final(id, finishToProto(res.FinishReason), "", res.PromptTokens, res.CompletionTokens))
 	}
+	prompt := uint32(len(req.GetTokenIds().GetIds()))
+	e.outcome, e.prompt, e.completion = OutcomeFailed, prompt, sentTokens
 	if stream.Context().Err() != nil {
+		e.outcome = OutcomeCancelled
 		return status.FromContextError(stream.Context().Err()).Err()
 	}
 	graceEnded := errors.Is(context.Cause(a.ctx), errGraceEnded)
+	if graceEnded {
+		e.outcome = OutcomeCut
+	}
 	if !sent {
 		switch {
 		case graceEnded:
 			return status.Error(codes.Unavailable, errGraceEnded.Error())
 		case errors.Is(err, sdk.ErrInvalidArgument):
+			e.outcome = OutcomeInvalid
 			return status.Error(codes.InvalidArgument, err.Error())
 		case errors.Is(err, sdk.ErrUnavailable), errors.Is(err, sdk.ErrPluginExited):
 			return status.Errorf(codes.Unavailable, "engine unavailable: %v", err)
@@ -115,7 +143,6 @@ func (s *Server) Generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	if graceEnded {
 		desc = errGraceEnded.Error()
 	}
-	prompt := uint32(len(req.GetTokenIds().GetIds()))
 	if sendErr := stream.Send(final(id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, prompt, sentTokens)); sendErr != nil {
 		return sendErr
 	}

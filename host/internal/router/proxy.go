@@ -45,6 +45,9 @@ type ProxyConfig struct {
 	RequestTimeout time.Duration
 	// Logger receives one debug line per attempt and retry; nil discards.
 	Logger hclog.Logger
+	// Observer, when set, is told of every request's end, first token and
+	// retry; nil: none.
+	Observer Observer
 }
 
 // Proxy sends Generate requests to the workers of a Pool. It implements
@@ -61,6 +64,9 @@ type Proxy struct {
 // NewProxy returns a Proxy over pool.
 func NewProxy(pool *Pool, cfg ProxyConfig) *Proxy {
 	cfg.Retries = max(cfg.Retries, 0)
+	if cfg.Observer != nil {
+		cfg.Observer.Workers(pool.Workers)
+	}
 	return &Proxy{pool: pool, cfg: cfg, log: orNull(cfg.Logger)}
 }
 
@@ -149,6 +155,44 @@ func (e errSend) Unwrap() error { return e.err }
 // worker could be tried, or the error of send (after cancelling the worker
 // call).
 func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error) error {
+	o := p.cfg.Observer
+	if o == nil {
+		return p.try(ctx, req, send, nil)
+	}
+	var r observed
+	start := time.Now()
+	err := p.try(ctx, req, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
+		if !r.first && m.GetChunk() != nil {
+			r.first = true
+			o.FirstToken(ep.Model, time.Since(start))
+		}
+		err := send(ep, m)
+		r.sendFailed = err != nil
+		return err
+	}, &r)
+	model := r.worker.Model
+	if r.worker.WorkerID == "" && req.GetModel() != "" && p.pool.Known(req.GetModel()) {
+		model = req.GetModel()
+	}
+	code := status.Code(err)
+	if r.sendFailed {
+		// The client went away, or its stream broke.
+		code = codes.Canceled
+	}
+	o.Request(model, r.worker.WorkerID, code)
+	return err
+}
+
+// observed is what an Observer is told of a request.
+type observed struct {
+	worker     discovery.Registration // the last worker tried; zero: none
+	first      bool                   // a chunk was sent
+	sendFailed bool                   // sending to the client failed
+}
+
+// try is generate without the Observer; r, when not nil, learns the
+// workers tried.
+func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error, r *observed) error {
 	if p.cfg.RequestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.RequestTimeout)
@@ -176,6 +220,12 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 			return err
 		}
 		tried[ep.Addr()] = true
+		if r != nil {
+			if r.worker.WorkerID != "" {
+				p.cfg.Observer.Retry(ep.Model)
+			}
+			r.worker = ep
+		}
 		started, err := p.attempt(ctx, cc, ep, req, send)
 		release()
 		var se errSend

@@ -27,8 +27,9 @@
 //	  - Serving: the worker is registered and admits requests.
 //	  - NotReady: the engine is alive but not accepting work; the worker is
 //	    withdrawn and vigil stays up.
-//	  - Draining: the one unwind, from any state: a startup phase running is
-//	    cancelled; a worker that may be registered is withdrawn at once,
+//	  - Draining: the one unwind, from any state: the endpoint is told vigil
+//	    is stopping (its liveness health turns NOT_SERVING); a startup phase
+//	    running is cancelled; a worker that may be registered is withdrawn at once,
 //	    admits nothing (after the shutdown delay, for a stop) and gives
 //	    requests in flight the grace period, after which those left are
 //	    cut and aborted at the engine; then the adapter is shut down. It
@@ -49,4 +50,8 @@
 // abort unanswered, the adapter's Shutdown unanswered). The command
 // package turns that into the exit code. A loss seen while draining for a signal is
 // expected and logged at info.
+//
+// A Config's Observer, when set, is told of every state entered,
+// availability reported, withdrawal and re-registration, for vigil run's
+// metrics.
 package supervisor

@@ -16,6 +16,7 @@ import (
 // takes the phase instead, cancels it and unwinds what it did.
 type phase struct {
 	state  State // the lifecycle's when it began
+	began  time.Time
 	cancel context.CancelFunc
 	done   chan struct{} // closed once the fields below are set
 
@@ -28,7 +29,7 @@ type phase struct {
 // startPhase runs work as the current startup phase.
 func (s *supervisor) startPhase(work func(ctx context.Context, p *phase)) {
 	ctx, cancel := context.WithCancel(s.ctx)
-	p := &phase{state: s.state, cancel: cancel, done: make(chan struct{})}
+	p := &phase{state: s.state, began: time.Now(), cancel: cancel, done: make(chan struct{})}
 	s.phase = p
 	go func() {
 		defer close(p.done)
@@ -60,6 +61,7 @@ func (s *supervisor) endPhase() {
 		s.step(InputLaunched, "")
 	default:
 		s.worker = p.worker
+		s.cfg.Observer.EngineStarted(time.Since(p.began))
 		s.step(InputStarted, "")
 	}
 }

@@ -27,7 +27,54 @@ type Endpoint interface {
 	// first. Its error says what did not finish (wrapping
 	// context.DeadlineExceeded when cutTimeout ran out) or failed.
 	Drain(ctx context.Context, cutTimeout time.Duration) error
+	// Stopping reports that vigil is stopping for good (the drain began),
+	// for the endpoint's liveness health.
+	Stopping()
 }
+
+// Observer is told of the lifecycle's events, for metrics. Its methods are
+// called from the lifecycle's loop, in order, and must not block.
+type Observer interface {
+	// Entered: the lifecycle entered st.
+	Entered(st State)
+	// Availability: the engine's availability as the adapter last
+	// reported it.
+	Availability(a sdk.Availability)
+	// EngineStarted: the adapter's Start returned, the engine serving,
+	// wait after the wait for it began.
+	EngineStarted(wait time.Duration)
+	// Withdrawn: a worker that was registered (or being registered) and
+	// admitting requests was withdrawn, for cause: CauseNotReady,
+	// CauseLost, CauseStop or CauseFailed.
+	Withdrawn(cause string)
+	// Reregistered: a worker withdrawn for cause (CauseNotReady) is
+	// registered again.
+	Reregistered(cause string)
+}
+
+// The causes of a withdrawal or a re-registration, as Observer is told
+// them (metric label values). The host cannot tell an engine asleep from
+// one paused: both are CauseNotReady.
+const (
+	// CauseNotReady: the engine was alive but not accepting work (asleep,
+	// paused).
+	CauseNotReady = "not_ready"
+	// CauseLost: the engine was lost.
+	CauseLost = "lost"
+	// CauseStop: a stop signal.
+	CauseStop = "stop"
+	// CauseFailed: the registration was given up (a duplicate worker id).
+	CauseFailed = "failed"
+)
+
+// nopObserver is the Observer of a Config without one.
+type nopObserver struct{}
+
+func (nopObserver) Entered(State)                 {}
+func (nopObserver) Availability(sdk.Availability) {}
+func (nopObserver) EngineStarted(time.Duration)   {}
+func (nopObserver) Withdrawn(string)              {}
+func (nopObserver) Reregistered(string)           {}
 
 // Adapter is a started engine adapter.
 type Adapter struct {
@@ -51,7 +98,7 @@ func FromPlugin(p *sdk.Plugin) Adapter {
 }
 
 // Config is what Run needs. All fields are required but ServedModelName,
-// ShutdownDelay, ExplainRejected and CheckAdapter.
+// ShutdownDelay, ExplainRejected, CheckAdapter and Observer.
 type Config struct {
 	// Launch starts the adapter; it returns early with an error when ctx
 	// ends.
@@ -88,6 +135,9 @@ type Config struct {
 	// will help) ends the startup. vigil run checks the name against
 	// --engine.
 	CheckAdapter func(sdk.AdapterInfo) error
+	// Observer, when set, is told of the lifecycle's events (vigil run
+	// --metrics-listen). Nil: none.
+	Observer Observer
 }
 
 // Run runs the lifecycle until it stops and returns why: nil after a stop
@@ -101,6 +151,9 @@ func Run(ctx context.Context, cfg Config, signals <-chan os.Signal) error {
 }
 
 func newSupervisor(cfg Config) *supervisor {
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
 	return &supervisor{cfg: cfg, log: cfg.Logger, state: StateLaunching, lost: make(chan struct{})}
 }
 
@@ -140,6 +193,7 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
 			s.plugin.Kill()
 		}
 	}()
+	s.cfg.Observer.Entered(StateLaunching)
 	s.enter(StateLaunching)
 	for s.state != StateStopped {
 		select {
@@ -170,10 +224,13 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 			s.step(InputLost, "adapter closed the availability stream")
 		}
 	case ev.Availability == sdk.Serving:
+		s.cfg.Observer.Availability(ev.Availability)
 		s.step(InputServing, ev.Reason)
 	case ev.Availability == sdk.NotReady:
+		s.cfg.Observer.Availability(ev.Availability)
 		s.step(InputNotReady, ev.Reason)
 	default:
+		s.cfg.Observer.Availability(sdk.Lost)
 		s.events = nil
 		s.step(InputLost, ev.Reason)
 	}
@@ -204,8 +261,30 @@ func (s *supervisor) step(in Input, reason string) {
 		return
 	}
 	s.log.Info("lifecycle", "from", s.state.String(), "to", to.String(), "input", in.String(), "reason", reason)
+	s.counted(s.state, to, in)
 	s.state = to
+	s.cfg.Observer.Entered(to)
 	s.enter(to)
+}
+
+// counted tells the Observer of a withdrawal or a re-registration that the
+// transition from to to by in makes.
+func (s *supervisor) counted(from, to State, in Input) {
+	switch {
+	case from == StateServing && to == StateNotReady:
+		s.cfg.Observer.Withdrawn(CauseNotReady)
+	case from == StateServing:
+		cause := CauseStop
+		switch in {
+		case InputLost:
+			cause = CauseLost
+		case InputFailed:
+			cause = CauseFailed
+		}
+		s.cfg.Observer.Withdrawn(cause)
+	case from == StateNotReady && to == StateServing:
+		s.cfg.Observer.Reregistered(CauseNotReady)
+	}
 }
 
 // note logs what an input means for the outcome, and records it: whichever
@@ -278,6 +357,9 @@ func (s *supervisor) enter(st State) {
 			}
 		}()
 	case StateDraining:
+		if s.cfg.Endpoint != nil {
+			s.cfg.Endpoint.Stopping()
+		}
 		s.startDrain()
 	case StateStopped:
 		s.cancelDrain() // a second signal or the budget: the drain is abandoned

@@ -104,6 +104,7 @@ func (f *fakeEngine) Shutdown(ctx context.Context) error {
 type fakeEndpoint struct {
 	mu       sync.Mutex
 	serving  bool
+	stopping bool          // Stopping was called
 	attached *sdk.Worker   // what Attach was given; nil before
 	release  chan struct{} // nil: nothing in flight
 	cutErr   error
@@ -122,6 +123,7 @@ func (e *fakeEndpoint) Attached() *sdk.Worker {
 	return e.attached
 }
 
+func (e *fakeEndpoint) Stopping()              { e.mu.Lock(); e.stopping = true; e.mu.Unlock() }
 func (e *fakeEndpoint) Admit(b bool, _ string) { e.mu.Lock(); e.serving = b; e.mu.Unlock() }
 func (e *fakeEndpoint) Serving() bool          { e.mu.Lock(); defer e.mu.Unlock(); return e.serving }
 func (e *fakeEndpoint) Drain(ctx context.Context, _ time.Duration) error {

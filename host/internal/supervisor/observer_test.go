@@ -1,0 +1,105 @@
+package supervisor
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vigilhq/vigil/host/internal/outcome"
+	"github.com/vigilhq/vigil/sdk"
+)
+
+// recorder is an Observer that keeps what it is told, as lines.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+	waits  []time.Duration
+}
+
+func (r *recorder) add(s string) { r.mu.Lock(); r.events = append(r.events, s); r.mu.Unlock() }
+
+func (r *recorder) Entered(st State)                { r.add("entered " + st.String()) }
+func (r *recorder) Availability(a sdk.Availability) { r.add("availability " + a.String()) }
+func (r *recorder) Withdrawn(cause string)          { r.add("withdrawn " + cause) }
+func (r *recorder) Reregistered(cause string)       { r.add("reregistered " + cause) }
+func (r *recorder) EngineStarted(d time.Duration) {
+	r.mu.Lock()
+	r.waits = append(r.waits, d)
+	r.mu.Unlock()
+}
+
+func (r *recorder) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.events)
+}
+
+// The Observer sees the worker's life as the metrics count it: withdrawn
+// for not ready, registered again for the same cause, then withdrawn for
+// the loss; and the endpoint is told the lifecycle is stopping.
+func TestObserverSeesWithdrawalsAndReregistrations(t *testing.T) {
+	t.Parallel()
+	ep := &fakeEndpoint{}
+	rec := &recorder{}
+	h := startHarnessWith(t, newFakeEngine(), ep, func(c *Config) { c.Observer = rec })
+	h.send(sdk.Serving)
+	h.registered(true)
+	h.send(sdk.NotReady)
+	h.registered(false)
+	h.send(sdk.Serving)
+	h.registered(true)
+	h.send(sdk.Lost)
+	h.ended(outcome.ErrEngineLost)
+
+	want := []string{
+		"entered launching", "entered waiting", "entered started",
+		"availability SERVING", "entered serving",
+		"availability NOT_READY", "withdrawn not_ready", "entered not-ready",
+		"availability SERVING", "reregistered not_ready", "entered serving",
+		"availability LOST", "withdrawn lost", "entered draining",
+		"entered stopped",
+	}
+	if diff := cmp.Diff(want, rec.get()); diff != "" {
+		t.Errorf("observed (-want +got):\n%s", diff)
+	}
+	if len(rec.waits) != 1 {
+		t.Errorf("EngineStarted called %d times, want once", len(rec.waits))
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if !ep.stopping {
+		t.Error("endpoint not told Stopping when the drain began")
+	}
+}
+
+// A stop during the wait for the engine tells the endpoint Stopping (its
+// liveness turns NOT_SERVING), and withdraws nothing that was not there.
+func TestStopDuringWaitIsStopping(t *testing.T) {
+	t.Parallel()
+	ep := &fakeEndpoint{}
+	rec := &recorder{}
+	engine := newFakeEngine()
+	engine.startBlock = make(chan struct{})
+	h := startHarnessWith(t, engine, ep, func(c *Config) { c.Observer = rec })
+	<-engine.startCtx
+	ep.mu.Lock()
+	stopping := ep.stopping
+	ep.mu.Unlock()
+	if stopping {
+		t.Fatal("endpoint told Stopping while waiting for the engine")
+	}
+	h.signal()
+	h.ended(nil)
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if !ep.stopping {
+		t.Error("endpoint not told Stopping after a stop during the wait")
+	}
+	for _, e := range rec.get() {
+		if e == "withdrawn stop" {
+			t.Errorf("a worker never registered counted as withdrawn: %v", rec.get())
+		}
+	}
+}
