@@ -83,8 +83,8 @@ func (ca *testCA) issue(t *testing.T, dir, name string, dnsNames []string, ips .
 	}
 	cert, _ := x509.ParseCertificate(der)
 	p := &certPair{cert: cert,
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
+		certPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
 		certFile: filepath.Join(dir, name+".pem"), keyFile: filepath.Join(dir, name+"-key.pem")}
 	writeFileAtomic(t, p.certFile, p.certPEM)
 	writeFileAtomic(t, p.keyFile, p.keyPEM)
