@@ -180,9 +180,15 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 }
 
 // logSecurity logs once what secures the router: TLS on its listeners,
-// to workers, and the API key (never the key itself).
+// to workers, and the API key (never the key itself); and warns when the
+// key would cross the network in plaintext.
 func logSecurity(log hclog.Logger, cfg routeConfig, listenTLS bool) {
 	log.Info("router security", "tls", listenTLS, "mtls", cfg.tls.ClientCAFile != "",
 		"worker_tls", cfg.workerTLS != nil, "worker_mtls", cfg.workerTLS != nil && cfg.workerTLS.CertFile != "",
 		"api_key", cfg.apiKey != "")
+	host, _, _ := net.SplitHostPort(cfg.httpListen)
+	if ip := net.ParseIP(host); cfg.apiKey != "" && !listenTLS && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		log.Warn("the API key travels in plaintext on a non-loopback --http-listen: set --tls-cert-file and --tls-key-file, or terminate TLS in front",
+			"http_listen", cfg.httpListen)
+	}
 }

@@ -224,3 +224,29 @@ func parseRouteArgs(t *testing.T, args ...string) routeConfig {
 	}
 	return cfg
 }
+
+// An API key on a plaintext listener off loopback is warned about; on
+// loopback, or with TLS, it is not.
+func TestRouteWarnsOfPlaintextAPIKey(t *testing.T) {
+	for _, tc := range []struct {
+		listen string
+		tls    bool
+		warn   bool
+	}{
+		{"0.0.0.0:8481", false, true},
+		{"10.0.0.5:8481", false, true},
+		{"0.0.0.0:8481", true, false},
+		{"127.0.0.1:8481", false, false},
+		{"localhost:8481", false, false},
+	} {
+		var out strings.Builder
+		log := hclog.New(&hclog.LoggerOptions{Output: &out})
+		logSecurity(log, routeConfig{httpListen: tc.listen, apiKey: "k"}, tc.tls)
+		if got := strings.Contains(out.String(), "API key travels in plaintext"); got != tc.warn {
+			t.Errorf("%s, TLS %v: warned %v, want %v:\n%s", tc.listen, tc.tls, got, tc.warn, out.String())
+		}
+		if strings.Contains(out.String(), "api_key=k ") {
+			t.Errorf("the key itself was logged:\n%s", out.String())
+		}
+	}
+}
