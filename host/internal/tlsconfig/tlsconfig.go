@@ -3,9 +3,9 @@
 // the router's connections to workers, from PEM files that it reloads
 // when they change.
 //
-// Reloading polls: on a handshake, at most once per Interval, the files
-// are stat'ed, and when any one's modification time or size changed the
-// whole set is read again. A set that does not load (a certificate
+// Reloading polls: on a handshake, at most once per DefaultInterval, the
+// files are stat'ed, and when any one's modification time, size or inode
+// changed the whole set is read again. A set that does not load (a certificate
 // written before its key, a truncated file) keeps the previous one in use
 // and is logged once per change, so a rotation that writes the two files
 // one after the other is picked up once both are in place. Polling
@@ -201,6 +201,7 @@ type reloader[T any] struct {
 type stamp struct {
 	mod  time.Time
 	size int64
+	ino  uint64
 	err  string // the stat's error, so a file that vanishes and comes back counts as a change
 }
 
@@ -227,7 +228,7 @@ func (r *reloader[T]) stat() []stamp {
 			s[i].err = err.Error()
 			continue
 		}
-		s[i].mod, s[i].size = fi.ModTime(), fi.Size()
+		s[i].mod, s[i].size, s[i].ino = fi.ModTime(), fi.Size(), inode(fi)
 	}
 	return s
 }
@@ -259,7 +260,7 @@ func (r *reloader[T]) get() T {
 
 func equalStamps(a, b []stamp) bool {
 	for i := range a {
-		if !a[i].mod.Equal(b[i].mod) || a[i].size != b[i].size || a[i].err != b[i].err {
+		if !a[i].mod.Equal(b[i].mod) || a[i].size != b[i].size || a[i].ino != b[i].ino || a[i].err != b[i].err {
 			return false
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -261,5 +262,53 @@ func TestNewServerErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", name, err, tc.want)
 		}
+	}
+}
+
+// A pair replaced by renames is reloaded even when the new files have the
+// old ones' sizes and modification times, as on a file system with coarse
+// timestamps: the inodes differ.
+func TestServerReloadsSameSizeSameTimePair(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("no inodes")
+	}
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir, "ca")
+	old := ca.Server(t, dir, "server", nil, loopback)
+	var next *tlstest.Pair
+	for range 100 {
+		p := ca.Server(t, t.TempDir(), "next", nil, loopback)
+		if len(p.CertPEM) == len(old.CertPEM) && len(p.KeyPEM) == len(old.KeyPEM) {
+			next = p
+			break
+		}
+	}
+	if next == nil {
+		t.Fatal("no certificate of the old one's size in 100 tries")
+	}
+	s, clk := newTestServer(t, ServerFiles{CertFile: old.CertFile, KeyFile: old.KeyFile}, nil)
+	cfg := s.Config()
+	times := map[string]time.Time{}
+	for _, f := range []string{old.CertFile, old.KeyFile} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		times[f] = fi.ModTime()
+	}
+	next.WriteTo(t, old.CertFile, old.KeyFile)
+	for f, mt := range times {
+		if err := os.Chtimes(f, mt, mt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.t = clk.t.Add(DefaultInterval)
+	got, err := handshake(t, cfg, clientConfig(ca))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Equal(next.Cert) {
+		t.Fatalf("got certificate %v, want the rotated one %v", got.SerialNumber, next.Cert.SerialNumber)
 	}
 }
