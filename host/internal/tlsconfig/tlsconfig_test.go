@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -275,18 +276,23 @@ func TestServerReloadsSameSizeSameTimePair(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "ca")
-	old := ca.Server(t, dir, "server", nil, loopback)
-	var next *tlstest.Pair
-	for range 100 {
-		p := ca.Server(t, t.TempDir(), "next", nil, loopback)
-		if len(p.CertPEM) == len(old.CertPEM) && len(p.KeyPEM) == len(old.KeyPEM) {
+	// Two pairs of one size: DER lengths vary by a few bytes, so some of a
+	// few dozen collide.
+	var old, next *tlstest.Pair
+	bySize := map[[2]int]*tlstest.Pair{}
+	for i := 0; i < 100 && next == nil; i++ {
+		p := ca.Server(t, t.TempDir(), "server", nil, loopback)
+		size := [2]int{len(p.CertPEM), len(p.KeyPEM)}
+		if old = bySize[size]; old != nil {
 			next = p
-			break
 		}
+		bySize[size] = p
 	}
 	if next == nil {
-		t.Fatal("no certificate of the old one's size in 100 tries")
+		t.Fatal("no two certificates of one size in 100 tries")
 	}
+	old.WriteTo(t, filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem"))
+	old.CertFile, old.KeyFile = filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
 	s, clk := newTestServer(t, ServerFiles{CertFile: old.CertFile, KeyFile: old.KeyFile}, nil)
 	cfg := s.Config()
 	times := map[string]time.Time{}
