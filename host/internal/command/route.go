@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/endpoint"
 	"github.com/vigilhq/vigil/host/internal/router"
+	"github.com/vigilhq/vigil/host/internal/tlsconfig"
 )
 
 func routeCommand() *cli.Command {
@@ -37,7 +39,8 @@ func routeCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "model", EnvVars: env("MODEL"),
 				Usage: "served model name whose requests get 503 and Retry-After, not 404, while no worker serves it (repeatable, or comma-separated); " +
 					"a model seen in discovery is known for " + router.DefaultModelMemory.String() + " after its last worker left without it"},
-		}, append(discoveryFlags("service name the workers are registered under"), metricsFlags()...)...), logFlags()...),
+		}, discoveryFlags("service name the workers are registered under")...),
+			append(append(append(append(tlsFlags("both listeners"), workerTLSFlags()...), apiKeyFlags()...), metricsFlags()...), logFlags()...)...),
 		Action:       routeAction,
 		OnUsageError: onUsageError,
 	}
@@ -53,6 +56,9 @@ type routeConfig struct {
 	maxBodyBytes       int64
 	models             []string
 	metrics            metricsConfig
+	tls                tlsconfig.ServerFiles
+	workerTLS          *tlsconfig.ClientFiles // nil: plaintext
+	apiKey, apiKeyFile string
 }
 
 func routeAction(c *cli.Context) error {
@@ -67,6 +73,9 @@ func routeAction(c *cli.Context) error {
 	}
 	log := cfg.log.logger(c.App.ErrWriter)
 	logIgnored(log, ignored)
+	if cfg.apiKey, err = loadAPIKey(cfg.apiKey, cfg.apiKeyFile); err != nil {
+		return err
+	}
 	b, err := newBackend(cfg.discoveryConfig)
 	if err != nil {
 		return err
@@ -79,6 +88,14 @@ func routeAction(c *cli.Context) error {
 // called with the listening addresses once both servers accept.
 func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, log hclog.Logger,
 	signals <-chan os.Signal, ready func(grpcAddr, httpAddr net.Addr)) error {
+	srvTLS, err := loadServerTLS(cfg.tls, log)
+	if err != nil {
+		return err
+	}
+	workerCreds, err := loadWorkerTLS(cfg.workerTLS, log)
+	if err != nil {
+		return err
+	}
 	glis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return exit(fmt.Errorf("--listen %s: %w", cfg.listen, err))
@@ -88,6 +105,10 @@ func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, 
 		glis.Close()
 		return exit(fmt.Errorf("--http-listen %s: %w", cfg.httpListen, err))
 	}
+	if srvTLS != nil {
+		hlis = tls.NewListener(hlis, httpTLS(srvTLS))
+	}
+	logSecurity(log, cfg, srvTLS != nil)
 	proxy := router.ProxyConfig{Retries: cfg.retries, RequestTimeout: cfg.requestTimeout}
 	stopMetrics, err := serveRouteMetrics(cfg.metrics, &proxy, log)
 	if err != nil {
@@ -97,11 +118,11 @@ func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, 
 	}
 	defer stopMetrics()
 	srv := router.NewServer(router.ServerConfig{
-		GRPCListener: glis, HTTPListener: hlis,
+		GRPCListener: glis, HTTPListener: hlis, GRPCOptions: grpcCreds(srvTLS),
 		Source: src, Service: cfg.service,
-		Pool:   router.PoolConfig{Models: cfg.models},
+		Pool:   router.PoolConfig{Models: cfg.models, Credentials: workerCreds},
 		Proxy:  proxy,
-		HTTP:   router.HTTPConfig{MaxBodyBytes: cfg.maxBodyBytes},
+		HTTP:   router.HTTPConfig{MaxBodyBytes: cfg.maxBodyBytes, APIKey: cfg.apiKey},
 		Logger: log,
 		Ready: func() {
 			if ready != nil {
@@ -157,6 +178,29 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 			return cfg, usageErrorf("--model %q: %v", m, err)
 		}
 	}
+	if cfg.tls, err = parseTLS(c); err != nil {
+		return cfg, err
+	}
+	if cfg.workerTLS, err = parseWorkerTLS(c); err != nil {
+		return cfg, err
+	}
+	if cfg.apiKey, cfg.apiKeyFile, err = parseAPIKey(c); err != nil {
+		return cfg, err
+	}
 	cfg.log, err = parseLog(c)
 	return cfg, err
+}
+
+// logSecurity logs once what secures the router: TLS on its listeners,
+// to workers, and the API key (never the key itself); and warns when the
+// key would cross the network in plaintext.
+func logSecurity(log hclog.Logger, cfg routeConfig, listenTLS bool) {
+	log.Info("router security", "tls", listenTLS, "mtls", cfg.tls.ClientCAFile != "",
+		"worker_tls", cfg.workerTLS != nil, "worker_mtls", cfg.workerTLS != nil && cfg.workerTLS.CertFile != "",
+		"api_key", cfg.apiKey != "")
+	host, _, _ := net.SplitHostPort(cfg.httpListen)
+	if ip := net.ParseIP(host); cfg.apiKey != "" && !listenTLS && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		log.Warn("the API key travels in plaintext on a non-loopback --http-listen: set --tls-cert-file and --tls-key-file, or terminate TLS in front",
+			"http_listen", cfg.httpListen)
+	}
 }

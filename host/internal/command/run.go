@@ -21,6 +21,7 @@ import (
 	"github.com/vigilhq/vigil/host/internal/discovery/file"
 	"github.com/vigilhq/vigil/host/internal/endpoint"
 	"github.com/vigilhq/vigil/host/internal/supervisor"
+	"github.com/vigilhq/vigil/host/internal/tlsconfig"
 	"github.com/vigilhq/vigil/sdk"
 )
 
@@ -65,7 +66,8 @@ func runCommand() *cli.Command {
 				Usage: "consecutive failed liveness checks after which the engine is lost"},
 			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
 				Usage: "cap of the retry backoff while waiting for the engine"},
-		}, append(append(adapterFlags(), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...), logFlags()...),
+		}, append(append(adapterFlags(), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...),
+			append(tlsFlags("the worker endpoint"), logFlags()...)...),
 		Action:       runAction,
 		OnUsageError: onUsageError,
 	}
@@ -98,6 +100,7 @@ type runConfig struct {
 	maxInflight          int
 	servedModelName      string // "": the engine's own
 	metrics              metricsConfig
+	tls                  tlsconfig.ServerFiles
 }
 
 func runAction(c *cli.Context) error {
@@ -127,11 +130,15 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	srvTLS, err := loadServerTLS(cfg.tls, log)
+	if err != nil {
+		return err
+	}
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return exit(fmt.Errorf("--listen %s: %w", cfg.listen, err))
 	}
-	ep := endpoint.New(lis, cfg.maxInflight, log.Named("endpoint"))
+	ep := endpoint.New(lis, cfg.maxInflight, log.Named("endpoint"), grpcCreds(srvTLS)...)
 	defer ep.Close()
 	go func() {
 		if err := ep.Serve(); err != nil {
@@ -139,7 +146,7 @@ func runAction(c *cli.Context) error {
 		}
 	}()
 	log.Info("worker endpoint listening", "listen", lis.Addr().String(), "advertise", advertise,
-		"service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
+		"tls", srvTLS != nil, "mtls", cfg.tls.ClientCAFile != "", "service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
 	lc := lifecycleConfig(cfg, src, registry, ep, log)
 	stopMetrics, err := serveRunMetrics(cfg.metrics, &lc, ep, log)
 	if err != nil {
@@ -225,6 +232,9 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	}
 	if !validName(cfg.workerID) {
 		return cfg, usageErrorf("--worker-id %q: %s", cfg.workerID, nameRule)
+	}
+	if cfg.tls, err = parseTLS(c); err != nil {
+		return cfg, err
 	}
 	cfg.log, err = parseLog(c)
 	return cfg, err

@@ -99,15 +99,16 @@ type request struct {
 }
 
 // New returns a Server on lis that refuses requests until Attach and
-// Admit(true). maxInflight <= 0 means DefaultMaxInflight.
-func New(lis net.Listener, maxInflight int, log hclog.Logger) *Server {
+// Admit(true). maxInflight <= 0 means DefaultMaxInflight. opts are added
+// to the gRPC server's, such as grpc.Creds for TLS.
+func New(lis net.Listener, maxInflight int, log hclog.Logger, opts ...grpc.ServerOption) *Server {
 	if maxInflight <= 0 {
 		maxInflight = DefaultMaxInflight
 	}
 	s := &Server{
 		lis: lis, health: health.NewServer(), log: log,
-		grpc: grpc.NewServer(append(sdk.StreamServerOptions(), grpc.MaxRecvMsgSize(MaxRequestBytes),
-			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime}))...),
+		grpc: grpc.NewServer(append(append(sdk.StreamServerOptions(), grpc.MaxRecvMsgSize(MaxRequestBytes),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime})), opts...)...),
 		maxInflight: maxInflight, refusal: "worker starting", inflight: map[uint64]*request{},
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -42,6 +42,10 @@ type HTTPConfig struct {
 	// MaxBodyBytes bounds a request body; a larger one gets 413. 0 means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// APIKey, if not empty, is the Bearer token every request but GET
+	// /health must carry (Authorization: Bearer KEY), as vLLM's --api-key;
+	// a request without it or with another gets 401 (see requireKey).
+	APIKey string
 	// Logger receives a line per failed request; nil discards.
 	Logger hclog.Logger
 }
@@ -59,7 +63,8 @@ type HTTPConfig struct {
 //     one worker), else 503; the gRPC health service says the same.
 //
 // Errors have OpenAI's body, {"error":{"message","type","param","code"}};
-// every 503 carries Retry-After (RetryAfter).
+// every 503 carries Retry-After (RetryAfter). With cfg.APIKey, every path
+// but /health needs the key first.
 func NewHTTPHandler(p *Proxy, cfg HTTPConfig) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
@@ -73,7 +78,10 @@ func NewHTTPHandler(p *Proxy, cfg HTTPConfig) http.Handler {
 		writeError(w, &apiError{status: http.StatusNotFound, typ: "not_found_error",
 			msg: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
-	return mux
+	if cfg.APIKey == "" {
+		return mux
+	}
+	return requireKey(cfg.APIKey, mux)
 }
 
 type httpHandler struct {
@@ -88,6 +96,7 @@ type apiError struct {
 	typ    string // invalid_request_error, not_found_error, rate_limit_error, server_error
 	msg    string
 	param  string // the offending request field, if known
+	code   string // OpenAI's error code, if any (invalid_api_key)
 	// retryAfter, if not 0, is sent as Retry-After.
 	retryAfter time.Duration
 }
@@ -113,6 +122,9 @@ func (e *apiError) body() errorBody {
 	b := errorBody{Error: errorDetail{Message: e.msg, Type: e.typ}}
 	if e.param != "" {
 		b.Error.Param = &e.param
+	}
+	if e.code != "" {
+		b.Error.Code = &e.code
 	}
 	return b
 }

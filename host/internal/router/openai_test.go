@@ -20,11 +20,20 @@ import (
 // the body.
 func (r *testRouter) do(t *testing.T, method, path, body string) (int, http.Header, string) {
 	t.Helper()
+	return r.doAuth(t, method, path, body, "")
+}
+
+// doAuth is do with an Authorization header, if auth is not empty.
+func (r *testRouter) doAuth(t *testing.T, method, path, body, auth string) (int, http.Header, string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, r.http.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
 	resp, err := r.http.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

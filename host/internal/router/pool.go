@@ -12,6 +12,7 @@ import (
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -37,6 +38,9 @@ type PoolConfig struct {
 	// Logger receives a line per worker joining or leaving, and per model
 	// withdrawn or forgotten; nil discards.
 	Logger hclog.Logger
+	// Credentials secure the connections to workers (vigil route
+	// --worker-tls); nil means plaintext.
+	Credentials credentials.TransportCredentials
 }
 
 // Pool is the current set of workers and a gRPC connection to each worker
@@ -48,6 +52,7 @@ type Pool struct {
 	now    func() time.Time
 	memory time.Duration
 	pinned map[string]bool // PoolConfig.Models
+	creds  credentials.TransportCredentials
 
 	mu       sync.Mutex
 	eps      []discovery.Registration // current set, in discovery.Sort order
@@ -75,6 +80,9 @@ func NewPool(cfg PoolConfig) *Pool {
 		conns: map[string]*conn{}, next: map[string]uint64{}, left: map[string]time.Time{}}
 	if p.now == nil {
 		p.now = time.Now
+	}
+	if p.creds = cfg.Credentials; p.creds == nil {
+		p.creds = insecure.NewCredentials()
 	}
 	if p.memory <= 0 {
 		p.memory = DefaultModelMemory
@@ -119,7 +127,7 @@ func (p *Pool) Update(eps []discovery.Registration) {
 			continue
 		}
 		cc, err := grpc.NewClient("passthrough:///"+addr, append(sdk.StreamDialOptions(),
-			grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithKeepaliveParams(workerKeepalive),
+			grpc.WithTransportCredentials(p.creds), grpc.WithKeepaliveParams(workerKeepalive),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(endpoint.MaxRequestBytes)))...)
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/outcome"
+	"google.golang.org/grpc"
 )
 
 // DefaultDrainTimeout is how long requests in flight may finish after a
@@ -27,8 +28,12 @@ const shutdownSlack = 5 * time.Second
 // ServerConfig is what a Server needs.
 type ServerConfig struct {
 	// GRPCListener and HTTPListener listen for the worker API and the
-	// OpenAI-compatible API; Run closes them.
+	// OpenAI-compatible API; Run closes them. HTTPListener may be a
+	// tls.NewListener's.
 	GRPCListener, HTTPListener net.Listener
+	// GRPCOptions are added to the gRPC server's, such as grpc.Creds for
+	// TLS.
+	GRPCOptions []grpc.ServerOption
 	// Source finds the workers; Service names them in the log.
 	Source  discovery.Discoverer
 	Service string
@@ -98,7 +103,7 @@ func (s *Server) start(ctx context.Context) *servers {
 	// Handlers run under base, which ends when the drain runs out.
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	sv := &servers{
-		grpc: NewGRPCServer(proxy),
+		grpc: NewGRPCServer(proxy, s.cfg.GRPCOptions...),
 		http: &http.Server{
 			Handler:           NewHTTPHandler(proxy, hcfg),
 			ReadHeaderTimeout: 10 * time.Second,
