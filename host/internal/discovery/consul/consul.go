@@ -89,7 +89,7 @@ func (c *Registry) Register(ctx context.Context, r discovery.Registration) error
 		},
 	}
 	if err := c.agent.ServiceRegisterOpts(reg, api.ServiceRegisterOpts{}.WithContext(ctx)); err != nil {
-		return fmt.Errorf("registering %s in consul: %w", ServiceID(r), err)
+		return fmt.Errorf("registering %s in consul: %w", ServiceID(r), denied(err))
 	}
 	return nil
 }
@@ -120,7 +120,7 @@ func (c *Registry) Heartbeat(ctx context.Context, r discovery.Registration) erro
 	case isNotFound(updateErr):
 		return fmt.Errorf("%w: consul check %s: %v", discovery.ErrNotRegistered, CheckID(r), updateErr)
 	case updateErr != nil:
-		return fmt.Errorf("passing consul check %s: %w", CheckID(r), updateErr)
+		return fmt.Errorf("passing consul check %s: %w", CheckID(r), denied(updateErr))
 	case claimErr == nil && found && claim.Owner != r.Owner:
 		return fmt.Errorf("%w: consul service %s is another vigil's, advertising %s (owner %s)",
 			discovery.ErrNotRegistered, ServiceID(r), claim.Addr(), claim.Owner)
@@ -141,7 +141,7 @@ func renewalOutput(owner string, n uint64) string {
 func (c *Registry) Deregister(ctx context.Context, r discovery.Registration) error {
 	claim, found, err := c.Claim(ctx, r)
 	if err != nil {
-		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), err)
+		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), denied(err))
 	}
 	if found && claim.Owner != r.Owner {
 		return fmt.Errorf("%w: consul service %s is another vigil's, advertising %s (owner %s)",
@@ -149,7 +149,7 @@ func (c *Registry) Deregister(ctx context.Context, r discovery.Registration) err
 	}
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	if err := c.agent.ServiceDeregisterOpts(ServiceID(r), q); err != nil && !isNotFound(err) {
-		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), err)
+		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), denied(err))
 	}
 	return nil
 }
@@ -161,7 +161,7 @@ func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discove
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	_, info, err := c.agent.AgentHealthServiceByIDOpts(ServiceID(r), q)
 	if err != nil {
-		return discovery.Claim{}, false, fmt.Errorf("reading consul service %s: %w", ServiceID(r), err)
+		return discovery.Claim{}, false, fmt.Errorf("reading consul service %s: %w", ServiceID(r), denied(err))
 	}
 	if info == nil || info.Service == nil {
 		return discovery.Claim{}, false, nil
@@ -173,6 +173,19 @@ func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discove
 		}
 	}
 	return claim, true, nil
+}
+
+// denied marks a 403 from Consul (an ACL refusal) as
+// discovery.ErrPermissionDenied, keeping Consul's words, which name the
+// missing permission ("... lacks permission 'service:write' on \"llm\"",
+// or "ACL not found" for an unknown token); other errors are returned as
+// they are.
+func denied(err error) error {
+	var se api.StatusError
+	if errors.As(err, &se) && se.Code == http.StatusForbidden {
+		return fmt.Errorf("%w: %w", discovery.ErrPermissionDenied, err)
+	}
+	return err
 }
 
 func isNotFound(err error) bool {
