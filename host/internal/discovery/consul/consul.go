@@ -44,6 +44,7 @@ type Options struct {
 // Registry is a discovery.Registry over a Consul agent.
 type Registry struct {
 	agent *api.Agent
+	acl   *api.ACL
 	addr  string
 	opts  Options
 
@@ -54,7 +55,7 @@ var _ discovery.Registry = (*Registry)(nil)
 
 // New returns a Registry over client's agent.
 func New(client *api.Client, addr string, opts Options) *Registry {
-	return &Registry{agent: client.Agent(), addr: addr, opts: opts}
+	return &Registry{agent: client.Agent(), acl: client.ACL(), addr: addr, opts: opts}
 }
 
 // ServiceID is the Consul service id of a worker: stable across restarts of
@@ -161,6 +162,10 @@ func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discove
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	_, info, err := c.agent.AgentHealthServiceByIDOpts(ServiceID(r), q)
 	if err != nil {
+		var se api.StatusError
+		if !errors.As(err, &se) {
+			err = c.explain(ctx, err)
+		}
 		return discovery.Claim{}, false, fmt.Errorf("reading consul service %s: %w", ServiceID(r), denied(err))
 	}
 	if info == nil || info.Service == nil {
@@ -173,6 +178,19 @@ func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discove
 		}
 	}
 	return claim, true, nil
+}
+
+// explain returns the token's refusal in err's place when the agent
+// refuses the token itself: consul/api reads the agent's health endpoint's
+// refusal ("ACL not found", for an unknown token) as JSON and reports only
+// that it is not, so the token is asked about once to learn why.
+func (c *Registry) explain(ctx context.Context, err error) error {
+	_, _, terr := c.acl.TokenReadSelf((&api.QueryOptions{}).WithContext(ctx))
+	var se api.StatusError
+	if errors.As(terr, &se) && se.Code == http.StatusForbidden {
+		return terr
+	}
+	return err
 }
 
 // denied marks a 403 from Consul (an ACL refusal) as
