@@ -158,7 +158,11 @@ func (l logConfig) logger(w io.Writer) hclog.Logger {
 	if lw, ok := w.(*logwriter.Writer); ok {
 		lw.SetNotice(l.droppedNotice)
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "vigil", Level: l.level, JSONFormat: l.format == "json", Output: w})
+	log := hclog.New(&hclog.LoggerOptions{Name: "vigil", Level: l.level, JSONFormat: l.format == "json", Output: w})
+	if l.format == "json" {
+		return durationStrings{log}
+	}
+	return log
 }
 
 // droppedNotice is the log entry that counts the entries the log writer
