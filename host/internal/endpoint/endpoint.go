@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 )
 
 // KeepaliveMinTime is the shortest interval at which clients (vigil route)
@@ -95,6 +96,8 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger) *Server {
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	workerv1.RegisterWorkerServer(s.grpc, s)
+	// grpcurl and other tools list and call the services without the protos.
+	reflection.Register(s.grpc)
 	s.setHealth(false)
 	return s
 }
