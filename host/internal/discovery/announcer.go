@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -52,9 +53,9 @@ type Announcer struct {
 	watching   *watch        // another owner's registration, being watched
 	err        *ConflictError
 	failures   Failures
-	// reached: a Register call may have reached the backend (it was made
-	// and not refused for want of a permission); until then Withdraw has
-	// nothing to deregister.
+	// reached: a Register call may have reached the backend (it was made,
+	// and neither refused for want of a permission nor left undialled);
+	// until then Withdraw has nothing to deregister.
 	reached bool
 	// cancelSync ends the sync in flight, if any: Withdraw need not wait
 	// for a renewal it makes moot.
@@ -231,7 +232,7 @@ func (a *Announcer) register(ctx context.Context, r Registration) (bool, error) 
 		return false, nil
 	}
 	err = a.call(ctx, a.reg.Register, r)
-	if !errors.Is(err, ErrPermissionDenied) {
+	if !notSent(err) {
 		a.mu.Lock()
 		a.reached = true
 		a.mu.Unlock()
@@ -243,6 +244,14 @@ func (a *Announcer) register(ctx context.Context, r Registration) (bool, error) 
 	a.watching = nil
 	a.mu.Unlock()
 	return true, nil
+}
+
+// notSent reports whether err says that a call's request never reached
+// the backend, or was refused whole: a refused permission, or a
+// connection that was never made (an agent not listening).
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, ErrPermissionDenied) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // takeOver decides, from another owner's registration c read at now,
@@ -288,8 +297,9 @@ func (a *Announcer) call(ctx context.Context, f func(context.Context, Registrati
 // (ErrPermissionDenied) is not retried. Withdrawing when nothing is
 // registered deregisters anyway, in case an earlier Register reached the
 // backend but its answer did not; when no Register was made, or every one
-// was refused for want of a permission, there is nothing to deregister and
-// it returns at once.
+// was refused for want of a permission or never reached the backend (a
+// connection refused), there is nothing to deregister and it returns at
+// once.
 //
 // Another owner's registration of the worker is never removed: Withdraw
 // leaves it, and after the Announcer has given up (Done) it does nothing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -437,4 +438,28 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestWithdrawNeverReached: when every Register failed to connect (an
+// agent not listening), nothing reached the backend, and Withdraw returns
+// at once without deregistering, instead of retrying the unreachable
+// backend until its deadline.
+func TestWithdrawNeverReached(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(30 * time.Millisecond)
+	refused := fmt.Errorf("registering llm-w1 in consul: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")})
+	rec.setFail("register", refused)
+	rec.setFail("deregister", refused)
+	a := start(t, rec)
+	a.Announce(worker)
+	rec.await(t, "register")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := a.Withdraw(ctx); err != nil {
+		t.Fatalf("Withdraw = %v, want nil: nothing reached the backend", err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("Withdraw took %v, want well under 1s", took)
+	}
 }
