@@ -18,6 +18,7 @@ package consul
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -162,8 +163,8 @@ func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discove
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	_, info, err := c.agent.AgentHealthServiceByIDOpts(ServiceID(r), q)
 	if err != nil {
-		var se api.StatusError
-		if !errors.As(err, &se) {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
 			err = c.explain(ctx, err)
 		}
 		return discovery.Claim{}, false, fmt.Errorf("reading consul service %s: %w", ServiceID(r), denied(err))
