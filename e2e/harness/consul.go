@@ -45,7 +45,8 @@ func StartConsul(s Starter, bin, node string) (*Consul, error) {
 
 // StartConsulACL is StartConsul with ACLs enabled, denying by default, and
 // management as the initial management token (a UUID), which Client
-// carries; vigil gets no token but the CONSUL_HTTP_TOKEN a test gives it.
+// carries, and the agent's own token (for its node's registration); vigil
+// gets no token but the CONSUL_HTTP_TOKEN a test gives it.
 func StartConsulACL(s Starter, bin, node, management string) (*Consul, error) {
 	return startConsul(s, bin, node, management)
 }
@@ -63,7 +64,7 @@ func startConsul(s Starter, bin, node, management string) (*Consul, error) {
 		"-server-port", fmt.Sprint(ports[3]),
 		"-hcl", "ports { grpc_tls = -1 }", "-log-level", "warn"}
 	if management != "" {
-		c.args = append(c.args, "-hcl", fmt.Sprintf(`acl { enabled = true, default_policy = "deny", tokens { initial_management = %q } }`, management))
+		c.args = append(c.args, "-hcl", fmt.Sprintf(`acl { enabled = true, default_policy = "deny", tokens { initial_management = %q, agent = %q } }`, management, management))
 	}
 	if c.Client, err = api.NewClient(&api.Config{Address: c.Addr, Token: management}); err != nil {
 		return nil, fmt.Errorf("consul client: %w", err)

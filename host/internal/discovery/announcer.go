@@ -200,7 +200,7 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 	}
 	if errors.Is(err, ErrPermissionDenied) {
 		// Retrying will not mend it; the operator must fix the token.
-		a.failures.FailAt(a.log, hclog.Error, "the registry refused the worker for want of a permission; fix the token (Consul: service:write on the service); retrying",
+		a.failures.FailAt(a.log, hclog.Error, "the registry refused the worker for want of a permission; fix the token (with Consul: a token it knows, with service:write on the service); retrying",
 			"registry", a.reg.String(), "service", want.Service, "error", err)
 		return a.watching != nil
 	}
