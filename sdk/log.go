@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
@@ -55,11 +56,53 @@ func newLogger(w io.Writer, level string) hclog.Logger {
 	if l == hclog.NoLevel {
 		l = hclog.Info
 	}
-	return hclog.New(&hclog.LoggerOptions{
+	return durationStrings{hclog.New(&hclog.LoggerOptions{
 		Level:      l,
 		Output:     &capWriter{w: w, max: MaxLogLine},
 		JSONFormat: true,
-	})
+	})}
+}
+
+// durationStrings is a logger that writes time.Duration values as duration
+// strings ("5s"): hclog's JSON writes integer nanoseconds, which the host
+// would relay into its log as a bare number. Loggers it names or adds
+// arguments to do the same.
+type durationStrings struct{ hclog.Logger }
+
+// durStrs returns args with every time.Duration value a string; args is
+// left as it was.
+func durStrs(args []any) []any {
+	var out []any
+	for i := 1; i < len(args); i += 2 {
+		if d, ok := args[i].(time.Duration); ok {
+			if out == nil {
+				out = append([]any(nil), args...)
+			}
+			out[i] = d.String()
+		}
+	}
+	if out == nil {
+		return args
+	}
+	return out
+}
+
+func (l durationStrings) Log(level hclog.Level, msg string, args ...any) {
+	l.Logger.Log(level, msg, durStrs(args)...)
+}
+func (l durationStrings) Trace(msg string, args ...any) { l.Logger.Trace(msg, durStrs(args)...) }
+func (l durationStrings) Debug(msg string, args ...any) { l.Logger.Debug(msg, durStrs(args)...) }
+func (l durationStrings) Info(msg string, args ...any)  { l.Logger.Info(msg, durStrs(args)...) }
+func (l durationStrings) Warn(msg string, args ...any)  { l.Logger.Warn(msg, durStrs(args)...) }
+func (l durationStrings) Error(msg string, args ...any) { l.Logger.Error(msg, durStrs(args)...) }
+func (l durationStrings) With(args ...any) hclog.Logger {
+	return durationStrings{l.Logger.With(durStrs(args)...)}
+}
+func (l durationStrings) Named(name string) hclog.Logger {
+	return durationStrings{l.Logger.Named(name)}
+}
+func (l durationStrings) ResetNamed(name string) hclog.Logger {
+	return durationStrings{l.Logger.ResetNamed(name)}
 }
 
 // capWriter writes hclog's JSON entries, one per Write, each held to max

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
@@ -168,5 +169,21 @@ func TestNewLoggerLevel(t *testing.T) {
 		if got := newLogger(&bytes.Buffer{}, tc.env).GetLevel(); got != tc.want {
 			t.Errorf("newLogger(%q).GetLevel() = %s, want %s", tc.env, got, tc.want)
 		}
+	}
+}
+
+// TestLoggerDurations: the adapter's JSON entries carry durations as
+// duration strings, which the host relays as they are; integer
+// nanoseconds would reach the host's log as a bare number.
+func TestLoggerDurations(t *testing.T) {
+	var buf bytes.Buffer
+	log := newLogger(&buf, "info")
+	log.Named("wait").With("retry_max", 250*time.Millisecond).Info("waiting", "waited", 90*time.Second)
+	var fields map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &fields); err != nil {
+		t.Fatalf("entry %q: %v", buf.String(), err)
+	}
+	if fields["waited"] != "1m30s" || fields["retry_max"] != "250ms" {
+		t.Errorf("entry %v, want waited \"1m30s\" and retry_max \"250ms\"", fields)
 	}
 }

@@ -40,6 +40,18 @@ func (h *Harness) StartConsul() (*Consul, error) {
 // StartConsul starts the dev agent bin through s, as a node named after
 // node and its HTTP port, and waits until it has a leader.
 func StartConsul(s Starter, bin, node string) (*Consul, error) {
+	return startConsul(s, bin, node, "")
+}
+
+// StartConsulACL is StartConsul with ACLs enabled, denying by default, and
+// management as the initial management token (a UUID), which Client
+// carries, and the agent's own token (for its node's registration); vigil
+// gets no token but the CONSUL_HTTP_TOKEN a test gives it.
+func StartConsulACL(s Starter, bin, node, management string) (*Consul, error) {
+	return startConsul(s, bin, node, management)
+}
+
+func startConsul(s Starter, bin, node, management string) (*Consul, error) {
 	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
@@ -51,7 +63,10 @@ func StartConsul(s Starter, bin, node string) (*Consul, error) {
 		"-serf-lan-port", fmt.Sprint(ports[1]), "-serf-wan-port", fmt.Sprint(ports[2]),
 		"-server-port", fmt.Sprint(ports[3]),
 		"-hcl", "ports { grpc_tls = -1 }", "-log-level", "warn"}
-	if c.Client, err = api.NewClient(&api.Config{Address: c.Addr}); err != nil {
+	if management != "" {
+		c.args = append(c.args, "-hcl", fmt.Sprintf(`acl { enabled = true, default_policy = "deny", tokens { initial_management = %q, agent = %q } }`, management, management))
+	}
+	if c.Client, err = api.NewClient(&api.Config{Address: c.Addr, Token: management}); err != nil {
 		return nil, fmt.Errorf("consul client: %w", err)
 	}
 	return c, c.start()

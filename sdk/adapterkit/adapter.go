@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
 	"github.com/vigilhq/vigil/sdk"
@@ -65,6 +66,7 @@ const InfoTimeout = 10 * time.Second
 type Adapter struct {
 	spec  Spec
 	clock healthwatch.Clock
+	log   hclog.Logger
 
 	mu      sync.Mutex
 	conn    *grpc.ClientConn // from dial until a failed Start or Shutdown
@@ -85,6 +87,16 @@ type Option func(*Adapter)
 // one. Default healthwatch.SystemClock.
 func WithClock(c healthwatch.Clock) Option { return func(a *Adapter) { a.clock = c } }
 
+// WithLogger sets the logger of the startup wait's progress. Default
+// sdk.Logger(), whose entries reach the host's log.
+func WithLogger(l hclog.Logger) Option { return func(a *Adapter) { a.log = l } }
+
+// WaitLogInterval is how often Start logs that it is still waiting for the
+// engine, with the last check's error: at its first failed check and then
+// once per interval, so that a wrong engine address is seen at once and
+// not only at the startup deadline.
+const WaitLogInterval = 30 * time.Second
+
 // New returns an Adapter for spec.
 func New(spec Spec, opts ...Option) *Adapter {
 	if spec.Engine == "" {
@@ -93,6 +105,9 @@ func New(spec Spec, opts ...Option) *Adapter {
 	a := &Adapter{spec: spec, clock: healthwatch.SystemClock{}}
 	for _, o := range opts {
 		o(a)
+	}
+	if a.log == nil {
+		a.log = sdk.Logger()
 	}
 	return a
 }
@@ -144,6 +159,18 @@ func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sd
 	wctx, cancel := context.WithCancelCause(tctx)
 	defer cancel(nil)
 	var signals []Signal
+	began := a.clock.Now()
+	var logged time.Time // of the last progress entry; zero: none yet
+	progress := func(retry int, err error) {
+		now := a.clock.Now()
+		if !logged.IsZero() && now.Sub(logged) < WaitLogInterval {
+			return
+		}
+		logged = now
+		a.log.Info("waiting for the engine to serve", "engine", a.spec.Engine, "engine_addr", req.EngineAddr,
+			"waited", now.Sub(began).Round(time.Millisecond).String(), "startup_deadline", deadline.String(),
+			"attempts", retry+1, "last_error", err)
+	}
 	err := healthwatch.Wait(wctx, func(ctx context.Context) error {
 		if signals == nil {
 			sctx, stop := context.WithTimeout(ctx, policy.Timeout)
@@ -166,7 +193,7 @@ func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sd
 			}
 		}
 		return nil
-	}, healthwatch.WaitOptions{Backoff: healthwatch.DefaultBackoff(policy.RetryMax), Clock: a.clock})
+	}, healthwatch.WaitOptions{Backoff: healthwatch.DefaultBackoff(policy.RetryMax), Clock: a.clock, OnAttempt: progress})
 	if cause := context.Cause(wctx); errors.Is(cause, sdk.ErrInvalidArgument) {
 		return nil, sdk.Worker{}, cause
 	}

@@ -2,6 +2,7 @@ package adapterkit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 
 	"github.com/vigilhq/vigil/sdk"
@@ -387,4 +389,77 @@ func TestStartAfterLongOutage(t *testing.T) {
 	if clock.maxDelay > p.RetryMax {
 		t.Errorf("longest retry delay %v, want at most RetryMax %v", clock.maxDelay, p.RetryMax)
 	}
+}
+
+// TestStartLogsWait: a Start waiting for an engine that does not serve
+// logs so at its first failed check, with the check's error, and then once
+// per WaitLogInterval of the clock: an hour.s wait is about 120 entries, not
+// silence until the deadline nor one per retry.
+func TestStartLogsWait(t *testing.T) {
+	t.Parallel()
+	e := serveEngine(t, nil, "a")
+	e.SetServingStatus("", notServing)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &hourClock{now: t0, start: t0, up: func() { e.SetServingStatus("", serving) }}
+	var buf logBuffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info, JSONFormat: true})
+	a := adapterkit.New(spec(true), adapterkit.WithClock(clock), adapterkit.WithLogger(log))
+	defer a.Shutdown(context.Background())
+	p := policy
+	p.RetryMax = 5 * time.Second
+	if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: e.addr, StartupDeadline: within, Health: p}); err != nil {
+		t.Fatalf("Start() = %v, want nil", err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	var entries []map[string]any
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if m["@message"] == "waiting for the engine to serve" {
+			entries = append(entries, m)
+		}
+	}
+	if len(entries) == 0 {
+		t.Fatalf("log = %q, want entries saying Start waits for the engine", buf.String())
+	}
+	first := entries[0]
+	if first["waited"] != "0s" || first["engine_addr"] != e.addr || !strings.Contains(fmt.Sprint(first["last_error"]), "NOT_SERVING") {
+		t.Errorf("first entry = %v, want one at once (waited 0s) with the engine address and the last error (NOT_SERVING)", first)
+	}
+	// Retries are a backoff delay apart (up to RetryMax, jittered), so
+	// entries are between one interval and one interval and a delay apart.
+	var prev time.Duration
+	for i, m := range entries[1:] {
+		waited, err := time.ParseDuration(fmt.Sprint(m["waited"]))
+		if err != nil {
+			t.Fatalf("entry %d: waited %v: %v", i+1, m["waited"], err)
+		}
+		if gap := waited - prev; gap < adapterkit.WaitLogInterval || gap > adapterkit.WaitLogInterval+2*p.RetryMax {
+			t.Fatalf("entry %d came %v after the one before, want between %v and %v", i+1, gap, adapterkit.WaitLogInterval, adapterkit.WaitLogInterval+2*p.RetryMax)
+		}
+		prev = waited
+	}
+	if n := len(entries); n < int(time.Hour/(adapterkit.WaitLogInterval+2*p.RetryMax)) {
+		t.Errorf("%d entries over an hour's wait, want one at once and then one every %v", n, adapterkit.WaitLogInterval)
+	}
+}
+
+// logBuffer is a strings.Builder safe for a logger and a reader at once.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -178,3 +178,35 @@ func TestUnknownCommand(t *testing.T) {
 		t.Errorf("unknown command: exit %d, want %d", code, ExitConfig)
 	}
 }
+
+// TestDNSLabel: service names Consul's DNS interface cannot resolve are
+// told apart from those it can, for run's warning.
+func TestDNSLabel(t *testing.T) {
+	for name, want := range map[string]bool{
+		"llm": true, "llm-70b": true, "L3": true, strings.Repeat("a", 63): true,
+		"": false, "llm.chat": false, "llm_chat": false, "llm:8b": false, "-llm": false, "llm-": false, strings.Repeat("a", 64): false,
+	} {
+		if got := dnsLabel(name); got != want {
+			t.Errorf("dnsLabel(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// TestWorkerIDLimit: with the file registry, a worker id too long for a
+// file name is a configuration error at startup (it would otherwise fail
+// every registration with "file name too long"); Consul takes it.
+func TestWorkerIDLimit(t *testing.T) {
+	long := strings.Repeat("w", 300)
+	_, err := parseRunArgs(t, "--worker-id", long)
+	var ec cli.ExitCoder
+	if err == nil || !errors.As(err, &ec) || ec.ExitCode() != ExitConfig ||
+		!strings.Contains(err.Error(), "--worker-id") || !strings.Contains(err.Error(), "300 bytes long, want at most 239 with --discovery file") {
+		t.Fatalf("parseRun(300-byte --worker-id) = %v, want a configuration error naming --worker-id and the limit 239", err)
+	}
+	if _, err := parseRunArgs(t, "--worker-id", long[:239]); err != nil {
+		t.Errorf("parseRun(239-byte --worker-id) = %v, want nil", err)
+	}
+	if _, err := parseRunArgs(t, "--worker-id", long, "--discovery", "consul"); err != nil {
+		t.Errorf("parseRun(300-byte --worker-id, consul) = %v, want nil", err)
+	}
+}

@@ -2,9 +2,11 @@ package command
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
@@ -14,7 +16,63 @@ import (
 	"github.com/vigilhq/vigil/host/internal/logwriter"
 )
 
-func env(name string) []string { return []string{"VIGIL_" + name} }
+// env is the environment variable of a flag: VIGIL_<NAME>. A command
+// whose variables have a prefix of their own reads them through
+// commandEnv.
+func env(name string) []string { return []string{envPrefix + name} }
+
+const envPrefix = "VIGIL_"
+
+// commandEnv gives every flag of command its own variables,
+// VIGIL_<COMMAND>_<NAME>, with the shared VIGIL_<NAME> read after it for
+// one release (deprecated; see warnDeprecatedEnv): vigil route's
+// VIGIL_ROUTE_LISTEN is not vigil run's VIGIL_LISTEN. Every flag type of
+// urfave/cli has an EnvVars field, set here by reflection so that flags
+// added later get the prefix too.
+func commandEnv(command string, flags []cli.Flag) []cli.Flag {
+	prefix := envPrefix + strings.ToUpper(command) + "_"
+	for _, f := range flags {
+		v := reflect.ValueOf(f)
+		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+			continue
+		}
+		ev := v.Elem().FieldByName("EnvVars")
+		if !ev.IsValid() || !ev.CanSet() || ev.Type() != reflect.TypeFor[[]string]() {
+			continue
+		}
+		var vars []string
+		for _, old := range ev.Interface().([]string) {
+			if name, ok := strings.CutPrefix(old, envPrefix); ok {
+				vars = append(vars, prefix+name)
+			}
+		}
+		ev.Set(reflect.ValueOf(append(vars, ev.Interface().([]string)...)))
+	}
+	return flags
+}
+
+// warnDeprecatedEnv logs, once for each, the shared variables (VIGIL_<NAME>)
+// that c's command read in place of its own (VIGIL_<COMMAND>_<NAME>).
+func warnDeprecatedEnv(c *cli.Context, log hclog.Logger) {
+	prefix := envPrefix + strings.ToUpper(c.Command.Name) + "_"
+	for _, f := range c.Command.Flags {
+		ef, ok := f.(interface{ GetEnvVars() []string })
+		if !ok {
+			continue
+		}
+		vars := ef.GetEnvVars()
+		if len(vars) != 2 || !strings.HasPrefix(vars[0], prefix) {
+			continue
+		}
+		if _, ok := os.LookupEnv(vars[0]); ok {
+			continue
+		}
+		if _, ok := os.LookupEnv(vars[1]); ok {
+			log.Warn(fmt.Sprintf("%s is deprecated for vigil %s and will not be read after this release: set %s", vars[1], c.Command.Name, vars[0]),
+				"variable", vars[1], "use", vars[0])
+		}
+	}
+}
 
 // stopSignals stop vigil run and vigil route: withdraw, drain, exit 0.
 // SIGHUP is one: a terminal that closes, systemd's SendSIGHUP= and
@@ -158,7 +216,11 @@ func (l logConfig) logger(w io.Writer) hclog.Logger {
 	if lw, ok := w.(*logwriter.Writer); ok {
 		lw.SetNotice(l.droppedNotice)
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: "vigil", Level: l.level, JSONFormat: l.format == "json", Output: w})
+	log := hclog.New(&hclog.LoggerOptions{Name: "vigil", Level: l.level, JSONFormat: l.format == "json", Output: w})
+	if l.format == "json" {
+		return durationStrings{log}
+	}
+	return log
 }
 
 // droppedNotice is the log entry that counts the entries the log writer

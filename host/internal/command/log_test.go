@@ -88,3 +88,34 @@ func TestLoggerSetsDroppedNotice(t *testing.T) {
 		t.Errorf("log messages = %q, want %q", messages, want)
 	}
 }
+
+// TestJSONDurations: JSON logs carry durations as duration strings, as the
+// text format does, from named loggers and With arguments too; a reader
+// cannot take 5000000000 for five seconds.
+func TestJSONDurations(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	log := logConfig{format: "json", level: hclog.Info}.logger(&out)
+	log.Info("a", "grace_period", 5*time.Second, "n", 3)
+	log.Named("endpoint").With("ttl", 250*time.Millisecond).Warn("b", "wait", time.Minute+30*time.Second)
+	log.Log(hclog.Error, "c", "d", time.Duration(0))
+	var got []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var fields map[string]any
+		if err := json.Unmarshal([]byte(line), &fields); err != nil {
+			t.Fatalf("entry %q: %v", line, err)
+		}
+		got = append(got, fields)
+	}
+	want := []map[string]any{{"grace_period": "5s", "n": float64(3)}, {"ttl": "250ms", "wait": "1m30s"}, {"d": "0s"}}
+	if len(got) != len(want) {
+		t.Fatalf("%d entries, want %d:\n%s", len(got), len(want), out.String())
+	}
+	for i, w := range want {
+		for k, v := range w {
+			if got[i][k] != v {
+				t.Errorf("entry %d: %s = %#v, want %#v", i, k, got[i][k], v)
+			}
+		}
+	}
+}

@@ -24,7 +24,8 @@ func routeCommand() *cli.Command {
 		Description: "route watches discovery for the workers of --service-name and serves the worker API\n" +
 			"(vigil.worker.v1.Worker) on --listen and OpenAI-compatible completions on --http-listen,\n" +
 			"round-robin over the workers serving the requested model.",
-		Flags: append(append([]cli.Flag{
+		// route's variables are VIGIL_ROUTE_*, run's VIGIL_* (commandEnv).
+		Flags: commandEnv("route", append(append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8480", EnvVars: env("LISTEN"),
 				Usage: "address of the gRPC worker API, host:port"},
 			&cli.StringFlag{Name: "http-listen", Value: "127.0.0.1:8481", EnvVars: env("HTTP_LISTEN"),
@@ -40,7 +41,7 @@ func routeCommand() *cli.Command {
 				Usage: "served model name whose requests get 503 and Retry-After, not 404, while no worker serves it (repeatable, or comma-separated); " +
 					"a model seen in discovery is known for " + router.DefaultModelMemory.String() + " after its last worker left without it"},
 		}, discoveryFlags("service name the workers are registered under")...),
-			append(append(append(append(tlsFlags("both listeners"), workerTLSFlags()...), apiKeyFlags()...), metricsFlags()...), logFlags()...)...),
+			append(append(append(append(tlsFlags("both listeners"), workerTLSFlags()...), apiKeyFlags()...), metricsFlags()...), logFlags()...)...)),
 		Action:       routeAction,
 		OnUsageError: onUsageError,
 	}
@@ -72,6 +73,7 @@ func routeAction(c *cli.Context) error {
 		return err
 	}
 	log := cfg.log.logger(c.App.ErrWriter)
+	warnDeprecatedEnv(c, log)
 	logIgnored(log, ignored)
 	if cfg.apiKey, err = loadAPIKey(cfg.apiKey, cfg.apiKeyFile); err != nil {
 		return err

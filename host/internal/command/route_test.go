@@ -3,10 +3,12 @@ package command
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,4 +189,67 @@ func TestRouteListenFailure(t *testing.T) {
 	if !ok || ec.code != 1 || !strings.Contains(ec.msg, "--http-listen") {
 		t.Errorf("got %v, want exit 1 naming --http-listen", err)
 	}
+}
+
+// routeEnv parses route's flags and environment as vigil route would, and
+// returns the configuration and what warnDeprecatedEnv logs.
+func routeEnv(t *testing.T, args ...string) (routeConfig, string) {
+	t.Helper()
+	cmd := routeCommand()
+	var cfg routeConfig
+	var parseErr error
+	var logged strings.Builder
+	cmd.Action = func(c *cli.Context) error {
+		cfg, parseErr = parseRoute(c)
+		warnDeprecatedEnv(c, hclog.New(&hclog.LoggerOptions{Output: &logged}))
+		return nil
+	}
+	app := &cli.App{Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
+	if err := app.Run(append([]string{"vigil", "route", "--registry-dir", t.TempDir()}, args...)); err != nil || parseErr != nil {
+		t.Fatalf("route %v: %v, %v", args, err, parseErr)
+	}
+	return cfg, logged.String()
+}
+
+// route reads VIGIL_ROUTE_*; run's VIGIL_LISTEN (its worker endpoint)
+// reaches route only when VIGIL_ROUTE_LISTEN is unset, for one release,
+// with a warning naming the variable to use.
+func TestRouteEnvironment(t *testing.T) {
+	t.Run("own variables", func(t *testing.T) {
+		t.Setenv("VIGIL_ROUTE_LISTEN", "127.0.0.1:1")
+		t.Setenv("VIGIL_LISTEN", "127.0.0.1:2")
+		t.Setenv("VIGIL_ROUTE_MODEL", "a,b")
+		cfg, logged := routeEnv(t)
+		if cfg.listen != "127.0.0.1:1" || !slices.Equal(cfg.models, []string{"a", "b"}) {
+			t.Errorf("listen %q, models %q; want VIGIL_ROUTE_LISTEN's 127.0.0.1:1 and VIGIL_ROUTE_MODEL's a, b", cfg.listen, cfg.models)
+		}
+		if logged != "" {
+			t.Errorf("logged %q, want nothing: no deprecated variable was read", logged)
+		}
+	})
+	t.Run("deprecated variables", func(t *testing.T) {
+		t.Setenv("VIGIL_LISTEN", "127.0.0.1:2")
+		t.Setenv("VIGIL_LOG_LEVEL", "debug")
+		cfg, logged := routeEnv(t)
+		if cfg.listen != "127.0.0.1:2" {
+			t.Errorf("listen %q, want VIGIL_LISTEN's 127.0.0.1:2 while VIGIL_ROUTE_LISTEN is unset", cfg.listen)
+		}
+		for _, v := range []string{"LISTEN", "LOG_LEVEL"} {
+			want := fmt.Sprintf("VIGIL_%s is deprecated for vigil route and will not be read after this release: set VIGIL_ROUTE_%s", v, v)
+			if n := strings.Count(logged, want); n != 1 || !strings.Contains(logged, "[WARN]") {
+				t.Errorf("logged %q, want one WARN %q", logged, want)
+			}
+		}
+		if n := strings.Count(logged, "\n"); n != 2 {
+			t.Errorf("logged %d lines, want 2 (one per variable read):\n%s", n, logged)
+		}
+	})
+	t.Run("run keeps VIGIL_LISTEN", func(t *testing.T) {
+		t.Setenv("VIGIL_ROUTE_LISTEN", "127.0.0.1:1")
+		t.Setenv("VIGIL_LISTEN", "127.0.0.1:8999")
+		cfg, err := parseRunArgs(t)
+		if err != nil || cfg.listen != "127.0.0.1:8999" {
+			t.Errorf("run: listen %q, err %v; want VIGIL_LISTEN's 127.0.0.1:8999", cfg.listen, err)
+		}
+	})
 }

@@ -120,6 +120,10 @@ func runAction(c *cli.Context) error {
 	log := cfg.log.logger(c.App.ErrWriter)
 	src.logSelected(log)
 	logIgnored(log, ignored)
+	if cfg.discovery == "consul" && !dnsLabel(cfg.service) {
+		log.Warn("--service-name is not a DNS label (letters, digits and - only, at most 63, not beginning or ending with -): Consul's DNS interface cannot resolve it; its HTTP API can",
+			"service", cfg.service)
+	}
 	advertise := net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort))
 	if ip := net.ParseIP(cfg.advHost); cfg.discovery == "consul" && (cfg.advHost == "localhost" || ip != nil && ip.IsLoopback()) {
 		log.Warn("advertising a loopback address in Consul: only clients on this host can reach the worker; set --advertise-addr",
@@ -232,6 +236,10 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	}
 	if !validName(cfg.workerID) {
 		return cfg, usageErrorf("--worker-id %q: %s", cfg.workerID, nameRule)
+	}
+	if cfg.discovery == "file" && len(cfg.workerID) > file.MaxWorkerID {
+		return cfg, usageErrorf("--worker-id %.40q...: %d bytes long, want at most %d with --discovery file (the record's file name holds at most 255 bytes)",
+			cfg.workerID, len(cfg.workerID), file.MaxWorkerID)
 	}
 	if cfg.tls, err = parseTLS(c); err != nil {
 		return cfg, err
@@ -393,6 +401,20 @@ func defaultWorkerID(listenHost string, port int) string {
 		}
 		return '-'
 	}, host+"-"+strconv.Itoa(port))
+}
+
+// dnsLabel reports whether s is a DNS label (RFC 1123), as Consul's DNS
+// interface needs a service name to be to resolve <name>.service.consul.
+func dnsLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // maxModelName is the longest --served-model-name, in bytes: Consul refuses

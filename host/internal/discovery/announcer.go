@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -53,6 +54,10 @@ type Announcer struct {
 	watching   *watch        // another owner's registration, being watched
 	err        *ConflictError
 	failures   Failures
+	// reached: a Register call may have reached the backend (it was made,
+	// and neither refused for want of a permission nor left undialled);
+	// until then Withdraw has nothing to deregister.
+	reached bool
 	// cancelSync ends the sync in flight, if any: Withdraw need not wait
 	// for a renewal it makes moot.
 	cancelSync context.CancelFunc
@@ -215,6 +220,13 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 	if ctx.Err() != nil {
 		return false // withdrawn or stopped meanwhile: not a backend failure
 	}
+	if errors.Is(err, ErrPermissionDenied) {
+		// Retrying will not mend it; the operator must fix the token.
+		a.obs.Failed(err)
+		a.failures.FailAt(a.log, hclog.Error, "the registry refused the worker for want of a permission; fix the token (with Consul: a token it knows, with service:write on the service); retrying",
+			"registry", a.reg.String(), "service", want.Service, "error", err)
+		return a.watching != nil
+	}
 	if err != nil {
 		a.obs.Failed(err)
 		a.failures.Fail(a.log, "registry update failed; retrying", "registry", a.reg.String(), "error", err)
@@ -243,13 +255,27 @@ func (a *Announcer) register(ctx context.Context, r Registration) (bool, error) 
 	if ok && c.Owner != r.Owner && !a.takeOver(r, c, time.Now()) {
 		return false, nil
 	}
-	if err := a.call(ctx, a.reg.Register, r); err != nil {
+	err = a.call(ctx, a.reg.Register, r)
+	if !notSent(err) {
+		a.mu.Lock()
+		a.reached = true
+		a.mu.Unlock()
+	}
+	if err != nil {
 		return false, err
 	}
 	a.mu.Lock()
 	a.watching = nil
 	a.mu.Unlock()
 	return true, nil
+}
+
+// notSent reports whether err says that a call's request never reached
+// the backend, or was refused whole: a refused permission, or a
+// connection that was never made (an agent not listening).
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, ErrPermissionDenied) || errors.As(err, &op) && op.Op == "dial"
 }
 
 // takeOver decides, from another owner's registration c read at now,
@@ -291,8 +317,13 @@ func (a *Announcer) call(ctx context.Context, f func(context.Context, Registrati
 
 // Withdraw removes the registration and stops renewing it. It retries a
 // failed deregistration until it succeeds or ctx ends, and then returns the
-// last error. Withdrawing when nothing is registered deregisters anyway, in
-// case an earlier Register reached the backend but its answer did not.
+// last error; a deregistration refused for want of a permission
+// (ErrPermissionDenied) is not retried. Withdrawing when nothing is
+// registered deregisters anyway, in case an earlier Register reached the
+// backend but its answer did not; when no Register was made, or every one
+// was refused for want of a permission or never reached the backend (a
+// connection refused), there is nothing to deregister and it returns at
+// once.
 //
 // Another owner's registration of the worker is never removed: Withdraw
 // leaves it, and after the Announcer has given up (Done) it does nothing.
@@ -311,8 +342,17 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 	if r == nil || failed {
 		return nil
 	}
+	// A sync in flight may yet make a Register call: wait for it (it was
+	// cancelled above) before reading whether one was made.
 	a.opMu.Lock()
 	defer a.opMu.Unlock()
+	a.mu.Lock()
+	reached := a.reached
+	a.mu.Unlock()
+	if !reached {
+		a.log.Debug("nothing to deregister: no registration reached the registry", "registry", a.reg.String(), "worker_id", r.WorkerID)
+		return nil
+	}
 	delay := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		// Two calls' bound: a deregistration reads the owner first.
@@ -334,6 +374,9 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 			return nil
 		}
 		a.obs.Failed(err)
+		if errors.Is(err, ErrPermissionDenied) {
+			return fmt.Errorf("deregistering worker %s: %w", r.WorkerID, err)
+		}
 		a.log.Warn("deregistration failed; retrying", "registry", a.reg.String(), "attempt", attempt, "error", err)
 		select {
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -354,5 +355,111 @@ func waitInFlight(t *testing.T, reg *slow) {
 			t.Fatal("no backend call in flight within 10s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPermissionDenied: a registration refused for want of a permission is
+// logged at ERROR with the backend's words and retried; withdrawing the
+// worker then deregisters nothing, since no Register reached the backend,
+// and returns at once instead of retrying until its deadline.
+func TestPermissionDenied(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(30 * time.Millisecond)
+	denied := fmt.Errorf("registering llm-w1 in consul: %w: Unexpected response code: 403 (Permission denied: token with AccessorID 'x' lacks permission 'service:write' on \"llm\")", discovery.ErrPermissionDenied)
+	rec.setFail("register", denied)
+	var buf syncBuffer
+	a := discovery.NewAnnouncer(rec, hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Trace}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	a.Announce(worker)
+	rec.await(t, "register")
+	rec.await(t, "register") // retried
+	if got := buf.String(); !strings.Contains(got, "[ERROR]") || !strings.Contains(got, "lacks permission 'service:write'") {
+		t.Errorf("log = %q, want an ERROR naming the missing permission", got)
+	}
+
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	began := time.Now()
+	if err := a.Withdraw(wctx); err != nil {
+		t.Fatalf("Withdraw = %v, want nil: nothing was registered", err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("Withdraw took %v, want well under 1s", took)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, c := range rec.calls {
+		if c == "deregister" {
+			t.Errorf("calls = %v, want no deregister: no Register reached the backend", rec.calls)
+			break
+		}
+	}
+}
+
+// TestWithdrawDeniedNotRetried: a deregistration refused for want of a
+// permission returns at once with its error, instead of retrying until
+// the caller's deadline.
+func TestWithdrawDeniedNotRetried(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(time.Hour)
+	a := start(t, rec)
+	a.Announce(worker)
+	rec.await(t, "register")
+	rec.setFail("deregister", fmt.Errorf("%w: ACL not found", discovery.ErrPermissionDenied))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	began := time.Now()
+	err := a.Withdraw(ctx)
+	if !errors.Is(err, discovery.ErrPermissionDenied) {
+		t.Fatalf("Withdraw = %v, want ErrPermissionDenied", err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("Withdraw took %v, want well under 1s", took)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestWithdrawNeverReached: when every Register failed to connect (an
+// agent not listening), nothing reached the backend, and Withdraw returns
+// at once without deregistering, instead of retrying the unreachable
+// backend until its deadline.
+func TestWithdrawNeverReached(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(30 * time.Millisecond)
+	refused := fmt.Errorf("registering llm-w1 in consul: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")})
+	rec.setFail("register", refused)
+	rec.setFail("deregister", refused)
+	a := start(t, rec)
+	a.Announce(worker)
+	rec.await(t, "register")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := a.Withdraw(ctx); err != nil {
+		t.Fatalf("Withdraw = %v, want nil: nothing reached the backend", err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("Withdraw took %v, want well under 1s", took)
 	}
 }

@@ -38,6 +38,13 @@ import (
 // when the registration it finds is another owner's, which it leaves.
 var ErrNotRegistered = errors.New("worker not registered")
 
+// ErrPermissionDenied is wrapped by a backend error when the backend
+// refused the call for want of a permission (Consul's 403: no token, an
+// unknown token, or one without service:write on the service). Retrying
+// helps only once the token is fixed; the error's text carries the
+// backend's own words, which name the missing permission.
+var ErrPermissionDenied = errors.New("permission denied")
+
 // Registration is one worker as discovery holds it: what a Registry
 // publishes and a Discoverer returns.
 type Registration struct {

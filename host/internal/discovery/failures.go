@@ -16,9 +16,15 @@ type Failures struct{ n int }
 // Fail counts a failure and, when it is due, logs msg at warn level with
 // args and the count so far.
 func (f *Failures) Fail(log hclog.Logger, msg string, args ...any) {
+	f.FailAt(log, hclog.Warn, msg, args...)
+}
+
+// FailAt is Fail at level: Error for a failure that retrying alone will
+// not mend, such as ErrPermissionDenied.
+func (f *Failures) FailAt(log hclog.Logger, level hclog.Level, msg string, args ...any) {
 	f.n++
 	if f.n%logEvery == 1 {
-		log.Warn(msg, append(args, "failures", f.n)...)
+		log.Log(level, msg, append(args, "failures", f.n)...)
 	}
 }
 

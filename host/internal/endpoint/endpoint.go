@@ -38,6 +38,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
 )
 
 // KeepaliveMinTime is the shortest interval at which clients (vigil route)
@@ -113,6 +114,8 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger, opts ...grpc.Serve
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	workerv1.RegisterWorkerServer(s.grpc, s)
+	// grpcurl and other tools list and call the services without the protos.
+	reflection.Register(s.grpc)
 	s.setHealth(false)
 	s.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
 	return s

@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -386,4 +388,50 @@ func TestMaxRequestBytesDocumented(t *testing.T) {
 			t.Errorf("%s does not give the worker's request limit, %d bytes", doc, MaxRequestBytes)
 		}
 	}
+}
+
+// TestReflection: the worker endpoint serves gRPC server reflection, so
+// that grpcurl lists and calls its services without the protos.
+func TestReflection(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(lis, 0, hclog.NewNullLogger())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve() }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { conn.Close(); s.Close(); <-done }()
+	got := listServices(t, conn)
+	for _, want := range []string{workerv1.Worker_ServiceDesc.ServiceName, healthpb.Health_ServiceDesc.ServiceName} {
+		if !slices.Contains(got, want) {
+			t.Errorf("reflection lists %v, want %s among them", got, want)
+		}
+	}
+}
+
+// listServices asks conn's server, by the reflection v1 API, which
+// services it serves.
+func listServices(t *testing.T, conn *grpc.ClientConn) []string {
+	t.Helper()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.CloseSend()
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("reflection: %v", err)
+	}
+	var names []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	return names
 }

@@ -41,7 +41,7 @@ func ErrorKind(err error) string {
 	switch {
 	case errors.Is(err, discovery.ErrNotRegistered):
 		return KindNotRegistered
-	case errors.As(err, &se) && se.Code == http.StatusForbidden:
+	case errors.Is(err, discovery.ErrPermissionDenied), errors.As(err, &se) && se.Code == http.StatusForbidden:
 		return KindPermissionDenied
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
 		errors.As(err, &ne) && ne.Timeout():

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -297,6 +298,8 @@ func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
 	}
 	workerv1.RegisterWorkerServer(s.grpc, p)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+	// grpcurl and other tools list and call the services without the protos.
+	reflection.Register(s.grpc)
 	// After Shutdown the health server ignores these: NOT_SERVING stays.
 	p.pool.WatchServing(func(serving bool) {
 		st := healthpb.HealthCheckResponse_NOT_SERVING

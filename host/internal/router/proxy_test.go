@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -267,4 +269,32 @@ func TestHealthAgrees(t *testing.T) {
 	want("worker back", true)
 	r.pool.Close()
 	want("pool closed", false)
+}
+
+// TestReflection: the router's gRPC listener serves gRPC server
+// reflection, so that grpcurl lists and calls its services without the
+// protos.
+func TestReflection(t *testing.T) {
+	r := startRouter(t, nil)
+	stream, err := reflectionpb.NewServerReflectionClient(r.conn).ServerReflectionInfo(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.CloseSend()
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("reflection: %v", err)
+	}
+	var got []string
+	for _, s := range resp.GetListServicesResponse().GetService() {
+		got = append(got, s.GetName())
+	}
+	for _, want := range []string{workerv1.Worker_ServiceDesc.ServiceName, healthpb.Health_ServiceDesc.ServiceName} {
+		if !slices.Contains(got, want) {
+			t.Errorf("reflection lists %v, want %s among them", got, want)
+		}
+	}
 }

@@ -18,6 +18,7 @@ package consul
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -44,6 +45,7 @@ type Options struct {
 // Registry is a discovery.Registry over a Consul agent.
 type Registry struct {
 	agent *api.Agent
+	acl   *api.ACL
 	addr  string
 	opts  Options
 
@@ -54,7 +56,7 @@ var _ discovery.Registry = (*Registry)(nil)
 
 // New returns a Registry over client's agent.
 func New(client *api.Client, addr string, opts Options) *Registry {
-	return &Registry{agent: client.Agent(), addr: addr, opts: opts}
+	return &Registry{agent: client.Agent(), acl: client.ACL(), addr: addr, opts: opts}
 }
 
 // ServiceID is the Consul service id of a worker: stable across restarts of
@@ -89,7 +91,7 @@ func (c *Registry) Register(ctx context.Context, r discovery.Registration) error
 		},
 	}
 	if err := c.agent.ServiceRegisterOpts(reg, api.ServiceRegisterOpts{}.WithContext(ctx)); err != nil {
-		return fmt.Errorf("registering %s in consul: %w", ServiceID(r), err)
+		return fmt.Errorf("registering %s in consul: %w", ServiceID(r), denied(err))
 	}
 	return nil
 }
@@ -120,7 +122,7 @@ func (c *Registry) Heartbeat(ctx context.Context, r discovery.Registration) erro
 	case isNotFound(updateErr):
 		return fmt.Errorf("%w: consul check %s: %v", discovery.ErrNotRegistered, CheckID(r), updateErr)
 	case updateErr != nil:
-		return fmt.Errorf("passing consul check %s: %w", CheckID(r), updateErr)
+		return fmt.Errorf("passing consul check %s: %w", CheckID(r), denied(updateErr))
 	case claimErr == nil && found && claim.Owner != r.Owner:
 		return fmt.Errorf("%w: consul service %s is another vigil's, advertising %s (owner %s)",
 			discovery.ErrNotRegistered, ServiceID(r), claim.Addr(), claim.Owner)
@@ -141,7 +143,7 @@ func renewalOutput(owner string, n uint64) string {
 func (c *Registry) Deregister(ctx context.Context, r discovery.Registration) error {
 	claim, found, err := c.Claim(ctx, r)
 	if err != nil {
-		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), err)
+		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), denied(err))
 	}
 	if found && claim.Owner != r.Owner {
 		return fmt.Errorf("%w: consul service %s is another vigil's, advertising %s (owner %s)",
@@ -149,7 +151,7 @@ func (c *Registry) Deregister(ctx context.Context, r discovery.Registration) err
 	}
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	if err := c.agent.ServiceDeregisterOpts(ServiceID(r), q); err != nil && !isNotFound(err) {
-		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), err)
+		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), denied(err))
 	}
 	return nil
 }
@@ -161,7 +163,11 @@ func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discove
 	q := (&api.QueryOptions{}).WithContext(ctx)
 	_, info, err := c.agent.AgentHealthServiceByIDOpts(ServiceID(r), q)
 	if err != nil {
-		return discovery.Claim{}, false, fmt.Errorf("reading consul service %s: %w", ServiceID(r), err)
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			err = c.explain(ctx, err)
+		}
+		return discovery.Claim{}, false, fmt.Errorf("reading consul service %s: %w", ServiceID(r), denied(err))
 	}
 	if info == nil || info.Service == nil {
 		return discovery.Claim{}, false, nil
@@ -173,6 +179,32 @@ func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discove
 		}
 	}
 	return claim, true, nil
+}
+
+// explain returns the token's refusal in err's place when the agent
+// refuses the token itself: consul/api reads the agent's health endpoint's
+// refusal ("ACL not found", for an unknown token) as JSON and reports only
+// that it is not, so the token is asked about once to learn why.
+func (c *Registry) explain(ctx context.Context, err error) error {
+	_, _, terr := c.acl.TokenReadSelf((&api.QueryOptions{}).WithContext(ctx))
+	var se api.StatusError
+	if errors.As(terr, &se) && se.Code == http.StatusForbidden {
+		return terr
+	}
+	return err
+}
+
+// denied marks a 403 from Consul (an ACL refusal) as
+// discovery.ErrPermissionDenied, keeping Consul's words, which name the
+// missing permission ("... lacks permission 'service:write' on \"llm\"",
+// or "ACL not found" for an unknown token); other errors are returned as
+// they are.
+func denied(err error) error {
+	var se api.StatusError
+	if errors.As(err, &se) && se.Code == http.StatusForbidden {
+		return fmt.Errorf("%w: %w", discovery.ErrPermissionDenied, err)
+	}
+	return err
 }
 
 func isNotFound(err error) bool {

@@ -2,6 +2,7 @@ package consul
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -66,6 +67,7 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 		index    uint64
 		failures discovery.Failures
 		backoff  = backoffMin
+		filtered bool // said once that ACLs hid workers
 	)
 	for {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime, AllowStale: true}).WithContext(ctx)
@@ -74,8 +76,11 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 			return
 		}
 		if err != nil {
-			failures.Fail(d.log, "consul query failed; keeping the last set of workers",
-				"service", d.service, "retry_in", backoff, "error", err)
+			level, msg := hclog.Warn, "consul query failed; keeping the last set of workers"
+			if err = denied(err); errors.Is(err, discovery.ErrPermissionDenied) {
+				level, msg = hclog.Error, "consul refused the query for want of a permission; fix the token (service:read on the service, node:read on the workers' nodes); keeping the last set of workers"
+			}
+			failures.FailAt(d.log, level, msg, "service", d.service, "retry_in", backoff, "error", err)
 			// A failed query may have lost track of the index (an agent
 			// restart resets it); start over with a non-blocking query.
 			index = 0
@@ -86,6 +91,14 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 			continue
 		}
 		failures.Recover(d.log, "consul query succeeded again", "service", d.service)
+		if meta.ResultsFilteredByACLs && !filtered {
+			// Consul answers a token that may not read a worker by leaving
+			// it out, not by refusing the query: without this the router
+			// would say nothing of workers it cannot see.
+			filtered = true
+			d.log.Warn("consul's ACLs hid some of the service's workers from this token: it may lack service:read on the service or node:read on the workers' nodes",
+				"service", d.service, "workers_shown", len(entries))
+		}
 		backoff = backoffMin
 		// Consul's blocking-query rules: an index that went backwards
 		// (a restarted or different server) starts over from 0.

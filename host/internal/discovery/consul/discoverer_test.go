@@ -2,11 +2,13 @@ package consul
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/discovery/discoverytest"
 )
@@ -29,6 +31,8 @@ type consulAnswer struct {
 	err     error
 	// noLeader: the answering server knew no leader (a stale read).
 	noLeader bool
+	// filtered: ACLs hid some results from the token.
+	filtered bool
 }
 
 func (h *fakeHealth) Service(service, tag string, passingOnly bool, q *api.QueryOptions) ([]*api.ServiceEntry, *api.QueryMeta, error) {
@@ -48,7 +52,7 @@ func (h *fakeHealth) Service(service, tag string, passingOnly bool, q *api.Query
 	a := h.answers[0]
 	h.answers = h.answers[1:]
 	h.mu.Unlock()
-	return a.entries, &api.QueryMeta{LastIndex: a.index, KnownLeader: !a.noLeader}, a.err
+	return a.entries, &api.QueryMeta{LastIndex: a.index, KnownLeader: !a.noLeader, ResultsFilteredByACLs: a.filtered}, a.err
 }
 
 func (h *fakeHealth) waitIndexes() []uint64 {
@@ -170,3 +174,39 @@ func TestFromEntries(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscovererACLs: a query refused for want of a permission (a 403) is
+// logged at ERROR in Consul's words, as discovery.ErrPermissionDenied; an
+// answer that ACLs filtered is said once, at WARN, however many follow.
+func TestDiscovererACLs(t *testing.T) {
+	t.Parallel()
+	h := &fakeHealth{blocked: make(chan struct{}), answers: []consulAnswer{
+		{err: api.StatusError{Code: 403, Body: "ACL not found"}},
+		{index: 5, filtered: true},
+		{index: 6, filtered: true, entries: []*api.ServiceEntry{entry("w1", "10.0.0.1", "", 8470, "m")}},
+	}}
+	var buf strings.Builder
+	var mu sync.Mutex
+	log := hclog.New(&hclog.LoggerOptions{Output: writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	})})
+	sets := discoverytest.Watch(t, NewDiscoverer(h, "llm", log))
+	discoverytest.Next(t, sets)
+	discoverytest.Next(t, sets)
+	<-h.blocked
+	mu.Lock()
+	got := buf.String()
+	mu.Unlock()
+	if !strings.Contains(got, "[ERROR]") || !strings.Contains(got, "permission denied: Unexpected response code: 403 (ACL not found)") {
+		t.Errorf("log %q, want an ERROR with Consul's refusal", got)
+	}
+	if n := strings.Count(got, "ACLs hid"); n != 1 || !strings.Contains(got, "[WARN]") || !strings.Contains(got, "service:read") {
+		t.Errorf("log %q, want one WARN that ACLs hid workers, naming service:read", got)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

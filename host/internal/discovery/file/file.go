@@ -80,6 +80,12 @@ func CheckWritable(dir, service string) error {
 	return os.Remove(f.Name())
 }
 
+// MaxWorkerID is the longest worker id, in bytes, whose files fit a file
+// name (NAME_MAX, 255 bytes on Linux and macOS): the record is
+// <worker-id>.json, and it is written through a temporary file
+// .<worker-id>.<up to 10 digits>.tmp, the longer of the two.
+const MaxWorkerID = 255 - len(".") - len(".4294967295.tmp")
+
 // Path is where the record of r lives.
 func Path(dir string, r discovery.Registration) string {
 	return filepath.Join(dir, r.Service, r.WorkerID+".json")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +108,29 @@ func TestCheckWritable(t *testing.T) {
 	os.WriteFile(notDir, nil, 0o644)
 	if err := file.CheckWritable(notDir, "llm"); err == nil {
 		t.Error("CheckWritable(a regular file) = nil, want an error")
+	}
+}
+
+// TestMaxWorkerID: a worker id of MaxWorkerID bytes registers, heartbeats
+// and deregisters; one byte more is past the file name limit, for which
+// vigil run refuses it at startup.
+func TestMaxWorkerID(t *testing.T) {
+	dir := t.TempDir()
+	r := file.New(dir, time.Minute)
+	ctx := context.Background()
+	w := reg(strings.Repeat("w", file.MaxWorkerID))
+	if err := r.Register(ctx, w); err != nil {
+		t.Fatalf("Register(%d-byte id) = %v, want nil", file.MaxWorkerID, err)
+	}
+	for range 20 { // temporary names vary in length
+		if err := r.Heartbeat(ctx, w); err != nil {
+			t.Fatalf("Heartbeat(%d-byte id) = %v, want nil", file.MaxWorkerID, err)
+		}
+	}
+	if err := r.Deregister(ctx, w); err != nil {
+		t.Fatalf("Deregister = %v", err)
+	}
+	if err := r.Register(ctx, reg(strings.Repeat("w", file.MaxWorkerID+17))); err == nil {
+		t.Errorf("Register(%d-byte id) = nil, want a file name too long", file.MaxWorkerID+17)
 	}
 }
