@@ -266,3 +266,22 @@ func procIDs(t *testing.T, pid int) (uid, gid string) {
 	}
 	return uid, gid
 }
+
+// TestNoTempDir: the adapter makes its go-plugin socket in the temporary
+// directory, so vigil whose TMPDIR cannot take a file (an image without a
+// writable /tmp) exits 78 at startup naming TMPDIR, starting nothing,
+// rather than taking its own built-in adapter for "not a vigil engine
+// adapter" once it has exited before the handshake.
+func TestNoTempDir(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "missing")
+	p := startProcEnv(t, "vigil", []string{"TMPDIR=" + missing}, vigilBin, "run", "--engine", firstEngine().Name,
+		"--engine-addr", addr(freePort(t)), "--listen", addr(freePort(t)), "--registry-dir", t.TempDir())
+	out := p.exits(78, 10*time.Second, `TMPDIR "`+missing+`"`, "writable")
+	for _, not := range []string{"starting engine adapter", "not a vigil engine adapter"} {
+		if strings.Contains(out, not) {
+			t.Errorf("output holds %q:\n%s", not, out)
+		}
+	}
+}
