@@ -176,12 +176,14 @@ func TestImage(t *testing.T) {
 			v, ct := startImageVigil(t, pm, image, e, m.GRPC, c, svc)
 			passingWhileUp(t, c, svc, v)
 
+			sent := time.Now()
 			if err := ct.Kill("TERM"); err != nil {
 				t.Fatal(err)
 			}
 			if code := v.wait(exitBound); code != 0 {
 				t.Fatalf("container exit code = %d after SIGTERM, want 0", code)
 			}
+			t.Logf("container exited %s after podman kill --signal TERM began", time.Since(sent).Round(time.Millisecond))
 			if c.catalogHas(t, svc) {
 				t.Error("worker still in Consul after the container exited on SIGTERM")
 			}
