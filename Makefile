@@ -21,7 +21,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick
+.PHONY: build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -31,6 +31,28 @@ build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adap
 	go build -o $(BIN)/vigil-adapter-vllm ./plugins/vllm/cmd/vigil-adapter-vllm
 
 test: lint unit example e2e ## everything CI runs
+
+# The image (deploy/image/Containerfile): FROM scratch, so nothing is
+# pulled and the build runs nothing; its files are staged here. The binary
+# is static (no cgo) and stripped; -trimpath keeps build paths out of it.
+# CA_BUNDLE is the build host's CA bundle, copied in for TLS to a Consul
+# whose certificate a public CA signed (a private CA comes in at run time,
+# by CONSUL_CACERT).
+IMAGE     ?= localhost/vigil
+IMAGE_TAG ?= $(VERSION)
+PODMAN    ?= podman
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+IMAGE_CTX := $(BIN)/image
+image: ## the OCI image $(IMAGE):$(IMAGE_TAG) (and :latest), built with $(PODMAN)
+	rm -rf $(IMAGE_CTX)
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(IMAGE_CTX)/vigil ./host/cmd/vigil
+	install -d -m 0755 $(IMAGE_CTX)/rootfs/etc/ssl/certs $(IMAGE_CTX)/rootfs/usr/local/lib/vigil/plugins
+	install -d -m 1777 $(IMAGE_CTX)/rootfs/tmp
+	install -m 0644 deploy/image/passwd deploy/image/group $(IMAGE_CTX)/rootfs/etc/
+	install -m 0644 $(CA_BUNDLE) $(IMAGE_CTX)/rootfs/etc/ssl/certs/ca-certificates.crt
+	$(PODMAN) build --quiet --file deploy/image/Containerfile \
+		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) \
+		--tag $(IMAGE):$(IMAGE_TAG) --tag $(IMAGE):latest $(IMAGE_CTX)
 
 lint: tidy-check ## gofmt, go vet and the tidy check over every module
 	@out=$$(gofmt -l $(MODULES) $(EXAMPLE)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -135,3 +135,35 @@ func Env(environ, extra []string) []string {
 	}
 	return env
 }
+
+// envSocketDir is go-plugin's variable (EnvUnixSocketDir) naming the
+// directory an adapter makes its Unix socket in.
+const envSocketDir = "PLUGIN_UNIX_SOCKET_DIR"
+
+// SocketDir is the directory an adapter with environment env (KEY=VALUE
+// entries) makes its go-plugin Unix socket in, and the variable that
+// names it: PLUGIN_UNIX_SOCKET_DIR, else TMPDIR, else /tmp (from "").
+func SocketDir(env []string) (dir, from string) {
+	vars := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		vars[k] = v
+	}
+	for _, name := range []string{envSocketDir, "TMPDIR"} {
+		if vars[name] != "" {
+			return vars[name], name
+		}
+	}
+	return "/tmp", ""
+}
+
+// CheckWritable returns an error unless a file can be made in dir: it
+// makes one and removes it.
+func CheckWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".vigil-check-")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}

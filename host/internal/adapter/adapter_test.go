@@ -1,6 +1,8 @@
 package adapter
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,5 +138,53 @@ func TestEnv(t *testing.T) {
 				t.Errorf("Env() mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The adapter's go-plugin socket goes where go-plugin puts it: its own
+// variable first (passed with --plugin-env), then TMPDIR, then /tmp.
+func TestSocketDir(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		env       []string
+		dir, from string
+	}{
+		{"nothing set", []string{"PATH=/bin"}, "/tmp", ""},
+		{"nil", nil, "/tmp", ""},
+		{"TMPDIR", []string{"TMPDIR=/var/tmp"}, "/var/tmp", "TMPDIR"},
+		{"empty TMPDIR", []string{"TMPDIR="}, "/tmp", ""},
+		{"go-plugin's variable first", []string{"TMPDIR=/var/tmp", "PLUGIN_UNIX_SOCKET_DIR=/run/vigil"}, "/run/vigil", "PLUGIN_UNIX_SOCKET_DIR"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, from := SocketDir(tc.env)
+			if dir != tc.dir || from != tc.from {
+				t.Errorf("SocketDir(%q) = %q, %q; want %q, %q", tc.env, dir, from, tc.dir, tc.from)
+			}
+		})
+	}
+}
+
+func TestCheckWritable(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := CheckWritable(dir); err != nil {
+		t.Errorf("CheckWritable(a fresh directory) = %v, want nil", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("CheckWritable left %d files behind", len(entries))
+	}
+	if err := CheckWritable(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("CheckWritable(a missing directory) = %v, want fs.ErrNotExist", err)
+	}
+	ro := filepath.Join(dir, "ro")
+	if err := os.Mkdir(ro, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 { // root writes anywhere
+		if err := CheckWritable(ro); !errors.Is(err, fs.ErrPermission) {
+			t.Errorf("CheckWritable(a read-only directory) = %v, want fs.ErrPermission", err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,7 +65,32 @@ func parseAdapter(c *cli.Context) (adapterConfig, error) {
 	if a.startTimeout < time.Millisecond {
 		return a, usageErrorf("--plugin-start-timeout %s: must be a positive duration such as 30s", a.startTimeout)
 	}
+	// The adapter makes its go-plugin socket there; if it cannot, it exits
+	// before the handshake, which would read as no adapter at all.
+	if err := checkSocketDir(adapter.Env(os.Environ(), a.env)); err != nil {
+		return a, err
+	}
 	return a, nil
+}
+
+// checkSocketDir refuses a directory for the adapter's Unix socket (see
+// adapter.SocketDir) where no file can be made, naming the variable that
+// chose it: a container image without a writable /tmp, say.
+func checkSocketDir(env []string) error {
+	dir, from := adapter.SocketDir(env)
+	err := adapter.CheckWritable(dir)
+	if err == nil {
+		return nil
+	}
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		err = pe.Err
+	}
+	where := fmt.Sprintf("%s %q", from, dir)
+	if from == "" {
+		where = dir + " (TMPDIR unset)"
+	}
+	return usageErrorf("%s: the engine adapter makes its Unix socket there and cannot: %v; set TMPDIR to a writable directory (an image needs a writable /tmp)",
+		where, err)
 }
 
 // adapterSource is the adapter vigil runs: built in, or an executable.
