@@ -185,6 +185,9 @@ serverurl=unix://%[1]s
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel2()
 	withdrawn = c.Observe(ctx2, svc, count(0))
+	if o := withdrawn.Done(); isClosed(o) {
+		t.Fatalf("the worker was not passing before the stop")
+	}
 	stopped := time.Now()
 	out := ctl("stop", "vigil")
 	took := time.Since(stopped)
@@ -208,5 +211,14 @@ serverurl=unix://%[1]s
 	}
 	if c.catalogHas(t, svc) {
 		t.Error("the agent still holds the worker after vigil stopped")
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
