@@ -122,7 +122,7 @@ func TestRecipesPassDryRun(t *testing.T) {
 		env:   map[string]string{"CONSUL_HTTP_ADDR": "10.0.0.5:8500"},
 		stop:  regexp.MustCompile(`(?m)terminationGracePeriodSeconds:\s*(\d+)`),
 		has: []string{"restartPolicy: Always", "shareProcessNamespace: true", "readinessProbe:", "livenessProbe:",
-			"grpc: {port: 8470}", "preStop:", `*"vigil run "*)`},
+			"grpc: {port: 8470}", "preStop:", `[ "${1##*/}" = vigil ] && [ "$2" = run ]`},
 		want: map[string]string{"worker-id": "llm-vllm-7d9f8-x2x4q", "advertise-addr": "10.1.2.3:8470"},
 	}, {
 		file: "supervisord/vigil.conf",
