@@ -8,6 +8,7 @@ require (
 	github.com/vigilhq/vigil/sdk v0.0.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

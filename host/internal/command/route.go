@@ -40,6 +40,7 @@ func routeCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "model", EnvVars: env("MODEL"),
 				Usage: "served model name whose requests get 503 and Retry-After, not 404, while no worker serves it (repeatable, or comma-separated); " +
 					"a model seen in discovery is known for " + router.DefaultModelMemory.String() + " after its last worker left without it"},
+			dryRunFlag("the Consul client's environment"),
 		}, discoveryFlags("service name the workers are registered under")...),
 			append(append(append(append(tlsFlags("both listeners"), workerTLSFlags()...), apiKeyFlags()...), metricsFlags()...), logFlags()...)...)),
 		Action:       routeAction,
@@ -81,6 +82,16 @@ func routeAction(c *cli.Context) error {
 	b, err := newBackend(cfg.discoveryConfig)
 	if err != nil {
 		return err
+	}
+	if c.Bool("dry-run") {
+		// The certificate files are checked as a start would; nothing listens.
+		if _, err := loadServerTLS(cfg.tls, log); err != nil {
+			return err
+		}
+		if _, err := loadWorkerTLS(cfg.workerTLS, log); err != nil {
+			return err
+		}
+		return printResolved(c, c.App.Writer, nil)
 	}
 	return serveRoute(c.Context, cfg, b.discoverer(log.Named("discovery")), log, signals, nil)
 }

@@ -66,6 +66,7 @@ func runCommand() *cli.Command {
 				Usage: "consecutive failed liveness checks after which the engine is lost"},
 			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
 				Usage: "cap of the retry backoff while waiting for the engine"},
+			dryRunFlag("the adapter found and its pins checked, the file registry directory written to"),
 		}, append(append(adapterFlags(), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...),
 			append(tlsFlags("the worker endpoint"), logFlags()...)...),
 		Action:       runAction,
@@ -137,6 +138,9 @@ func runAction(c *cli.Context) error {
 	srvTLS, err := loadServerTLS(cfg.tls, log)
 	if err != nil {
 		return err
+	}
+	if c.Bool("dry-run") {
+		return printResolved(c, c.App.Writer, runResolved(cfg, src, registry))
 	}
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

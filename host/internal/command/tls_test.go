@@ -24,19 +24,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// busyAddr is an address already listened on, for --listen: a command
-// whose TLS flags were wrongly accepted then fails with exit 1 at once
-// instead of serving.
-func busyAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lis.Close() })
-	return lis.Addr().String()
-}
-
 // TLS flags given in a combination that cannot work, or naming files that
 // do not load, are configuration errors (exit 78) naming the flag, found
 // before anything listens.

@@ -1,0 +1,224 @@
+package command
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// dryRun runs the CLI in-process and returns its exit code, stdout and
+// stderr apart: the resolved configuration alone goes to stdout.
+func dryRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := App(&out, &errOut).Run(append([]string{"vigil"}, args...))
+	var ec cli.ExitCoder
+	switch {
+	case err == nil:
+	case errors.As(err, &ec):
+		code = ec.ExitCode()
+		errOut.WriteString(err.Error())
+	default:
+		code = ExitConfig
+		errOut.WriteString(err.Error())
+	}
+	return code, out.String(), errOut.String()
+}
+
+// busyAddr returns a loopback address this test listens on until it ends:
+// a command that listened there would fail.
+func busyAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	return lis.Addr().String()
+}
+
+// markerAdapter is an adapter executable that, if ever started, creates
+// its marker file and exits; it returns the executable and the marker.
+func markerAdapter(t *testing.T) (exe, marker string) {
+	t.Helper()
+	dir := t.TempDir()
+	marker = filepath.Join(dir, "started")
+	exe = filepath.Join(dir, "vigil-adapter-toy")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\ntouch '"+marker+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe, marker
+}
+
+// vigil run --dry-run validates as a start would, prints every setting
+// with its effective value (flag, environment or default) and what vigil
+// works out (worker id, advertised address, shutdown budget), exits 0, and
+// starts nothing: no adapter process, no listener, no registration.
+func TestRunDryRun(t *testing.T) {
+	listen := busyAddr(t)
+	exe, marker := markerAdapter(t)
+	reg := t.TempDir()
+	t.Setenv("VIGIL_GRACE_PERIOD", "30s")
+	t.Setenv("NOMAD_ALLOC_ID", "")
+	code, stdout, stderr := dryRun(t, "run", "--dry-run", "--engine-plugin", exe, "--listen", listen,
+		"--registry-dir", reg, "--shutdown-delay", "5s", "--engine-option", "a=b", "--log-format", "json")
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+	}
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(listen)
+	for key, want := range map[string]any{
+		"grace-period":     "30s", // from the environment
+		"shutdown-delay":   "5s",  // from the flag
+		"check-ttl":        "5s",  // the default
+		"max-inflight":     1024.0,
+		"engine-option":    []any{"a=b"},
+		"plugin-env":       []any{},
+		"engine":           "", // the name the adapter reports
+		"engine-plugin":    exe,
+		"adapter":          exe,
+		"worker-id":        host + "-127.0.0.1-" + port,
+		"advertise-addr":   listen,
+		"registry":         "file " + reg,
+		"shutdown-budget":  "37s",
+		"deregister-after": "1m0s",
+	} {
+		if g, ok := got[key]; !ok || !jsonEqual(g, want) {
+			t.Errorf("%s = %#v (present %v), want %#v", key, g, ok, want)
+		}
+	}
+	if s, _ := got["adapter-sha256"].(string); len(s) != 64 {
+		t.Errorf("adapter-sha256 = %q, want the executable's SHA-256", s)
+	}
+	for _, f := range runCommand().Flags {
+		if name := f.Names()[0]; name != "dry-run" {
+			if _, ok := got[name]; !ok {
+				t.Errorf("flag --%s missing from the resolved configuration", name)
+			}
+		}
+	}
+	if _, ok := got["dry-run"]; ok {
+		t.Error("the resolved configuration lists --dry-run itself")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the adapter was started")
+	}
+	if left, _ := filepath.Glob(filepath.Join(reg, "*", "*")); len(left) > 0 {
+		t.Errorf("the registry holds %v after a dry run", left)
+	}
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// A configuration error is found as a start would find it: exit 78
+// naming the flag, nothing on stdout, nothing started.
+func TestRunDryRunConfigError(t *testing.T) {
+	exe, marker := markerAdapter(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"flag", []string{"--grace-period", "-1s"}, "--grace-period -1s"},
+		{"registry not writable", []string{"--registry-dir", "/dev/null"}, `--registry-dir "/dev/null": cannot write`},
+		{"adapter pin", []string{"--engine-plugin-sha256", strings.Repeat("0", 64)}, "--engine-plugin-sha256: " + exe},
+		{"unknown engine", []string{"--engine-plugin", "", "--engine", "tgi"}, `--engine "tgi": unknown engine`},
+		{"wildcard listen", []string{"--listen", "0.0.0.0:8470"}, "--listen \"0.0.0.0:8470\" is a wildcard address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"run", "--dry-run", "--registry-dir", t.TempDir(), "--engine-plugin", exe}, tc.args...)
+			code, stdout, stderr := dryRun(t, args...)
+			if code != ExitConfig {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitConfig, stderr)
+			}
+			if !strings.Contains(stderr, tc.want) {
+				t.Errorf("stderr does not contain %q:\n%s", tc.want, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("stdout = %q, want nothing", stdout)
+			}
+		})
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the adapter was started")
+	}
+}
+
+// --dry-run has no environment variable: one left in a unit's environment
+// would turn every start into a clean exit.
+func TestDryRunNotFromEnvironment(t *testing.T) {
+	for _, f := range append(runCommand().Flags, routeCommand().Flags...) {
+		if f.Names()[0] == "dry-run" {
+			if ev, ok := f.(*cli.BoolFlag); !ok || len(ev.EnvVars) > 0 {
+				t.Errorf("--dry-run is %T with environment %v, want a BoolFlag without", f, ev.EnvVars)
+			}
+		}
+	}
+}
+
+// vigil route --dry-run validates, prints its settings and listens on
+// nothing.
+func TestRouteDryRun(t *testing.T) {
+	listen, httpListen := busyAddr(t), busyAddr(t)
+	t.Setenv("VIGIL_RETRIES", "3")
+	code, stdout, stderr := dryRun(t, "route", "--dry-run", "--listen", listen, "--http-listen", httpListen,
+		"--registry-dir", t.TempDir(), "--model", "m1,m2")
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, stdout)
+	}
+	for key, want := range map[string]any{
+		"listen": listen, "http-listen": httpListen, "retries": 3.0, "model": []any{"m1", "m2"}, "request-timeout": "10m0s",
+	} {
+		if !jsonEqual(got[key], want) {
+			t.Errorf("%s = %#v, want %#v", key, got[key], want)
+		}
+	}
+	code, stdout, stderr = dryRun(t, "route", "--dry-run", "--retries", "-1")
+	if code != ExitConfig || !strings.Contains(stderr, "--retries -1") || stdout != "" {
+		t.Errorf("bad --retries: exit %d, stdout %q, stderr %q; want %d naming --retries and no stdout", code, stdout, stderr, ExitConfig)
+	}
+}
+
+// A secret flag's value is never printed, only whether it is set.
+func TestDryRunRedactsSecrets(t *testing.T) {
+	var out bytes.Buffer
+	app := &cli.App{Writer: &out, ErrWriter: &out, Commands: []*cli.Command{{
+		Name:  "x",
+		Flags: []cli.Flag{&cli.StringFlag{Name: "api-key"}, &cli.StringFlag{Name: "unset-token"}, &cli.StringFlag{Name: "listen"}},
+		Action: func(c *cli.Context) error {
+			return printResolved(c, c.App.Writer, nil)
+		},
+	}}}
+	if err := app.Run([]string{"vigil", "x", "--api-key", "sk-secret", "--listen", "a:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "sk-secret") {
+		t.Errorf("the secret is printed:\n%s", out.String())
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["api-key"] != redacted || got["unset-token"] != "" || got["listen"] != "a:1" {
+		t.Errorf("got %v, want api-key %q, unset-token empty, listen a:1", got, redacted)
+	}
+}
