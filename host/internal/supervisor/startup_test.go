@@ -273,3 +273,31 @@ func TestWatchHangDoesNotHoldStop(t *testing.T) {
 	h.signal()
 	h.ended(nil)
 }
+
+// stalledCtx is a context whose deadline has passed but whose timer has
+// not run yet, as on a busy machine: Err nil, Done open.
+type stalledCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c stalledCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// An adapter's error that arrives once a step's deadline has passed, before
+// vigil's own timer has run (the adapter enforces the deadline it was sent:
+// RST_STREAM CANCEL), is the step unanswered within its bound, so that the
+// exit code is the shutdown budget's; before the deadline it is the
+// adapter's answer.
+func TestWithinPastDeadline(t *testing.T) {
+	t.Parallel()
+	rst := errors.New("stream terminated by RST_STREAM with error code: CANCEL")
+	fail := func(context.Context) error { return rst }
+	late := stalledCtx{context.Background(), time.Now().Add(-time.Millisecond)}
+	if err := within(late, fail); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, rst) {
+		t.Errorf("within() after the deadline = %v, want it to wrap context.DeadlineExceeded and the adapter's error", err)
+	}
+	early := stalledCtx{context.Background(), time.Now().Add(time.Hour)}
+	if err := within(early, fail); err != rst {
+		t.Errorf("within() before the deadline = %v, want the adapter's error alone", err)
+	}
+}
