@@ -230,7 +230,7 @@ func (s *Server) cut(timeout time.Duration) error {
 	select {
 	case <-aborted:
 		if abortErr != nil && !errors.Is(abortErr, sdk.ErrUnimplemented) {
-			if pastDeadline(ctx) {
+			if sdk.ContextErr(ctx) != nil {
 				abortErr = fmt.Errorf("%w (%w)", context.DeadlineExceeded, abortErr)
 			}
 			errs = append(errs, fmt.Errorf("aborting %d engine requests: %w", len(ids), abortErr))
@@ -246,16 +246,6 @@ func (s *Server) cut(timeout time.Duration) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// pastDeadline reports whether ctx's deadline has passed, by the clock
-// rather than by ctx.Err() alone: the adapter enforces the deadline it was
-// sent too, and its error (RST_STREAM CANCEL, DEADLINE_EXCEEDED) can
-// arrive before ctx's own timer has run on a busy machine. A call that
-// ends at its deadline went unanswered, however its error reads.
-func pastDeadline(ctx context.Context) bool {
-	d, ok := ctx.Deadline()
-	return ctx.Err() != nil || ok && !time.Now().Before(d)
 }
 
 // InFlight returns the number of requests in flight.

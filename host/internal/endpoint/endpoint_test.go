@@ -436,31 +436,3 @@ func listServices(t *testing.T, conn *grpc.ClientConn) []string {
 	return names
 }
 
-// stalledCtx is a context whose deadline has passed but whose timer has
-// not run yet, as on a busy machine: Err nil, Done open.
-type stalledCtx struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c stalledCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-
-// An abort that fails once its deadline has passed, before the cut's own
-// timer has run (the adapter enforces the deadline it was sent and answers
-// RST_STREAM CANCEL), went unanswered within its bound.
-func TestPastDeadline(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		ctx  context.Context
-		want bool
-	}{
-		{"deadline passed, timer not run", stalledCtx{context.Background(), time.Now().Add(-time.Millisecond)}, true},
-		{"deadline ahead", stalledCtx{context.Background(), time.Now().Add(time.Hour)}, false},
-		{"no deadline", context.Background(), false},
-	} {
-		if got := pastDeadline(tc.ctx); got != tc.want {
-			t.Errorf("%s: pastDeadline() = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}

@@ -190,7 +190,7 @@ func (s *supervisor) shutdownAdapter() error {
 	switch {
 	case err == nil, errors.Is(err, sdk.ErrPluginExited):
 		return nil
-	case pastDeadline(ctx):
+	case sdk.ContextErr(ctx) != nil:
 		s.log.Error("the adapter did not shut down within its bound; killing it", "bound", stepTimeout, "error", err)
 		return fmt.Errorf("shutting the adapter down: %w", context.DeadlineExceeded)
 	default:
@@ -202,13 +202,15 @@ func (s *supervisor) shutdownAdapter() error {
 // within calls f with ctx and returns its error, or ctx's as soon as ctx
 // ends if f has not returned: a call that ignores its context is left
 // behind rather than waited for. An error from f once ctx's deadline has
-// passed (pastDeadline) wraps context.DeadlineExceeded.
+// passed wraps context.DeadlineExceeded: the adapter enforces the deadline
+// it was sent too, and its error can beat ctx's own timer on a busy
+// machine (sdk.ContextErr).
 func within(ctx context.Context, f func(context.Context) error) error {
 	done := make(chan error, 1)
 	go func() { done <- f(ctx) }()
 	select {
 	case err := <-done:
-		if err != nil && pastDeadline(ctx) && !errors.Is(err, context.DeadlineExceeded) {
+		if err != nil && sdk.ContextErr(ctx) != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
 		}
 		return err
@@ -217,12 +219,3 @@ func within(ctx context.Context, f func(context.Context) error) error {
 	}
 }
 
-// pastDeadline reports whether ctx's deadline has passed, by the clock
-// rather than by ctx.Err() alone: the adapter enforces the deadline it was
-// sent too, and its error (RST_STREAM CANCEL, DEADLINE_EXCEEDED) can
-// arrive before ctx's own timer has run on a busy machine. A call that
-// ends at its deadline went unanswered, however its error reads.
-func pastDeadline(ctx context.Context) bool {
-	d, ok := ctx.Deadline()
-	return ctx.Err() != nil || ok && !time.Now().Before(d)
-}
