@@ -435,4 +435,3 @@ func listServices(t *testing.T, conn *grpc.ClientConn) []string {
 	}
 	return names
 }
-

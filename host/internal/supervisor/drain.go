@@ -218,4 +218,3 @@ func within(ctx context.Context, f func(context.Context) error) error {
 		return ctx.Err()
 	}
 }
-
