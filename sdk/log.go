@@ -56,17 +56,20 @@ func newLogger(w io.Writer, level string) hclog.Logger {
 	if l == hclog.NoLevel {
 		l = hclog.Info
 	}
-	return durationStrings{hclog.New(&hclog.LoggerOptions{
+	return DurationStrings(hclog.New(&hclog.LoggerOptions{
 		Level:      l,
 		Output:     &capWriter{w: w, max: MaxLogLine},
 		JSONFormat: true,
-	})}
+	}))
 }
 
-// durationStrings is a logger that writes time.Duration values as duration
-// strings ("5s"): hclog's JSON writes integer nanoseconds, which the host
-// would relay into its log as a bare number. Loggers it names or adds
-// arguments to do the same.
+// DurationStrings returns a logger that writes l's time.Duration arguments
+// as duration strings ("5s", "250ms"): hclog's JSON format writes them as
+// integer nanoseconds, which a reader cannot tell from a count (and which
+// the host would relay into its log as a bare number). Loggers it names or
+// adds arguments to do the same. The adapter's logger (Logger) is one.
+func DurationStrings(l hclog.Logger) hclog.Logger { return durationStrings{l} }
+
 type durationStrings struct{ hclog.Logger }
 
 // durStrs returns args with every time.Duration value a string; args is

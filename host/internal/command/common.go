@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 	"github.com/vigilhq/vigil/host/internal/logwriter"
+	"github.com/vigilhq/vigil/sdk"
 )
 
 // env is the environment variable of a flag: VIGIL_<NAME>. A command
@@ -218,7 +219,7 @@ func (l logConfig) logger(w io.Writer) hclog.Logger {
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "vigil", Level: l.level, JSONFormat: l.format == "json", Output: w})
 	if l.format == "json" {
-		return durationStrings{log}
+		return sdk.DurationStrings(log)
 	}
 	return log
 }
