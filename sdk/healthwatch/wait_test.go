@@ -14,6 +14,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/healthwatch"
 )
 
@@ -80,14 +81,24 @@ func TestWaitServingAfterLongOutage(t *testing.T) {
 	t.Logf("%d failed attempts over the hour", attempts)
 }
 
-// TestWaitServingDefaults: with zero options the defaults apply, including a
-// capped backoff of 250ms, which the fake clock observes.
+// TestWaitServingDefaults: with zero options the defaults apply. Through an
+// hour of waiting the retry interval stays capped at sdk.DefaultRetryMax,
+// which is short enough for a worker back within 100 ms of its engine (B2),
+// and attempts never come faster than the cap less its jitter: waiting is
+// no busy loop.
 func TestWaitServingDefaults(t *testing.T) {
 	t.Parallel()
+	const b2Budget = 60 * time.Millisecond // of B2's 100 ms, what finding the engine may take
 	clock := newFakeClock()
-	up := clock.Now().Add(10 * time.Minute)
+	start := clock.Now()
+	up := start.Add(time.Hour)
+	var lastMinute []time.Time // attempt times in the hour's last minute
 	check := func(_ context.Context, _ string) (healthpb.HealthCheckResponse_ServingStatus, error) {
-		if clock.Now().Before(up) {
+		now := clock.Now()
+		if now.Before(up) {
+			if now.After(up.Add(-time.Minute)) {
+				lastMinute = append(lastMinute, now)
+			}
 			return healthpb.HealthCheckResponse_UNKNOWN, errRefused
 		}
 		return healthpb.HealthCheckResponse_SERVING, nil
@@ -95,8 +106,20 @@ func TestWaitServingDefaults(t *testing.T) {
 	if err := healthwatch.WaitServing(t.Context(), check, []string{""}, healthwatch.WaitOptions{Clock: clock}); err != nil {
 		t.Fatalf("WaitServing() = %v, want nil", err)
 	}
-	if clock.maxDelay > 250*time.Millisecond {
-		t.Errorf("longest backoff = %v, want at most the default 250ms", clock.maxDelay)
+	if clock.maxDelay > sdk.DefaultRetryMax || clock.maxDelay > b2Budget {
+		t.Errorf("longest backoff = %v, want at most the default %v and at most %v", clock.maxDelay, sdk.DefaultRetryMax, b2Budget)
+	}
+	if lag := clock.Now().Sub(up); lag < 0 || lag > sdk.DefaultRetryMax {
+		t.Errorf("WaitServing returned %v after the engine came up, want within [0, %v]", lag, sdk.DefaultRetryMax)
+	}
+	minGap := time.Duration(float64(sdk.DefaultRetryMax) * 0.8) // the cap less its 20% jitter
+	for i := 1; i < len(lastMinute); i++ {
+		if gap := lastMinute[i].Sub(lastMinute[i-1]); gap < minGap {
+			t.Fatalf("attempts %v apart after %v of waiting, want at least %v", gap, lastMinute[i].Sub(start), minGap)
+		}
+	}
+	if max := int(time.Minute / minGap); len(lastMinute) == 0 || len(lastMinute) > max {
+		t.Errorf("%d attempts in the hour's last minute, want 1 to %d", len(lastMinute), max)
 	}
 }
 

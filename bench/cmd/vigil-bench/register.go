@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigilhq/vigil/bench/internal/report"
@@ -32,10 +34,31 @@ func figB2(e *env) ([]report.Row, error) {
 	if err != nil {
 		return nil, err
 	}
+	// One more vigil waits on a listener standing in for the down engine,
+	// which counts its connection attempts.
+	counter, err := newAcceptCounter()
+	if err != nil {
+		return nil, err
+	}
+	defer counter.Close()
+	cw, err := e.waitingWorker(counter.Addr().String())
+	if cw.v != nil {
+		defer cw.v.Kill()
+	}
+	if err != nil {
+		return nil, err
+	}
 	// All trials share one down period: the vigils wait side by side, and
 	// the engines then come up one at a time so each is measured alone.
 	progress("  %d vigils waiting for engines that stay down %s", n, down)
+	var pids []int
+	for _, w := range waiting {
+		pids = append(pids, harness.Tree(w.v.Pid())...) // vigil and its adapter
+	}
+	cpu0, attempts0, t0 := harness.CPUTime(pids), counter.Count(), time.Now()
 	time.Sleep(down)
+	cpu, attempts, waited := harness.CPUTime(pids)-cpu0, counter.Count()-attempts0, time.Since(t0)
+	cw.v.Kill()
 	samples := make([]time.Duration, 0, n)
 	for i, w := range waiting {
 		d, err := readyTrial(e, w)
@@ -46,8 +69,46 @@ func figB2(e *env) ([]report.Row, error) {
 		w.v.Kill() // one process fewer sharing the cores with the next trial
 	}
 	metric := fmt.Sprintf("engine serving→passing in Consul, after %s down", down)
-	return []report.Row{report.SummaryRow("B2", metric, samples, "p99 100 ms")}, nil
+	perSec := float64(attempts) / waited.Seconds()
+	cpuPerMin := time.Duration(float64(cpu) / float64(n) * float64(time.Minute) / float64(waited))
+	return []report.Row{
+		report.SummaryRow("B2", metric, samples, "p99 100 ms"),
+		{Figure: "B2", Metric: "waiting for a down engine: connection attempts per second (one vigil)",
+			Value: fmt.Sprintf("%.1f/s", perSec), Data: map[string]float64{"attempts_per_second": perSec, "attempts": float64(attempts), "seconds": waited.Seconds()}},
+		{Figure: "B2", Metric: fmt.Sprintf("waiting for a down engine: CPU of vigil + adapter per minute (mean of %d)", n),
+			Value: fmt.Sprintf("%.0f ms", report.Ms(cpuPerMin)), Data: map[string]float64{"cpu_ms_per_minute": report.Ms(cpuPerMin)}},
+	}, nil
 }
+
+// acceptCounter is a listener standing in for a down engine: it accepts
+// each connection, counts it and closes it at once, so a client sees a
+// failed connection attempt, as from an engine that is not listening.
+type acceptCounter struct {
+	net.Listener
+	n atomic.Int64
+}
+
+func newAcceptCounter() (*acceptCounter, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	c := &acceptCounter{Listener: l}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.n.Add(1)
+			conn.Close()
+		}
+	}()
+	return c, nil
+}
+
+// Count is the number of connections accepted so far.
+func (c *acceptCounter) Count() int64 { return c.n.Load() }
 
 // waitingWorker is a vigil waiting for an engine that is not running.
 type waitingWorker struct {
@@ -65,12 +126,13 @@ func (e *env) waitingWorkers(n int) ([]waitingWorker, error) {
 		if err != nil {
 			return out, err
 		}
-		svc := e.service("ready")
-		v, err := e.startVigil(harness.VigilOpts{EngineAddr: addr, Consul: e.consul, Service: svc})
+		w, err := e.startWaiting(addr)
+		if w.v != nil {
+			out = append(out, w)
+		}
 		if err != nil {
 			return out, err
 		}
-		out = append(out, waitingWorker{engineAddr: addr, service: svc, v: v})
 	}
 	for _, w := range out {
 		if _, err := w.v.WaitLine("waiting for engine", harness.StartTimeout); err != nil {
@@ -78,6 +140,26 @@ func (e *env) waitingWorkers(n int) ([]waitingWorker, error) {
 		}
 	}
 	return out, nil
+}
+
+// waitingWorker starts one vigil for an engine at addr and waits until it
+// says it is waiting for its engine; w.v is set whenever it started.
+func (e *env) waitingWorker(addr string) (waitingWorker, error) {
+	w, err := e.startWaiting(addr)
+	if err != nil {
+		return w, err
+	}
+	_, err = w.v.WaitLine("waiting for engine", harness.StartTimeout)
+	return w, err
+}
+
+func (e *env) startWaiting(addr string) (waitingWorker, error) {
+	svc := e.service("ready")
+	v, err := e.startVigil(harness.VigilOpts{EngineAddr: addr, Consul: e.consul, Service: svc})
+	if err != nil {
+		return waitingWorker{}, err
+	}
+	return waitingWorker{engineAddr: addr, service: svc, v: v}, nil
 }
 
 // readyTrial brings w's engine up and times from the moment the mock

@@ -65,7 +65,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Name: "health-failures", Value: sdk.DefaultHealthFailures, EnvVars: env("HEALTH_FAILURES"),
 				Usage: "consecutive failed liveness checks after which the engine is lost"},
 			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
-				Usage: "cap of the retry backoff while waiting for the engine"},
+				Usage: "cap of the retry backoff while waiting for the engine: at most this long between connection attempts"},
 			dryRunFlag("the adapter found and its pins checked, the file registry directory written to"),
 		}, append(append(adapterFlags(), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...),
 			append(tlsFlags("the worker endpoint"), logFlags()...)...),
