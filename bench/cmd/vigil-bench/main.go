@@ -39,6 +39,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == observeCmd {
 		os.Exit(observeMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == observeChurnCmd {
+		os.Exit(observeChurnMain(os.Args[2:]))
+	}
 	opts, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vigil-bench:", err)
