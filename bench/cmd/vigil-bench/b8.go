@@ -394,4 +394,3 @@ func (p *peakRSS) max() int64 {
 	defer p.mu.Unlock()
 	return p.peak
 }
-
