@@ -30,12 +30,11 @@ const (
 	// churn and the spread run.
 	b8Clients                   = 16
 	b8SpreadFull, b8SpreadQuick = 100_000, 5_000
-	// The mixed fleet: every b8SlowEvery-th stand-in takes 20 times as
-	// long to its first token as the others.
-	b8MixWorkersFull, b8MixWorkersQuick = 100, 20
-	b8SlowEvery                         = 10
+	// The mixed fleets: one stand-in in 10, then one in 20, takes
+	// 20 times as long to its first token as the others.
+	b8MixWorkersFull, b8MixWorkersQuick = 40, 40
 	b8FastTTFT, b8SlowTTFT              = 5 * time.Millisecond, 100 * time.Millisecond
-	b8MixClients                        = 32
+	b8MixClients                        = 64
 	b8MixFull, b8MixQuick               = 10 * time.Second, time.Second
 	// b8Bound bounds every load run of B8 in time.
 	b8Bound = 120 * time.Second
@@ -196,8 +195,13 @@ func figB8(e *env) ([]report.Row, error) {
 	}
 	rows = append(rows, spread)
 
-	mix, err := b8Mix(e)
-	return append(rows, mix...), err
+	for _, every := range []int{10, 20} {
+		mix, err := b8Mix(e, every)
+		if rows = append(rows, mix...); err != nil {
+			return rows, err
+		}
+	}
+	return rows, nil
 }
 
 // churn deregisters a random registered stand-in every b8ChurnEvery for d,
@@ -306,13 +310,13 @@ func b8Spread(e *env, f *standInFleet, req load.Request) (report.Row, error) {
 
 // b8Mix runs the mixed fleet behind a router of each balance and reports
 // the time to first token.
-func b8Mix(e *env) ([]report.Row, error) {
+func b8Mix(e *env, slowEvery int) ([]report.Row, error) {
 	n := b8MixWorkersFull
 	if e.quick {
 		n = b8MixWorkersQuick
 	}
 	f, err := startStandIns(e.consul.Client.Agent(), e.service("mix"), n, []string{"b8-mix"}, func(i int) time.Duration {
-		if i%b8SlowEvery == 0 {
+		if i%slowEvery == 0 {
 			return b8SlowTTFT
 		}
 		return b8FastTTFT
@@ -330,7 +334,7 @@ func b8Mix(e *env) ([]report.Row, error) {
 	var rows []report.Row
 	p99 := map[string]time.Duration{}
 	for _, bal := range []string{"least-outstanding", "round-robin"} {
-		row, d, err := b8MixRun(e, f, bal)
+		row, d, err := b8MixRun(e, f, bal, slowEvery)
 		if err != nil {
 			return rows, fmt.Errorf("--balance %s: %w", bal, err)
 		}
@@ -342,7 +346,7 @@ func b8Mix(e *env) ([]report.Row, error) {
 	return rows, nil
 }
 
-func b8MixRun(e *env, f *standInFleet, balance string) (report.Row, time.Duration, error) {
+func b8MixRun(e *env, f *standInFleet, balance string, slowEvery int) (report.Row, time.Duration, error) {
 	r, err := e.h.StartRouterArgs(e.consul, f.service, "--balance", balance)
 	if err != nil {
 		return report.Row{}, 0, err
@@ -383,9 +387,9 @@ func b8MixRun(e *env, f *standInFleet, balance string) (report.Row, time.Duratio
 	share := float64(slow) / float64(max(all, 1))
 	row := report.Row{Figure: "B8",
 		Metric: fmt.Sprintf("time to first token, %d workers (1 in %d slow: %s vs %s), %d clients, --balance %s (n=%d)",
-			len(f.workers), b8SlowEvery, report.Dur(b8SlowTTFT), report.Dur(b8FastTTFT), b8MixClients, balance, s.N),
-		Value: fmt.Sprintf("p50 %s, p95 %s, p99 %s, max %s; %.1f%% of requests to slow workers",
-			report.Dur(s.P50), report.Dur(p95), report.Dur(s.P99), report.Dur(s.Max), 100*share),
+			len(f.workers), slowEvery, report.Dur(b8SlowTTFT), report.Dur(b8FastTTFT), b8MixClients, balance, s.N),
+		Value: fmt.Sprintf("p50 %s, p95 %s, p99 %s, max %s; %.1f%% of requests to slow workers; %.0f requests/s",
+			report.Dur(s.P50), report.Dur(p95), report.Dur(s.P99), report.Dur(s.Max), 100*share, res.RequestsPerSecond()),
 		Data: map[string]any{"p50_ms": report.Ms(s.P50), "p95_ms": report.Ms(p95), "p99_ms": report.Ms(s.P99),
 			"max_ms": report.Ms(s.Max), "slow_share": share, "requests": res.Requests, "requests_per_s": res.RequestsPerSecond()}}
 	return row, s.P99, nil
