@@ -373,6 +373,11 @@ type Router struct {
 // StartRouter starts `vigil route` over Consul for service and returns at
 // once.
 func (h *Harness) StartRouter(c *Consul, service string) (*Router, error) {
+	return h.StartRouterArgs(c, service)
+}
+
+// StartRouterArgs is StartRouter with extra flags after the harness's.
+func (h *Harness) StartRouterArgs(c *Consul, service string, extra ...string) (*Router, error) {
 	r := &Router{}
 	var err error
 	if r.GRPC, err = FreeAddr(); err != nil {
@@ -382,8 +387,9 @@ func (h *Harness) StartRouter(c *Consul, service string) (*Router, error) {
 		return nil, err
 	}
 	// JSON logs carry microsecond timestamps, which B7 reads.
-	r.Proc, err = h.Start("vigil route", c.Env(), h.Bins.Vigil, "route", "--discovery", "consul",
-		"--service-name", service, "--listen", r.GRPC, "--http-listen", r.HTTP, "--log-format", "json")
+	args := append([]string{"route", "--discovery", "consul", "--service-name", service,
+		"--listen", r.GRPC, "--http-listen", r.HTTP, "--log-format", "json"}, extra...)
+	r.Proc, err = h.Start("vigil route", c.Env(), h.Bins.Vigil, args...)
 	return r, err
 }
 

@@ -1,7 +1,7 @@
 // Command vigil-bench measures vigil as processes: it builds vigil and
 // the mock of each engine it measures, starts a Consul dev agent on
 // loopback ports of its own, runs the figures of bench/README.md (B1 to
-// B7) for each engine (B7, the router's, for the first alone), prints one
+// B8) for each engine (B7 and B8, the router's, for the first alone), prints one
 // table of figure, engine, metric, value and target, and writes results.md
 // and results.json.
 //
@@ -38,6 +38,9 @@ type options struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == observeCmd {
 		os.Exit(observeMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == observeChurnCmd {
+		os.Exit(observeChurnMain(os.Args[2:]))
 	}
 	opts, err := parseFlags(os.Args[1:])
 	if err != nil {

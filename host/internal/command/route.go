@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,7 +24,7 @@ func routeCommand() *cli.Command {
 		Usage: "route gRPC and OpenAI-compatible HTTP requests to the workers found in discovery",
 		Description: "route watches discovery for the workers of --service-name and serves the worker API\n" +
 			"(vigil.worker.v1.Worker) on --listen and OpenAI-compatible completions on --http-listen,\n" +
-			"round-robin over the workers serving the requested model.",
+			"choosing among the workers serving the requested model by --balance.",
 		// route's variables are VIGIL_ROUTE_*, run's VIGIL_* (commandEnv).
 		Flags: commandEnv("route", append(append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8480", EnvVars: env("LISTEN"),
@@ -32,6 +33,8 @@ func routeCommand() *cli.Command {
 				Usage: "address of the OpenAI-compatible HTTP API, host:port"},
 			&cli.IntFlag{Name: "retries", Value: router.DefaultRetries, EnvVars: env("RETRIES"),
 				Usage: "how many other workers a request tries when a worker refuses it (UNAVAILABLE, or RESOURCE_EXHAUSTED from --max-inflight) before its first token"},
+			&cli.StringFlag{Name: "balance", Value: string(router.LeastOutstanding), EnvVars: env("BALANCE"),
+				Usage: "how a request's worker is chosen among those serving its model: least-outstanding (the less loaded of two at random) or round-robin"},
 			&cli.DurationFlag{Name: "request-timeout", Value: router.DefaultRequestTimeout, EnvVars: env("REQUEST_TIMEOUT"),
 				Usage: "bound of a whole request, generation included"},
 			&cli.Int64Flag{Name: "max-body-bytes", Value: router.DefaultMaxBodyBytes, EnvVars: env("MAX_BODY_BYTES"),
@@ -54,6 +57,7 @@ type routeConfig struct {
 	log                logConfig
 	listen, httpListen string
 	retries            int
+	balance            router.Balance
 	requestTimeout     time.Duration
 	maxBodyBytes       int64
 	models             []string
@@ -133,7 +137,7 @@ func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, 
 	srv := router.NewServer(router.ServerConfig{
 		GRPCListener: glis, HTTPListener: hlis, GRPCOptions: grpcCreds(srvTLS),
 		Source: src, Service: cfg.service,
-		Pool:   router.PoolConfig{Models: cfg.models, Credentials: workerCreds},
+		Pool:   router.PoolConfig{Models: cfg.models, Credentials: workerCreds, Balance: cfg.balance},
 		Proxy:  proxy,
 		HTTP:   router.HTTPConfig{MaxBodyBytes: cfg.maxBodyBytes, APIKey: cfg.apiKey},
 		Logger: log,
@@ -153,6 +157,7 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 		listen:         c.String("listen"),
 		httpListen:     c.String("http-listen"),
 		retries:        c.Int("retries"),
+		balance:        router.Balance(c.String("balance")),
 		requestTimeout: c.Duration("request-timeout"),
 		maxBodyBytes:   c.Int64("max-body-bytes"),
 		models:         c.StringSlice("model"),
@@ -175,6 +180,9 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 	}
 	if cfg.retries < 0 {
 		return cfg, usageErrorf("--retries %d: must be 0 or more", cfg.retries)
+	}
+	if !slices.Contains(router.Balances, cfg.balance) {
+		return cfg, usageErrorf("--balance %q: want least-outstanding or round-robin", cfg.balance)
 	}
 	if cfg.requestTimeout <= 0 {
 		return cfg, usageErrorf("--request-timeout %s: must be a positive duration such as 30s or 10m", cfg.requestTimeout)

@@ -14,9 +14,11 @@
 //     record format (TestRouterSeesDiscoveryOnlyThroughItsContract).
 //  2. The [Pool] keeps one gRPC connection per worker address, opened when
 //     the address appears and closed when it has left discovery and its last
-//     stream has ended. It picks workers round-robin among those serving the
-//     requested model (any worker when the request names none), skipping
-//     workers this request has already tried.
+//     stream has ended. Among the workers serving the requested model (any
+//     worker when the request names none), skipping workers this request
+//     has already tried, it picks the one with fewer requests outstanding
+//     of two chosen at random ([LeastOutstanding]), or the next in turn
+//     ([RoundRobin], vigil route --balance).
 //  3. The [Proxy] sends the request to the picked worker. A request whose
 //     encoded size is over the workers' limit (endpoint.MaxRequestBytes,
 //     their gRPC receive limit) is refused first, with a [TooLargeError],

@@ -193,7 +193,8 @@ func startRouter(t *testing.T, workers []*fakeWorker, opts ...routerOption) *tes
 	for _, o := range opts {
 		o(&pcfg, &hcfg)
 	}
-	pool := NewPool(PoolConfig{Logger: log})
+	// Round-robin: these tests count which worker gets each request in turn.
+	pool := NewPool(PoolConfig{Logger: log, Balance: RoundRobin})
 	pool.Update(endpoints(workers...))
 	proxy := NewProxy(pool, pcfg)
 

@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -41,7 +42,30 @@ type PoolConfig struct {
 	// Credentials secure the connections to workers (vigil route
 	// --worker-tls); nil means plaintext.
 	Credentials credentials.TransportCredentials
+	// Balance is how Pick chooses among the workers that can take a
+	// request; "" means LeastOutstanding.
+	Balance Balance
+	// Rand is the random source of LeastOutstanding's two choices, used
+	// under the pool's lock; nil means one seeded at random.
+	Rand *rand.Rand
 }
+
+// Balance is a way of choosing among the workers that can take a request
+// (vigil route --balance).
+type Balance string
+
+const (
+	// LeastOutstanding takes two distinct workers at random and chooses the
+	// one with fewer requests outstanding (picked and not yet ended), a
+	// tie broken at random: the power of two choices, which keeps slow
+	// workers from piling up requests without scanning every worker's load.
+	LeastOutstanding Balance = "least-outstanding"
+	// RoundRobin takes the workers in turn, whatever their load.
+	RoundRobin Balance = "round-robin"
+)
+
+// Balances are the valid Balance values, the default first.
+var Balances = []Balance{LeastOutstanding, RoundRobin}
 
 // Pool is the current set of workers and a gRPC connection to each worker
 // address. Update replaces the set; Pick chooses a worker for one attempt.
@@ -53,9 +77,13 @@ type Pool struct {
 	memory time.Duration
 	pinned map[string]bool // PoolConfig.Models
 	creds  credentials.TransportCredentials
+	rr     bool // Balance is RoundRobin
 
 	mu       sync.Mutex
+	rand     *rand.Rand
 	eps      []discovery.Registration // current set, in discovery.Sort order
+	all      []worker                 // eps with their addresses and connections
+	byModel  map[string][]worker      // all by served model name
 	conns    map[string]*conn         // by address, for the current set
 	next     map[string]uint64
 	left     map[string]time.Time // model -> when its last worker left discovery
@@ -65,19 +93,31 @@ type Pool struct {
 	watchers []func(serving bool)
 }
 
+// worker is one of the current workers as Pick needs it: its address
+// computed once, not on every Pick.
+type worker struct {
+	ep   discovery.Registration
+	addr string
+	c    *conn
+}
+
 // conn is a connection to one worker address. It is closed once its
 // address has left discovery (or the pool closed) and no stream uses it.
 type conn struct {
 	addr     string
 	cc       *grpc.ClientConn
-	inflight int  // guarded by Pool.mu
+	inflight int  // requests outstanding: picked, not released; guarded by Pool.mu
 	removed  bool // guarded by Pool.mu
 }
 
 // NewPool returns an empty Pool, which knows no worker until Update.
 func NewPool(cfg PoolConfig) *Pool {
 	p := &Pool{log: orNull(cfg.Logger), now: cfg.Now, memory: cfg.Memory, pinned: map[string]bool{},
-		conns: map[string]*conn{}, next: map[string]uint64{}, left: map[string]time.Time{}}
+		conns: map[string]*conn{}, next: map[string]uint64{}, left: map[string]time.Time{},
+		rr: cfg.Balance == RoundRobin, rand: cfg.Rand}
+	if p.rand == nil {
+		p.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -140,6 +180,7 @@ func (p *Pool) Update(eps []discovery.Registration) {
 	}
 	before := modelSet(p.eps)
 	p.eps = slices.DeleteFunc(eps, func(ep discovery.Registration) bool { return p.conns[ep.Addr()] == nil })
+	p.index()
 	p.known = true
 	p.remember(before, modelSet(p.eps))
 	p.setServing()
@@ -147,6 +188,18 @@ func (p *Pool) Update(eps []discovery.Registration) {
 
 	for _, c := range toClose {
 		c.cc.Close()
+	}
+}
+
+// index rebuilds all and byModel from eps. The caller holds p.mu.
+func (p *Pool) index() {
+	p.all = make([]worker, 0, len(p.eps))
+	p.byModel = map[string][]worker{}
+	for _, ep := range p.eps {
+		w := worker{ep: ep, addr: ep.Addr()}
+		w.c = p.conns[w.addr]
+		p.all = append(p.all, w)
+		p.byModel[ep.Model] = append(p.byModel[ep.Model], w)
 	}
 }
 
@@ -252,10 +305,12 @@ func (a Ask) serves(e discovery.Registration) bool { return a.Model == "" || e.M
 
 func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && (!a.Text || !e.TokensOnly) }
 
-// Pick chooses a worker for one attempt of a request: the next one
-// round-robin among the current workers that serve ask.Model and take its
-// prompt, whose address is not in tried. The caller must call release when
-// its stream on the returned connection has ended.
+// Pick chooses a worker for one attempt of a request among the current
+// workers that serve ask.Model and take its prompt, whose address is not
+// in tried: with LeastOutstanding (the default), the less loaded of two
+// chosen at random; with RoundRobin, the next in turn. The returned
+// worker's outstanding count holds from Pick until release: the caller
+// must call release when its stream on the returned connection has ended.
 //
 // Errors are gRPC statuses:
 //   - UNAVAILABLE when no worker serves the model now but it is known (a
@@ -274,44 +329,65 @@ func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, 
 	if p.closed || !p.known {
 		return discovery.Registration{}, nil, nil, status.Error(codes.Unavailable, "no workers available")
 	}
-	var serving, taking, untried int
-	for _, e := range p.eps {
-		switch {
-		case !ask.serves(e):
-		case !ask.takes(e):
-			serving++
-		default:
-			serving++
+	ws := p.all
+	if ask.Model != "" {
+		ws = p.byModel[ask.Model]
+	}
+	eligible := func(w *worker) bool { return (!ask.Text || !w.ep.TokensOnly) && !tried[w.addr] }
+	var taking, untried int
+	for i := range ws {
+		if !ask.Text || !ws[i].ep.TokensOnly {
 			taking++
-			if !tried[e.Addr()] {
+			if !tried[ws[i].addr] {
 				untried++
 			}
 		}
 	}
 	switch {
-	case serving == 0:
+	case len(ws) == 0:
 		return discovery.Registration{}, nil, nil, p.noWorker(ask.Model)
 	case taking == 0:
 		return discovery.Registration{}, nil, nil, status.Errorf(codes.InvalidArgument, "prompt: %s take token ids only, not text", workersOf(ask.Model))
 	case untried == 0:
 		return discovery.Registration{}, nil, nil, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), taking)
 	}
-	// Round-robin per requested model, over the workers not yet tried.
-	k := int(p.next[ask.Model] % uint64(untried))
-	p.next[ask.Model]++
-	for _, e := range p.eps {
-		if ask.takes(e) && !tried[e.Addr()] {
+	var w *worker
+	if p.rr {
+		// Round-robin per requested model, over the workers not yet tried.
+		w = nth(ws, int(p.next[ask.Model]%uint64(untried)), eligible)
+		p.next[ask.Model]++
+	} else {
+		i := p.rand.IntN(untried)
+		w = nth(ws, i, eligible)
+		if untried > 1 {
+			// A second, distinct choice: j in [0, untried-1) skips i.
+			j := p.rand.IntN(untried - 1)
+			if j >= i {
+				j++
+			}
+			v := nth(ws, j, eligible)
+			if d := v.c.inflight - w.c.inflight; d < 0 || d == 0 && p.rand.IntN(2) == 0 {
+				w = v
+			}
+		}
+	}
+	c := w.c
+	c.inflight++
+	var once sync.Once
+	return w.ep, c.cc, func() { once.Do(func() { p.release(c) }) }, nil
+}
+
+// nth is the k-th (from 0) worker of ws that ok accepts; there must be one.
+func nth(ws []worker, k int, ok func(*worker) bool) *worker {
+	for i := range ws {
+		if ok(&ws[i]) {
 			if k == 0 {
-				ep = e
-				break
+				return &ws[i]
 			}
 			k--
 		}
 	}
-	c := p.conns[ep.Addr()]
-	c.inflight++
-	var once sync.Once
-	return ep, c.cc, func() { once.Do(func() { p.release(c) }) }, nil
+	panic("router: nth: fewer eligible workers than counted")
 }
 
 // noWorker is Pick's error for a model no current worker serves. The
@@ -367,6 +443,7 @@ func (p *Pool) Close() {
 		}
 	}
 	p.eps = nil
+	p.index()
 	p.setServing()
 	p.mu.Unlock()
 	for _, c := range toClose {

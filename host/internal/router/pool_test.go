@@ -15,7 +15,7 @@ import (
 
 func TestPoolPick(t *testing.T) {
 	t.Parallel()
-	p := NewPool(PoolConfig{})
+	p := NewPool(PoolConfig{Balance: RoundRobin})
 	defer p.Close()
 	p.Update([]discovery.Registration{
 		{WorkerID: "c", Address: "127.0.0.1", Port: 3, Model: "m2"},
@@ -136,7 +136,7 @@ func TestPoolClose(t *testing.T) {
 // naming prompt, and token prompts go to all.
 func TestPoolPickPromptKind(t *testing.T) {
 	t.Parallel()
-	p := NewPool(PoolConfig{})
+	p := NewPool(PoolConfig{Balance: RoundRobin})
 	defer p.Close()
 	p.Update([]discovery.Registration{
 		{WorkerID: "text", Address: "127.0.0.1", Port: 1, Model: "m"},
