@@ -24,7 +24,9 @@ import (
 //
 // Shared flags: --listen (default 127.0.0.1:50051), --control (default
 // 127.0.0.1:50052), --model, --instance-id, --startup-delay, --token-delay
-// (default 10ms) and --tokens-per-message (default 1), as in Config.
+// (default 10ms), --step-interval (default 0: off; above 0 it replaces
+// --token-delay with one engine-wide decode step) and --tokens-per-message
+// (default 1), as in Config.
 type Command struct {
 	// Name is the command's name, as in "vllm-mock"; it prefixes errors.
 	Name string
@@ -73,6 +75,7 @@ func (cmd Command) flags() []Flag {
 		{&cli.StringFlag{Name: "instance-id", Usage: "engine lifetime `ID` (default: fresh random, 16 hex chars)"}, "an instance id"},
 		{&cli.DurationFlag{Name: "startup-delay", Usage: "how long health stays NOT_SERVING after start (`DUR`)"}, "a non-negative Go duration such as 0s, 500ms or 2m"},
 		{&cli.DurationFlag{Name: "token-delay", Value: 10 * time.Millisecond, Usage: "pause between two stream messages (`DUR`)"}, "a non-negative Go duration such as 0s, 10ms or 1s"},
+		{&cli.DurationFlag{Name: "step-interval", Usage: "decode step (`DUR`): every step, each stream in flight gets its next token; replaces --token-delay (0: off)"}, "a non-negative Go duration such as 0s, 10ms or 30ms"},
 		{&cli.IntFlag{Name: "tokens-per-message", Value: 1, Usage: "output tokens per stream message (`N`)"}, "an integer from 1"},
 	}, cmd.Flags...)
 }
@@ -141,7 +144,7 @@ func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
 	if c.Args().Present() {
 		return cli.Exit(fmt.Sprintf("unexpected argument %q; %s takes flags only", c.Args().First(), cmd.Name), exitBadFlag)
 	}
-	for _, name := range []string{"startup-delay", "token-delay"} {
+	for _, name := range []string{"startup-delay", "token-delay", "step-interval"} {
 		if d := c.Duration(name); d < 0 {
 			return cmd.badFlag(name, d.String())
 		}
@@ -154,6 +157,7 @@ func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
 		InstanceID:       c.String("instance-id"),
 		StartupDelay:     c.Duration("startup-delay"),
 		TokenDelay:       c.Duration("token-delay"),
+		StepInterval:     c.Duration("step-interval"),
 		TokensPerMessage: c.Int("tokens-per-message"),
 	})
 	var bad *BadFlag

@@ -37,9 +37,18 @@ type Config struct {
 	// TokenDelay is the pause between two messages of one generation.
 	// Default 0 (as fast as possible).
 	TokenDelay time.Duration
+	// StepInterval, when above 0, turns on step mode, which replaces
+	// TokenDelay: one ticker for the whole engine, and at every tick each
+	// generation in flight gets its next token, as a batching engine's
+	// decode step gives one token to every running sequence. A new
+	// generation's first token comes at the first step after it arrives (at
+	// most one interval later). A generation whose client is slower than the
+	// steps falls behind and catches up, as tokens an engine produced wait
+	// in its output queue. Default 0: off, each generation has its own timer.
+	StepInterval time.Duration
 	// TokensPerMessage is how many output tokens each message carries; the
 	// last message of a generation may carry fewer. Default 1; values below
-	// 1 mean 1.
+	// 1 mean 1. In step mode a message waits for that many steps.
 	TokensPerMessage int
 	// Signals names the engine's health signals (for grpc.health.v1, its
 	// service names), in the order changes to them are published.
@@ -111,6 +120,7 @@ type Engine struct {
 	ready    chan struct{}
 	timer    *time.Timer
 	stopOnce sync.Once
+	stepStop chan struct{} // closed by Stop to end the step ticker
 
 	mu          sync.Mutex
 	cond        Condition
@@ -147,6 +157,10 @@ func New(cfg Config) *Engine {
 		aborts:     map[string]int{},
 		abortSeen:  map[string]chan struct{}{},
 		streams:    map[*stream]struct{}{},
+		stepStop:   make(chan struct{}),
+	}
+	if cfg.StepInterval > 0 {
+		go e.stepLoop(cfg.StepInterval)
 	}
 	if cfg.Register != nil {
 		e.setupErr = cfg.Register(e.srv)
@@ -201,6 +215,7 @@ func (e *Engine) Stop() {
 			e.srv.Stop()
 			<-done
 		}
+		close(e.stepStop) // after the streams, which need steps to finish
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -93,6 +94,11 @@ type stream struct {
 	abortOnce sync.Once
 	hold      *hold // taken when the stream starts
 	fail      *fail
+	// owed counts steps not yet turned into tokens (step mode); stepped
+	// wakes the generation when a step comes.
+	owed    atomic.Int64
+	stepped chan struct{}
+	held    atomic.Bool // waiting at a hold: out of the batch
 }
 
 func (s *stream) abort() { s.abortOnce.Do(func() { close(s.aborted) }) }
@@ -112,7 +118,8 @@ type fail struct {
 var errAborted = errors.New("request aborted")
 
 // Generate runs one generation, calling send for each message in order. The
-// output is deterministic (see OutputToken); messages are TokenDelay apart;
+// output is deterministic (see OutputToken); messages are TokenDelay apart,
+// or in step mode each token comes at a step of the engine (StepInterval);
 // POST /hold and /fail act on it. It returns nil once the last message is
 // sent (an aborted generation too, after a FinishAborted message), send's
 // error, or a gRPC status: UNAVAILABLE when the engine is not ready,
@@ -123,7 +130,7 @@ func (e *Engine) Generate(ctx context.Context, req Request, send func(Chunk) err
 		return err
 	}
 	defer e.end(st)
-	r := &run{ctx: ctx, st: st, send: send, delay: e.cfg.TokenDelay, perMsg: e.cfg.TokensPerMessage}
+	r := &run{ctx: ctx, st: st, send: send, delay: e.cfg.TokenDelay, perMsg: e.cfg.TokensPerMessage, stepMode: e.cfg.StepInterval > 0}
 	err = r.loop(req)
 	if errors.Is(err, errAborted) {
 		return r.emit(&Finish{Reason: FinishAborted, OutputTokens: r.produced})
@@ -143,7 +150,7 @@ func (e *Engine) begin(req Request) (*stream, error) {
 	if err := e.unavailableLocked(true); err != nil {
 		return nil, err
 	}
-	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail}
+	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail, stepped: make(chan struct{}, 1)}
 	e.fail = nil // one stream only
 	e.streams[st] = struct{}{}
 	return st, nil
@@ -153,6 +160,34 @@ func (e *Engine) end(st *stream) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.streams, st)
+}
+
+// stepLoop steps the engine every interval until Stop: one ticker for
+// every generation in flight.
+func (e *Engine) stepLoop(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stepStop:
+			return
+		case <-t.C:
+			e.step()
+		}
+	}
+}
+
+// step gives every generation in flight its next token.
+func (e *Engine) step() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for st := range e.streams {
+		st.owed.Add(1)
+		select {
+		case st.stepped <- struct{}{}:
+		default: // already woken; owed counts the step
+		}
+	}
 }
 
 // Abort counts an abort for each id, known or not, and aborts its
@@ -196,6 +231,13 @@ func (e *Engine) Release() {
 		close(e.hold.release)
 		e.hold = nil
 	}
+	// Held generations rejoin the batch: their next token comes at the
+	// next step, not at once for the steps they sat out.
+	for st := range e.streams {
+		if st.held.Load() {
+			st.owed.Store(0)
+		}
+	}
 }
 
 // Aborted returns a channel that is closed once Abort has named id, at once
@@ -232,6 +274,8 @@ type run struct {
 	send   func(Chunk) error
 	delay  time.Duration
 	perMsg int
+	// stepMode: tokens come at the engine's steps, not after delay.
+	stepMode bool
 
 	sent     int    // messages sent
 	produced uint32 // output tokens so far
@@ -250,7 +294,10 @@ func (r *run) loop(req Request) error {
 			if err := r.flush(); err != nil {
 				return err
 			}
-			if err := wait(r, h.release); err != nil {
+			r.st.held.Store(true)
+			err := wait(r, h.release)
+			r.st.held.Store(false)
+			if err != nil {
 				return err
 			}
 		}
@@ -261,6 +308,9 @@ func (r *run) loop(req Request) error {
 			return status.Errorf(f.code, "mock: injected failure after %d tokens", i)
 		}
 		if err := r.check(); err != nil {
+			return err
+		}
+		if err := r.nextStep(); err != nil {
 			return err
 		}
 
@@ -301,9 +351,26 @@ func (r *run) flush() error {
 	return r.emit(nil)
 }
 
-// pause waits TokenDelay before every message but the first.
+// nextStep waits, in step mode, for a step not yet turned into a token.
+func (r *run) nextStep() error {
+	if !r.stepMode {
+		return nil
+	}
+	for {
+		if r.st.owed.Load() > 0 {
+			r.st.owed.Add(-1)
+			return nil
+		}
+		if err := wait(r, r.st.stepped); err != nil {
+			return err
+		}
+	}
+}
+
+// pause waits TokenDelay before every message but the first; in step mode
+// the steps pace the tokens instead.
 func (r *run) pause() error {
-	if r.sent == 0 || r.delay <= 0 {
+	if r.stepMode || r.sent == 0 || r.delay <= 0 {
 		return r.check()
 	}
 	t := time.NewTimer(r.delay)

@@ -17,7 +17,13 @@ import (
 )
 
 var (
-	// streamCounts are B5's concurrency levels.
+	// stepIntervals and stepStreams are B5's headline rows: the mock in
+	// step mode (--step-interval), every stream in flight getting a token
+	// per engine step, as a batching engine's decode step gives.
+	stepIntervals = []time.Duration{10 * time.Millisecond, 30 * time.Millisecond}
+	stepStreams   = []int{64, 256}
+	// streamCounts are the concurrency levels of B5's second table, the
+	// mock's per-stream timers (--token-delay).
 	streamCounts = []int{1, 16, 64, 256}
 	// tokenDelays are the mock's pause between two messages: a realistic
 	// decode step, then none, which makes the path's own cost the limit.
@@ -35,6 +41,11 @@ const (
 	rowMaxRequests = 2_000_000
 	// requestTimeout bounds one request: 64 tokens at 10ms take 0.65s.
 	requestTimeout = 30 * time.Second
+	// ratioTarget and cpuTarget are the step-mode rows' targets: vigil's
+	// tokens/s over the direct path's, and vigil's CPU per 1,000 tokens over
+	// the reference client's own on the direct path.
+	ratioTarget = 0.98
+	cpuTarget   = 3.0
 	// warmup is a short run on each path before the rows, so that neither
 	// path's first row pays for connection set-up and cold code.
 	warmup = 300 * time.Millisecond
@@ -57,6 +68,7 @@ type pathResult struct {
 
 // requestPathRow is one B5 row: both paths at one delay and concurrency.
 type requestPathRow struct {
+	step          bool // delay is --step-interval, not --token-delay
 	delay         time.Duration
 	streams       int
 	direct, vigil pathResult
@@ -72,6 +84,21 @@ func (r requestPathRow) ratio() float64 {
 
 // cpuPer1k is vigil's CPU time per 1,000 tokens it forwarded.
 func (r requestPathRow) cpuPer1k() time.Duration { return per1k(r.vigil.vigilCPU, r.vigil.res.Tokens) }
+
+// refCPUPer1k is the reference client's (this process's) CPU per 1,000
+// tokens it read on the direct path.
+func (r requestPathRow) refCPUPer1k() time.Duration {
+	return per1k(r.direct.driverCPU, r.direct.res.Tokens)
+}
+
+// cpuRatio is vigil's CPU per 1,000 tokens over the reference client's.
+func (r requestPathRow) cpuRatio() float64 {
+	ref := r.refCPUPer1k()
+	if ref == 0 {
+		return 0
+	}
+	return float64(r.cpuPer1k()) / float64(ref)
+}
 
 // peakRSS is vigil's peak memory during the row; 0 when not sampled.
 func (r requestPathRow) peakRSS() int64 { return r.vigil.peakRSS }
@@ -95,11 +122,41 @@ func figB5(e *env) ([]report.Row, error) {
 		return nil, err
 	}
 	var rows []report.Row
+	var step, timer []requestPathRow
 	for _, r := range res.rows {
+		if r.step {
+			step = append(step, r)
+			rows = append(rows, b5StepRows(r)...)
+		} else {
+			timer = append(timer, r)
+		}
+	}
+	for _, r := range timer {
 		rows = append(rows, b5Rows(r)...)
 	}
-	e.sections = append(e.sections, b5Section(e.engine.Name, res.rows))
+	e.sections = append(e.sections,
+		b5Section("B5 request path, step mode (headline): "+e.engine.Name, "step interval", step),
+		b5Section("B5 request path, per-stream timers: "+e.engine.Name, "token delay", timer))
 	return rows, nil
+}
+
+// b5StepRows are a headline row's figures, with the issue's targets.
+func b5StepRows(r requestPathRow) []report.Row {
+	name := fmt.Sprintf("step %s, %s", report.Dur(r.delay), streamsName(r.streams))
+	errs := ""
+	if n := r.direct.res.Errors + r.vigil.res.Errors; n > 0 {
+		errs = fmt.Sprintf(" (%d failed requests)", n)
+	}
+	return []report.Row{
+		{Figure: "B5", Metric: name + ": tokens/s vigil / direct",
+			Value:  fmt.Sprintf("%.0f / %.0f (ratio %.3f)%s", r.vigil.res.TokensPerSecond(), r.direct.res.TokensPerSecond(), r.ratio(), errs),
+			Target: fmt.Sprintf("ratio >= %.2f", ratioTarget), Data: rowData(r)},
+		{Figure: "B5", Metric: name + ": TTFT p50 vigil / direct",
+			Value: fmt.Sprintf("%s / %s", report.Dur(r.vigil.ttft.P50), report.Dur(r.direct.ttft.P50))},
+		{Figure: "B5", Metric: name + ": CPU per 1,000 tokens, vigil / reference client direct",
+			Value:  fmt.Sprintf("%s / %s (%.1fx)", report.Dur(r.cpuPer1k()), report.Dur(r.refCPUPer1k()), r.cpuRatio()),
+			Target: fmt.Sprintf("<= %.0fx", cpuTarget)},
+	}
 }
 
 func b5Rows(r requestPathRow) []report.Row {
@@ -140,7 +197,8 @@ func delayName(d time.Duration) string {
 
 // rowJSON is a B5 row in results.json.
 type rowJSON struct {
-	TokenDelayMs         float64            `json:"token_delay_ms"`
+	StepMode             bool               `json:"step_mode"`
+	TokenDelayMs         float64            `json:"token_delay_ms"` // the step interval in step mode
 	Streams              int                `json:"streams"`
 	DirectTokensPerS     float64            `json:"direct_tokens_per_s"`
 	VigilTokensPerS      float64            `json:"vigil_tokens_per_s"`
@@ -155,12 +213,15 @@ type rowJSON struct {
 	Errors               [2]int64           `json:"errors_direct_vigil"`
 	FirstError           string             `json:"first_error,omitempty"`
 	PeakRSSBytes         int64              `json:"peak_rss_bytes,omitempty"`
+	RefCPUMsPer1k        float64            `json:"reference_client_cpu_ms_per_1k_tokens_direct"`
+	CPURatio             float64            `json:"cpu_ratio_vigil_reference"`
 }
 
 func rowData(r requestPathRow) rowJSON {
 	d, v := r.direct, r.vigil
 	out := rowJSON{
-		TokenDelayMs: report.Ms(r.delay), Streams: r.streams,
+		StepMode: r.step, TokenDelayMs: report.Ms(r.delay), Streams: r.streams,
+		RefCPUMsPer1k: report.Ms(r.refCPUPer1k()), CPURatio: r.cpuRatio(),
 		DirectTokensPerS: d.res.TokensPerSecond(), VigilTokensPerS: v.res.TokensPerSecond(), Ratio: r.ratio(),
 		DirectTTFT: report.Summary(d.ttft), VigilTTFT: report.Summary(v.ttft),
 		VigilCPUMsPer1k:      report.Ms(r.cpuPer1k()),
@@ -178,24 +239,24 @@ func rowData(r requestPathRow) rowJSON {
 }
 
 // b5Section is the per-row table of results.md for engine.
-func b5Section(engine string, rows []requestPathRow) report.Section {
+func b5Section(title, delayCol string, rows []requestPathRow) report.Section {
 	var b strings.Builder
-	b.WriteString("| token delay | streams | direct tok/s | vigil tok/s | ratio | TTFT p50 / p99 direct | TTFT p50 / p99 vigil | vigil CPU / 1k tok | mock CPU / 1k tok direct / vigil | driver CPU / 1k tok direct / vigil | failed |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| %s | streams | direct tok/s | vigil tok/s | ratio | TTFT p50 / p99 direct | TTFT p50 / p99 vigil | vigil CPU / 1k tok | CPU vigil / reference client | mock CPU / 1k tok direct / vigil | driver CPU / 1k tok direct / vigil | failed |\n", delayCol)
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	data := make([]rowJSON, len(rows))
 	for i, r := range rows {
 		d := rowData(r)
 		data[i] = d
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.2f | %s / %s | %s / %s | %s | %s / %s | %s / %s | %d / %d |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.3f | %s / %s | %s / %s | %s | %.1fx | %s / %s | %s / %s | %d / %d |\n",
 			delayName(r.delay), r.streams, d.DirectTokensPerS, d.VigilTokensPerS, d.Ratio,
 			report.Dur(r.direct.ttft.P50), report.Dur(r.direct.ttft.P99), report.Dur(r.vigil.ttft.P50), report.Dur(r.vigil.ttft.P99),
-			report.Dur(r.cpuPer1k()),
+			report.Dur(r.cpuPer1k()), r.cpuRatio(),
 			report.Dur(per1k(r.direct.mockCPU, r.direct.res.Tokens)), report.Dur(per1k(r.vigil.mockCPU, r.vigil.res.Tokens)),
 			report.Dur(per1k(r.direct.driverCPU, r.direct.res.Tokens)), report.Dur(per1k(r.vigil.driverCPU, r.vigil.res.Tokens)),
 			d.Errors[0], d.Errors[1])
 	}
 	return report.Section{
-		Title: "B5 request path, row by row: " + engine,
+		Title: title,
 		Text:  b.String(),
 		Data:  data,
 		Notes: []string{"Each row runs the direct path, then the vigil path, for the same time against the same engine; " +
@@ -203,7 +264,9 @@ func b5Section(engine string, rows []requestPathRow) report.Section {
 			"tok/s counts tokens received from the start of the row to the end of its last request. " +
 			"CPU per 1,000 tokens divides CPU time (utime+stime, 10 ms ticks) by the tokens of that path's run: " +
 			"vigil's is the vigil process plus its adapter child; the mock's and the driver's (the load generator) are shown " +
-			"to tell where the shared cores went."},
+			"to tell where the shared cores went. The driver is the reference client (bench/internal/load: plain grpc-go " +
+			"stream readers, the same loop on both paths), and its CPU on the direct path is what vigil's is compared with. " +
+			"In step mode (--step-interval) the mock has one ticker and every stream in flight gets a token per step."},
 	}
 }
 
@@ -213,8 +276,15 @@ func (e *env) requestPathRows() (*requestPathResult, error) {
 		return e.requestPath, nil
 	}
 	res := &requestPathResult{}
+	for _, step := range stepIntervals {
+		rows, _, err := e.requestPathAt(true, step, stepStreams)
+		if err != nil {
+			return nil, fmt.Errorf("step interval %s: %w", report.Dur(step), err)
+		}
+		res.rows = append(res.rows, rows...)
+	}
 	for i, delay := range tokenDelays {
-		rows, idle, err := e.requestPathAt(delay)
+		rows, idle, err := e.requestPathAt(false, delay, streamCounts)
 		if err != nil {
 			return nil, fmt.Errorf("token delay %s: %w", delayName(delay), err)
 		}
@@ -227,10 +297,15 @@ func (e *env) requestPathRows() (*requestPathResult, error) {
 	return res, nil
 }
 
-// requestPathAt runs every concurrency level against one engine and one
-// vigil, and reads vigil's idle memory before the load.
-func (e *env) requestPathAt(delay time.Duration) ([]requestPathRow, int64, error) {
-	m, err := e.startMock("", "--token-delay", delay.String())
+// requestPathAt runs each concurrency level against one engine and one
+// vigil, and reads vigil's idle memory before the load. step runs the mock
+// with --step-interval delay, else with --token-delay delay.
+func (e *env) requestPathAt(step bool, delay time.Duration, counts []int) ([]requestPathRow, int64, error) {
+	flag := "--token-delay"
+	if step {
+		flag = "--step-interval"
+	}
+	m, err := e.startMock("", flag, delay.String())
 	if err != nil {
 		return nil, 0, err
 	}
@@ -268,13 +343,13 @@ func (e *env) requestPathAt(delay time.Duration) ([]requestPathRow, int64, error
 		return nil, 0, err
 	}
 	var rows []requestPathRow
-	for _, streams := range streamCounts {
-		row, err := b.row(delay, streams)
+	for _, streams := range counts {
+		row, err := b.row(step, delay, streams)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%d streams: %w", streams, err)
 		}
-		progress("  %s delay, %s: %.0f tok/s via vigil, %.0f direct", delayName(delay), streamsName(streams),
-			row.vigil.res.TokensPerSecond(), row.direct.res.TokensPerSecond())
+		progress("  %s %s, %s: %.0f tok/s via vigil, %.0f direct; CPU/1k tokens vigil %s, reference client %s", flag, delayName(delay), streamsName(streams),
+			row.vigil.res.TokensPerSecond(), row.direct.res.TokensPerSecond(), report.Dur(row.cpuPer1k()), report.Dur(row.refCPUPer1k()))
 		rows = append(rows, row)
 	}
 	return rows, idle, nil
@@ -317,17 +392,21 @@ func (b *rowBench) warm() error {
 }
 
 // row runs the direct path and then the vigil path for the same time.
-func (b *rowBench) row(delay time.Duration, streams int) (requestPathRow, error) {
-	r := requestPathRow{delay: delay, streams: streams}
+func (b *rowBench) row(step bool, delay time.Duration, streams int) (requestPathRow, error) {
+	r := requestPathRow{step: step, delay: delay, streams: streams}
+	mode := "t"
+	if step {
+		mode = "s"
+	}
 	cfg := load.Config{
 		Streams: streams, Duration: b.e.pick(rowFull, rowQuick),
 		MaxRequests: rowMaxRequests, RequestTimeout: requestTimeout,
-		IDPrefix: fmt.Sprintf("d%s-s%d-", delayName(delay), streams),
+		IDPrefix: fmt.Sprintf("d%s%s-s%d-", mode, delayName(delay), streams),
 	}
 	r.direct = b.path(cfg, b.e.engine.direct(b.direct, requestTokens), false)
-	cfg.IDPrefix = fmt.Sprintf("v%s-s%d-", delayName(delay), streams)
-	// B6 reads vigil's memory under the heaviest load, the last row.
-	r.vigil = b.path(cfg, load.Worker(b.vigil, requestTokens), streams == streamCounts[len(streamCounts)-1])
+	cfg.IDPrefix = fmt.Sprintf("v%s%s-s%d-", mode, delayName(delay), streams)
+	// B6 reads vigil's memory under the heaviest per-stream-timer load.
+	r.vigil = b.path(cfg, load.Worker(b.vigil, requestTokens), !step && streams == streamCounts[len(streamCounts)-1])
 	if r.direct.res.Tokens == 0 || r.vigil.res.Tokens == 0 {
 		return r, fmt.Errorf("no tokens (direct: %v; vigil: %v)", r.direct.res.FirstErr, r.vigil.res.FirstErr)
 	}

@@ -29,6 +29,11 @@ func Dial(target string) (*grpc.ClientConn, error) {
 }
 
 // Worker sends Generate requests to a vigil worker (or router) endpoint.
+//
+// Worker and the Direct* requests are B5's reference client: plain grpc-go
+// stream readers, each one Recv loop (drain) counting tokens, so that
+// vigil's CPU is compared with what reading the same tokens straight from
+// the engine costs.
 func Worker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 	c := workerv1.NewWorkerClient(cc)
 	return func(ctx context.Context, id string) Outcome {

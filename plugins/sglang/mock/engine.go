@@ -58,6 +58,9 @@ type Config struct {
 	ContextLength uint32
 	// TokenDelay is the pause between two messages of one generation.
 	TokenDelay time.Duration
+	// StepInterval, above 0, turns on step mode: every step, each
+	// generation in flight gets its next token; see enginemock.Config.
+	StepInterval time.Duration
 	// TokensPerMessage is how many output ids each message carries.
 	// Default 1.
 	TokensPerMessage int
@@ -87,6 +90,7 @@ func New(cfg Config) *Engine {
 		InstanceID:       cfg.InstanceID,
 		StartupDelay:     cfg.StartupDelay,
 		TokenDelay:       cfg.TokenDelay,
+		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
 		Signals:          []string{""},
 		Register:         e.register,

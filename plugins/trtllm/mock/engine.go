@@ -62,6 +62,9 @@ type Config struct {
 	StartupDelay time.Duration
 	// TokenDelay is the pause between two messages of one generation.
 	TokenDelay time.Duration
+	// StepInterval, above 0, turns on step mode: every step, each
+	// generation in flight gets its next token; see enginemock.Config.
+	StepInterval time.Duration
 	// TokensPerMessage is how many token ids each chunk carries. Default 1.
 	TokensPerMessage int
 	// Health is how HealthCheck answers at first. Default HealthNormal.
@@ -83,6 +86,7 @@ func New(cfg Config) *Engine {
 		Model:            cfg.Model,
 		StartupDelay:     cfg.StartupDelay,
 		TokenDelay:       cfg.TokenDelay,
+		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
 		Signals:          []string{""},
 		Register: func(s *grpc.Server) error {

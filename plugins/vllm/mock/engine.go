@@ -53,6 +53,9 @@ type Config struct {
 	// TokenDelay is the pause between two messages of one generation.
 	// Default 0 (as fast as possible); the vllm-mock command uses 10ms.
 	TokenDelay time.Duration
+	// StepInterval, above 0, turns on step mode: every step, each
+	// generation in flight gets its next token; see enginemock.Config.
+	StepInterval time.Duration
 	// TokensPerMessage is how many output tokens each message carries; the
 	// last message of a sequence may carry fewer. Default 1; values below 1
 	// mean 1.
@@ -112,6 +115,7 @@ func New(cfg Config) *Engine {
 		InstanceID:       cfg.InstanceID,
 		StartupDelay:     cfg.StartupDelay,
 		TokenDelay:       cfg.TokenDelay,
+		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
 		Signals:          engineServices,
 		Health:           servingStatus,

@@ -44,6 +44,7 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		StartupDelay:     cfg.StartupDelay,
 		ContextLength:    uint32(c.Uint("context-length")),
 		TokenDelay:       cfg.TokenDelay,
+		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
 		API:              api,
 	})

@@ -34,6 +34,7 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		Model:            cfg.Model,
 		StartupDelay:     cfg.StartupDelay,
 		TokenDelay:       cfg.TokenDelay,
+		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
 		Health:           mode,
 	})

@@ -34,6 +34,7 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		InstanceID:       cfg.InstanceID,
 		StartupDelay:     cfg.StartupDelay,
 		TokenDelay:       cfg.TokenDelay,
+		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
 		WatchMode:        mode,
 	})
