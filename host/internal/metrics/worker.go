@@ -110,25 +110,27 @@ type WorkerSources struct {
 	Registered func() bool
 }
 
+// oneOf is a gauge vector whose one label takes a value per key, 1 for the
+// key that holds and 0 for the others, with each key's child resolved once.
+func oneOf[K comparable](name, help, label string, keys []K, labelOf func(K) string) (*prometheus.GaugeVec, map[K]prometheus.Gauge) {
+	vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, []string{label})
+	children := make(map[K]prometheus.Gauge, len(keys))
+	for _, k := range keys {
+		children[k] = vec.WithLabelValues(labelOf(k))
+	}
+	return vec, children
+}
+
 // NewWorker returns vigil run's metrics, version being vigil's.
 func NewWorker(version string, src WorkerSources) *Worker {
 	w := &Worker{reg: newRegistry(version)}
-	state := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vigil_lifecycle_state",
-		Help: "1 for the lifecycle state vigil is in, 0 for the others (launching, waiting, started, serving, not_ready, draining, stopped).",
-	}, []string{"state"})
-	w.states = map[supervisor.State]prometheus.Gauge{}
-	for _, st := range states {
-		w.states[st] = state.WithLabelValues(stateLabel(st))
-	}
-	avail := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vigil_engine_availability",
-		Help: "1 for the engine's availability as the adapter last reported it (serving, not_ready, lost), 0 for the others; all 0 before its first report.",
-	}, []string{"availability"})
-	w.availability = map[sdk.Availability]prometheus.Gauge{}
-	for _, a := range availabilities {
-		w.availability[a] = avail.WithLabelValues(availabilityLabel(a))
-	}
+	var state, avail *prometheus.GaugeVec
+	state, w.states = oneOf("vigil_lifecycle_state",
+		"1 for the lifecycle state vigil is in, 0 for the others (launching, waiting, started, serving, not_ready, draining, stopped).",
+		"state", states, stateLabel)
+	avail, w.availability = oneOf("vigil_engine_availability",
+		"1 for the engine's availability as the adapter last reported it (serving, not_ready, lost), 0 for the others; all 0 before its first report.",
+		"availability", availabilities, availabilityLabel)
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_worker_requests_total",
 		Help: "Generate requests the worker endpoint answered, by outcome (ok, refused, overloaded, invalid, cancelled, cut, failed).",
