@@ -54,6 +54,11 @@ func TestTraceStamps(t *testing.T) {
 				if len(tr) != 4 || len(ch.GetTokenIds()) == 0 {
 					t.Fatalf("traced chunk %v: want 4 stamps (adapter received, adapter sent, host received, host sent) and tokens", ch)
 				}
+				for i, at := range tr {
+					if at == 0 {
+						t.Errorf("traced chunk stamp %d missing: %v", i, tr)
+					}
+				}
 				// The engine sent the chunk before the adapter received it:
 				// the age of its stamp then is short, not a wrap-around.
 				if age := enginemock.StampAge(ch.GetTokenIds()[0], tr[0]); age > time.Second {
