@@ -23,6 +23,10 @@ func TestTraceStamp(t *testing.T) {
 	if got, want := TraceStamp(true, []int64{1, 2, 3, 4}, TraceHostReceived, 30), []int64{1, 2, 30}; !slices.Equal(got, want) {
 		t.Errorf("stamp over extra positions = %v, want %v", got, want)
 	}
+	// Room left in a reused slice may hold old stamps: skipped hops are 0.
+	if got, want := TraceStamp(true, []int64{9, 9, 9, 9}[:1], TraceHostReceived, 30), []int64{9, 0, 30}; !slices.Equal(got, want) {
+		t.Errorf("stamp into a reused slice = %v, want %v", got, want)
+	}
 	if got := TraceStamp(false, []int64{1}, TraceAdapterSent, 20); got != nil {
 		t.Errorf("TraceStamp off = %v, want nil", got)
 	}
