@@ -158,6 +158,7 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 	}
 	for {
 		msg, err := stream.Recv()
+		at := TraceNow(req.Trace)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return Result{}, fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
@@ -177,7 +178,7 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 			return resultFromProto(f), nil
 		}
 		ch := msg.GetChunk()
-		if err := send(Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText()}); err != nil {
+		if err := send(Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText(), Trace: TraceStamp(req.Trace, ch.GetTraceUnixNano(), TraceHostReceived, at)}); err != nil {
 			return Result{}, err
 		}
 	}

@@ -94,6 +94,7 @@ func generateRequestToProto(r GenerateRequest) *pluginv1.GenerateRequest {
 		StopTokenIds: r.StopTokenIDs,
 		Stop:         r.Stop,
 		IgnoreEos:    r.IgnoreEOS,
+		Trace:        r.Trace,
 	}
 	if r.TokenIDs != nil {
 		p.Prompt = &pluginv1.GenerateRequest_TokenIds{TokenIds: &pluginv1.TokenIds{Ids: r.TokenIDs}}
@@ -115,6 +116,7 @@ func generateRequestFromProto(p *pluginv1.GenerateRequest) GenerateRequest {
 		StopTokenIDs: p.GetStopTokenIds(),
 		Stop:         p.GetStop(),
 		IgnoreEOS:    p.GetIgnoreEos(),
+		Trace:        p.GetTrace(),
 	}
 	if ids := p.GetTokenIds(); ids != nil {
 		r.TokenIDs = ids.GetIds()

@@ -86,14 +86,18 @@ func (s *engineServer) Generate(req *pluginv1.GenerateRequest, stream pluginv1.E
 	// stream (gRPC forbids both), so it is refused instead.
 	var mu sync.Mutex
 	returned := false
-	res, err := g.Generate(stream.Context(), generateRequestFromProto(req), func(c Chunk) error {
+	ctx, trace := stream.Context(), req.GetTrace()
+	if trace {
+		ctx = WithTracing(ctx)
+	}
+	res, err := g.Generate(ctx, generateRequestFromProto(req), func(c Chunk) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if returned {
 			return errSendAfterReturn
 		}
 		return stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Chunk{
-			Chunk: &pluginv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text},
+			Chunk: &pluginv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text, TraceUnixNano: TraceStampNow(trace, c.Trace, TraceAdapterSent)},
 		}})
 	})
 	mu.Lock()

@@ -26,7 +26,7 @@ import (
 // 127.0.0.1:50052), --model, --instance-id, --startup-delay, --token-delay
 // (default 10ms), --step-interval (default 0: off; above 0 it replaces
 // --token-delay with one engine-wide decode step) and --tokens-per-message
-// (default 1), as in Config.
+// (default 1), as in Config, and --stamp-tokens (see Engine.StampTokens).
 type Command struct {
 	// Name is the command's name, as in "vllm-mock"; it prefixes errors.
 	Name string
@@ -77,6 +77,7 @@ func (cmd Command) flags() []Flag {
 		{&cli.DurationFlag{Name: "token-delay", Value: 10 * time.Millisecond, Usage: "pause between two stream messages (`DUR`)"}, "a non-negative Go duration such as 0s, 10ms or 1s"},
 		{&cli.DurationFlag{Name: "step-interval", Usage: "decode step (`DUR`): every step, each stream in flight gets its next token; replaces --token-delay (0: off)"}, "a non-negative Go duration such as 0s, 10ms or 30ms"},
 		{&cli.IntFlag{Name: "tokens-per-message", Value: 1, Usage: "output tokens per stream message (`N`)"}, "an integer from 1"},
+		{&cli.BoolFlag{Name: "stamp-tokens", Usage: "send each output token as its message's send time, Unix ns mod 2^31 (for latency benchmarks)"}, "true or false"},
 	}, cmd.Flags...)
 }
 
@@ -166,6 +167,9 @@ func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
 	}
 	if err != nil {
 		return fmt.Errorf("building the engine: %w", err)
+	}
+	if c.Bool("stamp-tokens") {
+		eng.StampTokens()
 	}
 	defer eng.Stop() // at once when already stopped
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -121,6 +122,7 @@ type Engine struct {
 	timer    *time.Timer
 	stopOnce sync.Once
 	stepStop chan struct{} // closed by Stop to end the step ticker
+	stamp    atomic.Bool   // StampTokens was called
 
 	mu          sync.Mutex
 	cond        Condition

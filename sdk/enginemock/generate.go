@@ -27,6 +27,23 @@ func outputToken(seed, promptSum, i uint32) uint32 {
 // TokenText is the text a mock engine produces for a token: " t" and its id.
 func TokenText(id uint32) string { return fmt.Sprintf(" t%d", id) }
 
+// stampMask keeps a stamp's low 31 bits, so that it fits every engine's
+// token id type (SGLang's are int32).
+const stampMask = 1<<31 - 1
+
+// StampToken is the token id a mock engine sends in place of each output
+// token once StampTokens was called: the send time t in Unix nanoseconds
+// (wall clock), modulo 2^31 (a cycle of about 2.1 s). The engines' wire has
+// no field for a send time, so the token carries it.
+func StampToken(t time.Time) uint32 { return uint32(t.UnixNano() & stampMask) }
+
+// StampAge is how long before now (Unix nanoseconds, wall clock) the token
+// stamp was sent: exact for ages below 2^31 ns (about 2.1 s), which is
+// what latency along one machine's request path is.
+func StampAge(stamp uint32, now int64) time.Duration {
+	return time.Duration((now - int64(stamp)) & stampMask)
+}
+
 func sum(ids []uint32) uint32 {
 	var s uint32
 	for _, id := range ids {
@@ -130,13 +147,20 @@ func (e *Engine) Generate(ctx context.Context, req Request, send func(Chunk) err
 		return err
 	}
 	defer e.end(st)
-	r := &run{ctx: ctx, st: st, send: send, delay: e.cfg.TokenDelay, perMsg: e.cfg.TokensPerMessage, stepMode: e.cfg.StepInterval > 0}
+	r := &run{ctx: ctx, st: st, send: send, delay: e.cfg.TokenDelay, perMsg: e.cfg.TokensPerMessage, stepMode: e.cfg.StepInterval > 0, stamp: e.stamp.Load()}
 	err = r.loop(req)
 	if errors.Is(err, errAborted) {
 		return r.emit(&Finish{Reason: FinishAborted, OutputTokens: r.produced})
 	}
 	return err
 }
+
+// StampTokens makes every output token of generations that start from now
+// on the time its message was sent (StampToken) instead of OutputToken, for
+// benchmarks that measure latency from the engine to a client; the
+// --stamp-tokens flag calls it. Stop tokens still act on the tokens
+// OutputToken gives.
+func (e *Engine) StampTokens() { e.stamp.Store(true) }
 
 // begin counts the request and registers it in flight if the engine can serve it.
 func (e *Engine) begin(req Request) (*stream, error) {
@@ -276,6 +300,8 @@ type run struct {
 	perMsg int
 	// stepMode: tokens come at the engine's steps, not after delay.
 	stepMode bool
+	// stamp: every output token is its message's send time (StampToken).
+	stamp bool
 
 	sent     int    // messages sent
 	produced uint32 // output tokens so far
@@ -404,6 +430,12 @@ func (r *run) check() error {
 
 // emit sends pending tokens now, with fin on the last message.
 func (r *run) emit(fin *Finish) error {
+	if r.stamp {
+		tok := StampToken(time.Now())
+		for i := range r.ids {
+			r.ids[i] = tok
+		}
+	}
 	c := Chunk{Tokens: r.ids, Finish: fin}
 	r.sent++
 	r.ids = nil

@@ -40,6 +40,9 @@ var figures = []figure{
 type benchEngine struct {
 	harness.Engine
 	direct func(cc grpc.ClientConnInterface, maxTokens uint32) load.Request
+	// stamped is direct reading the engine's token stamps (--stamp-tokens):
+	// B5's one-hop floor beside vigil's per-hop latency.
+	stamped func(cc grpc.ClientConnInterface, maxTokens uint32) load.Request
 	// figures are the figures measured with the engine; nil for all.
 	figures []string
 	// pollInterval is vigil's --health-interval when the engine's health
@@ -51,8 +54,8 @@ type benchEngine struct {
 
 // benchEngines are the engines -engines may name.
 var benchEngines = []benchEngine{
-	{Engine: harness.VLLM, direct: load.DirectVLLM},
-	{Engine: harness.SGLang, direct: load.DirectSGLang},
+	{Engine: harness.VLLM, direct: load.DirectVLLM, stamped: load.StampedVLLM},
+	{Engine: harness.SGLang, direct: load.DirectSGLang, stamped: load.StampedSGLang},
 	// B6's loaded memory comes from B5's rows, which run for it unreported.
 	{Engine: harness.TRTLLM, direct: load.DirectTRTLLM, figures: []string{"B1", "B2", "B3", "B4", "B6"},
 		pollInterval: defaultHealthInterval},

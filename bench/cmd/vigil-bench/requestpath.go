@@ -137,7 +137,12 @@ func figB5(e *env) ([]report.Row, error) {
 	e.sections = append(e.sections,
 		b5Section("B5 request path, step mode (headline): "+e.engine.Name, "step interval", step),
 		b5Section("B5 request path, per-stream timers: "+e.engine.Name, "token delay", timer))
-	return rows, nil
+	hops, err := e.hopLatency()
+	if err != nil {
+		return append(rows, report.ErrorRow("B5", fmt.Errorf("per-hop latency: %w", err))), nil
+	}
+	e.sections = append(e.sections, b5HopSection(e.engine.Name, hops))
+	return append(rows, b5HopRows(hops)...), nil
 }
 
 // b5StepRows are a headline row's figures, with the targets.

@@ -19,6 +19,8 @@ type Outcome struct {
 	Tokens int
 	// Err is the request's failure, nil when it completed.
 	Err error
+	// Paths are the chunks' paths, from TracedWorker only.
+	Paths []Path
 }
 
 // Request sends one request with the given id and reads its stream to the
@@ -55,6 +57,8 @@ type Result struct {
 	Sends []time.Time
 	// FirstErr is the first failure seen, for the report.
 	FirstErr error
+	// Paths are all the chunks' paths, from TracedWorker only.
+	Paths []Path
 }
 
 // TokensPerSecond is the token throughput over Elapsed.
@@ -83,6 +87,7 @@ type streamResult struct {
 	sent           []sent
 	errors, tokens int64
 	firstErr       error
+	paths          []Path
 }
 
 // Run runs cfg.Streams streams of back-to-back requests and waits for all
@@ -125,6 +130,7 @@ func stream(ctx context.Context, cfg Config, seq *atomic.Int64, req Request) str
 		}
 		r.sent = append(r.sent, s)
 		r.tokens += int64(out.Tokens)
+		r.paths = append(r.paths, out.Paths...)
 		if out.Err != nil {
 			r.errors++
 			if r.firstErr == nil {
@@ -144,6 +150,7 @@ func merge(results []streamResult, elapsed time.Duration, sends bool) Result {
 		if out.FirstErr == nil {
 			out.FirstErr = r.firstErr
 		}
+		out.Paths = append(out.Paths, r.paths...)
 		for _, s := range r.sent {
 			if s.ttft > 0 {
 				out.TTFT = append(out.TTFT, s.ttft)

@@ -109,7 +109,7 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		sent = true
 		sentTokens += uint32(len(c.TokenIDs))
 		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{
-			Chunk: &workerv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text},
+			Chunk: &workerv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text, TraceUnixNano: sdk.TraceStampNow(engineReq.Trace, c.Trace, sdk.TraceHostSent)},
 		}})
 	})
 	if err == nil {
@@ -230,6 +230,7 @@ func toEngine(req *workerv1.GenerateRequest, engineID string) sdk.GenerateReques
 		StopTokenIDs: st.GetStopTokenIds(),
 		Stop:         st.GetStop(),
 		IgnoreEOS:    st.GetIgnoreEos(),
+		Trace:        req.GetTrace(),
 	}
 	if s := req.GetSampling(); s != nil {
 		r.Temperature, r.TopP, r.TopK, r.Seed = s.Temperature, s.TopP, s.TopK, s.Seed

@@ -789,10 +789,16 @@ type GenerateRequest struct {
 	TopK        *uint32                  `protobuf:"varint,6,opt,name=top_k,json=topK,proto3,oneof" json:"top_k,omitempty"`
 	Seed        *int64                   `protobuf:"varint,7,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
 	// 0 means the engine's default.
-	MaxTokens     uint32   `protobuf:"varint,8,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
-	StopTokenIds  []uint32 `protobuf:"varint,9,rep,packed,name=stop_token_ids,json=stopTokenIds,proto3" json:"stop_token_ids,omitempty"`
-	Stop          []string `protobuf:"bytes,10,rep,name=stop,proto3" json:"stop,omitempty"`
-	IgnoreEos     bool     `protobuf:"varint,11,opt,name=ignore_eos,json=ignoreEos,proto3" json:"ignore_eos,omitempty"`
+	MaxTokens    uint32   `protobuf:"varint,8,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	StopTokenIds []uint32 `protobuf:"varint,9,rep,packed,name=stop_token_ids,json=stopTokenIds,proto3" json:"stop_token_ids,omitempty"`
+	Stop         []string `protobuf:"bytes,10,rep,name=stop,proto3" json:"stop,omitempty"`
+	IgnoreEos    bool     `protobuf:"varint,11,opt,name=ignore_eos,json=ignoreEos,proto3" json:"ignore_eos,omitempty"`
+	// Ask each hop to stamp its wall-clock times into this request's chunks
+	// (Chunk.trace_unix_nano), for measuring the latency each hop adds; off,
+	// no chunk carries stamps. A compatible addition to version 1 (the
+	// go-plugin protocol version is unchanged): an adapter built before it
+	// ignores the field and sends no stamps.
+	Trace         bool `protobuf:"varint,12,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -911,6 +917,13 @@ func (x *GenerateRequest) GetStop() []string {
 func (x *GenerateRequest) GetIgnoreEos() bool {
 	if x != nil {
 		return x.IgnoreEos
+	}
+	return false
+}
+
+func (x *GenerateRequest) GetTrace() bool {
+	if x != nil {
+		return x.Trace
 	}
 	return false
 }
@@ -1058,9 +1071,15 @@ func (*GenerateResponse_Chunk) isGenerateResponse_Kind() {}
 func (*GenerateResponse_Final) isGenerateResponse_Kind() {}
 
 type Chunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TokenIds      []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
-	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TokenIds []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	Text     string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// Only when GenerateRequest.trace: wall-clock times, Unix nanoseconds, in
+	// this order: the adapter received the chunk from the engine, the adapter
+	// sent it. 0 marks a time the adapter did not record. A chunk merged from
+	// several engine messages carries its first one's. A compatible addition
+	// to version 1, like GenerateRequest.trace.
+	TraceUnixNano []int64 `protobuf:"varint,3,rep,packed,name=trace_unix_nano,json=traceUnixNano,proto3" json:"trace_unix_nano,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1107,6 +1126,13 @@ func (x *Chunk) GetText() string {
 		return x.Text
 	}
 	return ""
+}
+
+func (x *Chunk) GetTraceUnixNano() []int64 {
+	if x != nil {
+		return x.TraceUnixNano
+	}
+	return nil
 }
 
 type Final struct {
@@ -1294,7 +1320,7 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
-	"\x10ShutdownResponse\"\xa3\x03\n" +
+	"\x10ShutdownResponse\"\xb9\x03\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1310,7 +1336,8 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x04stop\x18\n" +
 	" \x03(\tR\x04stop\x12\x1d\n" +
 	"\n" +
-	"ignore_eos\x18\v \x01(\bR\tignoreEosB\b\n" +
+	"ignore_eos\x18\v \x01(\bR\tignoreEos\x12\x14\n" +
+	"\x05trace\x18\f \x01(\bR\x05traceB\b\n" +
 	"\x06promptB\x0e\n" +
 	"\f_temperatureB\b\n" +
 	"\x06_top_pB\b\n" +
@@ -1321,10 +1348,11 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x10GenerateResponse\x12.\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x16.vigil.plugin.v1.ChunkH\x00R\x05chunk\x12.\n" +
 	"\x05final\x18\x02 \x01(\v2\x16.vigil.plugin.v1.FinalH\x00R\x05finalB\x06\n" +
-	"\x04kind\"8\n" +
+	"\x04kind\"`\n" +
 	"\x05Chunk\x12\x1b\n" +
 	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\"\x9d\x01\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12&\n" +
+	"\x0ftrace_unix_nano\x18\x03 \x03(\x03R\rtraceUnixNano\"\x9d\x01\n" +
 	"\x05Final\x12B\n" +
 	"\rfinish_reason\x18\x01 \x01(\x0e2\x1d.vigil.plugin.v1.FinishReasonR\ffinishReason\x12#\n" +
 	"\rprompt_tokens\x18\x02 \x01(\rR\fpromptTokens\x12+\n" +
