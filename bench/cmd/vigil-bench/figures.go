@@ -127,12 +127,18 @@ func (e *env) startMock(grpcAddr string, extra ...string) (*harness.Mock, error)
 // startVigil starts `vigil run` for the engine.
 func (e *env) startVigil(o harness.VigilOpts) (*harness.Vigil, error) {
 	o.Engine = e.engine.Name
+	e.addVigilEnv(&o)
+	return e.h.StartVigil(o)
+}
+
+// addVigilEnv gives o the -vigil-env variables, passing each on to the
+// adapter too.
+func (e *env) addVigilEnv(o *harness.VigilOpts) {
 	for _, kv := range e.vigilEnv {
 		name, _, _ := strings.Cut(kv, "=")
 		o.Env = append(o.Env, kv)
 		o.Extra = append(o.Extra, "--plugin-env", name)
 	}
-	return e.h.StartVigil(o)
 }
 
 // fileRegistry returns a fresh file registry directory.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -83,9 +84,18 @@ func perfReport(data, out string) error {
 		{"--children", "--sort", "symbol", "-g", "none", "--percent-limit", "1"},
 	} {
 		cmd := exec.Command("perf", append([]string{"report", "-i", data, "--stdio"}, args...)...)
-		cmd.Stdout, cmd.Stderr = f, os.Stderr
-		if err := cmd.Run(); err != nil {
+		cmd.Stderr = os.Stderr
+		text, err := cmd.Output()
+		if err != nil {
 			return fmt.Errorf("-profile: perf report: %w", err)
+		}
+		// perf pads every symbol to the longest and adds empty IPC columns.
+		for line := range strings.Lines(string(text)) {
+			line = strings.TrimRight(line, " \n")
+			line = strings.TrimRight(strings.TrimSuffix(line, "-      -"), " ")
+			if _, err := fmt.Fprintln(f, line); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
