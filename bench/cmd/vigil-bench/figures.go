@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/vigilhq/vigil/bench/internal/load"
@@ -84,7 +85,10 @@ type env struct {
 	h           *harness.Harness
 	consul      *harness.Consul
 	quick       bool
-	registryDir string // of this engine's trials alone
+	prof        *profiler // -profile's, recording B5's step rows
+	vigilEnv    []string  // -vigil-env's NAME=VALUE variables
+	stepOnly    bool      // -b5-step-only
+	registryDir string    // of this engine's trials alone
 
 	services int
 	sections []report.Section
@@ -126,7 +130,18 @@ func (e *env) startMock(grpcAddr string, extra ...string) (*harness.Mock, error)
 // startVigil starts `vigil run` for the engine.
 func (e *env) startVigil(o harness.VigilOpts) (*harness.Vigil, error) {
 	o.Engine = e.engine.Name
+	e.addVigilEnv(&o)
 	return e.h.StartVigil(o)
+}
+
+// addVigilEnv gives o the -vigil-env variables, passing each on to the
+// adapter too.
+func (e *env) addVigilEnv(o *harness.VigilOpts) {
+	for _, kv := range e.vigilEnv {
+		name, _, _ := strings.Cut(kv, "=")
+		o.Env = append(o.Env, kv)
+		o.Extra = append(o.Extra, "--plugin-env", name)
+	}
 }
 
 // fileRegistry returns a fresh file registry directory.

@@ -5,7 +5,7 @@
 // table of figure, engine, metric, value and target, and writes results.md
 // and results.json.
 //
-//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...] [-engines vllm,sglang,trtllm]
+//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...] [-engines vllm,sglang,trtllm] [-profile DIR] [-b5-step-only] [-vigil-env NAME=VALUE,...]
 //
 // Every process it starts is killed when it ends, on error, panic or
 // SIGINT/SIGTERM too. Exit status: 0 when every figure was measured, 1
@@ -29,10 +29,14 @@ import (
 
 // options are the driver's flags.
 type options struct {
-	quick   bool
-	out     string
-	figures []string
-	engines []benchEngine
+	quick    bool
+	out      string
+	figures  []string
+	engines  []benchEngine
+	profile  string
+	stepOnly bool
+	// vigilEnv is added to the environment of every vigil and its adapter.
+	vigilEnv []string
 }
 
 func main() {
@@ -56,13 +60,24 @@ func parseFlags(args []string) (options, error) {
 	out := fs.String("out", "", "directory for results.md and results.json (default: bench/ at the repository root)")
 	figs := fs.String("figures", strings.Join(figureNames(), ","), "comma-separated figures to run")
 	engs := fs.String("engines", strings.Join(engineNames(), ","), "comma-separated engines to measure, in order; B7 runs with the first")
+	profile := fs.String("profile", "", "directory for perf CPU profiles of vigil (host and adapter) during the vigil path of each B5 step-mode row (needs Linux perf)")
+	stepOnly := fs.Bool("b5-step-only", false, "run only B5's step-mode rows, the headline (B6 then has no memory figures)")
+	vigilEnv := fs.String("vigil-env", "", "comma-separated NAME=VALUE variables for every vigil and its adapter (e.g. GOGC=200), to measure a setting")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected argument %q; vigil-bench takes flags only", fs.Arg(0))
 	}
-	o := options{quick: *quick, out: *out}
+	o := options{quick: *quick, out: *out, profile: *profile, stepOnly: *stepOnly}
+	if *vigilEnv != "" {
+		for _, kv := range strings.Split(*vigilEnv, ",") {
+			if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+				return options{}, fmt.Errorf("-vigil-env %q: want NAME=VALUE", kv)
+			}
+			o.vigilEnv = append(o.vigilEnv, kv)
+		}
+	}
 	var err error
 	if o.figures, err = pick("-figures", *figs, figureNames(), strings.ToUpper); err != nil {
 		return options{}, err
@@ -126,7 +141,7 @@ func run(opts options) int {
 	envs := make([]*env, len(opts.engines))
 	res := report.Results{Machine: report.DescribeMachine(root), Quick: opts.quick, Figures: opts.figures, Notes: notes(opts.quick)}
 	for i, be := range opts.engines {
-		envs[i] = &env{engine: be, h: h, consul: consul, quick: opts.quick, registryDir: filepath.Join(h.Dir, "registry", be.Name)}
+		envs[i] = &env{engine: be, h: h, consul: consul, quick: opts.quick, prof: &profiler{dir: opts.profile}, vigilEnv: opts.vigilEnv, stepOnly: opts.stepOnly, registryDir: filepath.Join(h.Dir, "registry", be.Name)}
 		res.Engines = append(res.Engines, be.Name)
 	}
 	code := runFigures(envs, opts.figures, &res)

@@ -3,6 +3,8 @@ package main
 import (
 	"slices"
 	"testing"
+
+	"github.com/vigilhq/vigil/e2e/harness"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -40,6 +42,30 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("parseFlags(%q) = figures %v engines %v quick %v, want %v %v %v", tc.args, got.figures, engines, got.quick, tc.figures, tc.engines, tc.quick)
 			}
 		})
+	}
+}
+
+// -vigil-env takes NAME=VALUE pairs, which reach every vigil and, named by
+// --plugin-env, its adapter.
+func TestVigilEnv(t *testing.T) {
+	t.Parallel()
+	o, err := parseFlags([]string{"-vigil-env", "GOGC=400,GODEBUG=a=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"GOGC=400", "GODEBUG=a=1"}; !slices.Equal(o.vigilEnv, want) {
+		t.Errorf("vigilEnv = %q, want %q", o.vigilEnv, want)
+	}
+	for _, bad := range []string{"GOGC", "=1", "GOGC=1,"} {
+		if _, err := parseFlags([]string{"-vigil-env", bad}); err == nil {
+			t.Errorf("-vigil-env %q: no error, want one naming the flag", bad)
+		}
+	}
+	e := &env{vigilEnv: o.vigilEnv}
+	var opts harness.VigilOpts
+	e.addVigilEnv(&opts)
+	if want := []string{"--plugin-env", "GOGC", "--plugin-env", "GODEBUG"}; !slices.Equal(opts.Extra, want) || !slices.Equal(opts.Env, o.vigilEnv) {
+		t.Errorf("vigil gets env %q and flags %q, want %q and %q", opts.Env, opts.Extra, o.vigilEnv, want)
 	}
 }
 

@@ -63,6 +63,7 @@ type pathResult struct {
 	mockCPU   time.Duration // the engine's CPU during the path's run
 	driverCPU time.Duration // the load generator's (this process's)
 	vigilCPU  time.Duration // vigil plus adapter, busy or idle
+	hostCPU   time.Duration // of vigilCPU, the vigil process's own
 	peakRSS   int64         // vigil plus adapter, when sampled
 }
 
@@ -211,6 +212,7 @@ type rowJSON struct {
 	DirectTTFT           report.SummaryData `json:"direct_ttft"`
 	VigilTTFT            report.SummaryData `json:"vigil_ttft"`
 	VigilCPUMsPer1k      float64            `json:"vigil_cpu_ms_per_1k_tokens"`
+	HostCPUMsPer1k       float64            `json:"vigil_host_cpu_ms_per_1k_tokens"` // of VigilCPUMsPer1k, the vigil process's; the rest is the adapter's
 	MockCPUMsPer1kDirect float64            `json:"mock_cpu_ms_per_1k_tokens_direct"`
 	MockCPUMsPer1kVigil  float64            `json:"mock_cpu_ms_per_1k_tokens_vigil"`
 	DriverCPUMsPer1k     [2]float64         `json:"driver_cpu_ms_per_1k_tokens_direct_vigil"`
@@ -230,6 +232,7 @@ func rowData(r requestPathRow) rowJSON {
 		DirectTokensPerS: d.res.TokensPerSecond(), VigilTokensPerS: v.res.TokensPerSecond(), Ratio: r.ratio(),
 		DirectTTFT: report.Summary(d.ttft), VigilTTFT: report.Summary(v.ttft),
 		VigilCPUMsPer1k:      report.Ms(r.cpuPer1k()),
+		HostCPUMsPer1k:       report.Ms(per1k(v.hostCPU, v.res.Tokens)),
 		MockCPUMsPer1kDirect: report.Ms(per1k(d.mockCPU, d.res.Tokens)),
 		MockCPUMsPer1kVigil:  report.Ms(per1k(v.mockCPU, v.res.Tokens)),
 		DriverCPUMsPer1k:     [2]float64{report.Ms(per1k(d.driverCPU, d.res.Tokens)), report.Ms(per1k(v.driverCPU, v.res.Tokens))},
@@ -289,6 +292,9 @@ func (e *env) requestPathRows() (*requestPathResult, error) {
 		res.rows = append(res.rows, rows...)
 	}
 	for i, delay := range tokenDelays {
+		if e.stepOnly {
+			break
+		}
 		rows, idle, err := e.requestPathAt(false, delay, streamCounts)
 		if err != nil {
 			return nil, fmt.Errorf("token delay %s: %w", delayName(delay), err)
@@ -410,8 +416,19 @@ func (b *rowBench) row(step bool, delay time.Duration, streams int) (requestPath
 	}
 	r.direct = b.path(cfg, b.e.engine.direct(b.direct, requestTokens), false)
 	cfg.IDPrefix = fmt.Sprintf("v%s%s-s%d-", mode, delayName(delay), streams)
+	stopProfile := func() error { return nil }
+	if step {
+		var err error
+		name := fmt.Sprintf("b5-%s-step%s-s%d", b.e.engine.Name, strings.ReplaceAll(delayName(delay), " ", ""), streams)
+		if stopProfile, err = b.e.prof.start(name, b.vigilPids); err != nil {
+			return r, err
+		}
+	}
 	// B6 reads vigil's memory under the heaviest per-stream-timer load.
 	r.vigil = b.path(cfg, load.Worker(b.vigil, requestTokens), !step && streams == streamCounts[len(streamCounts)-1])
+	if err := stopProfile(); err != nil {
+		return r, err
+	}
 	if r.direct.res.Tokens == 0 || r.vigil.res.Tokens == 0 {
 		return r, fmt.Errorf("no tokens (direct: %v; vigil: %v)", r.direct.res.FirstErr, r.vigil.res.FirstErr)
 	}
@@ -422,7 +439,7 @@ func (b *rowBench) row(step bool, delay time.Duration, streams int) (requestPath
 // driver and vigil around it; sampleRSS also samples vigil's memory.
 func (b *rowBench) path(cfg load.Config, req load.Request, sampleRSS bool) pathResult {
 	self := []int{os.Getpid()}
-	m0, d0, v0 := harness.CPUTime(b.mockPids), harness.CPUTime(self), harness.CPUTime(b.vigilPids)
+	m0, d0, v0, h0 := harness.CPUTime(b.mockPids), harness.CPUTime(self), harness.CPUTime(b.vigilPids), harness.CPUTime(b.vigilPids[:1])
 	var stop func() int64
 	if sampleRSS {
 		stop = sampleMemory(b.vigilPids)
@@ -432,9 +449,9 @@ func (b *rowBench) path(cfg load.Config, req load.Request, sampleRSS bool) pathR
 	if stop != nil {
 		peak = stop()
 	}
-	m1, d1, v1 := harness.CPUTime(b.mockPids), harness.CPUTime(self), harness.CPUTime(b.vigilPids)
+	m1, d1, v1, h1 := harness.CPUTime(b.mockPids), harness.CPUTime(self), harness.CPUTime(b.vigilPids), harness.CPUTime(b.vigilPids[:1])
 	return pathResult{res: res, ttft: stats.Summarize(res.TTFT),
-		mockCPU: m1 - m0, driverCPU: d1 - d0, vigilCPU: v1 - v0, peakRSS: peak}
+		mockCPU: m1 - m0, driverCPU: d1 - d0, vigilCPU: v1 - v0, hostCPU: h1 - h0, peakRSS: peak}
 }
 
 // sampleMemory samples the processes' summed RSS every rssEvery until the

@@ -105,12 +105,17 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 
 	var sentTokens uint32
 	sent := false
+	// One message per request, refilled for each chunk: Send marshals it
+	// before it returns (the server has no stats handler that keeps it),
+	// which saves three allocations per token.
+	chunk := &workerv1.Chunk{}
+	msg := &workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: chunk}}
 	res, err := a.engine.Generate(a.ctx, engineReq, func(c sdk.Chunk) error {
 		sent = true
 		sentTokens += uint32(len(c.TokenIDs))
-		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{
-			Chunk: &workerv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text, TraceUnixNano: sdk.TraceStampNow(engineReq.Trace, c.Trace, sdk.TraceHostSent)},
-		}})
+		chunk.TokenIds, chunk.Text = c.TokenIDs, c.Text
+		chunk.TraceUnixNano = sdk.TraceStampNow(engineReq.Trace, c.Trace, sdk.TraceHostSent)
+		return stream.Send(msg)
 	})
 	if err == nil {
 		e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
