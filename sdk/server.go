@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
@@ -82,27 +81,46 @@ func (s *engineServer) Generate(req *pluginv1.GenerateRequest, stream pluginv1.E
 	if !ok {
 		return toStatus(fmt.Errorf("%w: the adapter does not forward requests", ErrUnimplemented))
 	}
-	// A send after Generate returned, or beside another, would break the
-	// stream (gRPC forbids both), so it is refused instead.
-	var mu sync.Mutex
-	returned := false
-	res, err := g.Generate(stream.Context(), generateRequestFromProto(req), func(c Chunk) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if returned {
-			return errSendAfterReturn
-		}
-		return stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Chunk{
-			Chunk: &pluginv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text},
-		}})
+	// The adapter's sends queue the chunks for a sender goroutine, which
+	// merges those that wait while it is busy sending: with a next hop
+	// slower than the engine, fewer, larger messages, and with an idle
+	// one, each chunk at once. A send after Generate returned is refused,
+	// since gRPC forbids a send after the handler's return.
+	ctx := stream.Context()
+	q := newChunkQueue(false)
+	sent := make(chan error, 1)
+	go func() { sent <- sendChunks(q, stream) }()
+	res, err := g.Generate(ctx, generateRequestFromProto(req), func(c Chunk) error {
+		return q.put(ctx, c)
 	})
-	mu.Lock()
-	returned = true
-	mu.Unlock()
+	q.close()
+	// The chunks go before the final message or the error.
+	sendErr := <-sent
 	if err != nil {
 		return toStatus(err)
 	}
+	if sendErr != nil {
+		return sendErr
+	}
 	return stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Final{Final: resultToProto(res)}})
+}
+
+// sendChunks sends q's chunks on stream until q closes or a send fails,
+// which it returns and makes q's puts return.
+func sendChunks(q *chunkQueue, stream pluginv1.Engine_GenerateServer) error {
+	for {
+		c, ok := q.take()
+		if !ok {
+			return nil
+		}
+		err := stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Chunk{
+			Chunk: &pluginv1.Chunk{TokenIds: c.TokenIDs, Text: c.Text},
+		}})
+		if err != nil {
+			q.fail(err)
+			return err
+		}
+	}
 }
 
 // errSendAfterReturn answers a send called after Generate returned.
