@@ -55,7 +55,7 @@ func BenchmarkIdlePathCPU(b *testing.B) {
 	wg.Wait()
 	b.StopTimer()
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
-	cpu := time.Duration(after.Utime.Nano()+after.Stime.Nano()-before.Utime.Nano()-before.Stime.Nano())
+	cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
 	tokens := float64(perStream * streams)
 	b.ReportMetric(float64(cpu.Nanoseconds())/tokens, "cpu-ns/token")
 	b.ReportMetric(tokens/time.Since(start).Seconds(), "tokens/s")
