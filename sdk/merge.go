@@ -21,8 +21,8 @@ const maxMerged = 64 << 10
 type chunkQueue struct {
 	// owned: put's token id slices are the queue's to keep and extend (the
 	// host's, fresh from unmarshalling). Otherwise put copies them, since
-	// an adapter may reuse its slice once send returns, and take's slices
-	// are reused after the next take.
+	// an adapter may reuse its slice once send returns. Taken slices are
+	// never reused: gRPC does not allow changing a message after its send.
 	owned bool
 
 	mu      sync.Mutex
@@ -30,7 +30,6 @@ type chunkQueue struct {
 	ids     []uint32
 	texts   []string
 	size    int
-	spare   []uint32      // the buffer take returned last (not owned)
 	closed  bool          // the producer is done
 	err     error         // the consumer stopped with err
 	ready   chan struct{} // cap 1: output waits, or closed
@@ -102,8 +101,7 @@ func (q *chunkQueue) put(ctx context.Context, c Chunk) error {
 }
 
 // take waits for output and returns all of it as one chunk; false once
-// the queue is closed and empty. Unless owned, the chunk's token ids are
-// valid until the next take.
+// the queue is closed and empty.
 func (q *chunkQueue) take() (Chunk, bool) {
 	for {
 		q.mu.Lock()
@@ -116,11 +114,7 @@ func (q *chunkQueue) take() (Chunk, bool) {
 			}
 			clear(q.texts)
 			q.texts = q.texts[:0]
-			if q.owned {
-				q.ids = nil
-			} else {
-				q.ids, q.spare = q.spare[:0], q.ids
-			}
+			q.ids = nil
 			full := q.size >= maxMerged
 			q.size, q.waiting = 0, false
 			q.mu.Unlock()
