@@ -148,7 +148,10 @@ func (c *engineClient) Shutdown(ctx context.Context) error {
 	return c.errAfterExit(err)
 }
 
-// Generate relays the adapter's stream, calling send for each chunk.
+// Generate relays the adapter's stream, calling send for each chunk. A
+// receiving goroutine reads the stream while send runs, and the chunks
+// that arrive meanwhile go to the next send as one, merged in order: a
+// slow next hop gets fewer, larger chunks, an idle one each chunk at once.
 func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the adapter's stream, which aborts the engine request
@@ -156,6 +159,45 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 	if err != nil {
 		return Result{}, c.ctxErr(ctx, err)
 	}
+	q := newChunkQueue(true)
+	var (
+		res     Result
+		recvErr error
+	)
+	received := make(chan struct{})
+	go func() {
+		defer close(received)
+		defer q.close()
+		res, recvErr = c.receive(ctx, stream, req, q)
+	}()
+	for {
+		ch, ok := q.take()
+		if !ok {
+			break
+		}
+		if cerr := ContextErr(ctx); cerr != nil {
+			// Ended: what waits is dropped, so no result either.
+			cancel()
+			<-received
+			if recvErr == nil {
+				recvErr = cerr
+			}
+			return Result{}, recvErr
+		}
+		if err := send(ch); err != nil {
+			q.fail(err)
+			cancel()
+			<-received
+			return Result{}, err
+		}
+	}
+	<-received
+	return res, recvErr
+}
+
+// receive reads the adapter's stream, putting its chunks in q, until the
+// final message, which it returns, or an error.
+func (c *engineClient) receive(ctx context.Context, stream pluginv1.Engine_GenerateClient, req GenerateRequest, q *chunkQueue) (Result, error) {
 	for {
 		msg, err := stream.Recv()
 		at := TraceNow(req.Trace)
@@ -178,8 +220,9 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 			return resultFromProto(f), nil
 		}
 		ch := msg.GetChunk()
-		if err := send(Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText(), Trace: TraceStamp(req.Trace, ch.GetTraceUnixNano(), TraceHostReceived, at)}); err != nil {
-			return Result{}, err
+		if err := q.put(ctx, Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText(), Trace: TraceStamp(req.Trace, ch.GetTraceUnixNano(), TraceHostReceived, at)}); err != nil {
+			// The consumer failed (its error is Generate's) or ctx ended.
+			return Result{}, c.ctxErr(ctx, err)
 		}
 	}
 }

@@ -18,6 +18,13 @@ type Generator interface {
 	// Generate aborts the engine-side request, so that the engine stops
 	// generating, and returns ctx's error promptly. When send fails,
 	// Generate aborts likewise and returns send's error.
+	//
+	// Across the plugin boundary, send queues the chunk for the next hop
+	// and returns: chunks that wait while the next hop is busy go on as
+	// one (token ids and text concatenated, in order), while a chunk sent
+	// to an idle hop goes at once. So send may return the failure of an
+	// earlier chunk, waits only while 64 KiB of output already waits, and
+	// copies c's token ids, which the caller may reuse.
 	Generate(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error)
 
 	// Abort ends engine-side requests by id: a Generate forwarding one

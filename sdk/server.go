@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
@@ -82,36 +81,53 @@ func (s *engineServer) Generate(req *pluginv1.GenerateRequest, stream pluginv1.E
 	if !ok {
 		return toStatus(fmt.Errorf("%w: the adapter does not forward requests", ErrUnimplemented))
 	}
-	// A send after Generate returned, or beside another, would break the
-	// stream (gRPC forbids both), so it is refused instead.
-	var mu sync.Mutex
-	returned := false
+	// The adapter's sends queue the chunks for a sender goroutine, which
+	// merges those that wait while it is busy sending: with a next hop
+	// slower than the engine, fewer, larger messages, and with an idle
+	// one, each chunk at once. A send after Generate returned is refused,
+	// since gRPC forbids a send after the handler's return.
 	ctx, trace := stream.Context(), req.GetTrace()
 	if trace {
 		ctx = WithTracing(ctx)
 	}
-	// One message per request, refilled under mu for each chunk: Send
-	// marshals it before it returns (go-plugin's server has no stats
-	// handler that keeps it), which saves three allocations per token.
-	chunk := &pluginv1.Chunk{}
-	msg := &pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Chunk{Chunk: chunk}}
+	q := newChunkQueue(false)
+	sent := make(chan error, 1)
+	go func() { sent <- sendChunks(q, stream, trace) }()
 	res, err := g.Generate(ctx, generateRequestFromProto(req), func(c Chunk) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if returned {
-			return errSendAfterReturn
-		}
-		chunk.TokenIds, chunk.Text = c.TokenIDs, c.Text
-		chunk.TraceUnixNano = TraceStampNow(trace, c.Trace, TraceAdapterSent)
-		return stream.Send(msg)
+		return q.put(ctx, c)
 	})
-	mu.Lock()
-	returned = true
-	mu.Unlock()
+	q.close()
+	// The chunks go before the final message or the error.
+	sendErr := <-sent
 	if err != nil {
 		return toStatus(err)
 	}
+	if sendErr != nil {
+		return sendErr
+	}
 	return stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Final{Final: resultToProto(res)}})
+}
+
+// sendChunks sends q's chunks on stream until q closes or a send fails,
+// which it returns and makes q's puts return.
+func sendChunks(q *chunkQueue, stream pluginv1.Engine_GenerateServer, trace bool) error {
+	// One message, refilled for each send: Send marshals it before it
+	// returns (go-plugin's server has no stats handler that keeps it).
+	chunk := &pluginv1.Chunk{}
+	msg := &pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Chunk{Chunk: chunk}}
+	for {
+		c, ok := q.take()
+		if !ok {
+			return nil
+		}
+		chunk.TokenIds, chunk.Text = c.TokenIDs, c.Text
+		chunk.TraceUnixNano = TraceStampNow(trace, c.Trace, TraceAdapterSent)
+		err := stream.Send(msg)
+		if err != nil {
+			q.fail(err)
+			return err
+		}
+	}
 }
 
 // errSendAfterReturn answers a send called after Generate returned.

@@ -69,11 +69,14 @@ func TestPluginGenerateTrace(t *testing.T) {
 	}})
 	for _, trace := range []bool{true, false} {
 		var got []Chunk
+		tokens := 0
 		if _, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}, Trace: trace}, func(c Chunk) error {
 			got = append(got, c)
+			tokens += len(c.TokenIDs)
 			return nil
-		}); err != nil || len(got) != 3 {
-			t.Fatalf("Generate(trace %v) = %v with %d chunks; want nil and 3", trace, err, len(got))
+		}); err != nil || tokens != 3 {
+			// Chunks may arrive merged: a merged one keeps its first part's stamps.
+			t.Fatalf("Generate(trace %v) = %v with %d tokens; want nil and 3", trace, err, tokens)
 		}
 		for i, c := range got {
 			if !trace {
