@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -248,8 +249,8 @@ func TestDefaultBalanceAvoidsSlowWorker(t *testing.T) {
 	}
 }
 
-// A worker measured slow once is tried again as its cost decays: with
-// DefaultDecay (10 s), 100 ms against 5 ms takes ln(20) x 10 s, about 30 s.
+// A worker measured slow once is tried again as its cost decays: 100 ms
+// against 5 ms takes ln(20) x DefaultDecay, about 3 s.
 func TestPeakEWMADecays(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
@@ -269,15 +270,16 @@ func TestPeakEWMADecays(t *testing.T) {
 		lease.Release()
 	}
 	start := clock.Now()
-	for clock.Now().Sub(start) < time.Minute {
+	want := time.Duration(math.Log(20) * float64(DefaultDecay))
+	for clock.Now().Sub(start) < 4*want {
 		if ep := serve(t, p, clock, ttftOf(slow)); slow[ep.WorkerID] {
-			if after := clock.Now().Sub(start); after < 25*time.Second || after > 35*time.Second {
-				t.Fatalf("the slow worker was tried again after %s, want about 30s", after)
+			if after := clock.Now().Sub(start); after < want*8/10 || after > want*12/10 {
+				t.Fatalf("the slow worker was tried again after %s, want about %s", after, want)
 			}
 			return
 		}
 	}
-	t.Fatal("the slow worker was never tried again within a minute")
+	t.Fatalf("the slow worker was never tried again within %s", 4*want)
 }
 
 // A worker with a request outstanding and no time measured yet costs the

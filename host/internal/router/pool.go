@@ -54,10 +54,13 @@ type PoolConfig struct {
 	Decay time.Duration
 }
 
-// DefaultDecay is PeakEWMA's decay time, Finagle's and Linkerd's default:
-// a worker slow once is tried again within tens of seconds, as its cost
-// decays, while one slow every few seconds stays avoided.
-const DefaultDecay = 10 * time.Second
+// DefaultDecay is PeakEWMA's decay time. Finagle and Linkerd take 10 s
+// for request latencies; a worker's time to first token is measured on
+// every request, tens to hundreds a second, and at 10 s one slow answer
+// (a scheduling hiccup) would make a fast worker look as slow as a slow
+// one for seconds. At 1 s a fast worker's hiccup is forgotten within a
+// second or two, and a slow one is tried again about once a second.
+const DefaultDecay = time.Second
 
 // Balance is a way of choosing among the workers that can take a request
 // (vigil route --balance).
