@@ -34,7 +34,7 @@ func routeCommand() *cli.Command {
 			&cli.IntFlag{Name: "retries", Value: router.DefaultRetries, EnvVars: env("RETRIES"),
 				Usage: "how many other workers a request tries when a worker refuses it (UNAVAILABLE, or RESOURCE_EXHAUSTED from --max-inflight) before its first token"},
 			&cli.StringFlag{Name: "balance", Value: string(router.PeakEWMA), EnvVars: env("BALANCE"),
-				Usage: "how a request's worker is chosen among those serving its model: peak-ewma (the cheaper of two at random, cost = peak moving average of the time to first token x (requests outstanding + 1)), least-outstanding (the less loaded of two at random) or round-robin"},
+				Usage: "how a request's worker is chosen among those serving its model: peak-ewma (the cheapest of three at random, cost = peak moving average of the time to first token x (requests outstanding + 1)), least-outstanding (the less loaded of two at random) or round-robin"},
 			&cli.DurationFlag{Name: "request-timeout", Value: router.DefaultRequestTimeout, EnvVars: env("REQUEST_TIMEOUT"),
 				Usage: "bound of a whole request, generation included"},
 			&cli.Int64Flag{Name: "max-body-bytes", Value: router.DefaultMaxBodyBytes, EnvVars: env("MAX_BODY_BYTES"),

@@ -317,3 +317,32 @@ func TestPeakEWMANewWorkerGetsOneRequestUntilMeasured(t *testing.T) {
 	}
 	held.Release()
 }
+
+// With one worker in ten slow, two random choices both land on slow
+// workers in 0.8% of picks, which sets a p99; PeakEWMA's three choices
+// make that 0.04%. (A decay of an hour leaves out the re-probes.)
+func TestPeakEWMAThreeChoicesAvoidSlowPairs(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	p := NewPool(PoolConfig{Rand: seeded(), Now: clock.Now, Balance: PeakEWMA, Decay: time.Hour})
+	defer p.Close()
+	eps := fleet(40, "m")
+	p.Update(eps)
+	slow := map[string]bool{}
+	for i := 0; i < len(eps); i += 10 {
+		slow[eps[i].WorkerID] = true
+	}
+	for range 400 { // every worker measured
+		serve(t, p, clock, ttftOf(slow))
+	}
+	const picks = 20_000
+	toSlow := 0
+	for range picks {
+		if ep := serve(t, p, clock, ttftOf(slow)); slow[ep.WorkerID] {
+			toSlow++
+		}
+	}
+	if share := float64(toSlow) / picks; share > 0.002 {
+		t.Errorf("slow workers got %d of %d requests (%.2f%%), want at most 0.2%%", toSlow, picks, 100*share)
+	}
+}
