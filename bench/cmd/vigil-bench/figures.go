@@ -33,7 +33,7 @@ var figures = []figure{
 	{"B5", "request path through vigil against the engine directly", figB5, false},
 	{"B6", "footprint: memory and start to registered", figB6, false},
 	{"B7", "vigil route: throughput and withdrawal to no longer chosen", figB7, true},
-	{"B8", "vigil route at 1,000 workers: churn, spread, least-outstanding vs round-robin", figB8, true},
+	{"B8", "vigil route at 1,000 workers: churn, spread, peak-ewma vs least-outstanding vs round-robin", figB8, true},
 }
 
 // benchEngine is an engine the bench measures: how the harness runs it

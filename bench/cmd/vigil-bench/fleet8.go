@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 // shared with the others, and a Consul registration the driver keeps.
 type standIn struct {
 	id, model, addr string
+	owner           string // random, as a vigil run's owner token
 	lis             net.Listener
 	ttft            time.Duration // wait before the one token
 	requests        atomic.Int64
@@ -70,7 +72,7 @@ func startStandIns(agent *api.Agent, service string, n int, models []string, ttf
 			f.close()
 			return nil, fmt.Errorf("stand-in %d of %d: %w", i+1, n, err)
 		}
-		w := &standIn{id: fmt.Sprintf("%s-%d", service, i), model: models[i%len(models)], addr: lis.Addr().String(),
+		w := &standIn{id: fmt.Sprintf("%s-%d", service, i), owner: rand.Text(), model: models[i%len(models)], addr: lis.Addr().String(),
 			lis: lis, ttft: ttft(i)}
 		f.workers = append(f.workers, w)
 		f.byAddr[w.addr] = w
@@ -107,7 +109,8 @@ func (f *standInFleet) register(w *standIn) error {
 	fmt.Sscan(port, &p)
 	err := f.agent.ServiceRegister(&api.AgentServiceRegistration{
 		ID: w.id, Name: f.service, Tags: []string{"stand-in"}, Address: host, Port: p,
-		Meta: map[string]string{"engine": "stand-in", "model": w.model, "worker_id": w.id},
+		// An owner token as vigil's own registrations carry (random per run).
+		Meta: map[string]string{"engine": "stand-in", "model": w.model, "worker_id": w.id, "owner": w.owner},
 		Check: &api.AgentServiceCheck{CheckID: f.checkID(w), TTL: standInTTL.String(), Status: api.HealthPassing,
 			DeregisterCriticalServiceAfter: "1m"},
 	})
@@ -276,7 +279,12 @@ func observeChurnMain(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	client, err := api.NewClient(&api.Config{Address: *addr})
+	// Uncompressed, as the router asks: the observer sees the set no
+	// later than Consul can give it.
+	conf := api.DefaultConfig()
+	conf.Address = *addr
+	conf.Transport.DisableCompression = true
+	client, err := api.NewClient(conf)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "observer:", err)
 		return 1

@@ -33,8 +33,8 @@ func routeCommand() *cli.Command {
 				Usage: "address of the OpenAI-compatible HTTP API, host:port"},
 			&cli.IntFlag{Name: "retries", Value: router.DefaultRetries, EnvVars: env("RETRIES"),
 				Usage: "how many other workers a request tries when a worker refuses it (UNAVAILABLE, or RESOURCE_EXHAUSTED from --max-inflight) before its first token"},
-			&cli.StringFlag{Name: "balance", Value: string(router.LeastOutstanding), EnvVars: env("BALANCE"),
-				Usage: "how a request's worker is chosen among those serving its model: least-outstanding (the less loaded of two at random) or round-robin"},
+			&cli.StringFlag{Name: "balance", Value: string(router.PeakEWMA), EnvVars: env("BALANCE"),
+				Usage: "how a request's worker is chosen among those serving its model: peak-ewma (the cheapest of three at random, cost = peak moving average of the time to first token x (requests outstanding + 1)), least-outstanding (the less loaded of two at random) or round-robin"},
 			&cli.DurationFlag{Name: "request-timeout", Value: router.DefaultRequestTimeout, EnvVars: env("REQUEST_TIMEOUT"),
 				Usage: "bound of a whole request, generation included"},
 			&cli.Int64Flag{Name: "max-body-bytes", Value: router.DefaultMaxBodyBytes, EnvVars: env("MAX_BODY_BYTES"),
@@ -182,7 +182,7 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 		return cfg, usageErrorf("--retries %d: must be 0 or more", cfg.retries)
 	}
 	if !slices.Contains(router.Balances, cfg.balance) {
-		return cfg, usageErrorf("--balance %q: want least-outstanding or round-robin", cfg.balance)
+		return cfg, usageErrorf("--balance %q: want peak-ewma, least-outstanding or round-robin", cfg.balance)
 	}
 	if cfg.requestTimeout <= 0 {
 		return cfg, usageErrorf("--request-timeout %s: must be a positive duration such as 30s or 10m", cfg.requestTimeout)

@@ -37,7 +37,7 @@ func TestRouteRejectsBadInput(t *testing.T) {
 		{"http listen", []string{"--http-listen", "127.0.0.1:99999"}, `--http-listen "127.0.0.1:99999": port must be a number from 0 to 65535`},
 		{"same address", []string{"--listen", "127.0.0.1:9000", "--http-listen", "127.0.0.1:9000"}, "must differ from --listen"},
 		{"retries", []string{"--retries", "-1"}, "--retries -1: must be 0 or more"},
-		{"balance", []string{"--balance", "random"}, `--balance "random": want least-outstanding or round-robin`},
+		{"balance", []string{"--balance", "random"}, `--balance "random": want peak-ewma, least-outstanding or round-robin`},
 		{"request timeout", []string{"--request-timeout", "0s"}, "--request-timeout 0s: must be a positive duration"},
 		{"max body", []string{"--max-body-bytes", "0"}, "--max-body-bytes 0: must be 1 or more"},
 		{"empty model", []string{"--model", "m", "--model", ""}, `--model "": must not be empty or blank`},

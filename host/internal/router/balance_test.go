@@ -2,8 +2,10 @@ package router
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/vigilhq/vigil/host/internal/discovery"
 )
@@ -27,7 +29,7 @@ func seeded() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
 // idle one while the other holds a request.
 func TestLeastOutstandingPrefersLessLoaded(t *testing.T) {
 	t.Parallel()
-	p := NewPool(PoolConfig{Rand: seeded()})
+	p := NewPool(PoolConfig{Rand: seeded(), Balance: LeastOutstanding})
 	defer p.Close()
 	p.Update(fleet(2, "m"))
 	busy, _, release, err := p.Pick(Ask{Model: "m"}, nil)
@@ -62,7 +64,7 @@ func TestLeastOutstandingPrefersLessLoaded(t *testing.T) {
 // others hold none: every pair of choices includes an idle worker.
 func TestLeastOutstandingAvoidsTheMostLoaded(t *testing.T) {
 	t.Parallel()
-	p := NewPool(PoolConfig{Rand: seeded()})
+	p := NewPool(PoolConfig{Rand: seeded(), Balance: LeastOutstanding})
 	defer p.Close()
 	p.Update(fleet(3, "m"))
 	first, _, r1, _ := p.Pick(Ask{Model: "m"}, nil)
@@ -92,7 +94,7 @@ func TestLeastOutstandingAvoidsTheMostLoaded(t *testing.T) {
 // however idle it is.
 func TestLeastOutstandingSkipsWithdrawnAndTried(t *testing.T) {
 	t.Parallel()
-	p := NewPool(PoolConfig{Rand: seeded()})
+	p := NewPool(PoolConfig{Rand: seeded(), Balance: LeastOutstanding})
 	defer p.Close()
 	eps := fleet(10, "m", "n")
 	p.Update(eps)
@@ -141,7 +143,7 @@ func TestLeastOutstandingSkipsWithdrawnAndTried(t *testing.T) {
 func TestLeastOutstandingSpreadsEvenly(t *testing.T) {
 	t.Parallel()
 	const workers, picks, window = 100, 100_000, 200
-	p := NewPool(PoolConfig{Rand: seeded()})
+	p := NewPool(PoolConfig{Rand: seeded(), Balance: LeastOutstanding})
 	defer p.Close()
 	p.Update(fleet(workers, "m"))
 	count := map[string]int{}
@@ -194,5 +196,153 @@ func BenchmarkPoolPick(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_000_000, 0)} }
+
+func ttftOf(slow map[string]bool) func(discovery.Registration) time.Duration {
+	return func(ep discovery.Registration) time.Duration {
+		if slow[ep.WorkerID] {
+			return 100 * time.Millisecond
+		}
+		return 5 * time.Millisecond
+	}
+}
+
+// serve picks once and plays the worker's part on the fake clock: its
+// first message after ttft, then the end of its stream.
+func serve(t *testing.T, p *Pool, clock *fakeClock, ttft func(discovery.Registration) time.Duration) discovery.Registration {
+	t.Helper()
+	ep, _, lease, err := p.PickLease(Ask{Model: "m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(ttft(ep))
+	lease.FirstMessage()
+	lease.Release()
+	return ep
+}
+
+// With the default balance, a worker slow to its first token gets almost
+// no requests once measured, even when every worker is idle at each pick
+// (where least outstanding would split them evenly): a slow worker's
+// requests are what a p99 time to first token is made of.
+func TestDefaultBalanceAvoidsSlowWorker(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	p := NewPool(PoolConfig{Rand: seeded(), Now: clock.Now})
+	defer p.Close()
+	eps := fleet(10, "m")
+	p.Update(eps)
+	slow := map[string]bool{eps[0].WorkerID: true}
+	const picks = 2000 // 10 s of the fake clock
+	toSlow := 0
+	for range picks {
+		if ep := serve(t, p, clock, ttftOf(slow)); slow[ep.WorkerID] {
+			toSlow++
+		}
+	}
+	// Its first request and few others: at random it would get 10%.
+	if share := float64(toSlow) / picks; share > 0.01 {
+		t.Errorf("the slow worker got %d of %d requests (%.1f%%), want at most 1%%", toSlow, picks, 100*share)
+	}
+}
+
+// A worker measured slow once is tried again as its cost decays: 100 ms
+// against 5 ms takes ln(20) x DefaultDecay, about 3 s.
+func TestPeakEWMADecays(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	p := NewPool(PoolConfig{Rand: seeded(), Now: clock.Now, Balance: PeakEWMA})
+	defer p.Close()
+	eps := fleet(2, "m")
+	p.Update(eps)
+	slow := map[string]bool{eps[0].WorkerID: true}
+	// Measure both.
+	for _, ep := range eps {
+		_, _, lease, err := p.PickLease(Ask{Model: "m"}, map[string]bool{eps[0].Addr(): ep != eps[0], eps[1].Addr(): ep != eps[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock.advance(ttftOf(slow)(ep))
+		lease.FirstMessage()
+		lease.Release()
+	}
+	start := clock.Now()
+	want := time.Duration(math.Log(20) * float64(DefaultDecay))
+	for clock.Now().Sub(start) < 4*want {
+		if ep := serve(t, p, clock, ttftOf(slow)); slow[ep.WorkerID] {
+			if after := clock.Now().Sub(start); after < want*8/10 || after > want*12/10 {
+				t.Fatalf("the slow worker was tried again after %s, want about %s", after, want)
+			}
+			return
+		}
+	}
+	t.Fatalf("the slow worker was never tried again within %s", 4*want)
+}
+
+// A worker with a request outstanding and no time measured yet costs the
+// most: a new worker gets one request, not all of them, until it answers.
+func TestPeakEWMANewWorkerGetsOneRequestUntilMeasured(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	p := NewPool(PoolConfig{Rand: seeded(), Now: clock.Now, Balance: PeakEWMA})
+	defer p.Close()
+	eps := fleet(3, "m")
+	p.Update(eps[:2])
+	for range 20 {
+		serve(t, p, clock, ttftOf(nil))
+	}
+	p.Update(eps)
+	// The new worker costs 0 while idle: the first pair with it takes it.
+	var held *Lease
+	for held == nil {
+		ep, _, lease, err := p.PickLease(Ask{Model: "m"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.WorkerID == eps[2].WorkerID {
+			held = lease
+			continue
+		}
+		clock.advance(5 * time.Millisecond)
+		lease.FirstMessage()
+		lease.Release()
+	}
+	for i := range 200 {
+		if ep := serve(t, p, clock, ttftOf(nil)); ep.WorkerID == eps[2].WorkerID {
+			t.Fatalf("pick %d went to %s, which has not answered its first request yet", i, ep.WorkerID)
+		}
+	}
+	held.Release()
+}
+
+// With one worker in ten slow, two random choices both land on slow
+// workers in 0.8% of picks, which sets a p99; PeakEWMA's three choices
+// make that 0.04%. (A decay of an hour leaves out the re-probes.)
+func TestPeakEWMAThreeChoicesAvoidSlowPairs(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	p := NewPool(PoolConfig{Rand: seeded(), Now: clock.Now, Balance: PeakEWMA, Decay: time.Hour})
+	defer p.Close()
+	eps := fleet(40, "m")
+	p.Update(eps)
+	slow := map[string]bool{}
+	for i := 0; i < len(eps); i += 10 {
+		slow[eps[i].WorkerID] = true
+	}
+	for range 400 { // every worker measured
+		serve(t, p, clock, ttftOf(slow))
+	}
+	const picks = 20_000
+	toSlow := 0
+	for range picks {
+		if ep := serve(t, p, clock, ttftOf(slow)); slow[ep.WorkerID] {
+			toSlow++
+		}
+	}
+	if share := float64(toSlow) / picks; share > 0.002 {
+		t.Errorf("slow workers got %d of %d requests (%.2f%%), want at most 0.2%%", toSlow, picks, 100*share)
 	}
 }

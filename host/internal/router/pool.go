@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -43,18 +44,39 @@ type PoolConfig struct {
 	// --worker-tls); nil means plaintext.
 	Credentials credentials.TransportCredentials
 	// Balance is how Pick chooses among the workers that can take a
-	// request; "" means LeastOutstanding.
+	// request; "" means PeakEWMA.
 	Balance Balance
-	// Rand is the random source of LeastOutstanding's two choices, used
-	// under the pool's lock; nil means one seeded at random.
+	// Rand is the random source of the two choices, used under the pool's
+	// lock; nil means one seeded at random.
 	Rand *rand.Rand
+	// Decay is PeakEWMA's decay time: how fast a worker's time to first
+	// message is forgotten; 0 means DefaultDecay.
+	Decay time.Duration
 }
+
+// DefaultDecay is PeakEWMA's decay time. Finagle and Linkerd take 10 s
+// for request latencies; a worker's time to first token is measured on
+// every request, tens to hundreds a second, and at 10 s one slow answer
+// (a scheduling hiccup) would make a fast worker look as slow as a slow
+// one for seconds. At 1 s a fast worker's hiccup is forgotten within a
+// second or two, and a slow one is tried again about once a second.
+const DefaultDecay = time.Second
 
 // Balance is a way of choosing among the workers that can take a request
 // (vigil route --balance).
 type Balance string
 
 const (
+	// PeakEWMA takes three distinct workers at random and chooses the one
+	// of lowest cost, a tie broken at random: the cost is the worker's time to
+	// first message as a moving average that jumps to any slower
+	// observation at once (the peak) and decays toward 0 with Decay, times
+	// its requests outstanding plus one, as Finagle's and Linkerd's peak
+	// EWMA balancers do. A worker with requests outstanding and no time
+	// measured yet costs the most, so a new worker gets one request, not a
+	// burst, until its first answer. Attempts that end with no message
+	// count only as a peak: failing fast never makes a worker look fast.
+	PeakEWMA Balance = "peak-ewma"
 	// LeastOutstanding takes two distinct workers at random and chooses the
 	// one with fewer requests outstanding (picked and not yet ended), a
 	// tie broken at random: the power of two choices, which keeps slow
@@ -65,19 +87,20 @@ const (
 )
 
 // Balances are the valid Balance values, the default first.
-var Balances = []Balance{LeastOutstanding, RoundRobin}
+var Balances = []Balance{PeakEWMA, LeastOutstanding, RoundRobin}
 
 // Pool is the current set of workers and a gRPC connection to each worker
 // address. Update replaces the set; Pick chooses a worker for one attempt.
 // It also decides whether the router can route (Serving), which both
 // health APIs report. It is safe for concurrent use.
 type Pool struct {
-	log    hclog.Logger
-	now    func() time.Time
-	memory time.Duration
-	pinned map[string]bool // PoolConfig.Models
-	creds  credentials.TransportCredentials
-	rr     bool // Balance is RoundRobin
+	log     hclog.Logger
+	now     func() time.Time
+	memory  time.Duration
+	pinned  map[string]bool // PoolConfig.Models
+	creds   credentials.TransportCredentials
+	balance Balance
+	decay   float64 // PeakEWMA's, in ns
 
 	mu       sync.Mutex
 	rand     *rand.Rand
@@ -108,13 +131,56 @@ type conn struct {
 	cc       *grpc.ClientConn
 	inflight int  // requests outstanding: picked, not released; guarded by Pool.mu
 	removed  bool // guarded by Pool.mu
+	// ewma is the peak EWMA of the time to first message, in ns, as of
+	// stamp; guarded by Pool.mu.
+	ewma  float64
+	stamp time.Time
+}
+
+// peakEWMAChoices is how many workers PeakEWMA compares. With two, as
+// least outstanding takes, a fleet with one slow worker in ten puts both
+// choices on slow workers in 0.8% of picks, enough to set the p99 time to
+// first token; with three, 0.04%.
+const peakEWMAChoices = 3
+
+// costPenalty is the cost of a worker with requests outstanding and no
+// time measured yet (Finagle's penalty): above any measured cost.
+const costPenalty = math.MaxInt64 >> 16
+
+// observe adds rtt (ns) to the peak EWMA at now: a slower time replaces it,
+// a faster one is averaged in with a weight growing with the time since
+// the last observation.
+func (c *conn) observe(now time.Time, rtt, decay float64) {
+	w := math.Exp(-float64(max(0, now.Sub(c.stamp))) / decay)
+	if rtt > c.ewma {
+		c.ewma = rtt
+	} else {
+		c.ewma = c.ewma*w + rtt*(1-w)
+	}
+	c.stamp = now
+}
+
+// cost is PeakEWMA's load of c at now: the EWMA decayed to now times the
+// requests outstanding plus one.
+func (c *conn) cost(now time.Time, decay float64) float64 {
+	c.observe(now, 0, decay)
+	if c.ewma == 0 && c.inflight > 0 {
+		return costPenalty
+	}
+	return c.ewma * float64(c.inflight+1)
 }
 
 // NewPool returns an empty Pool, which knows no worker until Update.
 func NewPool(cfg PoolConfig) *Pool {
 	p := &Pool{log: orNull(cfg.Logger), now: cfg.Now, memory: cfg.Memory, pinned: map[string]bool{},
 		conns: map[string]*conn{}, next: map[string]uint64{}, left: map[string]time.Time{},
-		rr: cfg.Balance == RoundRobin, rand: cfg.Rand}
+		balance: cfg.Balance, decay: float64(cfg.Decay), rand: cfg.Rand}
+	if p.balance == "" {
+		p.balance = PeakEWMA
+	}
+	if p.decay <= 0 {
+		p.decay = float64(DefaultDecay)
+	}
 	if p.rand == nil {
 		p.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
@@ -134,25 +200,29 @@ func NewPool(cfg PoolConfig) *Pool {
 }
 
 // Update replaces the set of workers with eps, at once: after it returns,
-// Pick never returns a worker missing from eps. Connections to new
-// addresses are opened; those to departed addresses close when their last
-// stream ends. Update after Close does nothing.
+// Pick never returns a worker missing from eps. Departed workers are
+// dropped first, before the connections to new addresses are opened
+// (outside the lock, so Pick goes on meanwhile); those to departed
+// addresses close when their last stream ends. Update after Close does
+// nothing. Updates are meant to come from one discoverer, in order.
 func (p *Pool) Update(eps []discovery.Registration) {
 	eps = slices.Clone(eps)
 	discovery.Sort(eps)
-	var toClose []*conn
+	want := make(map[string]bool, len(eps))
+	for _, ep := range eps {
+		want[ep.Addr()] = true
+	}
 
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return
 	}
-	want := map[string]bool{}
-	for _, ep := range eps {
-		want[ep.Addr()] = true
-	}
+	var toClose []*conn
+	removed := false
 	for addr, c := range p.conns {
 		if !want[addr] {
+			removed = true
 			delete(p.conns, addr)
 			c.removed = true
 			if c.inflight == 0 {
@@ -161,13 +231,34 @@ func (p *Pool) Update(eps []discovery.Registration) {
 			p.log.Info("worker left discovery", "addr", addr, "in_flight", c.inflight)
 		}
 	}
+	var fresh []discovery.Registration // at an address with no connection yet
 	for _, ep := range eps {
+		if p.conns[ep.Addr()] == nil {
+			fresh = append(fresh, ep)
+		}
+	}
+	if removed || len(fresh) == 0 {
+		// Apply the removals (and any change of a kept worker) now.
+		p.apply(slices.DeleteFunc(slices.Clone(eps), func(ep discovery.Registration) bool { return p.conns[ep.Addr()] == nil }))
+	}
+	p.mu.Unlock()
+	for _, c := range toClose {
+		c.cc.Close()
+	}
+	if len(fresh) == 0 {
+		return
+	}
+
+	opened := map[string]*conn{}
+	for _, ep := range fresh {
 		addr := ep.Addr()
-		if _, ok := p.conns[addr]; ok {
+		if opened[addr] != nil {
 			continue
 		}
+		// A shared write buffer: the router holds a connection to every
+		// worker, most of them idle at any moment.
 		cc, err := grpc.NewClient("passthrough:///"+addr, append(sdk.StreamDialOptions(),
-			grpc.WithTransportCredentials(p.creds), grpc.WithKeepaliveParams(workerKeepalive),
+			grpc.WithTransportCredentials(p.creds), grpc.WithKeepaliveParams(workerKeepalive), grpc.WithSharedWriteBuffer(true),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(endpoint.MaxRequestBytes)))...)
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.
@@ -175,20 +266,48 @@ func (p *Pool) Update(eps []discovery.Registration) {
 			continue
 		}
 		cc.Connect()
-		p.conns[addr] = &conn{addr: addr, cc: cc}
+		opened[addr] = &conn{addr: addr, cc: cc}
+	}
+
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		for _, c := range opened {
+			c.cc.Close()
+		}
+		return
+	}
+	var spare []*conn // opened for an address another Update connected meanwhile
+	for _, ep := range fresh {
+		addr := ep.Addr()
+		c := opened[addr]
+		if c == nil {
+			continue
+		}
+		delete(opened, addr)
+		if p.conns[addr] != nil {
+			spare = append(spare, c)
+			continue
+		}
+		p.conns[addr] = c
 		p.log.Info("worker joined", "addr", addr, "worker_id", ep.WorkerID, "model", ep.Model, "engine", ep.Engine)
 	}
+	p.apply(slices.DeleteFunc(eps, func(ep discovery.Registration) bool { return p.conns[ep.Addr()] == nil }))
+	p.mu.Unlock()
+	for _, c := range spare {
+		c.cc.Close()
+	}
+}
+
+// apply makes eps, whose addresses all have connections, the current set.
+// The caller holds p.mu.
+func (p *Pool) apply(eps []discovery.Registration) {
 	before := modelSet(p.eps)
-	p.eps = slices.DeleteFunc(eps, func(ep discovery.Registration) bool { return p.conns[ep.Addr()] == nil })
+	p.eps = eps
 	p.index()
 	p.known = true
 	p.remember(before, modelSet(p.eps))
 	p.setServing()
-	p.mu.Unlock()
-
-	for _, c := range toClose {
-		c.cc.Close()
-	}
 }
 
 // index rebuilds all and byModel from eps. The caller holds p.mu.
@@ -307,10 +426,12 @@ func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && (!a.Te
 
 // Pick chooses a worker for one attempt of a request among the current
 // workers that serve ask.Model and take its prompt, whose address is not
-// in tried: with LeastOutstanding (the default), the less loaded of two
-// chosen at random; with RoundRobin, the next in turn. The returned
-// worker's outstanding count holds from Pick until release: the caller
-// must call release when its stream on the returned connection has ended.
+// in tried: with PeakEWMA (the default) the cheapest of three chosen at
+// random, with LeastOutstanding the less loaded of two, with RoundRobin the
+// next in turn. The returned worker's outstanding count holds from Pick
+// until release: the caller must call release when its stream on the
+// returned connection has ended. Pick is PickLease with no time to first
+// message measured: the attempt counts only as a peak.
 //
 // Errors are gRPC statuses:
 //   - UNAVAILABLE when no worker serves the model now but it is known (a
@@ -324,6 +445,64 @@ func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && (!a.Te
 //   - INVALID_ARGUMENT naming prompt when those that serve it take token
 //     ids only and the prompt is text.
 func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, cc *grpc.ClientConn, release func(), err error) {
+	ep, cc, l, err := p.PickLease(ask, tried)
+	if err != nil {
+		return ep, cc, nil, err
+	}
+	return ep, cc, l.Release, nil
+}
+
+// Lease is one attempt's hold on a worker picked by PickLease. Its methods
+// are safe for concurrent use.
+type Lease struct {
+	p     *Pool
+	c     *conn
+	start time.Time
+	// first and done are guarded by Pool.mu.
+	first, done bool
+}
+
+// FirstMessage records that the worker's first message arrived now: its
+// time from the pick feeds PeakEWMA's cost. Later calls, and calls after
+// Release, do nothing.
+func (l *Lease) FirstMessage() {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.first || l.done {
+		return
+	}
+	l.first = true
+	now := l.p.now()
+	l.c.observe(now, float64(now.Sub(l.start)), l.p.decay)
+}
+
+// Release ends the attempt's hold; later calls do nothing. Without
+// FirstMessage, the attempt's time counts as a peak only.
+func (l *Lease) Release() {
+	l.p.mu.Lock()
+	if l.done {
+		l.p.mu.Unlock()
+		return
+	}
+	l.done = true
+	if !l.first {
+		if now := l.p.now(); float64(now.Sub(l.start)) > l.c.ewma {
+			l.c.observe(now, float64(now.Sub(l.start)), l.p.decay)
+		}
+	}
+	c := l.c
+	c.inflight--
+	closeNow := c.removed && c.inflight == 0
+	l.p.mu.Unlock()
+	if closeNow {
+		c.cc.Close()
+	}
+}
+
+// PickLease is Pick with a Lease in place of release: the caller calls
+// FirstMessage when the worker's first message arrives and Release when
+// its stream has ended.
+func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registration, cc *grpc.ClientConn, lease *Lease, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || !p.known {
@@ -352,29 +531,47 @@ func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, 
 		return discovery.Registration{}, nil, nil, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), taking)
 	}
 	var w *worker
-	if p.rr {
+	now := p.now()
+	if p.balance == RoundRobin {
 		// Round-robin per requested model, over the workers not yet tried.
 		w = nth(ws, int(p.next[ask.Model]%uint64(untried)), eligible)
 		p.next[ask.Model]++
 	} else {
-		i := p.rand.IntN(untried)
-		w = nth(ws, i, eligible)
-		if untried > 1 {
-			// A second, distinct choice: j in [0, untried-1) skips i.
-			j := p.rand.IntN(untried - 1)
-			if j >= i {
+		// Distinct choices at random; the least loaded wins, a tie at random.
+		k := min(untried, 2)
+		if p.balance == PeakEWMA {
+			k = min(untried, peakEWMAChoices)
+		}
+		var drawn [peakEWMAChoices]int // in ascending order
+		var best float64
+		ties := 0
+		for n := range k {
+			// j in [0, untried-n), moved past those drawn, is distinct.
+			j := p.rand.IntN(untried - n)
+			at := 0
+			for ; at < n && j >= drawn[at]; at++ {
 				j++
 			}
+			copy(drawn[at+1:n+1], drawn[at:n])
+			drawn[at] = j
 			v := nth(ws, j, eligible)
-			if d := v.c.inflight - w.c.inflight; d < 0 || d == 0 && p.rand.IntN(2) == 0 {
-				w = v
+			load := float64(v.c.inflight)
+			if p.balance == PeakEWMA {
+				load = v.c.cost(now, p.decay)
+			}
+			switch {
+			case n == 0 || load < best:
+				w, best, ties = v, load, 1
+			case load == best:
+				if ties++; p.rand.IntN(ties) == 0 {
+					w = v
+				}
 			}
 		}
 	}
 	c := w.c
 	c.inflight++
-	var once sync.Once
-	return w.ep, c.cc, func() { once.Do(func() { p.release(c) }) }, nil
+	return w.ep, c.cc, &Lease{p: p, c: c, start: now}, nil
 }
 
 // nth is the k-th (from 0) worker of ws that ok accepts; there must be one.
@@ -405,16 +602,6 @@ func (p *Pool) noWorker(model string) error {
 		return status.Error(codes.Unavailable, "no workers available")
 	}
 	return status.Errorf(codes.NotFound, "no worker serves model %q, nor did one in the last %s", model, p.memory)
-}
-
-func (p *Pool) release(c *conn) {
-	p.mu.Lock()
-	c.inflight--
-	closeNow := c.removed && c.inflight == 0
-	p.mu.Unlock()
-	if closeNow {
-		c.cc.Close()
-	}
 }
 
 // Ready reports whether the router can route (Serving) and how many

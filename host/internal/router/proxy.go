@@ -210,7 +210,7 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 		if err := ctx.Err(); err != nil {
 			return status.FromContextError(err).Err()
 		}
-		ep, cc, release, err := p.pool.Pick(askOf(req), tried)
+		ep, cc, lease, err := p.pool.PickLease(askOf(req), tried)
 		if err != nil {
 			if lastErr != nil {
 				// Every worker serving the model was tried (or discovery
@@ -227,8 +227,8 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 			}
 			r.worker = ep
 		}
-		started, err := p.attempt(ctx, cc, ep, req, send)
-		release()
+		started, err := p.attempt(ctx, cc, ep, req, send, lease.FirstMessage)
+		lease.Release()
 		var se errSend
 		if errors.As(err, &se) {
 			return se.err
@@ -256,7 +256,7 @@ func askOf(req *workerv1.GenerateRequest) Ask {
 // attempt runs req on one worker; started reports whether any message came
 // back (from then on there is no retry).
 func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep discovery.Registration, req *workerv1.GenerateRequest,
-	send func(discovery.Registration, *workerv1.GenerateResponse) error) (started bool, err error) {
+	send func(discovery.Registration, *workerv1.GenerateResponse) error, first func()) (started bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.log.Debug("sending request", "request_id", req.GetRequestId(), "worker_id", ep.WorkerID, "addr", ep.Addr(), "model", req.GetModel())
@@ -271,6 +271,9 @@ func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep dis
 		}
 		if err != nil {
 			return started, err
+		}
+		if !started {
+			first()
 		}
 		started = true
 		if err := send(ep, m); err != nil {

@@ -3,6 +3,9 @@ package consul
 import (
 	"context"
 	"errors"
+	"net/url"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -10,11 +13,11 @@ import (
 	"github.com/vigilhq/vigil/host/internal/discovery"
 )
 
-// Health is the part of the Consul API a Discoverer uses; *api.Health
-// (client.Health()) implements it. With ACLs enabled the token needs
+// Querier is the part of the Consul API a Discoverer uses; *api.Raw
+// (client.Raw()) implements it. With ACLs enabled the token needs
 // service:read on the service and node:read on the workers' nodes.
-type Health interface {
-	Service(service, tag string, passingOnly bool, q *api.QueryOptions) ([]*api.ServiceEntry, *api.QueryMeta, error)
+type Querier interface {
+	Query(endpoint string, out any, q *api.QueryOptions) (*api.QueryMeta, error)
 }
 
 // WaitTime bounds one blocking query; Consul answers earlier when the set
@@ -42,36 +45,108 @@ const (
 // up, and the next answer corrects the set. (Answers say nothing reliable
 // about a leader: a client agent answers blocking queries from its
 // streaming view, whose answers never claim one.)
+//
+// With Sharded, the watch is split into filtered blocking queries by the
+// owner token's first character (random per vigil run, so the workers
+// spread evenly), plus one for registrations without an owner token. Every
+// change wakes each query, but each answer carries a fifth of the workers
+// or less: Consul encodes, and the router decodes, a fraction of the set
+// before the change reaches the router, which at 1,000 workers is most of
+// the time from a withdrawal to the router dropping the worker.
+//
+// It reads /v1/health/service through the client's raw query, without
+// Consul's passing filter (which only the typed call sets), and keeps the
+// workers whose checks all pass itself: so only the fields a registration
+// needs are decoded, not every node and check field of every entry.
 type Discoverer struct {
-	health  Health
+	consul  Querier
 	service string
 	log     hclog.Logger
+	filters []string // one blocking query per filter; "" is unfiltered
+}
+
+// ownerShards are Sharded's Consul filters: the owner token is base32
+// (crypto/rand.Text), whose alphabet is A-Z and 2-7; the last filter takes
+// every other registration, with no owner token among them.
+var ownerShards = []string{
+	`Service.Meta.owner matches "^[A-H]"`,
+	`Service.Meta.owner matches "^[I-P]"`,
+	`Service.Meta.owner matches "^[Q-X]"`,
+	`Service.Meta.owner matches "^[YZ2-7]"`,
+	`Service.Meta.owner not matches "^[A-Z2-7]"`,
 }
 
 var _ discovery.Discoverer = (*Discoverer)(nil)
 
 // NewDiscoverer returns a Discoverer of service's workers; log may be nil.
-func NewDiscoverer(health Health, service string, log hclog.Logger) *Discoverer {
+func NewDiscoverer(consul Querier, service string, log hclog.Logger) *Discoverer {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Discoverer{health: health, service: service, log: log}
+	return &Discoverer{consul: consul, service: service, log: log, filters: []string{""}}
+}
+
+// Sharded returns d watching with one filtered blocking query per shard of
+// the owner token (see Discoverer). It needs Consul 1.9 or later (the
+// filter's matches operator).
+func (d *Discoverer) Sharded() *Discoverer {
+	s := *d
+	s.filters = ownerShards
+	return &s
 }
 
 func (d *Discoverer) String() string { return "consul service " + d.service }
 
-// Run watches until ctx ends.
+// Run watches until ctx ends. With shards, update gets the union of every
+// shard's last answer once each has answered, and again each time one
+// shard's changes; calls never overlap.
 func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registration)) {
 	changed := discovery.OnChange(update)
+	if len(d.filters) == 1 {
+		d.watch(ctx, d.filters[0], changed)
+		return
+	}
 	var (
+		mu       sync.Mutex
+		last     = make([][]discovery.Registration, len(d.filters))
+		answered = make([]bool, len(d.filters))
+		wg       sync.WaitGroup
+	)
+	for i, filter := range d.filters {
+		wg.Go(func() {
+			d.watch(ctx, filter, func(rs []discovery.Registration) {
+				discovery.Sort(rs)
+				mu.Lock()
+				defer mu.Unlock()
+				if answered[i] && slices.Equal(rs, last[i]) {
+					// The change was in another shard.
+					return
+				}
+				last[i], answered[i] = rs, true
+				if slices.Contains(answered, false) {
+					return
+				}
+				changed(slices.Concat(last...))
+			})
+		})
+	}
+	wg.Wait()
+}
+
+// watch follows one blocking query with filter until ctx ends, passing
+// every answer to answer.
+func (d *Discoverer) watch(ctx context.Context, filter string, answer func([]discovery.Registration)) {
+	var (
+		endpoint = "/v1/health/service/" + url.PathEscape(d.service)
 		index    uint64
 		failures discovery.Failures
 		backoff  = backoffMin
 		filtered bool // said once that ACLs hid workers
 	)
 	for {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime, AllowStale: true}).WithContext(ctx)
-		entries, meta, err := d.health.Service(d.service, "", true, q)
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime, AllowStale: true, Filter: filter}).WithContext(ctx)
+		var entries []*healthEntry
+		meta, err := d.consul.Query(endpoint, &entries, q)
 		if ctx.Err() != nil {
 			return
 		}
@@ -80,7 +155,7 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 			if err = denied(err); errors.Is(err, discovery.ErrPermissionDenied) {
 				level, msg = hclog.Error, "consul refused the query for want of a permission; fix the token (service:read on the service, node:read on the workers' nodes); keeping the last set of workers"
 			}
-			failures.FailAt(d.log, level, msg, "service", d.service, "retry_in", backoff, "error", err)
+			failures.FailAt(d.log, level, msg, "service", d.service, "filter", filter, "retry_in", backoff, "error", err)
 			// A failed query may have lost track of the index (an agent
 			// restart resets it); start over with a non-blocking query.
 			index = 0
@@ -97,7 +172,7 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 			// would say nothing of workers it cannot see.
 			filtered = true
 			d.log.Warn("consul's ACLs hid some of the service's workers from this token: it may lack service:read on the service or node:read on the workers' nodes",
-				"service", d.service, "workers_shown", len(entries))
+				"service", d.service)
 		}
 		backoff = backoffMin
 		// Consul's blocking-query rules: an index that went backwards
@@ -107,17 +182,35 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 		} else {
 			index = meta.LastIndex
 		}
-		changed(fromEntries(entries))
+		answer(fromEntries(entries))
 	}
 }
 
-// fromEntries reads registrations from health entries: the worker's
-// identity from the meta its Registry wrote, falling back on the service id
-// and first tag for services registered without it.
-func fromEntries(entries []*api.ServiceEntry) []discovery.Registration {
+// healthEntry is the part of a /v1/health/service entry a registration
+// needs (api.ServiceEntry's names).
+type healthEntry struct {
+	Node *struct {
+		Address string
+	}
+	Service *struct {
+		ID, Service, Address string
+		Tags                 []string
+		Port                 int
+		Meta                 map[string]string
+	}
+	Checks []struct {
+		Status string
+	}
+}
+
+// fromEntries reads registrations from health entries whose checks all
+// pass (Consul's ?passing): the worker's identity from the meta its
+// Registry wrote, falling back on the service id and first tag for
+// services registered without it.
+func fromEntries(entries []*healthEntry) []discovery.Registration {
 	rs := make([]discovery.Registration, 0, len(entries))
 	for _, e := range entries {
-		if e == nil || e.Service == nil {
+		if e == nil || e.Service == nil || !passing(e) {
 			continue
 		}
 		svc := e.Service
@@ -136,6 +229,16 @@ func fromEntries(entries []*api.ServiceEntry) []discovery.Registration {
 		rs = append(rs, r)
 	}
 	return rs
+}
+
+// passing reports whether every check of e passes, node checks included.
+func passing(e *healthEntry) bool {
+	for _, c := range e.Checks {
+		if c.Status != api.HealthPassing {
+			return false
+		}
+	}
+	return true
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

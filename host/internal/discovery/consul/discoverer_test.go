@@ -1,10 +1,12 @@
 package consul
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/consul/api"
@@ -35,24 +37,39 @@ type consulAnswer struct {
 	filtered bool
 }
 
-func (h *fakeHealth) Service(service, tag string, passingOnly bool, q *api.QueryOptions) ([]*api.ServiceEntry, *api.QueryMeta, error) {
+func (h *fakeHealth) Query(endpoint string, out any, q *api.QueryOptions) (*api.QueryMeta, error) {
 	h.mu.Lock()
 	h.indexes = append(h.indexes, q.WaitIndex)
 	h.stale = append(h.stale, q.AllowStale)
-	if service != "llm" || tag != "" || !passingOnly {
+	if endpoint != "/v1/health/service/llm" {
 		h.mu.Unlock()
-		return nil, nil, errors.New("unexpected query")
+		return nil, errors.New("unexpected query")
 	}
 	if len(h.answers) == 0 {
 		h.mu.Unlock()
 		h.blockedOnce.Do(func() { close(h.blocked) })
 		<-q.Context().Done()
-		return nil, nil, q.Context().Err()
+		return nil, q.Context().Err()
 	}
 	a := h.answers[0]
 	h.answers = h.answers[1:]
 	h.mu.Unlock()
-	return a.entries, &api.QueryMeta{LastIndex: a.index, KnownLeader: !a.noLeader, ResultsFilteredByACLs: a.filtered}, a.err
+	if a.err != nil {
+		return nil, a.err
+	}
+	if err := reencode(a.entries, out); err != nil {
+		return nil, err
+	}
+	return &api.QueryMeta{LastIndex: a.index, KnownLeader: !a.noLeader, ResultsFilteredByACLs: a.filtered}, nil
+}
+
+// reencode decodes in into out through JSON, as the Consul client does.
+func reencode(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
 }
 
 func (h *fakeHealth) waitIndexes() []uint64 {
@@ -168,7 +185,11 @@ func TestFromEntries(t *testing.T) {
 	for name, tc := range testCases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if diff := cmp.Diff(tc.want, fromEntries(tc.entries)); diff != "" {
+			var entries []*healthEntry
+			if err := reencode(tc.entries, &entries); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, fromEntries(entries)); diff != "" {
 				t.Errorf("registrations (-want +got):\n%s", diff)
 			}
 		})
@@ -210,3 +231,57 @@ func TestDiscovererACLs(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// shardFake answers each filter's queries from its own channel.
+type shardFake map[string]chan []*api.ServiceEntry
+
+func (f shardFake) Query(endpoint string, out any, q *api.QueryOptions) (*api.QueryMeta, error) {
+	select {
+	case entries := <-f[q.Filter]:
+		return &api.QueryMeta{LastIndex: q.WaitIndex + 1}, reencode(entries, out)
+	case <-q.Context().Done():
+		return nil, q.Context().Err()
+	}
+}
+
+// Sharded reports the union of its shards' answers, only once every shard
+// has answered (a partial set would make the router call a model unknown),
+// then at each change within one shard; a shard whose answer is unchanged
+// (another shard changed) reports nothing. Entries with a check not passing
+// are left out.
+func TestShardedDiscoverer(t *testing.T) {
+	t.Parallel()
+	f := shardFake{}
+	for _, filter := range ownerShards {
+		f[filter] = make(chan []*api.ServiceEntry, 4)
+	}
+	sets := discoverytest.Watch(t, NewDiscoverer(f, "llm", nil).Sharded())
+	w1, w2, w3 := entry("w1", "10.0.0.1", "", 8470, "m"), entry("w2", "10.0.0.2", "", 8470, "m"), entry("w3", "10.0.0.3", "", 8470, "m")
+	critical := entry("w4", "10.0.0.4", "", 8470, "m")
+	critical.Checks = api.HealthChecks{{Status: api.HealthPassing}, {Status: api.HealthCritical}}
+	f[ownerShards[0]] <- []*api.ServiceEntry{w1}
+	for _, filter := range ownerShards[1 : len(ownerShards)-1] {
+		f[filter] <- nil
+	}
+	select {
+	case set := <-sets:
+		t.Fatalf("a set before every shard answered: %v", set)
+	case <-time.After(50 * time.Millisecond):
+	}
+	f[ownerShards[len(ownerShards)-1]] <- []*api.ServiceEntry{w2, critical}
+	want := []discovery.Registration{worker("w1", "10.0.0.1"), worker("w2", "10.0.0.2")}
+	if diff := cmp.Diff(want, discoverytest.Next(t, sets)); diff != "" {
+		t.Fatalf("first set (-want +got):\n%s", diff)
+	}
+	f[ownerShards[0]] <- []*api.ServiceEntry{w1} // unchanged: no set
+	f[ownerShards[2]] <- []*api.ServiceEntry{w3} // w3 joins
+	want = []discovery.Registration{worker("w1", "10.0.0.1"), worker("w2", "10.0.0.2"), worker("w3", "10.0.0.3")}
+	if diff := cmp.Diff(want, discoverytest.Next(t, sets)); diff != "" {
+		t.Fatalf("after w3 joined (-want +got):\n%s", diff)
+	}
+	f[ownerShards[len(ownerShards)-1]] <- []*api.ServiceEntry{critical} // w2 leaves
+	want = []discovery.Registration{worker("w1", "10.0.0.1"), worker("w3", "10.0.0.3")}
+	if diff := cmp.Diff(want, discoverytest.Next(t, sets)); diff != "" {
+		t.Fatalf("after w2 left (-want +got):\n%s", diff)
+	}
+}
