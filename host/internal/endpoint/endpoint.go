@@ -86,6 +86,7 @@ type Server struct {
 	refusal   string // why requests are refused while !admitting
 	engine    sdk.Generator
 	worker    sdk.Worker
+	tokenizer Tokenizer // nil: no chat template, messages refused
 	seq       uint64
 	inflight  map[uint64]*request
 	idle      chan struct{} // closed when inflight empties; nil while it is empty
@@ -155,6 +156,16 @@ func (s *Server) Attach(g sdk.Generator, w sdk.Worker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.engine, s.worker = g, w
+}
+
+// SetTokenizer sets what renders and tokenizes chat prompts
+// (prompt.messages); nil, the default, refuses them with INVALID_ARGUMENT
+// naming prompt.messages and the flags that load a chat template. Set it
+// before Admit; the registration's Chat should say the same.
+func (s *Server) SetTokenizer(t Tokenizer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokenizer = t
 }
 
 // Admit starts admitting requests, or stops with reason given to refused
