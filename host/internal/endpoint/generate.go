@@ -16,7 +16,7 @@ import (
 
 // admission is one admitted request.
 type admission struct {
-	seq    uint64
+	seq       uint64
 	engine    sdk.Generator
 	worker    sdk.Worker
 	tokenizer Tokenizer
