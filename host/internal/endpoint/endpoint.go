@@ -17,6 +17,11 @@
 // flight, up to the grace period, then ends the rest with a final error
 // and has the engine abort them (Generator.Abort) before it returns, so
 // that the engine stops generating before the adapter is shut down.
+// A chat prompt (prompt.messages) is rendered and tokenized by the
+// [Tokenizer] given with SetTokenizer; without one it is refused
+// (INVALID_ARGUMENT naming prompt.messages and the flags that load a chat
+// template). A request over the model's length carries a
+// google.rpc.ErrorInfo ([ReasonContextLength]) with the numbers.
 // A request larger than MaxRequestBytes is refused by gRPC itself
 // (RESOURCE_EXHAUSTED, "received message larger than max") and never
 // admitted.

@@ -414,3 +414,27 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Among a model's workers, chat goes only to those with a chat template,
+// text and token ids to any.
+func TestChatPicksChatWorkers(t *testing.T) {
+	t.Parallel()
+	plain, withChat := startWorker(t, "p", "m"), chatWorker(t, "c", "m")
+	r := startRouter(t, []*fakeWorker{plain, withChat})
+	for range 6 {
+		if code, _, body := r.do(t, "POST", endpointChat, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); code != http.StatusOK {
+			t.Fatalf("chat: %d %s", code, body)
+		}
+	}
+	if plain.requests.Load() != 0 || withChat.requests.Load() != 6 {
+		t.Errorf("chat requests: %s, want all 6 on c", counts(plain, withChat))
+	}
+	for range 4 {
+		if code, _, body := r.do(t, "POST", endpointCompletions, `{"model":"m","prompt":"hi"}`); code != http.StatusOK {
+			t.Fatalf("completion: %d %s", code, body)
+		}
+	}
+	if plain.requests.Load() == 0 {
+		t.Errorf("completions: %s, want p used too", counts(plain, withChat))
+	}
+}
