@@ -114,6 +114,8 @@ func TestContextLengthErrorInfo(t *testing.T) {
 	}{
 		"max tokens": {long, "stopping.max_tokens", map[string]string{"max_model_len": "100", "prompt_tokens": "60", "max_tokens": "50"}},
 		"prompt":     {prompt(make([]uint32, 100)...), "prompt.token_ids", map[string]string{"max_model_len": "100", "prompt_tokens": "100", "max_tokens": "0"}},
+		// A text prompt's length is unknown here: no numbers, which would be false.
+		"text": {&workerv1.GenerateRequest{Prompt: &workerv1.GenerateRequest_Text{Text: "hi"}, Stopping: &workerv1.Stopping{MaxTokens: 101}}, "stopping.max_tokens", nil},
 	} {
 		r := run(t.Context(), c, tc.req)
 		st := status.Convert(r.err)
@@ -125,6 +127,12 @@ func TestContextLengthErrorInfo(t *testing.T) {
 			if i, ok := d.(*errdetails.ErrorInfo); ok {
 				info = i
 			}
+		}
+		if tc.meta == nil {
+			if info != nil {
+				t.Errorf("%s: ErrorInfo %v, want none", name, info)
+			}
+			continue
 		}
 		if info.GetReason() != ReasonContextLength || info.GetDomain() != ErrorDomain {
 			t.Fatalf("%s: details %v, want an ErrorInfo %s in %s", name, st.Details(), ReasonContextLength, ErrorDomain)

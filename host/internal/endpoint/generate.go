@@ -214,10 +214,15 @@ func validate(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uin
 	promptLen := uint32(len(ids))
 	if max := w.MaxModelLen; max > 0 {
 		mt := req.GetStopping().GetMaxTokens()
-		if promptLen >= max {
+		switch {
+		case ids == nil && mt > max:
+			// A text prompt's length only the engine knows: no numbers
+			// to give but these.
+			return nil, status.Errorf(codes.InvalidArgument, "stopping.max_tokens: %d exceeds the model's maximum length %d", mt, max)
+		case ids == nil:
+		case promptLen >= max:
 			return nil, contextLengthError(field, max, promptLen, mt)
-		}
-		if mt > max-promptLen {
+		case mt > max-promptLen:
 			return nil, contextLengthError("stopping.max_tokens", max, promptLen, mt)
 		}
 	}

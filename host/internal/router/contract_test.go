@@ -316,7 +316,7 @@ func TestWorkerErrorsInOpenAITerms(t *testing.T) {
 			"This model's maximum context length is 4096 tokens; the request asks for 5000 tokens (4000 in the messages, 1000 for the completion)."},
 		{"chat prompt too long", endpointChat, `{"messages":[{"role":"user","content":"x"}]}`, contextError(t, "prompt.messages", "4096", "5000", "0"),
 			400, "messages", "context_length_exceeded",
-			"This model's maximum context length is 4096 tokens; the request asks for more than 5000 tokens (5000 in the messages, at least 1 for the completion)."},
+			"This model's maximum context length is 4096 tokens; the request asks for at least 5001 tokens (5000 in the messages, at least 1 for the completion)."},
 		{"proto path", endpointCompletions, `{"prompt":"x"}`, status.Error(codes.InvalidArgument, "sampling.top_p: 1.5: must be in (0, 1]"),
 			400, "top_p", nil, "top_p: 1.5: must be in (0, 1]"},
 		{"adapter class", endpointChat, `{"messages":[{"role":"user","content":"x"}],"seed":1}`, status.Error(codes.InvalidArgument, "invalid argument: seed: SGLang's API takes no sampling seed"),

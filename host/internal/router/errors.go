@@ -72,8 +72,8 @@ func contextLengthError(st *status.Status, names fieldNames) *apiError {
 		switch {
 		case prompt >= maxLen && maxTokens == 0:
 			e.param = names.prompt
-			e.msg = fmt.Sprintf("This model's maximum context length is %d tokens; the request asks for more than %d tokens (%d in the %s, at least 1 for the completion).",
-				maxLen, prompt, prompt, names.prompt)
+			e.msg = fmt.Sprintf("This model's maximum context length is %d tokens; the request asks for at least %d tokens (%d in the %s, at least 1 for the completion).",
+				maxLen, prompt+1, prompt, names.prompt)
 		default:
 			if prompt >= maxLen {
 				e.param = names.prompt
