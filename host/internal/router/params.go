@@ -63,7 +63,7 @@ var commonParams = map[string]paramRule{
 var completionParams = map[string]paramRule{
 	"prompt":   rTaken,
 	"echo":     rFalse,
-	"logprobs": {neutral: oneOf(`false`, `0`), want: "omit it or send null"},
+	"logprobs": {neutral: oneOf(`false`), want: "omit it or send null"}, // 0 asks for the chosen token's
 	"best_of":  rOne,
 	"suffix":   {neutral: oneOf(`""`), want: `omit it or send null or ""`},
 }
