@@ -272,6 +272,17 @@ func TestModelByID(t *testing.T) {
 		t.Errorf("model (-want +got):\n%s", diff)
 	}
 
+	// An id that is a path, as TensorRT-LLM's model ids often are, raw or
+	// escaped as clients send it.
+	b := startWorker(t, "b", "/models/llama")
+	r.pool.Update(endpoints(a, b))
+	for _, path := range []string{"/v1/models//models/llama", "/v1/models/%2Fmodels%2Fllama"} {
+		code, _, body := r.do(t, "GET", path, "")
+		if id := decode(t, body)["id"]; code != http.StatusOK || id != "/models/llama" {
+			t.Errorf("GET %s: %d %s, want 200 with id /models/llama", path, code, body)
+		}
+	}
+
 	code, _, body = r.do(t, "GET", "/v1/models/nope", "")
 	want := map[string]any{"error": map[string]any{"message": "The model `nope` does not exist.", "type": "invalid_request_error",
 		"param": "model", "code": "model_not_found"}}

@@ -84,16 +84,24 @@ func NewHTTPHandler(p *Proxy, cfg HTTPConfig) http.Handler {
 	mux.HandleFunc(endpointCompletions, func(w http.ResponseWriter, r *http.Request) { h.generate(w, r, endpointCompletions) })
 	mux.HandleFunc(endpointChat, func(w http.ResponseWriter, r *http.Request) { h.generate(w, r, endpointChat) })
 	mux.HandleFunc("/v1/models", h.models)
-	mux.HandleFunc("/v1/models/", h.model)
 	mux.HandleFunc("/health", h.health)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, typ: "not_found_error",
 			msg: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
+	// GET /v1/models/{id} before the mux, which would redirect an id that
+	// is a path ("/models/llama", TensorRT-LLM's) to a cleaned URL.
+	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/models/") {
+			h.model(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 	if cfg.APIKey == "" {
-		return mux
+		return handler
 	}
-	return requireKey(cfg.APIKey, mux)
+	return requireKey(cfg.APIKey, handler)
 }
 
 type httpHandler struct {
