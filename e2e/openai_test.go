@@ -108,6 +108,28 @@ func testRouterOpenAIContract(t *testing.T, e *engine) {
 		return fmt.Sprintf(`{"model":%q,"prompt":%s%s}`, e.servedModel, prompt, more)
 	}
 
+	t.Run("model object", func(t *testing.T) {
+		// vLLM's max_model_len, from the worker's discovery metadata; the
+		// id as OpenAI's clients put it in the path.
+		resp, err := http.Get(base + "/v1/models/" + e.servedModel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got struct {
+			ID          string `json:"id"`
+			Object      string `json:"object"`
+			Created     int64  `json:"created"`
+			MaxModelLen uint32 `json:"max_model_len"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET /v1/models/%s: %d, %v", e.servedModel, resp.StatusCode, err)
+		}
+		if got.ID != e.servedModel || got.Object != "model" || got.Created == 0 || got.MaxModelLen != e.maxModelLen {
+			t.Errorf("model object %+v, want id %s, object model, created set, max_model_len %d", got, e.servedModel, e.maxModelLen)
+		}
+	})
+
 	t.Run("stream usage", func(t *testing.T) {
 		for _, withUsage := range []bool{false, true} {
 			more := `,"max_tokens":3,"stream":true`
