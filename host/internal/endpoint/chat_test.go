@@ -67,7 +67,8 @@ func TestMessagesWithoutTokenizer(t *testing.T) {
 }
 
 // With a Tokenizer, messages reach the engine as the rendered token ids,
-// for token-only engines too, and count against the model's length.
+// for token-only engines too, count against the model's length, and
+// generate up to the rest of it by default.
 func TestMessagesRendered(t *testing.T) {
 	t.Parallel()
 	tokenOnly := worker
@@ -81,10 +82,25 @@ func TestMessagesRendered(t *testing.T) {
 		t.Fatalf("chat request: %+v, want 2 tokens", r)
 	}
 	e.mu.Lock()
-	got := e.prompts[len(e.prompts)-1]
+	got, maxTokens := e.prompts[len(e.prompts)-1], e.maxTokens[len(e.maxTokens)-1]
 	e.mu.Unlock()
 	if diff := cmp.Diff([]uint32{6, 'A', 4, 'h', 'i'}, got); diff != "" {
 		t.Errorf("engine prompt (-want +got):\n%s", diff)
+	}
+	// Without max_tokens, the rest of the model's 100 tokens.
+	if maxTokens != 95 {
+		t.Errorf("engine max_tokens = %d, want 95: the model's 100 less the prompt's 5", maxTokens)
+	}
+	req := chat("user", "hi")
+	req.Stopping = &workerv1.Stopping{MaxTokens: 7}
+	if r := run(t.Context(), c, req); r.err != nil {
+		t.Fatal(r.err)
+	}
+	e.mu.Lock()
+	maxTokens = e.maxTokens[len(e.maxTokens)-1]
+	e.mu.Unlock()
+	if maxTokens != 7 {
+		t.Errorf("engine max_tokens = %d, want the request's 7", maxTokens)
 	}
 
 	r := run(t.Context(), c, chat("bad", "x"))

@@ -103,6 +103,12 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	}
 	// Clients may reuse ids; the engine must not see one twice.
 	engineReq := toEngine(req, ids, id+"-"+strconv.FormatUint(a.seq, 10))
+	if _, chat := req.GetPrompt().(*workerv1.GenerateRequest_Messages); chat && engineReq.MaxTokens == 0 && a.worker.MaxModelLen > 0 {
+		// The rendered prompt's length is known: the default is the rest
+		// of the model's context, as OpenAI's and vLLM's chat, not the
+		// engine's (vLLM's is 20 tokens).
+		engineReq.MaxTokens = a.worker.MaxModelLen - uint32(len(ids))
+	}
 	s.forwarding(a, engineReq.RequestID)
 
 	var sentTokens uint32
