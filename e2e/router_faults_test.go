@@ -32,6 +32,7 @@ type httpAnswer struct {
 		Message string  `json:"message"`
 		Type    string  `json:"type"`
 		Param   *string `json:"param"`
+		Code    *string `json:"code"`
 	}
 }
 
@@ -129,7 +130,9 @@ func TestOversizedPrompt(t *testing.T) {
 	}
 	var workers []counted
 	for range 2 {
-		m := startMock(t, e, harness.MockOpts{})
+		// A model long enough for a prompt near the workers' limit: vllm-mock
+		// counts a token per byte, and refuses a longer prompt as vLLM does.
+		m := startMock(t, e, harness.MockOpts{Extra: []string{"--max-model-len", fmt.Sprint(8 << 20)}})
 		// The worker is advertised at a proxy, which counts what the router
 		// sends it; the proxy learns the worker's address once it is chosen.
 		p := startTCPProxy(t, "")
@@ -207,8 +210,9 @@ func TestModelBrieflyWithdrawn(t *testing.T) {
 	if a.code != http.StatusServiceUnavailable || a.retryAfter == "" || !strings.Contains(a.err.Message, `"model-a"`) {
 		t.Errorf("model-a asleep: %d (Retry-After %q) %s; want 503 with Retry-After naming model-a", a.code, a.retryAfter, a.body)
 	}
-	if a := r.complete(t, "never-seen", `"hi"`); a.code != http.StatusNotFound || a.retryAfter != "" || a.err.Type != "not_found_error" {
-		t.Errorf("a model never seen: %d (Retry-After %q) %s; want 404 not_found_error", a.code, a.retryAfter, a.body)
+	if a := r.complete(t, "never-seen", `"hi"`); a.code != http.StatusNotFound || a.retryAfter != "" || a.err.Type != "invalid_request_error" ||
+		a.err.Code == nil || *a.err.Code != "model_not_found" {
+		t.Errorf("a model never seen: %d (Retry-After %q) %s; want 404 invalid_request_error model_not_found, as OpenAI's", a.code, a.retryAfter, a.body)
 	}
 	if a := r.complete(t, "model-b", `"hi"`); a.code != http.StatusOK {
 		t.Errorf("model-b meanwhile: %d %s, want 200", a.code, a.body)

@@ -219,12 +219,18 @@ func testRouterHTTP(t *testing.T, e *engine) {
 			Chunks int
 			Text   string
 			Finish string
+			Usage  *struct {
+				CompletionTokens int `json:"completion_tokens"`
+			}
 		}
 		if err := json.Unmarshal(bytes.TrimSpace(out), &got); err != nil {
 			t.Fatalf("client output %q: %v", out, err)
 		}
 		if got.Chunks < 2 || got.Text == "" && e.tokenText != nil || got.Finish != "length" {
 			t.Errorf("client got %+v, want a streamed completion of 8 tokens ending with length", got)
+		}
+		if got.Usage == nil || got.Usage.CompletionTokens != 8 {
+			t.Errorf("client got usage %+v, want 8 completion tokens from the usage chunk", got.Usage)
 		}
 	})
 

@@ -274,6 +274,9 @@ func TestGenerateRefused(t *testing.T) {
 	a := started(t, addr, nil)
 	_, oldAddr := serveMock(t, mock.Config{API: mock.APIScheduler})
 	old := started(t, oldAddr, nil)
+	_, shortAddr := serveMock(t, mock.Config{ContextLength: 8})
+	short := started(t, shortAddr, nil)
+	seed := int64(1)
 	none := func(sdk.Chunk) error { return nil }
 	tests := map[string]struct {
 		a     *sglang.Adapter
@@ -284,6 +287,12 @@ func TestGenerateRefused(t *testing.T) {
 		"text prompt":      {a, sdk.GenerateRequest{RequestID: "r", Text: "hello"}, sdk.ErrInvalidArgument, "prompt: SGLang takes token ids only"},
 		"token id too big": {a, sdk.GenerateRequest{RequestID: "r", TokenIDs: []uint32{1 << 31}}, sdk.ErrInvalidArgument, "prompt: 2147483648 is above"},
 		"older server":     {old, sdk.GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, sdk.ErrUnavailable, "older sglang.grpc.scheduler.SglangScheduler API"},
+		"seed":             {a, sdk.GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}, Seed: &seed}, sdk.ErrInvalidArgument, "seed: SGLang's generate API"},
+		// The engine's own refusals, in its words.
+		"input at the context length": {short, sdk.GenerateRequest{RequestID: "r", TokenIDs: make([]uint32, 8)}, sdk.ErrInvalidArgument,
+			"The input (8 tokens) is longer than or equal to the model's context length (8 tokens)."},
+		"input and output over the context length": {short, sdk.GenerateRequest{RequestID: "r", TokenIDs: make([]uint32, 5), MaxTokens: 3}, sdk.ErrInvalidArgument,
+			"You requested a total of 8 tokens: 5 tokens from the input messages and 3 tokens for the completion."},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

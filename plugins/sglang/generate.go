@@ -80,6 +80,11 @@ func toSGLang(r sdk.GenerateRequest) (*sglangpb.GenerateRequest, error) {
 	if r.TokenIDs == nil {
 		return nil, fmt.Errorf("%w: prompt: SGLang takes token ids only, not text", sdk.ErrInvalidArgument)
 	}
+	if r.Seed != nil {
+		// Not a silent drop: a client asking for reproducible sampling
+		// must learn it does not get it.
+		return nil, fmt.Errorf("%w: seed: SGLang's generate API (sglang.runtime.v1 SamplingParams) takes no sampling seed", sdk.ErrInvalidArgument)
+	}
 	ids, err := int32s("prompt", r.TokenIDs)
 	if err != nil {
 		return nil, err

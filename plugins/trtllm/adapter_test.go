@@ -195,6 +195,18 @@ func TestGenerateRefused(t *testing.T) {
 	if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), "prompt: TensorRT-LLM takes token ids only") {
 		t.Errorf("Generate(text) = %v, want ErrInvalidArgument naming prompt", err)
 	}
+	// The engine's own refusal of a prompt over max_input_len, in its words.
+	_, shortAddr := serveMock(t, "", mock.Config{MaxSeqLen: 16, MaxInputLen: 8})
+	short := started(t, shortAddr)
+	_, err = short.Generate(t.Context(), sdk.GenerateRequest{RequestID: "r", TokenIDs: make([]uint32, 9), MaxTokens: 1}, func(sdk.Chunk) error { return nil })
+	if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), "Prompt length (9) exceeds maximum input length (8).") {
+		t.Errorf("Generate(9 tokens over max_input_len 8) = %v, want ErrInvalidArgument in TensorRT-LLM's words", err)
+	}
+	// max_tokens beyond max_seq_len is shortened, as the executor does.
+	res, err := short.Generate(t.Context(), sdk.GenerateRequest{RequestID: "r2", TokenIDs: make([]uint32, 8), MaxTokens: 100}, func(sdk.Chunk) error { return nil })
+	if err != nil || res.CompletionTokens != 8 || res.FinishReason != sdk.FinishLength {
+		t.Errorf("Generate(8 + 100 tokens, max_seq_len 16) = %+v, %v; want 8 tokens, length", res, err)
+	}
 }
 
 // TestGenerateCancelAborts: a cancelled request is aborted by its id.

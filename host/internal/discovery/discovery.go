@@ -67,6 +67,14 @@ type Registration struct {
 	// taking no text. False for workers of older vigils too, which
 	// published no prompt kinds and served vLLM alone.
 	TokensOnly bool
+	// Chat: the worker takes chat messages (vigil.worker.v1
+	// prompt.messages), having a chat template loaded. False for workers
+	// of older vigils, which took none.
+	Chat bool
+	// MaxModelLen is the model's maximum length in tokens, prompt plus
+	// completion, as the engine reports it; 0 when unknown (and for
+	// workers of older vigils).
+	MaxModelLen uint32
 	// Owner is the owner token of the vigil run that publishes the
 	// registration: random per Announcer, set by Announce. Empty in
 	// registrations of older vigils.

@@ -111,12 +111,16 @@ func TestMeta(t *testing.T) {
 		want map[string]string
 	}{
 		"zero": {discovery.Registration{}, map[string]string{
-			"engine": "", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids", "owner": ""}},
+			"engine": "", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids", "max_model_len": "0", "owner": ""}},
 		"full": {discovery.Registration{Service: "llm", WorkerID: "w1", Address: "10.0.0.1", Port: 8470,
-			Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1", Owner: "tok"},
-			map[string]string{"engine": "vllm", "model": "m", "model_id": "org/m", "instance_id": "i1", "worker_id": "w1", "prompts": "text,token_ids", "owner": "tok"}},
+			Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1", Owner: "tok", MaxModelLen: 4096},
+			map[string]string{"engine": "vllm", "model": "m", "model_id": "org/m", "instance_id": "i1", "worker_id": "w1", "prompts": "text,token_ids", "max_model_len": "4096", "owner": "tok"}},
 		"token ids only": {discovery.Registration{Engine: "sglang", TokensOnly: true}, map[string]string{
-			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids", "owner": ""}},
+			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids", "max_model_len": "0", "owner": ""}},
+		"token ids and chat": {discovery.Registration{Engine: "sglang", TokensOnly: true, Chat: true}, map[string]string{
+			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids,messages", "max_model_len": "0", "owner": ""}},
+		"text and chat": {discovery.Registration{Engine: "vllm", Chat: true}, map[string]string{
+			"engine": "vllm", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids,messages", "max_model_len": "0", "owner": ""}},
 	}
 	for name, tc := range testCases {
 		t.Run(name, func(t *testing.T) {
@@ -151,6 +155,17 @@ func TestPromptsMeta(t *testing.T) {
 	} {
 		if got := discovery.FromMeta(map[string]string{"prompts": prompts}).TokensOnly; got != tokensOnly {
 			t.Errorf("FromMeta(prompts %q).TokensOnly = %v, want %v", prompts, got, tokensOnly)
+		}
+	}
+	// Chat only where listed: older vigils took no messages.
+	for prompts, chat := range map[string]bool{
+		"":                        false,
+		"text,token_ids":          false,
+		"token_ids,messages":      true,
+		"text,token_ids,messages": true,
+	} {
+		if got := discovery.FromMeta(map[string]string{"prompts": prompts}).Chat; got != chat {
+			t.Errorf("FromMeta(prompts %q).Chat = %v, want %v", prompts, got, chat)
 		}
 	}
 }

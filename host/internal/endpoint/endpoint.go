@@ -17,6 +17,11 @@
 // flight, up to the grace period, then ends the rest with a final error
 // and has the engine abort them (Generator.Abort) before it returns, so
 // that the engine stops generating before the adapter is shut down.
+// A chat prompt (prompt.messages) is rendered and tokenized by the
+// [Tokenizer] given with SetTokenizer; without one it is refused
+// (INVALID_ARGUMENT naming prompt.messages and the flags that load a chat
+// template). A request over the model's length carries a
+// google.rpc.ErrorInfo ([ReasonContextLength]) with the numbers.
 // A request larger than MaxRequestBytes is refused by gRPC itself
 // (RESOURCE_EXHAUSTED, "received message larger than max") and never
 // admitted.
@@ -86,6 +91,7 @@ type Server struct {
 	refusal   string // why requests are refused while !admitting
 	engine    sdk.Generator
 	worker    sdk.Worker
+	tokenizer Tokenizer // nil: no chat template, messages refused
 	seq       uint64
 	inflight  map[uint64]*request
 	idle      chan struct{} // closed when inflight empties; nil while it is empty
@@ -155,6 +161,16 @@ func (s *Server) Attach(g sdk.Generator, w sdk.Worker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.engine, s.worker = g, w
+}
+
+// SetTokenizer sets what renders and tokenizes chat prompts
+// (prompt.messages); nil, the default, refuses them with INVALID_ARGUMENT
+// naming prompt.messages and the flags that load a chat template. Set it
+// before Admit; the registration's Chat should say the same.
+func (s *Server) SetTokenizer(t Tokenizer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tokenizer = t
 }
 
 // Admit starts admitting requests, or stops with reason given to refused

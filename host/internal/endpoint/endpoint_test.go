@@ -38,6 +38,8 @@ type fakeEngine struct {
 	hold       chan struct{}
 	mu         sync.Mutex
 	ids        []string
+	prompts    [][]uint32 // each request's token ids
+	maxTokens  []uint32   // each request's max_tokens
 	aborted    []string
 	abortErr   error
 	abortBlock chan struct{}
@@ -47,6 +49,8 @@ type fakeEngine struct {
 func (f *fakeEngine) Generate(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
 	f.mu.Lock()
 	f.ids = append(f.ids, req.RequestID)
+	f.prompts = append(f.prompts, req.TokenIDs)
+	f.maxTokens = append(f.maxTokens, req.MaxTokens)
 	f.mu.Unlock()
 	if err := send(sdk.Chunk{TokenIDs: []uint32{1}, Text: "a"}); err != nil {
 		return sdk.Result{}, err

@@ -16,10 +16,11 @@ import (
 
 // admission is one admitted request.
 type admission struct {
-	seq    uint64
-	engine sdk.Generator
-	worker sdk.Worker
-	ctx    context.Context
+	seq       uint64
+	engine    sdk.Generator
+	worker    sdk.Worker
+	tokenizer Tokenizer
+	ctx       context.Context
 }
 
 // admit admits a request or says why not, as a gRPC status.
@@ -38,7 +39,7 @@ func (s *Server) admit(parent context.Context) (admission, error) {
 	if s.idle == nil {
 		s.idle = make(chan struct{})
 	}
-	return admission{seq: s.seq, engine: s.engine, worker: s.worker, ctx: ctx}, nil
+	return admission{seq: s.seq, engine: s.engine, worker: s.worker, tokenizer: s.tokenizer, ctx: ctx}, nil
 }
 
 // forwarding records the engine-side id of a request about to be
@@ -91,7 +92,8 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		return err
 	}
 	defer s.release(a)
-	if err := validate(req, a.worker); err != nil {
+	ids, err := validate(req, a.worker, a.tokenizer)
+	if err != nil {
 		e.outcome = OutcomeInvalid
 		return err
 	}
@@ -100,7 +102,13 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		id = newRequestID()
 	}
 	// Clients may reuse ids; the engine must not see one twice.
-	engineReq := toEngine(req, id+"-"+strconv.FormatUint(a.seq, 10))
+	engineReq := toEngine(req, ids, id+"-"+strconv.FormatUint(a.seq, 10))
+	if _, chat := req.GetPrompt().(*workerv1.GenerateRequest_Messages); chat && engineReq.MaxTokens == 0 && a.worker.MaxModelLen > 0 {
+		// The rendered prompt's length is known: the default is the rest
+		// of the model's context, as OpenAI's and vLLM's chat, not the
+		// engine's (vLLM's is 20 tokens).
+		engineReq.MaxTokens = a.worker.MaxModelLen - uint32(len(ids))
+	}
 	s.forwarding(a, engineReq.RequestID)
 
 	var sentTokens uint32
@@ -121,7 +129,7 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
 		return stream.Send(final(id, finishToProto(res.FinishReason), "", res.PromptTokens, res.CompletionTokens))
 	}
-	prompt := uint32(len(req.GetTokenIds().GetIds()))
+	prompt := uint32(len(ids))
 	e.outcome, e.prompt, e.completion = OutcomeFailed, prompt, sentTokens
 	if stream.Context().Err() != nil {
 		e.outcome = OutcomeCancelled
@@ -183,50 +191,68 @@ func newRequestID() string {
 }
 
 // validate checks a request against the worker; every error is
-// INVALID_ARGUMENT (or NOT_FOUND for the model) and names the field.
-func validate(req *workerv1.GenerateRequest, w sdk.Worker) error {
+// INVALID_ARGUMENT (or NOT_FOUND for the model) and names the field. It
+// returns the prompt's token ids, given or rendered from messages by tok;
+// nil for a text prompt.
+func validate(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uint32, error) {
 	if m := req.GetModel(); m != "" && m != w.ServedModelName {
-		return status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
+		return nil, status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
 	}
-	var promptLen uint32
+	var ids []uint32
+	field := "prompt.token_ids"
 	switch p := req.GetPrompt().(type) {
 	case *workerv1.GenerateRequest_Text:
 		if p.Text == "" {
-			return status.Error(codes.InvalidArgument, "prompt: must not be empty")
+			return nil, status.Error(codes.InvalidArgument, "prompt: must not be empty")
 		}
 		if !w.SupportsTextInput {
-			return status.Error(codes.InvalidArgument, "prompt.text: this worker's engine takes token ids only; send prompt.token_ids")
+			return nil, status.Error(codes.InvalidArgument, "prompt.text: this worker's engine takes token ids only; send prompt.token_ids")
 		}
 	case *workerv1.GenerateRequest_TokenIds:
-		promptLen = uint32(len(p.TokenIds.GetIds()))
-		if promptLen == 0 {
-			return status.Error(codes.InvalidArgument, "prompt: must not be empty")
+		ids = p.TokenIds.GetIds()
+		if len(ids) == 0 {
+			return nil, status.Error(codes.InvalidArgument, "prompt: must not be empty")
 		}
+	case *workerv1.GenerateRequest_Messages:
+		var err error
+		if ids, err = chatTokens(p.Messages, tok); err != nil {
+			return nil, err
+		}
+		field = "prompt.messages"
 	default:
-		return status.Error(codes.InvalidArgument, "prompt: must not be empty: set prompt.text or prompt.token_ids")
+		return nil, status.Error(codes.InvalidArgument, "prompt: must not be empty: set prompt.text, prompt.token_ids or prompt.messages")
 	}
+	promptLen := uint32(len(ids))
 	if max := w.MaxModelLen; max > 0 {
-		if promptLen >= max {
-			return status.Errorf(codes.InvalidArgument, "prompt.token_ids: %d tokens, but the model's maximum length is %d", promptLen, max)
-		}
-		if mt := req.GetStopping().GetMaxTokens(); mt > max-promptLen {
-			return status.Errorf(codes.InvalidArgument, "stopping.max_tokens: %d plus the prompt's %d tokens exceeds the model's maximum length %d", mt, promptLen, max)
+		mt := req.GetStopping().GetMaxTokens()
+		switch {
+		case ids == nil && mt > max:
+			// A text prompt's length only the engine knows: no numbers
+			// to give but these.
+			return nil, status.Errorf(codes.InvalidArgument, "stopping.max_tokens: %d exceeds the model's maximum length %d", mt, max)
+		case ids == nil:
+		case promptLen >= max:
+			return nil, contextLengthError(field, max, promptLen, mt)
+		case mt > max-promptLen:
+			return nil, contextLengthError("stopping.max_tokens", max, promptLen, mt)
 		}
 	}
 	s := req.GetSampling()
 	if s == nil {
-		return nil
+		return ids, nil
 	}
 	if s.Temperature != nil && *s.Temperature < 0 {
-		return status.Errorf(codes.InvalidArgument, "sampling.temperature: %g: must be 0 or more", *s.Temperature)
+		return nil, status.Errorf(codes.InvalidArgument, "sampling.temperature: %g: must be 0 or more", *s.Temperature)
 	}
 	if s.TopP != nil && (*s.TopP <= 0 || *s.TopP > 1) {
-		return status.Errorf(codes.InvalidArgument, "sampling.top_p: %g: must be in (0, 1]", *s.TopP)
+		return nil, status.Errorf(codes.InvalidArgument, "sampling.top_p: %g: must be in (0, 1]", *s.TopP)
 	}
-	return nil
+	return ids, nil
 }
 
-func toEngine(req *workerv1.GenerateRequest, engineID string) sdk.GenerateRequest {
+// toEngine is req as the adapter takes it, with ids (validate's) as its
+// prompt when not nil.
+func toEngine(req *workerv1.GenerateRequest, ids []uint32, engineID string) sdk.GenerateRequest {
 	st := req.GetStopping()
 	r := sdk.GenerateRequest{
 		RequestID:    engineID,
@@ -240,8 +266,8 @@ func toEngine(req *workerv1.GenerateRequest, engineID string) sdk.GenerateReques
 	if s := req.GetSampling(); s != nil {
 		r.Temperature, r.TopP, r.TopK, r.Seed = s.Temperature, s.TopP, s.TopK, s.Seed
 	}
-	if ids := req.GetTokenIds(); ids != nil {
-		r.TokenIDs = ids.GetIds()
+	if ids != nil {
+		r.TokenIDs = ids
 	}
 	return r
 }

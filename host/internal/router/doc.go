@@ -1,7 +1,7 @@
 // Package router provides `vigil route`: a router in front of a fleet of
 // vigil workers that it finds in discovery, serving the worker API
-// (vigil.worker.v1) over gRPC and an OpenAI-compatible completions API over
-// HTTP.
+// (vigil.worker.v1) over gRPC and an OpenAI-compatible API (completions,
+// chat completions, models) over HTTP.
 //
 // How a request travels:
 //
@@ -15,8 +15,9 @@
 //  2. The [Pool] keeps one gRPC connection per worker address, opened when
 //     the address appears and closed when it has left discovery and its last
 //     stream has ended. Among the workers serving the requested model (any
-//     worker when the request names none), skipping workers this request
-//     has already tried, it picks the one with fewer requests outstanding
+//     worker when the request names none) that take its kind of prompt
+//     (text: not token-only workers; chat messages: workers with a chat
+//     template), skipping workers this request has already tried, it picks the one with fewer requests outstanding
 //     of two chosen at random ([LeastOutstanding]), or the next in turn
 //     ([RoundRobin], vigil route --balance).
 //  3. The [Proxy] sends the request to the picked worker. A request whose
@@ -38,9 +39,11 @@
 //     API a single worker serves), beside grpc.health.v1, which reports
 //     [Pool.Serving] (the router can route: at least one worker) as HTTP
 //     GET /health does: one source, so the two never disagree.
-//     [NewHTTPHandler] maps POST /v1/completions, GET /v1/models and
+//     [NewHTTPHandler] maps POST /v1/completions, POST
+//     /v1/chat/completions (a messages prompt), GET /v1/models[/{id}] and
 //     GET /health onto it; gRPC status codes become HTTP statuses and
-//     OpenAI error bodies.
+//     OpenAI error bodies in OpenAI's field names (errors.go), and request
+//     fields vigil cannot honour are refused unless neutral (params.go).
 //
 // The client's cancellation and the request timeout travel to the worker as
 // the context of its call, so an abandoned request stops generating.

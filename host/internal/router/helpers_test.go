@@ -40,6 +40,9 @@ type fakeWorker struct {
 	// refuse, when not OK, fails requests with this code before any
 	// message.
 	refuse codes.Code
+	// fail, when not nil, fails requests with this error before any
+	// message.
+	fail error
 	// breakAfterChunk sends one chunk, then a final ERROR and UNAVAILABLE,
 	// as a worker whose engine was lost mid-generation.
 	breakAfterChunk bool
@@ -70,9 +73,12 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	w.requests.Add(1)
 	w.mu.Lock()
 	w.last = proto.Clone(req).(*workerv1.GenerateRequest)
-	refuse, broken, hold := w.refuse, w.breakAfterChunk, w.hold
+	refuse, broken, hold, fail := w.refuse, w.breakAfterChunk, w.hold, w.fail
 	w.mu.Unlock()
 
+	if fail != nil {
+		return fail
+	}
 	if refuse != codes.OK {
 		return status.Errorf(refuse, "worker %s refuses", w.ep.WorkerID)
 	}

@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -21,7 +21,6 @@ import (
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 )
 
 // DefaultMaxBodyBytes bounds a request body: 1 MiB holds a prompt of a few
@@ -33,6 +32,10 @@ const DefaultMaxBodyBytes = 1 << 20
 // all away (asleep, restarting, draining) or a request every worker
 // refused. OpenAI's clients wait that long before their next try.
 const RetryAfter = 5 * time.Second
+
+// RetryAfterBusy is the Retry-After of every 429: every worker tried was
+// at its --max-inflight, which frees up as soon as one request ends.
+const RetryAfterBusy = time.Second
 
 // defaultMaxTokens is OpenAI's default for max_tokens in completions.
 const defaultMaxTokens = 16
@@ -53,35 +56,52 @@ type HTTPConfig struct {
 // NewHTTPHandler returns the OpenAI-compatible HTTP API over p:
 //
 //   - POST /v1/completions: a completion, whole or streamed as server-sent
-//     events (OpenAI's legacy completions API, with top_k and ignore_eos as
-//     extensions; n must be 1; logprobs, echo, best_of and suffix are not
-//     supported and ignored like any unknown field).
-//   - GET /v1/models: the served model names of the current workers,
-//     what can be served now; a model remembered while its workers are
+//     events (OpenAI's legacy completions API, with top_k, ignore_eos and
+//     stop_token_ids as extensions).
+//   - POST /v1/chat/completions: a chat completion, whole or streamed,
+//     sent as a messages prompt to workers with a chat template
+//     (Registration.Chat) only.
+//   - GET /v1/models and GET /v1/models/{id}: the served models of the
+//     current workers, what can be served now, with max_model_len when
+//     their workers publish it; a model remembered while its workers are
 //     away is not listed (its requests get 503).
 //   - GET /health: 200 while the router can route (Pool.Serving: at least
 //     one worker), else 503; the gRPC health service says the same.
 //
-// Errors have OpenAI's body, {"error":{"message","type","param","code"}};
-// every 503 carries Retry-After (RetryAfter). With cfg.APIKey, every path
-// but /health needs the key first.
+// A request field vigil cannot honour gets 400 naming it, unless it holds
+// the neutral value clients send (n 1, logprobs false, presence_penalty 0,
+// logit_bias {}, ...; see params.go); so does a field OpenAI's API does not
+// have. Errors have OpenAI's body, {"error":{"message","type","param","code"}},
+// with OpenAI's field names; every 503 carries Retry-After (RetryAfter) and
+// every 429 too (RetryAfterBusy). With cfg.APIKey, every path but /health
+// needs the key first.
 func NewHTTPHandler(p *Proxy, cfg HTTPConfig) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	h := &httpHandler{proxy: p, cfg: cfg, log: orNull(cfg.Logger)}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/completions", h.completions)
+	mux.HandleFunc(endpointCompletions, func(w http.ResponseWriter, r *http.Request) { h.generate(w, r, endpointCompletions) })
+	mux.HandleFunc(endpointChat, func(w http.ResponseWriter, r *http.Request) { h.generate(w, r, endpointChat) })
 	mux.HandleFunc("/v1/models", h.models)
 	mux.HandleFunc("/health", h.health)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: http.StatusNotFound, typ: "not_found_error",
 			msg: fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path)})
 	})
+	// GET /v1/models/{id} before the mux, which would redirect an id that
+	// is a path ("/models/llama", TensorRT-LLM's) to a cleaned URL.
+	var handler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/models/") {
+			h.model(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 	if cfg.APIKey == "" {
-		return mux
+		return handler
 	}
-	return requireKey(cfg.APIKey, mux)
+	return requireKey(cfg.APIKey, handler)
 }
 
 type httpHandler struct {
@@ -96,15 +116,23 @@ type apiError struct {
 	typ    string // invalid_request_error, not_found_error, rate_limit_error, server_error
 	msg    string
 	param  string // the offending request field, if known
-	code   string // OpenAI's error code, if any (invalid_api_key)
+	code   string // OpenAI's error code, if any (invalid_api_key, model_not_found, context_length_exceeded)
 	// retryAfter, if not 0, is sent as Retry-After.
 	retryAfter time.Duration
+	// cause is the worker's own words when msg replaces them, for the log.
+	cause string
 }
 
 func (e *apiError) Error() string { return e.msg }
 
 func badRequest(param, format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", msg: fmt.Sprintf(format, args...), param: param}
+}
+
+// modelNotFound is OpenAI's answer for a model it does not have.
+func modelNotFound(model string) *apiError {
+	return &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "model", code: "model_not_found",
+		msg: fmt.Sprintf("The model `%s` does not exist.", model)}
 }
 
 type errorBody struct {
@@ -147,45 +175,6 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	writeJSON(w, e.status, e.body())
 }
 
-// fromStatus maps a gRPC status (a worker's, or the pool's) to an OpenAI
-// error.
-func fromStatus(err error) *apiError {
-	if tl, ok := errors.AsType[*TooLargeError](err); ok {
-		return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", msg: tl.Error(), param: "prompt"}
-	}
-	st := status.Convert(err)
-	e := &apiError{msg: st.Message()}
-	switch st.Code() {
-	case codes.InvalidArgument:
-		e.status, e.typ = http.StatusBadRequest, "invalid_request_error"
-		e.param = paramOf(e.msg)
-	case codes.NotFound:
-		e.status, e.typ = http.StatusNotFound, "not_found_error"
-	case codes.ResourceExhausted:
-		e.status, e.typ = http.StatusTooManyRequests, "rate_limit_error"
-	case codes.Unavailable:
-		e.status, e.typ, e.retryAfter = http.StatusServiceUnavailable, "server_error", RetryAfter
-	case codes.DeadlineExceeded:
-		e.status, e.typ = http.StatusGatewayTimeout, "server_error"
-	default:
-		e.status, e.typ = http.StatusInternalServerError, "server_error"
-	}
-	return e
-}
-
-// paramOf is the request field a worker's or the pool's INVALID_ARGUMENT
-// message names first ("prompt: ...", "prompt.text: ..."), when it is one of
-// the completion fields the router takes; "" otherwise.
-func paramOf(msg string) string {
-	field, _, _ := strings.Cut(msg, ":")
-	field, _, _ = strings.Cut(field, ".")
-	switch field {
-	case "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "n", "top_k", "ignore_eos":
-		return field
-	}
-	return ""
-}
-
 func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	w.Header().Set("Allow", allow)
 	writeError(w, &apiError{status: http.StatusMethodNotAllowed, typ: "invalid_request_error",
@@ -205,11 +194,18 @@ func (h *httpHandler) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "workers": n})
 }
 
+// modelJSON is OpenAI's model object, with vLLM's max_model_len.
 type modelJSON struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// MaxModelLen is absent when no worker of the model publishes it.
+	MaxModelLen uint32 `json:"max_model_len,omitempty"`
+}
+
+func toModelJSON(m ModelInfo) modelJSON {
+	return modelJSON{ID: m.ID, Object: "model", Created: m.Created.Unix(), OwnedBy: "vigil", MaxModelLen: m.MaxModelLen}
 }
 
 func (h *httpHandler) models(w http.ResponseWriter, r *http.Request) {
@@ -218,34 +214,72 @@ func (h *httpHandler) models(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := []modelJSON{}
-	for _, m := range h.proxy.pool.Models() {
-		data = append(data, modelJSON{ID: m, Object: "model", OwnedBy: "vigil"})
+	for _, m := range h.proxy.pool.ModelInfos() {
+		data = append(data, toModelJSON(m))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-// completionRequest is the body of POST /v1/completions. Pointers tell an
-// absent (or null) field from a zero one.
-type completionRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
-	MaxTokens     *int64          `json:"max_tokens"`
-	Temperature   *float32        `json:"temperature"`
-	TopP          *float32        `json:"top_p"`
-	TopK          *int64          `json:"top_k"`
-	Seed          *int64          `json:"seed"`
-	Stop          json.RawMessage `json:"stop"`
-	N             *int64          `json:"n"`
-	Stream        bool            `json:"stream"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	IgnoreEOS bool `json:"ignore_eos"`
+// model answers GET /v1/models/{id}; the id is the rest of the path, as
+// served model names often hold a slash (org/name).
+func (h *httpHandler) model(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, r, "GET, HEAD")
+		return
+	}
+	id, err := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), "/v1/models/"))
+	if err != nil {
+		id = strings.TrimPrefix(r.URL.Path, "/v1/models/")
+	}
+	for _, m := range h.proxy.pool.ModelInfos() {
+		if m.ID == id {
+			writeJSON(w, http.StatusOK, toModelJSON(m))
+			return
+		}
+	}
+	writeError(w, modelNotFound(id))
 }
 
-// parseCompletion reads and checks a completion request and maps it to the
-// worker API.
-func (h *httpHandler) parseCompletion(w http.ResponseWriter, r *http.Request) (*completionRequest, *workerv1.GenerateRequest, *apiError) {
+// request is the body of POST /v1/completions and /v1/chat/completions,
+// the fields the router maps onto the worker API; checkParams has vetted
+// the rest. Pointers tell an absent (or null) field from a zero one.
+type request struct {
+	Model               string          `json:"model"`
+	Prompt              json.RawMessage `json:"prompt"`
+	Messages            json.RawMessage `json:"messages"`
+	MaxTokens           *int64          `json:"max_tokens"`
+	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
+	Temperature         *float32        `json:"temperature"`
+	TopP                *float32        `json:"top_p"`
+	TopK                *int64          `json:"top_k"`
+	Seed                *int64          `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+	StopTokenIDs        []int64         `json:"stop_token_ids"`
+	N                   *int64          `json:"n"`
+	Stream              *bool           `json:"stream"`
+	StreamOptions       json.RawMessage `json:"stream_options"`
+	IgnoreEOS           *bool           `json:"ignore_eos"`
+}
+
+// parsed is a checked request: what the response needs of it, and the
+// names its fields go by in errors.
+type parsed struct {
+	endpoint     string
+	model        string
+	stream       bool
+	includeUsage bool
+	names        fieldNames
+}
+
+// fieldNames are the request's own names for the worker API's prompt and
+// max_tokens, which errors use.
+type fieldNames struct {
+	prompt    string // prompt or messages
+	maxTokens string // max_tokens or max_completion_tokens
+}
+
+// readBody reads a request body within the limit, as a JSON object.
+func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) (map[string]json.RawMessage, []byte, *apiError) {
 	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error",
 		msg: fmt.Sprintf("request body exceeds %d bytes, the router's --max-body-bytes", h.cfg.MaxBodyBytes)}
 	if r.ContentLength > h.cfg.MaxBodyBytes {
@@ -258,52 +292,115 @@ func (h *httpHandler) parseCompletion(w http.ResponseWriter, r *http.Request) (*
 		}
 		return nil, nil, badRequest("", "reading request body: %v", err)
 	}
-	var c completionRequest
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+			return nil, nil, badRequest("", "request body must be a JSON object")
+		}
+		return nil, nil, badRequest("", "request body is not valid JSON: %v", err)
+	}
+	if fields == nil {
+		return nil, nil, badRequest("", "request body must be a JSON object")
+	}
+	return fields, body, nil
+}
+
+// parse reads and checks a request to endpoint and maps it to the worker
+// API.
+func (h *httpHandler) parse(w http.ResponseWriter, r *http.Request, endpoint string) (*parsed, *workerv1.GenerateRequest, *apiError) {
+	fields, body, aerr := h.readBody(w, r)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	if aerr := checkParams(endpoint, fields); aerr != nil {
+		return nil, nil, aerr
+	}
+	var c request
 	if err := json.Unmarshal(body, &c); err != nil {
-		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-			if te.Field == "" {
-				return nil, nil, badRequest("", "request body must be a JSON object")
-			}
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
 			return nil, nil, badRequest(te.Field, "%s: want %s, got a JSON %s", te.Field, jsonKind(te.Type), te.Value)
 		}
 		return nil, nil, badRequest("", "request body is not valid JSON: %v", err)
 	}
-
+	p := &parsed{endpoint: endpoint, model: c.Model, stream: c.Stream != nil && *c.Stream,
+		names: fieldNames{prompt: "prompt", maxTokens: "max_tokens"}}
 	req := &workerv1.GenerateRequest{
 		Model:    c.Model,
 		Sampling: &workerv1.Sampling{Temperature: c.Temperature, TopP: c.TopP, Seed: c.Seed},
-		Stopping: &workerv1.Stopping{MaxTokens: defaultMaxTokens, IgnoreEos: c.IgnoreEOS},
+		Stopping: &workerv1.Stopping{IgnoreEos: c.IgnoreEOS != nil && *c.IgnoreEOS},
 	}
-	if perr := setPrompt(req, c.Prompt); perr != nil {
-		return nil, nil, perr
+	if endpoint == endpointChat {
+		p.names.prompt = "messages"
+		if perr := setMessages(req, c.Messages); perr != nil {
+			return nil, nil, perr
+		}
+	} else {
+		// OpenAI's legacy default; chat's is the rest of the context,
+		// which the worker (or its engine) knows.
+		req.Stopping.MaxTokens = defaultMaxTokens
+		if perr := setPrompt(req, c.Prompt); perr != nil {
+			return nil, nil, perr
+		}
 	}
 	if c.N != nil && *c.N != 1 {
 		return nil, nil, badRequest("n", "n: only n=1 is supported, got %d", *c.N)
 	}
-	if c.MaxTokens != nil {
-		if *c.MaxTokens < 1 || *c.MaxTokens > math.MaxUint32 {
-			return nil, nil, badRequest("max_tokens", "max_tokens: want an integer from 1 to %d, got %d", uint32(math.MaxUint32), *c.MaxTokens)
+	maxTokens := c.MaxTokens
+	if endpoint == endpointChat && c.MaxCompletionTokens != nil {
+		maxTokens, p.names.maxTokens = c.MaxCompletionTokens, "max_completion_tokens"
+	}
+	if maxTokens != nil {
+		if *maxTokens < 1 || *maxTokens > maxUint32 {
+			return nil, nil, badRequest(p.names.maxTokens, "%s: want an integer from 1 to %d, got %d", p.names.maxTokens, uint32(maxUint32), *maxTokens)
 		}
-		req.Stopping.MaxTokens = uint32(*c.MaxTokens)
+		req.Stopping.MaxTokens = uint32(*maxTokens)
 	}
 	if c.TopK != nil {
 		// -1 is the customary "all tokens" (vLLM's); the worker API says 0.
 		switch k := *c.TopK; {
 		case k == -1:
-			req.Sampling.TopK = proto.Uint32(0)
-		case k < -1 || k > math.MaxUint32:
+			req.Sampling.TopK = new(uint32)
+		case k < -1 || k > maxUint32:
 			return nil, nil, badRequest("top_k", "top_k: want -1 or 0 (all tokens) or a positive integer, got %d", k)
 		default:
-			req.Sampling.TopK = proto.Uint32(uint32(k))
+			req.Sampling.TopK = new(uint32(k))
 		}
+	}
+	for _, id := range c.StopTokenIDs {
+		if id < 0 || id > maxUint32 {
+			return nil, nil, badRequest("stop_token_ids", "stop_token_ids: want token ids (integers from 0 to %d), got %d", uint32(maxUint32), id)
+		}
+		req.Stopping.StopTokenIds = append(req.Stopping.StopTokenIds, uint32(id))
 	}
 	stop, serr := parseStop(c.Stop)
 	if serr != nil {
 		return nil, nil, serr
 	}
 	req.Stopping.Stop = stop
-	return &c, req, nil
+	if !isNull(c.StreamOptions) {
+		if !p.stream {
+			return nil, nil, badRequest("stream_options", "stream_options: only allowed when stream is true")
+		}
+		var opts map[string]json.RawMessage
+		if json.Unmarshal(c.StreamOptions, &opts) != nil {
+			return nil, nil, badRequest("stream_options", "stream_options: want an object such as {\"include_usage\": true}")
+		}
+		for k, v := range opts {
+			switch {
+			case k == "include_usage":
+				if json.Unmarshal(v, &p.includeUsage) != nil && !isNull(v) {
+					return nil, nil, badRequest("stream_options", "stream_options.include_usage: want a boolean, got %s", clip(v))
+				}
+			case k == "continuous_usage_stats" && (isNull(v) || oneOf("false")(v)):
+			default:
+				return nil, nil, badRequest("stream_options", "stream_options.%s: vigil takes include_usage only", k)
+			}
+		}
+	}
+	return p, req, nil
 }
+
+const maxUint32 = 1<<32 - 1
 
 // jsonKind names the JSON value a Go type takes, for messages.
 func jsonKind(t reflect.Type) string {
@@ -332,11 +429,11 @@ func jsonKind(t reflect.Type) string {
 // is an empty prompt, which no engine can complete.
 func setPrompt(req *workerv1.GenerateRequest, raw json.RawMessage) *apiError {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+	if isNull(raw) {
 		return badRequest("prompt", "prompt: required")
 	}
 	bad := badRequest("prompt", "prompt: want a string or an array of token ids (integers from 0 to %d); "+
-		"arrays of strings and nested arrays (batches) are not supported", uint32(math.MaxUint32))
+		"arrays of strings and nested arrays (batches) are not supported", uint32(maxUint32))
 	switch raw[0] {
 	case '"':
 		var s string
@@ -372,8 +469,7 @@ func setPrompt(req *workerv1.GenerateRequest, raw json.RawMessage) *apiError {
 
 // parseStop accepts null, a string or an array of strings.
 func parseStop(raw json.RawMessage) ([]string, *apiError) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+	if isNull(raw) {
 		return nil, nil
 	}
 	var s string
@@ -387,23 +483,7 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 	return nil, badRequest("stop", "stop: want a string or an array of strings")
 }
 
-// completion is a response body, whole or one event of a stream.
-type completion struct {
-	ID      string     `json:"id"`
-	Object  string     `json:"object"`
-	Created int64      `json:"created"`
-	Model   string     `json:"model"`
-	Choices []choice   `json:"choices"`
-	Usage   *usageJSON `json:"usage"`
-}
-
-type choice struct {
-	Index        int       `json:"index"`
-	Text         string    `json:"text"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
-}
-
+// usageJSON is OpenAI's usage object.
 type usageJSON struct {
 	PromptTokens     uint32 `json:"prompt_tokens"`
 	CompletionTokens uint32 `json:"completion_tokens"`
@@ -442,27 +522,31 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (h *httpHandler) completions(w http.ResponseWriter, r *http.Request) {
+// generate answers POST /v1/completions and /v1/chat/completions.
+func (h *httpHandler) generate(w http.ResponseWriter, r *http.Request, endpoint string) {
 	if r.Method != http.MethodPost {
 		methodNotAllowed(w, r, http.MethodPost)
 		return
 	}
-	c, req, aerr := h.parseCompletion(w, r)
+	p, req, aerr := h.parse(w, r, endpoint)
 	if aerr != nil {
 		h.fail(w, r, "", aerr)
 		return
 	}
 	id := "cmpl-" + newRequestID()
+	if endpoint == endpointChat {
+		id = "chat" + id
+	}
 	req.RequestId = id
-	if c.Stream {
-		h.stream(w, r, c, req)
+	if p.stream {
+		h.stream(w, r, p, req)
 		return
 	}
 
 	var (
 		text  bytes.Buffer
 		final *workerv1.Final
-		model = c.Model
+		model = p.model
 	)
 	created := time.Now().Unix()
 	err := h.proxy.generate(r.Context(), req, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
@@ -479,44 +563,106 @@ func (h *httpHandler) completions(w http.ResponseWriter, r *http.Request) {
 	})
 	reason, failed := finishReason(final.GetFinishReason())
 	if final == nil || failed {
-		h.fail(w, r, id, generationError(err, final))
+		h.fail(w, r, id, generationError(err, final, p.names))
 		return
 	}
 	if err != nil {
 		h.log.Debug("worker stream ended with an error after its final message", "request_id", id, "error", err)
 	}
-	writeJSON(w, http.StatusOK, completion{
-		ID: id, Object: "text_completion", Created: created, Model: model,
-		Choices: []choice{{Text: text.String(), FinishReason: reason}},
-		Usage:   toUsage(final.GetUsage()),
-	})
+	resp := response{ID: id, Created: created, Model: model, Usage: toUsage(final.GetUsage())}
+	if endpoint == endpointChat {
+		resp.Object = "chat.completion"
+		resp.Choices = []any{chatChoice{Message: &chatMessage{Role: "assistant", Content: new(text.String())}, FinishReason: reason}}
+	} else {
+		resp.Object = "text_completion"
+		resp.Choices = []any{textChoice{Text: text.String(), FinishReason: reason}}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// response is a whole response body.
+type response struct {
+	ID      string     `json:"id"`
+	Object  string     `json:"object"`
+	Created int64      `json:"created"`
+	Model   string     `json:"model"`
+	Choices []any      `json:"choices"`
+	Usage   *usageJSON `json:"usage"`
+}
+
+// chunkJSON is one event of a stream. Usage is absent unless the client
+// asked for it (stream_options.include_usage); then it is null in every
+// event but the last, which carries it alone, with no choices.
+type chunkJSON struct {
+	ID      string          `json:"id"`
+	Object  string          `json:"object"`
+	Created int64           `json:"created"`
+	Model   string          `json:"model"`
+	Choices []any           `json:"choices"`
+	Usage   json.RawMessage `json:"usage,omitempty"`
+}
+
+// textChoice is a choice of /v1/completions, whole or streamed.
+type textChoice struct {
+	Index        int       `json:"index"`
+	Text         string    `json:"text"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// chatChoice is a choice of /v1/chat/completions: Message in a whole
+// response, Delta in a stream's event.
+type chatChoice struct {
+	Index        int          `json:"index"`
+	Message      *chatMessage `json:"message,omitempty"`
+	Delta        *chatMessage `json:"delta,omitempty"`
+	Logprobs     *struct{}    `json:"logprobs"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+// chatMessage is the assistant's message, or a part of it in a delta: the
+// role in the first event only, the content in those that add text, both
+// absent in the last.
+type chatMessage struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
 }
 
 // generationError is the error of a request that did not finish with STOP
 // or LENGTH: the worker's status, with the final message's description
 // when there is one.
-func generationError(err error, final *workerv1.Final) *apiError {
+func generationError(err error, final *workerv1.Final, names fieldNames) *apiError {
 	var e *apiError
 	switch {
 	case err != nil:
-		e = fromStatus(err)
+		e = fromStatus(err, names)
 	case final == nil:
-		e = fromStatus(status.Error(codes.Internal, "the worker ended its stream without a final message"))
+		e = fromStatus(status.Error(codes.Internal, "the worker ended its stream without a final message"), names)
 	default:
-		e = fromStatus(status.Errorf(codes.Internal, "generation ended with %s", final.GetFinishReason()))
+		e = fromStatus(status.Errorf(codes.Internal, "generation ended with %s", final.GetFinishReason()), names)
 	}
 	if d := final.GetDescription(); d != "" {
-		e.msg = d
+		e.msg = clean(d)
 	}
 	return e
 }
 
+// fail answers a request that failed before its response began. A client
+// that went away is logged as a cancel, at info: nothing failed.
 func (h *httpHandler) fail(w http.ResponseWriter, r *http.Request, id string, e *apiError) {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		h.log.Info("request cancelled by the client", "request_id", id, "path", r.URL.Path, "remote", r.RemoteAddr)
+		return
+	}
 	level := hclog.Debug
 	if e.status >= 500 {
 		level = hclog.Warn
 	}
-	h.log.Log(level, "completion failed", "request_id", id, "status", e.status, "error", e.msg, "remote", r.RemoteAddr)
+	args := []any{"request_id", id, "path", r.URL.Path, "status", e.status, "error", e.msg, "remote", r.RemoteAddr}
+	if e.cause != "" {
+		args = append(args, "cause", e.cause)
+	}
+	h.log.Log(level, "request failed", args...)
 	writeError(w, e)
 }
 
@@ -560,23 +706,42 @@ func (s sse) done() {
 	s.rc.Flush()
 }
 
-// stream answers with server-sent events: one per chunk, one with the
-// finish reason (and the usage when asked), then [DONE]. The status line is
-// sent with the first chunk, so a request that fails before it gets a
-// proper error status; a failure after it is an error event and no [DONE].
-func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, c *completionRequest, req *workerv1.GenerateRequest) {
+var jsonNull = json.RawMessage("null")
+
+// stream answers with server-sent events: one per chunk (for chat, the
+// first also carries the role), one with the finish reason, one with the
+// usage alone when asked (stream_options.include_usage), then [DONE]. The
+// status line is sent with the first chunk, so a request that fails before
+// it gets a proper error status; a failure after it is an error event and
+// no [DONE].
+func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, p *parsed, req *workerv1.GenerateRequest) {
 	events := newSSE(w)
 	var (
 		started bool
 		final   *workerv1.Final
-		model   = c.Model
+		model   = p.model
 	)
 	created := time.Now().Unix()
-	chunk := func(text string, reason *string, usage *usageJSON) completion {
-		return completion{
-			ID: req.GetRequestId(), Object: "text_completion", Created: created, Model: model,
-			Choices: []choice{{Text: text, FinishReason: reason}}, Usage: usage,
+	chat := p.endpoint == endpointChat
+	event := func(choices []any, usage json.RawMessage) chunkJSON {
+		c := chunkJSON{ID: req.GetRequestId(), Object: "text_completion", Created: created, Model: model, Choices: choices, Usage: usage}
+		if chat {
+			c.Object = "chat.completion.chunk"
 		}
+		if usage == nil && p.includeUsage {
+			c.Usage = jsonNull
+		}
+		return c
+	}
+	choice := func(text *string, role string, reason *string) []any {
+		if chat {
+			return []any{chatChoice{Delta: &chatMessage{Role: role, Content: text}, FinishReason: reason}}
+		}
+		var t string
+		if text != nil {
+			t = *text
+		}
+		return []any{textChoice{Text: t, FinishReason: reason}}
 	}
 	err := h.proxy.generate(r.Context(), req, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
 		if !started {
@@ -585,10 +750,16 @@ func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, c *completi
 				model = ep.Model
 			}
 			events.begin()
+			if chat {
+				// OpenAI's first event gives the role, with empty content.
+				if err := events.send(event(choice(new(""), "assistant", nil), nil)); err != nil {
+					return err
+				}
+			}
 		}
 		switch k := m.GetKind().(type) {
 		case *workerv1.GenerateResponse_Chunk:
-			return events.send(chunk(k.Chunk.GetText(), nil, nil))
+			return events.send(event(choice(new(k.Chunk.GetText()), "", nil), nil))
 		case *workerv1.GenerateResponse_Final:
 			final = k.Final
 		}
@@ -596,24 +767,28 @@ func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, c *completi
 	})
 	reason, failed := finishReason(final.GetFinishReason())
 	if !started {
-		h.fail(w, r, req.GetRequestId(), generationError(err, final))
+		h.fail(w, r, req.GetRequestId(), generationError(err, final, p.names))
 		return
 	}
 	if final == nil || failed {
 		if errors.Is(r.Context().Err(), context.Canceled) {
-			return // the client went away: nobody reads an error event
+			// The client went away: nobody reads an error event.
+			h.log.Info("request cancelled by the client", "request_id", req.GetRequestId(), "path", r.URL.Path, "remote", r.RemoteAddr)
+			return
 		}
-		e := generationError(err, final)
-		h.log.Warn("completion stream failed", "request_id", req.GetRequestId(), "error", e.msg)
+		e := generationError(err, final, p.names)
+		h.log.Warn("stream failed", "request_id", req.GetRequestId(), "path", r.URL.Path, "error", e.msg)
 		events.send(errorBody{Error: errorDetail{Message: e.msg, Type: "server_error"}})
 		return
 	}
-	var usage *usageJSON
-	if c.StreamOptions != nil && c.StreamOptions.IncludeUsage {
-		usage = toUsage(final.GetUsage())
-	}
-	if events.send(chunk("", reason, usage)) != nil {
+	if events.send(event(choice(nil, "", reason), nil)) != nil {
 		return
+	}
+	if p.includeUsage {
+		usage, _ := json.Marshal(toUsage(final.GetUsage()))
+		if events.send(event([]any{}, usage)) != nil {
+			return
+		}
 	}
 	events.done()
 }

@@ -158,6 +158,10 @@ func TestCompletionMapsRequest(t *testing.T) {
 	}
 }
 
+// TestCompletionStream: OpenAI's stream: a chunk per worker chunk, one with
+// the finish reason, then [DONE]. Without stream_options.include_usage no
+// event has a usage key; with it every event has "usage": null but one
+// more, last, which has the usage and "choices": [].
 func TestCompletionStream(t *testing.T) {
 	t.Parallel()
 	a := startWorker(t, "a", "m")
@@ -166,11 +170,11 @@ func TestCompletionStream(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		options   string
-		wantUsage any
+		wantUsage bool
 	}{
-		{"without usage", ``, nil},
-		{"with usage", `,"stream_options":{"include_usage":true}`,
-			map[string]any{"prompt_tokens": 1.0, "completion_tokens": 2.0, "total_tokens": 3.0}},
+		{"without usage", ``, false},
+		{"usage not asked", `,"stream_options":{"include_usage":false}`, false},
+		{"with usage", `,"stream_options":{"include_usage":true}`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, hdr, body := r.do(t, "POST", "/v1/completions", `{"model":"m","prompt":"hi","stream":true`+tc.options+`}`)
@@ -178,8 +182,12 @@ func TestCompletionStream(t *testing.T) {
 				t.Fatalf("got %d %s, want 200 text/event-stream:\n%s", code, hdr.Get("Content-Type"), body)
 			}
 			events := sseEvents(t, body)
-			if len(events) != 4 || events[3] != "[DONE]" {
-				t.Fatalf("events = %q, want two chunks, the finish and [DONE]", events)
+			want := 4
+			if tc.wantUsage {
+				want = 5
+			}
+			if len(events) != want || events[want-1] != "[DONE]" {
+				t.Fatalf("events = %q, want two chunks, the finish, the usage if asked, and [DONE]", events)
 			}
 			var texts []any
 			var reasons []any
@@ -187,6 +195,10 @@ func TestCompletionStream(t *testing.T) {
 				m := decode(t, e)
 				if !strings.HasPrefix(m["id"].(string), "cmpl-") || m["object"] != "text_completion" || m["model"] != "m" {
 					t.Errorf("event %s: want id cmpl-..., object text_completion, model m", e)
+				}
+				usage, has := m["usage"]
+				if has != tc.wantUsage || usage != nil {
+					t.Errorf("event %s: usage key present %v (%v), want present %v and null", e, has, usage, tc.wantUsage)
 				}
 				c := m["choices"].([]any)[0].(map[string]any)
 				texts = append(texts, c["text"])
@@ -198,8 +210,15 @@ func TestCompletionStream(t *testing.T) {
 			if diff := cmp.Diff([]any{nil, nil, "stop"}, reasons); diff != "" {
 				t.Errorf("finish reasons (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.wantUsage, decode(t, events[2])["usage"]); diff != "" {
+			if !tc.wantUsage {
+				return
+			}
+			last := decode(t, events[3])
+			if diff := cmp.Diff(map[string]any{"prompt_tokens": 1.0, "completion_tokens": 2.0, "total_tokens": 3.0}, last["usage"]); diff != "" {
 				t.Errorf("usage of the last event (-want +got):\n%s", diff)
+			}
+			if choices, ok := last["choices"].([]any); !ok || len(choices) != 0 {
+				t.Errorf("choices of the usage event = %v, want []", last["choices"])
 			}
 		})
 	}
@@ -272,7 +291,7 @@ func TestCompletionErrors(t *testing.T) {
 	}{
 		{"n=2", r, "POST", "/v1/completions", `{"model":"m","prompt":"p","n":2}`, 400, "invalid_request_error", "n", "n"},
 		{"n=0", r, "POST", "/v1/completions", `{"model":"m","prompt":"p","n":0}`, 400, "invalid_request_error", "n", "n"},
-		{"unknown model", r, "POST", "/v1/completions", `{"model":"nope","prompt":"p"}`, 404, "not_found_error", nil, `"nope"`},
+		{"unknown model", r, "POST", "/v1/completions", `{"model":"nope","prompt":"p"}`, 404, "invalid_request_error", "model", `"nope"`},
 		{"no workers", empty, "POST", "/v1/completions", `{"model":"m","prompt":"p"}`, 503, "server_error", nil, "no workers"},
 		{"body too large", r, "POST", "/v1/completions", `{"model":"m","prompt":"` + strings.Repeat("x", 300) + `"}`, 413, "invalid_request_error", nil, "256 bytes"},
 		{"bad JSON", r, "POST", "/v1/completions", `{"model":`, 400, "invalid_request_error", nil, "JSON"},
@@ -291,7 +310,7 @@ func TestCompletionErrors(t *testing.T) {
 		{"worker full", r, "POST", "/v1/completions", `{"model":"busy","prompt":"p"}`, 429, "rate_limit_error", nil, "refuses"},
 		{"worker rejects", r, "POST", "/v1/completions", `{"model":"tokens-only","prompt":"p"}`, 400, "invalid_request_error", nil, "refuses"},
 		{"engine lost", r, "POST", "/v1/completions", `{"model":"broken","prompt":"p"}`, 503, "server_error", nil, "engine lost"},
-		{"stream to unknown model", r, "POST", "/v1/completions", `{"model":"nope","prompt":"p","stream":true}`, 404, "not_found_error", nil, "nope"},
+		{"stream to unknown model", r, "POST", "/v1/completions", `{"model":"nope","prompt":"p","stream":true}`, 404, "invalid_request_error", "model", "nope"},
 		{"GET completions", r, "GET", "/v1/completions", ``, 405, "invalid_request_error", nil, "POST"},
 		{"POST models", r, "POST", "/v1/models", ``, 405, "invalid_request_error", nil, "GET"},
 		{"unknown path", r, "GET", "/v1/chat", ``, 404, "not_found_error", nil, "/v1/chat"},
@@ -303,8 +322,12 @@ func TestCompletionErrors(t *testing.T) {
 			}
 			e, _ := decode(t, body)["error"].(map[string]any)
 			msg, _ := e["message"].(string)
-			if e["type"] != tc.wantType || e["param"] != tc.wantParam || e["code"] != nil || !strings.Contains(msg, tc.wantMsg) {
-				t.Errorf("error = %v, want type %s, param %v, code null, a message containing %q", e, tc.wantType, tc.wantParam, tc.wantMsg)
+			var wantCode any
+			if tc.wantCode == http.StatusNotFound && tc.wantParam == "model" {
+				wantCode = "model_not_found" // OpenAI's
+			}
+			if e["type"] != tc.wantType || e["param"] != tc.wantParam || e["code"] != wantCode || !strings.Contains(msg, tc.wantMsg) {
+				t.Errorf("error = %v, want type %s, param %v, code %v, a message containing %q", e, tc.wantType, tc.wantParam, wantCode, tc.wantMsg)
 			}
 		})
 	}
@@ -312,7 +335,11 @@ func TestCompletionErrors(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	t.Parallel()
+	start := time.Now().Unix()
 	ws := []*fakeWorker{startWorker(t, "a", "zeta"), startWorker(t, "b", "alpha"), startWorker(t, "c", "zeta")}
+	// vLLM's max_model_len, from the workers' discovery metadata: the
+	// largest of a model's workers; absent when none publishes it.
+	ws[0].ep.MaxModelLen, ws[2].ep.MaxModelLen = 2048, 4096
 	for _, tc := range []struct {
 		name    string
 		workers []*fakeWorker
@@ -320,8 +347,8 @@ func TestModels(t *testing.T) {
 	}{
 		{"none", nil, []any{}},
 		{"sorted, each once", ws, []any{
-			map[string]any{"id": "alpha", "object": "model", "created": 0.0, "owned_by": "vigil"},
-			map[string]any{"id": "zeta", "object": "model", "created": 0.0, "owned_by": "vigil"},
+			map[string]any{"id": "alpha", "object": "model", "owned_by": "vigil"},
+			map[string]any{"id": "zeta", "object": "model", "owned_by": "vigil", "max_model_len": 4096.0},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,8 +358,17 @@ func TestModels(t *testing.T) {
 			if code != http.StatusOK {
 				t.Fatalf("got %d, want 200:\n%s", code, body)
 			}
+			got := decode(t, body)
+			// created is when the router first saw the model: set, and past.
+			for _, m := range got["data"].([]any) {
+				m := m.(map[string]any)
+				if c, _ := m["created"].(float64); c < float64(start) || c > float64(time.Now().Unix()) {
+					t.Errorf("model %v: created %v, want the Unix time the router saw it", m["id"], m["created"])
+				}
+				delete(m, "created")
+			}
 			want := map[string]any{"object": "list", "data": tc.want}
-			if diff := cmp.Diff(want, decode(t, body)); diff != "" {
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("models (-want +got):\n%s", diff)
 			}
 		})
@@ -355,19 +391,32 @@ func TestCompletionTimeout(t *testing.T) {
 	<-a.cancelled // the deadline reached the worker's call
 }
 
-// TestParamOf: a worker's or the pool's INVALID_ARGUMENT names its field
-// first; OpenAI's error gives it as param when it is a completion field.
-func TestParamOf(t *testing.T) {
+// TestOpenAIField: a worker's, the pool's or an adapter's INVALID_ARGUMENT
+// names its field first, in the worker API's terms; OpenAI's error gives
+// the request's own name, as param and in the message.
+func TestOpenAIField(t *testing.T) {
 	t.Parallel()
-	for msg, want := range map[string]string{
-		`prompt: the workers of model "m" take token ids only, not text`: "prompt",
-		"prompt.text: SGLang takes token ids only":                       "prompt",
-		"max_tokens: 5000 is above the model's length":                   "max_tokens",
-		"sampling.top_k: out of range":                                   "",
-		"no field here":                                                  "",
+	completion := fieldNames{prompt: "prompt", maxTokens: "max_tokens"}
+	chat := fieldNames{prompt: "messages", maxTokens: "max_completion_tokens"}
+	for _, tc := range []struct {
+		msg       string
+		names     fieldNames
+		wantParam string
+		wantMsg   string
+	}{
+		{`prompt: the workers of model "m" take token ids only, not text`, completion, "prompt", `prompt: the workers of model "m" take token ids only, not text`},
+		{"prompt.text: this worker's engine takes token ids only; send prompt.token_ids", completion, "prompt", "prompt: this worker's engine takes token ids only; send token ids"},
+		{"stopping.max_tokens: 5000 plus the prompt's 3 tokens exceeds the model's maximum length 4096", chat, "max_completion_tokens",
+			"max_completion_tokens: 5000 plus the prompt's 3 tokens exceeds the model's maximum length 4096"},
+		{"prompt.messages[2].role: must not be empty", chat, "messages", "messages[2].role: must not be empty"},
+		{"sampling.top_p: 1.5: must be in (0, 1]", completion, "top_p", "top_p: 1.5: must be in (0, 1]"},
+		{"seed: SGLang's API takes no sampling seed", chat, "seed", "seed: SGLang's API takes no sampling seed"},
+		{"vLLM rejected the request: The decoder prompt (length 5000) is longer", completion, "", "vLLM rejected the request: The decoder prompt (length 5000) is longer"},
+		{"no field here", completion, "", "no field here"},
 	} {
-		if got := paramOf(msg); got != want {
-			t.Errorf("paramOf(%q) = %q, want %q", msg, got, want)
+		param, msg := openAIField(tc.msg, tc.names)
+		if param != tc.wantParam || msg != tc.wantMsg {
+			t.Errorf("openAIField(%q) = %q, %q; want %q, %q", tc.msg, param, msg, tc.wantParam, tc.wantMsg)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -110,6 +111,7 @@ type Pool struct {
 	conns    map[string]*conn         // by address, for the current set
 	next     map[string]uint64
 	left     map[string]time.Time // model -> when its last worker left discovery
+	seen     map[string]time.Time // model -> when it was first seen, until forgotten
 	known    bool                 // Update was called at least once
 	closed   bool
 	serving  bool
@@ -173,7 +175,7 @@ func (c *conn) cost(now time.Time, decay float64) float64 {
 // NewPool returns an empty Pool, which knows no worker until Update.
 func NewPool(cfg PoolConfig) *Pool {
 	p := &Pool{log: orNull(cfg.Logger), now: cfg.Now, memory: cfg.Memory, pinned: map[string]bool{},
-		conns: map[string]*conn{}, next: map[string]uint64{}, left: map[string]time.Time{},
+		conns: map[string]*conn{}, next: map[string]uint64{}, left: map[string]time.Time{}, seen: map[string]time.Time{},
 		balance: cfg.Balance, decay: float64(cfg.Decay), rand: cfg.Rand}
 	if p.balance == "" {
 		p.balance = PeakEWMA
@@ -329,6 +331,9 @@ func (p *Pool) remember(before, after map[string]bool) {
 	now := p.now()
 	for m := range after {
 		delete(p.left, m)
+		if _, ok := p.seen[m]; !ok {
+			p.seen[m] = now
+		}
 	}
 	for m := range before {
 		if !after[m] {
@@ -340,6 +345,7 @@ func (p *Pool) remember(before, after map[string]bool) {
 	for m, at := range p.left {
 		if now.Sub(at) > p.memory {
 			delete(p.left, m)
+			delete(p.seen, m)
 			if !p.pinned[m] {
 				p.log.Info("model forgotten: no worker served it within the memory; its requests get NOT_FOUND (HTTP 404)", "model", m, "memory", p.memory)
 			}
@@ -412,17 +418,61 @@ func (p *Pool) Models() []string {
 	return slices.Compact(models)
 }
 
+// ModelInfo is one served model as GET /v1/models lists it.
+type ModelInfo struct {
+	// ID is the served model name.
+	ID string
+	// Created is when the pool first saw a worker of the model (since it
+	// was last forgotten).
+	Created time.Time
+	// MaxModelLen is the model's maximum length in tokens, the largest its
+	// current workers publish; 0 when none does.
+	MaxModelLen uint32
+}
+
+// ModelInfos returns the models of the current workers, sorted by name.
+func (p *Pool) ModelInfos() []ModelInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var infos []ModelInfo
+	for _, name := range slices.Sorted(maps.Keys(p.byModel)) {
+		if name == "" {
+			continue
+		}
+		info := ModelInfo{ID: name, Created: p.seen[name]}
+		for _, w := range p.byModel[name] {
+			info.MaxModelLen = max(info.MaxModelLen, w.ep.MaxModelLen)
+		}
+		infos = append(infos, info)
+	}
+	return infos
+}
+
 // Ask is what one request needs of a worker.
 type Ask struct {
 	// Model is the served model name; "" means any model.
 	Model string
 	// Text: the prompt is text, which token-only workers cannot take.
 	Text bool
+	// Messages: the prompt is chat messages, which only workers with a chat
+	// template take (Registration.Chat).
+	Messages bool
 }
 
 func (a Ask) serves(e discovery.Registration) bool { return a.Model == "" || e.Model == a.Model }
 
-func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && (!a.Text || !e.TokensOnly) }
+func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && a.prompt(e) }
+
+// prompt reports whether e takes the ask's kind of prompt.
+func (a Ask) prompt(e discovery.Registration) bool {
+	switch {
+	case a.Messages:
+		return e.Chat
+	case a.Text:
+		return !e.TokensOnly
+	}
+	return true
+}
 
 // Pick chooses a worker for one attempt of a request among the current
 // workers that serve ask.Model and take its prompt, whose address is not
@@ -443,7 +493,8 @@ func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && (!a.Te
 //   - NOT_FOUND when workers are known but none serves the model, nor did
 //     within the memory;
 //   - INVALID_ARGUMENT naming prompt when those that serve it take token
-//     ids only and the prompt is text.
+//     ids only and the prompt is text, or naming messages when none of
+//     them has a chat template and the prompt is chat messages.
 func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, cc *grpc.ClientConn, release func(), err error) {
 	ep, cc, l, err := p.PickLease(ask, tried)
 	if err != nil {
@@ -512,10 +563,10 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	if ask.Model != "" {
 		ws = p.byModel[ask.Model]
 	}
-	eligible := func(w *worker) bool { return (!ask.Text || !w.ep.TokensOnly) && !tried[w.addr] }
+	eligible := func(w *worker) bool { return ask.prompt(w.ep) && !tried[w.addr] }
 	var taking, untried int
 	for i := range ws {
-		if !ask.Text || !ws[i].ep.TokensOnly {
+		if ask.prompt(ws[i].ep) {
 			taking++
 			if !tried[ws[i].addr] {
 				untried++
@@ -525,6 +576,10 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	switch {
 	case len(ws) == 0:
 		return discovery.Registration{}, nil, nil, p.noWorker(ask.Model)
+	case taking == 0 && ask.Messages:
+		return discovery.Registration{}, nil, nil, status.Errorf(codes.InvalidArgument,
+			"messages: %s have no chat template loaded, so they take no chat messages; start their vigil run with "+
+				"--tokenizer-dir or --chat-template, or send a prompt to /v1/completions", workersOf(ask.Model))
 	case taking == 0:
 		return discovery.Registration{}, nil, nil, status.Errorf(codes.InvalidArgument, "prompt: %s take token ids only, not text", workersOf(ask.Model))
 	case untried == 0:

@@ -250,7 +250,8 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 // askOf is what req needs of a worker.
 func askOf(req *workerv1.GenerateRequest) Ask {
 	_, text := req.GetPrompt().(*workerv1.GenerateRequest_Text)
-	return Ask{Model: req.GetModel(), Text: text}
+	_, messages := req.GetPrompt().(*workerv1.GenerateRequest_Messages)
+	return Ask{Model: req.GetModel(), Text: text, Messages: messages}
 }
 
 // attempt runs req on one worker; started reports whether any message came

@@ -388,6 +388,7 @@ func (s *supervisor) serve() {
 	}
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = w.ServedModelName, w.ModelID, w.InstanceID
 	s.reg.TokensOnly = !w.SupportsTextInput
+	s.reg.MaxModelLen = w.MaxModelLen
 	s.log.Info("engine serving", append(servingArgs, "model_id", w.ModelID,
 		"instance_id", w.InstanceID, "engine_version", w.EngineVersion)...)
 	if w.ServedModelName == "" {

@@ -225,6 +225,8 @@ func TestServedModelName(t *testing.T) {
 			}
 			if rec := h.record(); rec.Model != tc.wantModel || rec.ModelID != "org/m" || rec.Meta["model"] != tc.wantModel {
 				t.Errorf("registration: model %q, model_id %q, meta model %q; want %q, org/m, %q", rec.Model, rec.ModelID, rec.Meta["model"], tc.wantModel, tc.wantModel)
+			} else if rec.Meta["max_model_len"] != "4096" {
+				t.Errorf("registration: meta max_model_len %q, want the engine's 4096 (vigil route's /v1/models gives it)", rec.Meta["max_model_len"])
 			}
 			line := logs.line("engine serving")
 			if !strings.Contains(line, tc.wantLog+" ") || !strings.Contains(line, "model_id=org/m") {

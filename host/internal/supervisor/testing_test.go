@@ -68,7 +68,7 @@ func (f *fakeEngine) Start(ctx context.Context, _ sdk.StartRequest) (sdk.Worker,
 	if f.startErr != nil {
 		return sdk.Worker{}, f.startErr
 	}
-	return sdk.Worker{ModelID: "org/m", ServedModelName: "m", InstanceID: "i1"}, nil
+	return sdk.Worker{ModelID: "org/m", ServedModelName: "m", InstanceID: "i1", MaxModelLen: 4096}, nil
 }
 
 func (f *fakeEngine) WatchAvailability(ctx context.Context) (<-chan sdk.Event, error) {

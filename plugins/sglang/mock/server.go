@@ -95,6 +95,8 @@ func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStrea
 		gen.Err = status.Errorf(codes.InvalidArgument, "sampling_params.n: the mock engine generates one sequence, got %d", p.GetN())
 	case p.GetMaxNewTokens() < 0:
 		gen.Err = status.Errorf(codes.InvalidArgument, "sampling_params.max_new_tokens: %d is negative", p.GetMaxNewTokens())
+	default:
+		gen.Err = s.e.checkLength(len(gen.Prompt), p.MaxNewTokens)
 	}
 	prompt := len(gen.Prompt)
 	return s.e.Generate(stream.Context(), gen, func(c enginemock.Chunk) error {
@@ -114,6 +116,25 @@ func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStrea
 		}
 		return stream.Send(msg)
 	})
+}
+
+// checkLength refuses a request that does not fit the context, as
+// SGLang's tokenizer manager does before scheduling it: an input of the
+// context length or more, or (when max_new_tokens is set) an input and
+// max_new_tokens that reach it. SGLang raises ValueError in these words;
+// its gRPC server answers INVALID_ARGUMENT.
+func (e *Engine) checkLength(input int, maxNew *int32) error {
+	ctxLen := int(e.contextLength())
+	if input >= ctxLen {
+		return status.Errorf(codes.InvalidArgument, "The input (%d tokens) is longer than or equal to the model's context length (%d tokens).", input, ctxLen)
+	}
+	if maxNew != nil && input+int(*maxNew) >= ctxLen {
+		return status.Errorf(codes.InvalidArgument, "Requested token count exceeds the model's maximum context length of %d tokens. "+
+			"You requested a total of %d tokens: %d tokens from the input messages and %d tokens for the completion. "+
+			"Please reduce the number of tokens in the input messages or the completion to fit within the limit.",
+			ctxLen, input+int(*maxNew), input, *maxNew)
+	}
+	return nil
 }
 
 // finishReason is meta_info's finish_reason: a JSON object whose type says

@@ -127,6 +127,20 @@ func (e *Engine) serverInfo() *sglangpb.GetServerInfoResponse {
 	})}
 }
 
+// ModelContextLength is the context length of the model the mock stands
+// for, which applies when the server's context_length is null (Config.
+// ContextLength 0): Llama 3.1's 131072 tokens.
+const ModelContextLength = 131072
+
+// contextLength is the limit requests are held to: the server's
+// context_length, else the model's own.
+func (e *Engine) contextLength() uint32 {
+	if e.cfg.ContextLength > 0 {
+		return e.cfg.ContextLength
+	}
+	return ModelContextLength
+}
+
 // model is Config.Model with the kit's default; the kit's engine may not
 // exist yet when New publishes the first snapshot.
 func (e *Engine) model() string {

@@ -12,6 +12,7 @@
 package mock
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -50,7 +51,7 @@ func ParseHealthMode(s string) (HealthMode, error) {
 	return "", fmt.Errorf("unknown health mode %q: want normal, unhealthy or hang", s)
 }
 
-// MaxSeqLen is the max_seq_len the mock reports, in tokens.
+// MaxSeqLen is the max_seq_len the mock reports by default, in tokens.
 const MaxSeqLen = 4096
 
 // Config describes one mock engine. The zero value is usable.
@@ -69,18 +70,27 @@ type Config struct {
 	TokensPerMessage int
 	// Health is how HealthCheck answers at first. Default HealthNormal.
 	Health HealthMode
+	// MaxSeqLen is GetModelInfo's max_seq_len, in tokens: prompt plus
+	// output. Default MaxSeqLen.
+	MaxSeqLen uint32
+	// MaxInputLen is GetModelInfo's max_input_len, in tokens: a longer
+	// prompt is refused, as TensorRT-LLM's executor refuses it. Default
+	// MaxSeqLen.
+	MaxInputLen uint32
 }
 
 // Engine is one mock TensorRT-LLM engine: enginemock's engine with
 // TrtllmService registered on it. Create it with New.
 type Engine struct {
 	*enginemock.Engine
-	health atomic.Value // HealthMode
+	health                 atomic.Value // HealthMode
+	maxSeqLen, maxInputLen uint32
 }
 
 // New builds an engine and starts its StartupDelay timer.
 func New(cfg Config) *Engine {
-	e := &Engine{}
+	e := &Engine{maxSeqLen: cmp.Or(cfg.MaxSeqLen, MaxSeqLen)}
+	e.maxInputLen = cmp.Or(cfg.MaxInputLen, e.maxSeqLen)
 	e.health.Store(cmpOr(cfg.Health, HealthNormal))
 	e.Engine = enginemock.New(enginemock.Config{
 		Model:            cfg.Model,

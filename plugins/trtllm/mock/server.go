@@ -31,8 +31,8 @@ func (s *server) GetModelInfo(context.Context, *trtllmpb.GetModelInfoRequest) (*
 	}
 	return &trtllmpb.GetModelInfoResponse{
 		ModelId:      s.e.Config().Model,
-		MaxInputLen:  MaxSeqLen,
-		MaxSeqLen:    MaxSeqLen,
+		MaxInputLen:  int32(s.e.maxInputLen),
+		MaxSeqLen:    int32(s.e.maxSeqLen),
 		MaxBatchSize: 256,
 		VocabSize:    32100, // enginemock.OutputToken's range
 	}, nil
@@ -65,7 +65,14 @@ func (s *server) Generate(req *trtllmpb.GenerateRequest, stream grpc.ServerStrea
 		MinNewTokens: sc.GetMinTokens(),
 		StopTokenIDs: req.GetStopTokenIds(),
 	}
+	// TensorRT-LLM's executor refuses a prompt over max_input_len, and
+	// shortens max_tokens to what max_seq_len leaves.
+	if n := uint32(len(gen.Prompt)); n < s.e.maxSeqLen {
+		gen.MaxNewTokens = min(gen.MaxNewTokens, s.e.maxSeqLen-n)
+	}
 	switch {
+	case uint32(len(gen.Prompt)) > s.e.maxInputLen:
+		gen.Err = status.Errorf(codes.InvalidArgument, "Prompt length (%d) exceeds maximum input length (%d).", len(gen.Prompt), s.e.maxInputLen)
 	case req.GetMaxTokens() == 0:
 		gen.Err = status.Error(codes.InvalidArgument, "max_tokens: required, at least 1")
 	case sc.GetNumReturnSequences() > 1 || sc.GetBeamWidth() > 1:

@@ -72,9 +72,13 @@ func (s *inferenceServer) Generate(ctx context.Context, req *vllmpb.GenerateRequ
 }
 
 // run turns req into a generation and its chunks into vLLM's messages.
+// As vLLM, it refuses a model it does not serve (NOT_FOUND) and a prompt
+// longer than max_model_len (INVALID_ARGUMENT, in vLLM's words), and ends
+// a generation with LENGTH where the sequence reaches max_model_len.
 func (s *inferenceServer) run(ctx context.Context, req *vllmpb.GenerateRequest, send func(*vllmpb.GenerateResponse) error) error {
 	prompt := promptTokens(req)
 	stopping := req.GetStopping()
+	maxLen := s.e.cfg.MaxModelLen
 	gen := enginemock.Request{
 		ID:           req.GetRequestId(),
 		Prompt:       prompt,
@@ -83,8 +87,17 @@ func (s *inferenceServer) run(ctx context.Context, req *vllmpb.GenerateRequest, 
 		MinNewTokens: stopping.GetMinNewTokens(),
 		StopTokenIDs: stopping.GetStopTokenIds(),
 	}
-	if n := req.GetSampling().GetNumSequences(); n > 1 {
-		gen.Err = status.Errorf(codes.InvalidArgument, "sampling.num_sequences: the mock engine generates one sequence, got %d", n)
+	if n := uint32(len(prompt)); n < maxLen {
+		gen.MaxNewTokens = min(gen.MaxNewTokens, maxLen-n)
+	}
+	switch model := req.GetModel(); {
+	case model != "" && model != s.e.Config().Model:
+		gen.Err = status.Errorf(codes.NotFound, "The model `%s` does not exist.", model)
+	case uint32(len(prompt)) > maxLen:
+		gen.Err = status.Errorf(codes.InvalidArgument, "The decoder prompt (length %d) is longer than the maximum model length of %d. "+
+			"Make sure that `max_model_len` is no smaller than the number of text tokens.", len(prompt), maxLen)
+	case req.GetSampling().GetNumSequences() > 1:
+		gen.Err = status.Errorf(codes.InvalidArgument, "sampling.num_sequences: the mock engine generates one sequence, got %d", req.GetSampling().GetNumSequences())
 	}
 	m := &messages{
 		send:      send,

@@ -478,6 +478,40 @@ func TestGenerateRejects(t *testing.T) {
 	}
 }
 
+// TestGenerateRefusesAsVLLM: a model vLLM does not serve and a prompt over
+// max_model_len get vLLM's codes and words; a text prompt counts a token
+// per byte; output stops at max_model_len.
+func TestGenerateRefusesAsVLLM(t *testing.T) {
+	t.Parallel()
+	h := start(t, Config{Model: "m", MaxModelLen: 8})
+	for _, tc := range []struct {
+		name string
+		req  *vllmpb.GenerateRequest
+		code codes.Code
+		msg  string
+	}{
+		{"unknown model", &vllmpb.GenerateRequest{RequestId: "a", Model: "x", Prompt: &vllmpb.GenerateRequest_Text{Text: "hi"}},
+			codes.NotFound, "The model `x` does not exist."},
+		{"long text", &vllmpb.GenerateRequest{RequestId: "b", Prompt: &vllmpb.GenerateRequest_Text{Text: "123456789"}},
+			codes.InvalidArgument, "The decoder prompt (length 9) is longer than the maximum model length of 8."},
+		{"long ids", &vllmpb.GenerateRequest{RequestId: "c", Prompt: &vllmpb.GenerateRequest_TokenIds{TokenIds: &vllmpb.TokenIds{Ids: make([]uint32, 9)}}},
+			codes.InvalidArgument, "The decoder prompt (length 9)"},
+	} {
+		_, err := h.stream(t, tc.req)
+		if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.msg) {
+			t.Errorf("%s: %v, want %s with %q", tc.name, err, tc.code, tc.msg)
+		}
+	}
+	msgs, err := h.stream(t, &vllmpb.GenerateRequest{RequestId: "d", Model: "m", Prompt: &vllmpb.GenerateRequest_Text{Text: "123456"},
+		Stopping: &vllmpb.StoppingCriteria{MaxNewTokens: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := msgs[len(msgs)-1].GetOutputs().GetFinishInfo(); f.GetNumOutputTokens() != 2 || f.GetFinishReason() != vllmpb.FinishInfo_LENGTH {
+		t.Errorf("6 prompt tokens, 100 asked, max_model_len 8: finish %v, want 2 tokens, LENGTH", f)
+	}
+}
+
 // held starts a stream that /hold stops after n one-token messages, and reads them.
 func held(t *testing.T, h *harness, id string, n int) vllmpb.Inference_GenerateStreamClient {
 	t.Helper()

@@ -168,11 +168,14 @@ func newRecord(r discovery.Registration, now time.Time, ttl time.Duration) Recor
 // fields, which the writer fills from the same Registration as its meta,
 // and from the meta what has no field of its own.
 func (rec Record) registration() discovery.Registration {
-	return discovery.Registration{
+	r := discovery.Registration{
 		Service: rec.Service, WorkerID: rec.ID, Address: rec.Address, Port: rec.Port,
 		Engine: rec.Engine, Model: rec.Model, ModelID: rec.ModelID, InstanceID: rec.InstanceID,
-		TokensOnly: discovery.FromMeta(rec.Meta).TokensOnly, Owner: rec.Owner,
+		Owner: rec.Owner,
 	}
+	meta := discovery.FromMeta(rec.Meta)
+	r.TokensOnly, r.Chat, r.MaxModelLen = meta.TokensOnly, meta.Chat, meta.MaxModelLen
+	return r
 }
 
 func (f *Registry) write(r discovery.Registration) error {

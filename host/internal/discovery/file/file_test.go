@@ -14,7 +14,7 @@ import (
 
 func reg(id string) discovery.Registration {
 	return discovery.Registration{Service: "llm", WorkerID: id, Address: "127.0.0.1", Port: 8470,
-		Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1"}
+		Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1", Chat: true, MaxModelLen: 4096}
 }
 
 func TestRegisterListDeregister(t *testing.T) {

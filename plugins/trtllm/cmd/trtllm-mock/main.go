@@ -20,6 +20,12 @@ func main() {
 		Flags: []enginemock.Flag{{
 			Flag:    &cli.StringFlag{Name: "health-check", Value: string(mock.HealthNormal), Usage: "HealthCheck's answer: normal, unhealthy (a crashed rank: forever, never exiting) or hang (`MODE`)"},
 			Accepts: "one of normal, unhealthy, hang",
+		}, {
+			Flag:    &cli.UintFlag{Name: "max-seq-len", Value: uint(mock.MaxSeqLen), Usage: "GetModelInfo's max_seq_len, in tokens (`N`)"},
+			Accepts: "a token count from 1 to 2147483647",
+		}, {
+			Flag:    &cli.UintFlag{Name: "max-input-len", Usage: "GetModelInfo's max_input_len, in tokens: longer prompts are refused (default: --max-seq-len) (`N`)"},
+			Accepts: "a token count from 0 to 2147483647",
 		}},
 		New: newEngine,
 	}.Main()
@@ -30,9 +36,18 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 	if err != nil {
 		return nil, nil, &enginemock.BadFlag{Name: "health-check", Value: c.String("health-check")}
 	}
+	maxSeq, maxInput := c.Uint("max-seq-len"), c.Uint("max-input-len")
+	if maxSeq < 1 || maxSeq > 1<<31-1 {
+		return nil, nil, &enginemock.BadFlag{Name: "max-seq-len", Value: c.String("max-seq-len")}
+	}
+	if maxInput > 1<<31-1 {
+		return nil, nil, &enginemock.BadFlag{Name: "max-input-len", Value: c.String("max-input-len")}
+	}
 	e := mock.New(mock.Config{
 		Model:            cfg.Model,
 		StartupDelay:     cfg.StartupDelay,
+		MaxSeqLen:        uint32(maxSeq),
+		MaxInputLen:      uint32(maxInput),
 		TokenDelay:       cfg.TokenDelay,
 		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,

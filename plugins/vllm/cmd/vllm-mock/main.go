@@ -1,7 +1,7 @@
 // Command vllm-mock runs a stand-in vLLM engine (package mock): gRPC on
 // --listen, the JSON control surface on --control. It exits 0 after POST
 // /stop, SIGTERM or SIGINT, 78 on bad flags and 1 on other errors. Its flags
-// are enginemock.Command's and --health-watch.
+// are enginemock.Command's, --health-watch and --max-model-len.
 package main
 
 import (
@@ -19,6 +19,9 @@ func main() {
 		Flags: []enginemock.Flag{{
 			Flag:    &cli.StringFlag{Name: "health-watch", Value: string(mock.WatchNormal), Usage: "Health/Watch behaviour: normal, once, unimplemented or silent (`MODE`)"},
 			Accepts: "one of normal, once, unimplemented, silent",
+		}, {
+			Flag:    &cli.UintFlag{Name: "max-model-len", Value: 4096, Usage: "ServerInfo.max_model_len, in tokens: longer prompts are refused as vLLM refuses them (`N`)"},
+			Accepts: "a token count from 1",
 		}},
 		New: newEngine,
 	}.Main()
@@ -29,6 +32,10 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 	if err != nil {
 		return nil, nil, &enginemock.BadFlag{Name: "health-watch", Value: c.String("health-watch")}
 	}
+	maxLen := c.Uint("max-model-len")
+	if maxLen < 1 || maxLen > 1<<32-1 {
+		return nil, nil, &enginemock.BadFlag{Name: "max-model-len", Value: c.String("max-model-len")}
+	}
 	e := mock.New(mock.Config{
 		Model:            cfg.Model,
 		InstanceID:       cfg.InstanceID,
@@ -37,6 +44,7 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
 		WatchMode:        mode,
+		MaxModelLen:      uint32(maxLen),
 	})
-	return e.Engine, []any{"health_watch", string(mode)}, nil
+	return e.Engine, []any{"health_watch", string(mode), "max_model_len", maxLen}, nil
 }

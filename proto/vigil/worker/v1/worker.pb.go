@@ -94,12 +94,20 @@ type GenerateRequest struct {
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Served model name; empty means the worker's model.
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	// The prompt: text, or token ids of the engine's tokenizer.
+	// The prompt: text, token ids of the engine's tokenizer, or chat
+	// messages that the worker renders with the model's chat template and
+	// tokenizes. messages was added after text and token_ids (a compatible
+	// proto3 addition): an older worker sees an empty prompt and answers
+	// INVALID_ARGUMENT. A worker takes messages only with a chat template
+	// loaded (vigil run --tokenizer-dir or --chat-template); it publishes
+	// "messages" among its discovery metadata's prompts then, and answers
+	// INVALID_ARGUMENT naming messages otherwise.
 	//
 	// Types that are valid to be assigned to Prompt:
 	//
 	//	*GenerateRequest_Text
 	//	*GenerateRequest_TokenIds
+	//	*GenerateRequest_Messages
 	Prompt   isGenerateRequest_Prompt `protobuf_oneof:"prompt"`
 	Sampling *Sampling                `protobuf:"bytes,5,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	Stopping *Stopping                `protobuf:"bytes,6,opt,name=stopping,proto3" json:"stopping,omitempty"`
@@ -107,7 +115,7 @@ type GenerateRequest struct {
 	// request's chunks (Chunk.trace_unix_nano), for measuring the latency
 	// each hop adds. Off (the default), no chunk carries stamps and tracing
 	// costs each hop a branch per chunk, no allocation.
-	Trace         bool `protobuf:"varint,7,opt,name=trace,proto3" json:"trace,omitempty"`
+	Trace         bool `protobuf:"varint,8,opt,name=trace,proto3" json:"trace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +189,15 @@ func (x *GenerateRequest) GetTokenIds() *TokenIds {
 	return nil
 }
 
+func (x *GenerateRequest) GetMessages() *Messages {
+	if x != nil {
+		if x, ok := x.Prompt.(*GenerateRequest_Messages); ok {
+			return x.Messages
+		}
+	}
+	return nil
+}
+
 func (x *GenerateRequest) GetSampling() *Sampling {
 	if x != nil {
 		return x.Sampling
@@ -214,9 +231,15 @@ type GenerateRequest_TokenIds struct {
 	TokenIds *TokenIds `protobuf:"bytes,4,opt,name=token_ids,json=tokenIds,proto3,oneof"`
 }
 
+type GenerateRequest_Messages struct {
+	Messages *Messages `protobuf:"bytes,7,opt,name=messages,proto3,oneof"`
+}
+
 func (*GenerateRequest_Text) isGenerateRequest_Prompt() {}
 
 func (*GenerateRequest_TokenIds) isGenerateRequest_Prompt() {}
+
+func (*GenerateRequest_Messages) isGenerateRequest_Prompt() {}
 
 type TokenIds struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -262,6 +285,109 @@ func (x *TokenIds) GetIds() []uint32 {
 	return nil
 }
 
+// Messages is a chat conversation, rendered with the generation prompt
+// (the assistant's turn) appended.
+type Messages struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The turns in order; at least one.
+	Messages      []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Messages) Reset() {
+	*x = Messages{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Messages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Messages) ProtoMessage() {}
+
+func (x *Messages) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Messages.ProtoReflect.Descriptor instead.
+func (*Messages) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Messages) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+// Message is one chat turn.
+type Message struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The speaker: "system", "user", "assistant" or another role the
+	// model's chat template knows (such as "developer" or "tool").
+	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// The turn's text.
+	Content       string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Message) Reset() {
+	*x = Message{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Message) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Message) ProtoMessage() {}
+
+func (x *Message) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Message.ProtoReflect.Descriptor instead.
+func (*Message) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Message) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Message) GetContent() string {
+	if x != nil {
+		return x.Content
+	}
+	return ""
+}
+
 // Sampling parameters; unset fields take the engine's defaults.
 type Sampling struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -279,7 +405,7 @@ type Sampling struct {
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -291,7 +417,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -304,7 +430,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Sampling) GetTemperature() float32 {
@@ -353,7 +479,7 @@ type Stopping struct {
 
 func (x *Stopping) Reset() {
 	*x = Stopping{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +491,7 @@ func (x *Stopping) String() string {
 func (*Stopping) ProtoMessage() {}
 
 func (x *Stopping) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +504,7 @@ func (x *Stopping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stopping.ProtoReflect.Descriptor instead.
 func (*Stopping) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Stopping) GetMaxTokens() uint32 {
@@ -422,7 +548,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +560,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +573,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GenerateResponse) GetKind() isGenerateResponse_Kind {
@@ -514,7 +640,7 @@ type Chunk struct {
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +652,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +665,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Chunk) GetTokenIds() []uint32 {
@@ -579,7 +705,7 @@ type Final struct {
 
 func (x *Final) Reset() {
 	*x = Final{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +717,7 @@ func (x *Final) String() string {
 func (*Final) ProtoMessage() {}
 
 func (x *Final) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +730,7 @@ func (x *Final) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Final.ProtoReflect.Descriptor instead.
 func (*Final) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Final) GetFinishReason() FinishReason {
@@ -645,7 +771,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +783,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +796,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Usage) GetPromptTokens() uint32 {
@@ -691,19 +817,25 @@ var File_vigil_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_vigil_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x1cvigil/worker/v1/worker.proto\x12\x0fvigil.worker.v1\"\xa4\x02\n" +
+	"\x1cvigil/worker/v1/worker.proto\x12\x0fvigil.worker.v1\"\xdd\x02\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
 	"\x04text\x18\x03 \x01(\tH\x00R\x04text\x128\n" +
-	"\ttoken_ids\x18\x04 \x01(\v2\x19.vigil.worker.v1.TokenIdsH\x00R\btokenIds\x125\n" +
+	"\ttoken_ids\x18\x04 \x01(\v2\x19.vigil.worker.v1.TokenIdsH\x00R\btokenIds\x127\n" +
+	"\bmessages\x18\a \x01(\v2\x19.vigil.worker.v1.MessagesH\x00R\bmessages\x125\n" +
 	"\bsampling\x18\x05 \x01(\v2\x19.vigil.worker.v1.SamplingR\bsampling\x125\n" +
 	"\bstopping\x18\x06 \x01(\v2\x19.vigil.worker.v1.StoppingR\bstopping\x12\x14\n" +
-	"\x05trace\x18\a \x01(\bR\x05traceB\b\n" +
+	"\x05trace\x18\b \x01(\bR\x05traceB\b\n" +
 	"\x06prompt\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\rR\x03ids\"\xab\x01\n" +
+	"\x03ids\x18\x01 \x03(\rR\x03ids\"@\n" +
+	"\bMessages\x124\n" +
+	"\bmessages\x18\x01 \x03(\v2\x18.vigil.worker.v1.MessageR\bmessages\"7\n" +
+	"\aMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xab\x01\n" +
 	"\bSampling\x12%\n" +
 	"\vtemperature\x18\x01 \x01(\x02H\x00R\vtemperature\x88\x01\x01\x12\x18\n" +
 	"\x05top_p\x18\x02 \x01(\x02H\x01R\x04topP\x88\x01\x01\x12\x18\n" +
@@ -759,33 +891,37 @@ func file_vigil_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_vigil_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_vigil_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_vigil_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_vigil_worker_v1_worker_proto_goTypes = []any{
 	(FinishReason)(0),        // 0: vigil.worker.v1.FinishReason
 	(*GenerateRequest)(nil),  // 1: vigil.worker.v1.GenerateRequest
 	(*TokenIds)(nil),         // 2: vigil.worker.v1.TokenIds
-	(*Sampling)(nil),         // 3: vigil.worker.v1.Sampling
-	(*Stopping)(nil),         // 4: vigil.worker.v1.Stopping
-	(*GenerateResponse)(nil), // 5: vigil.worker.v1.GenerateResponse
-	(*Chunk)(nil),            // 6: vigil.worker.v1.Chunk
-	(*Final)(nil),            // 7: vigil.worker.v1.Final
-	(*Usage)(nil),            // 8: vigil.worker.v1.Usage
+	(*Messages)(nil),         // 3: vigil.worker.v1.Messages
+	(*Message)(nil),          // 4: vigil.worker.v1.Message
+	(*Sampling)(nil),         // 5: vigil.worker.v1.Sampling
+	(*Stopping)(nil),         // 6: vigil.worker.v1.Stopping
+	(*GenerateResponse)(nil), // 7: vigil.worker.v1.GenerateResponse
+	(*Chunk)(nil),            // 8: vigil.worker.v1.Chunk
+	(*Final)(nil),            // 9: vigil.worker.v1.Final
+	(*Usage)(nil),            // 10: vigil.worker.v1.Usage
 }
 var file_vigil_worker_v1_worker_proto_depIdxs = []int32{
-	2, // 0: vigil.worker.v1.GenerateRequest.token_ids:type_name -> vigil.worker.v1.TokenIds
-	3, // 1: vigil.worker.v1.GenerateRequest.sampling:type_name -> vigil.worker.v1.Sampling
-	4, // 2: vigil.worker.v1.GenerateRequest.stopping:type_name -> vigil.worker.v1.Stopping
-	6, // 3: vigil.worker.v1.GenerateResponse.chunk:type_name -> vigil.worker.v1.Chunk
-	7, // 4: vigil.worker.v1.GenerateResponse.final:type_name -> vigil.worker.v1.Final
-	0, // 5: vigil.worker.v1.Final.finish_reason:type_name -> vigil.worker.v1.FinishReason
-	8, // 6: vigil.worker.v1.Final.usage:type_name -> vigil.worker.v1.Usage
-	1, // 7: vigil.worker.v1.Worker.Generate:input_type -> vigil.worker.v1.GenerateRequest
-	5, // 8: vigil.worker.v1.Worker.Generate:output_type -> vigil.worker.v1.GenerateResponse
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	2,  // 0: vigil.worker.v1.GenerateRequest.token_ids:type_name -> vigil.worker.v1.TokenIds
+	3,  // 1: vigil.worker.v1.GenerateRequest.messages:type_name -> vigil.worker.v1.Messages
+	5,  // 2: vigil.worker.v1.GenerateRequest.sampling:type_name -> vigil.worker.v1.Sampling
+	6,  // 3: vigil.worker.v1.GenerateRequest.stopping:type_name -> vigil.worker.v1.Stopping
+	4,  // 4: vigil.worker.v1.Messages.messages:type_name -> vigil.worker.v1.Message
+	8,  // 5: vigil.worker.v1.GenerateResponse.chunk:type_name -> vigil.worker.v1.Chunk
+	9,  // 6: vigil.worker.v1.GenerateResponse.final:type_name -> vigil.worker.v1.Final
+	0,  // 7: vigil.worker.v1.Final.finish_reason:type_name -> vigil.worker.v1.FinishReason
+	10, // 8: vigil.worker.v1.Final.usage:type_name -> vigil.worker.v1.Usage
+	1,  // 9: vigil.worker.v1.Worker.Generate:input_type -> vigil.worker.v1.GenerateRequest
+	7,  // 10: vigil.worker.v1.Worker.Generate:output_type -> vigil.worker.v1.GenerateResponse
+	10, // [10:11] is the sub-list for method output_type
+	9,  // [9:10] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_vigil_worker_v1_worker_proto_init() }
@@ -796,9 +932,10 @@ func file_vigil_worker_v1_worker_proto_init() {
 	file_vigil_worker_v1_worker_proto_msgTypes[0].OneofWrappers = []any{
 		(*GenerateRequest_Text)(nil),
 		(*GenerateRequest_TokenIds)(nil),
+		(*GenerateRequest_Messages)(nil),
 	}
-	file_vigil_worker_v1_worker_proto_msgTypes[2].OneofWrappers = []any{}
-	file_vigil_worker_v1_worker_proto_msgTypes[4].OneofWrappers = []any{
+	file_vigil_worker_v1_worker_proto_msgTypes[4].OneofWrappers = []any{}
+	file_vigil_worker_v1_worker_proto_msgTypes[6].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Final)(nil),
 	}
@@ -808,7 +945,7 @@ func file_vigil_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vigil_worker_v1_worker_proto_rawDesc), len(file_vigil_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -46,7 +46,12 @@ type WorkerClient interface {
 	//     a router may retry elsewhere. gRPC itself answers it, with a message
 	//     saying "larger than max", for a request over the worker's limit
 	//     (4128768 bytes encoded), which every worker refuses: no retry.
-	//   - INVALID_ARGUMENT: the request is bad; the message names the field.
+	//   - INVALID_ARGUMENT: the request is bad; the message names the field
+	//     first ("stopping.max_tokens: ..."). A prompt that does not fit
+	//     the model's context also carries a google.rpc.ErrorInfo detail with
+	//     reason CONTEXT_LENGTH_EXCEEDED, domain vigil.worker.v1 and metadata
+	//     max_model_len, prompt_tokens and max_tokens (decimal), so a client
+	//     can say so in its own words.
 	//   - NOT_FOUND: the request names a model the worker does not serve.
 	//
 	// A failure after the first chunk sends the final message (finish reason
@@ -100,7 +105,12 @@ type WorkerServer interface {
 	//     a router may retry elsewhere. gRPC itself answers it, with a message
 	//     saying "larger than max", for a request over the worker's limit
 	//     (4128768 bytes encoded), which every worker refuses: no retry.
-	//   - INVALID_ARGUMENT: the request is bad; the message names the field.
+	//   - INVALID_ARGUMENT: the request is bad; the message names the field
+	//     first ("stopping.max_tokens: ..."). A prompt that does not fit
+	//     the model's context also carries a google.rpc.ErrorInfo detail with
+	//     reason CONTEXT_LENGTH_EXCEEDED, domain vigil.worker.v1 and metadata
+	//     max_model_len, prompt_tokens and max_tokens (decimal), so a client
+	//     can say so in its own words.
 	//   - NOT_FOUND: the request names a model the worker does not serve.
 	//
 	// A failure after the first chunk sends the final message (finish reason

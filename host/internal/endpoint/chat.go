@@ -1,0 +1,109 @@
+package endpoint
+
+import (
+	"fmt"
+	"strconv"
+
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ChatMessage is one turn of a chat prompt (vigil.worker.v1 Message).
+type ChatMessage struct {
+	// Role is "system", "user", "assistant" or another role the chat
+	// template knows.
+	Role string
+	// Content is the turn's text.
+	Content string
+}
+
+// Tokenizer turns a chat prompt into the engine's token ids: the model's
+// chat template rendered over the messages with the generation prompt
+// appended, then tokenized without adding special tokens again (the
+// rendering holds the BOS where the template puts one). The worker calls it
+// for every prompt.messages request before forwarding the ids to the
+// engine, from many goroutines at once.
+type Tokenizer interface {
+	// ChatTokens returns the token ids of msgs rendered; an error (a
+	// template that rejects a role, say) is the client's, and is returned
+	// as INVALID_ARGUMENT naming prompt.messages.
+	ChatTokens(msgs []ChatMessage) ([]uint32, error)
+}
+
+// errNoChatTemplate answers prompt.messages on a worker without a
+// Tokenizer.
+var errNoChatTemplate = status.Error(codes.InvalidArgument, "prompt.messages: this worker has no chat template loaded, "+
+	"so it cannot take chat messages; start its vigil run with --tokenizer-dir DIR (the model's tokenizer.json and "+
+	"tokenizer_config.json with a chat_template) or --chat-template FILE, or send prompt.text or prompt.token_ids")
+
+// chatTokens validates a messages prompt and renders it with t.
+func chatTokens(p *workerv1.Messages, t Tokenizer) ([]uint32, error) {
+	msgs := p.GetMessages()
+	if len(msgs) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "prompt.messages: must not be empty")
+	}
+	chat := make([]ChatMessage, len(msgs))
+	for i, m := range msgs {
+		if m.GetRole() == "" {
+			return nil, status.Errorf(codes.InvalidArgument, "prompt.messages[%d].role: must not be empty", i)
+		}
+		chat[i] = ChatMessage{Role: m.GetRole(), Content: m.GetContent()}
+	}
+	if t == nil {
+		return nil, errNoChatTemplate
+	}
+	ids, err := t.ChatTokens(chat)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "prompt.messages: rendering the chat template: %v", err)
+	}
+	if len(ids) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "prompt.messages: the chat template rendered no tokens")
+	}
+	return ids, nil
+}
+
+// ReasonContextLength is the google.rpc.ErrorInfo reason of an
+// INVALID_ARGUMENT for a request that does not fit the model's maximum
+// length; its metadata holds MetaMaxModelLen, MetaPromptTokens and
+// MetaMaxTokens as decimal numbers. Its domain is ErrorDomain.
+const ReasonContextLength = "CONTEXT_LENGTH_EXCEEDED"
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of the worker's errors.
+const ErrorDomain = "vigil.worker.v1"
+
+// The metadata keys of a ReasonContextLength ErrorInfo.
+const (
+	// MetaMaxModelLen is the model's maximum length in tokens.
+	MetaMaxModelLen = "max_model_len"
+	// MetaPromptTokens is the prompt's length in tokens.
+	MetaPromptTokens = "prompt_tokens"
+	// MetaMaxTokens is the request's max_tokens; 0 when it set none.
+	MetaMaxTokens = "max_tokens"
+)
+
+// contextLengthError is the INVALID_ARGUMENT for a prompt of promptLen
+// tokens, with maxTokens to generate, over a model of maxLen; field is
+// the field at fault (the prompt's, or stopping.max_tokens), named first
+// in the message.
+func contextLengthError(field string, maxLen, promptLen, maxTokens uint32) error {
+	var msg string
+	if field == "stopping.max_tokens" {
+		msg = fmt.Sprintf("%s: %d plus the prompt's %d tokens exceeds the model's maximum length %d", field, maxTokens, promptLen, maxLen)
+	} else {
+		msg = fmt.Sprintf("%s: %d tokens, but the model's maximum length is %d", field, promptLen, maxLen)
+	}
+	st, err := status.New(codes.InvalidArgument, msg).WithDetails(&errdetails.ErrorInfo{
+		Reason: ReasonContextLength, Domain: ErrorDomain,
+		Metadata: map[string]string{
+			MetaMaxModelLen:  strconv.FormatUint(uint64(maxLen), 10),
+			MetaPromptTokens: strconv.FormatUint(uint64(promptLen), 10),
+			MetaMaxTokens:    strconv.FormatUint(uint64(maxTokens), 10),
+		},
+	})
+	if err != nil {
+		return status.Error(codes.InvalidArgument, msg)
+	}
+	return st.Err()
+}

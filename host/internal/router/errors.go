@@ -1,0 +1,159 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// fromStatus maps a gRPC status (a worker's, or the pool's) to an OpenAI
+// error, in the request's own field names: the worker API's field paths
+// (stopping.max_tokens, prompt.token_ids) become OpenAI's (max_tokens,
+// prompt or messages), a context-length error gets OpenAI's words with its
+// numbers, and gRPC's transport text never reaches the client.
+func fromStatus(err error, names fieldNames) *apiError {
+	if tl, ok := errors.AsType[*TooLargeError](err); ok {
+		return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", msg: tl.Error(), param: names.prompt}
+	}
+	st := status.Convert(err)
+	e := &apiError{msg: st.Message()}
+	switch st.Code() {
+	case codes.InvalidArgument:
+		e.status, e.typ = http.StatusBadRequest, "invalid_request_error"
+		if ce := contextLengthError(st, names); ce != nil {
+			return ce
+		}
+		e.param, e.msg = openAIField(strings.TrimPrefix(e.msg, "invalid argument: "), names)
+		return e
+	case codes.NotFound:
+		e.status, e.typ, e.param = http.StatusNotFound, "invalid_request_error", "model"
+		e.code = "model_not_found"
+	case codes.ResourceExhausted:
+		e.status, e.typ, e.retryAfter = http.StatusTooManyRequests, "rate_limit_error", RetryAfterBusy
+	case codes.Unavailable:
+		e.status, e.typ, e.retryAfter = http.StatusServiceUnavailable, "server_error", RetryAfter
+	case codes.DeadlineExceeded:
+		e.status, e.typ = http.StatusGatewayTimeout, "server_error"
+		e.msg = "the request did not finish within the router's --request-timeout"
+	case codes.Canceled:
+		// Only a client that went away cancels; fail logs it, sends nothing.
+		e.status, e.typ = 499, "server_error"
+	default:
+		e.status, e.typ = http.StatusInternalServerError, "server_error"
+	}
+	if c := clean(e.msg); c != e.msg {
+		e.cause, e.msg = e.msg, c
+	}
+	return e
+}
+
+// contextLengthError is OpenAI's error for a request that does not fit the
+// model, from the worker's ErrorInfo (endpoint.ReasonContextLength); nil
+// for other statuses.
+func contextLengthError(st *status.Status, names fieldNames) *apiError {
+	for _, d := range st.Details() {
+		info, ok := d.(*errdetails.ErrorInfo)
+		if !ok || info.GetReason() != endpoint.ReasonContextLength || info.GetDomain() != endpoint.ErrorDomain {
+			continue
+		}
+		num := func(key string) uint64 {
+			n, _ := strconv.ParseUint(info.GetMetadata()[key], 10, 32)
+			return n
+		}
+		maxLen, prompt, maxTokens := num(endpoint.MetaMaxModelLen), num(endpoint.MetaPromptTokens), num(endpoint.MetaMaxTokens)
+		e := &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", code: "context_length_exceeded", param: names.maxTokens}
+		switch {
+		case prompt >= maxLen && maxTokens == 0:
+			e.param = names.prompt
+			e.msg = fmt.Sprintf("This model's maximum context length is %d tokens; the request asks for at least %d tokens (%d in the %s, at least 1 for the completion).",
+				maxLen, prompt+1, prompt, names.prompt)
+		default:
+			if prompt >= maxLen {
+				e.param = names.prompt
+			}
+			e.msg = fmt.Sprintf("This model's maximum context length is %d tokens; the request asks for %d tokens (%d in the %s, %d for the completion).",
+				maxLen, prompt+maxTokens, prompt, names.prompt, maxTokens)
+		}
+		return e
+	}
+	return nil
+}
+
+// workerFields maps the worker API's field paths, which a worker's (or the
+// pool's, or an adapter's) INVALID_ARGUMENT names first, to the request
+// fields of OpenAI's API; "" stands for the request's prompt field and "-"
+// for its max tokens field.
+var workerFields = map[string]string{
+	"model":                   "model",
+	"prompt":                  "",
+	"prompt.text":             "",
+	"prompt.token_ids":        "",
+	"prompt.messages":         "messages",
+	"messages":                "messages",
+	"max_tokens":              "-",
+	"stopping.max_tokens":     "-",
+	"temperature":             "temperature",
+	"sampling.temperature":    "temperature",
+	"top_p":                   "top_p",
+	"sampling.top_p":          "top_p",
+	"top_k":                   "top_k",
+	"sampling.top_k":          "top_k",
+	"seed":                    "seed",
+	"sampling.seed":           "seed",
+	"stop":                    "stop",
+	"stopping.stop":           "stop",
+	"stop_token_ids":          "stop_token_ids",
+	"stopping.stop_token_ids": "stop_token_ids",
+	"ignore_eos":              "ignore_eos",
+	"stopping.ignore_eos":     "ignore_eos",
+	"n":                       "n",
+}
+
+// protoPaths rewrites the worker API's paths that a message mentions
+// after its field (as in "send prompt.token_ids").
+var protoPaths = strings.NewReplacer("prompt.token_ids", "token ids", "prompt.text", "text", "prompt.messages", "messages")
+
+// openAIField reads the field a worker's message names first ("field:
+// ...", "prompt.messages[2].role: ...") and returns its OpenAI name and
+// the message with the name in its place; "" and the message as it is
+// when it names none.
+func openAIField(msg string, names fieldNames) (param, out string) {
+	field, rest, ok := strings.Cut(msg, ":")
+	if !ok || strings.ContainsAny(field, " ") {
+		return "", clean(msg)
+	}
+	base, index, _ := strings.Cut(field, "[")
+	if index != "" {
+		index = "[" + index
+	}
+	name, known := workerFields[base]
+	if !known {
+		return "", clean(msg)
+	}
+	switch name {
+	case "":
+		name = names.prompt
+	case "-":
+		name = names.maxTokens
+	}
+	return name, clean(name + index + ":" + protoPaths.Replace(rest))
+}
+
+// clean keeps gRPC's transport text ("rpc error: code = ... desc = ...",
+// "transport: Error while dialing ...") from reaching a client: such a
+// message becomes a plain one; the router's log keeps the original.
+func clean(msg string) string {
+	for _, s := range []string{"rpc error:", "desc =", "transport:", "connection error"} {
+		if strings.Contains(msg, s) {
+			return "the worker or its engine could not be reached; retry later"
+		}
+	}
+	return msg
+}
