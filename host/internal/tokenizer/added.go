@@ -227,6 +227,8 @@ func normalizerFor(c map[string]any) (normalizer.Normalizer, error) {
 		return unicodeForm{norm.NFKC}, nil
 	case "NFKD":
 		return unicodeForm{norm.NFKD}, nil
+	case "Replace":
+		return replace(c)
 	case "Sequence":
 		list, ok := c["normalizers"].([]any)
 		if !ok {

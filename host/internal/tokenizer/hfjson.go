@@ -188,7 +188,7 @@ func pattern(v any) (normalizer.Pattern, error) {
 		return nil, fmt.Errorf("Split without a pattern object")
 	}
 	if s, ok := m["String"].(string); ok {
-		return normalizer.NewStringPattern(s), nil
+		return literalPattern(s), nil
 	}
 	if s, ok := m["Regex"].(string); ok {
 		re, err := regexp2.Compile(s, regexp2.None)
@@ -331,12 +331,88 @@ func (m *hfBPE) Tokenize(seq string) ([]sm.Token, error) {
 	return out, nil
 }
 
-// decoder builds a decoder, taking ByteLevel (also inside a Sequence).
+// decoder builds a decoder, taking ByteLevel, Replace and Sequence and
+// leaving the others (ByteFallback, Fuse, Strip...) to the library.
 func decoder(c map[string]any) (sm.Decoder, error) {
-	if typ, _ := c["type"].(string); typ == "ByteLevel" {
+	switch typ, _ := c["type"].(string); typ {
+	case "ByteLevel":
 		return byteLevelDec{}, nil
+	case "Replace":
+		return replace(c)
+	case "Sequence":
+		list, ok := c["decoders"].([]any)
+		if !ok {
+			return nil, fmt.Errorf("Sequence without a decoders list")
+		}
+		var seq decoderSeq
+		for i, e := range list {
+			m, ok := e.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("decoders[%d] is not an object", i)
+			}
+			d, err := decoder(m)
+			if err != nil {
+				return nil, fmt.Errorf("decoders[%d]: %w", i, err)
+			}
+			seq = append(seq, d)
+		}
+		return seq, nil
 	}
 	return pretrained.CreateDecoder(c)
+}
+
+type decoderSeq []sm.Decoder
+
+func (s decoderSeq) DecodeChain(tokens []string) []string {
+	for _, d := range s {
+		tokens = d.DecodeChain(tokens)
+	}
+	return tokens
+}
+
+func (s decoderSeq) Decode(tokens []string) string {
+	return strings.Join(s.DecodeChain(tokens), "")
+}
+
+// replace builds a Replace normalizer or decoder (the library compiles
+// its pattern as a regexp on every call, and reads Regex as String).
+func replace(c map[string]any) (*normalizer.Replace, error) {
+	pat, err := pattern(c["pattern"])
+	if err != nil {
+		return nil, err
+	}
+	content, ok := c["content"].(string)
+	if !ok {
+		return nil, fmt.Errorf("Replace without a content string")
+	}
+	return &normalizer.Replace{Pattern: pat, Content: content}, nil
+}
+
+// literalPattern matches a string (Split's and Replace's String pattern).
+type literalPattern string
+
+func (p literalPattern) FindMatches(inside string) []normalizer.OffsetsMatch {
+	if p == "" || inside == "" {
+		return []normalizer.OffsetsMatch{{Offsets: []int{0, len(inside)}, Match: false}}
+	}
+	var out []normalizer.OffsetsMatch
+	prev := 0
+	for {
+		i := strings.Index(inside[prev:], string(p))
+		if i < 0 {
+			break
+		}
+		start := prev + i
+		if start > prev {
+			out = append(out, normalizer.OffsetsMatch{Offsets: []int{prev, start}, Match: false})
+		}
+		prev = start + len(p)
+		out = append(out, normalizer.OffsetsMatch{Offsets: []int{start, prev}, Match: true})
+	}
+	if prev < len(inside) {
+		out = append(out, normalizer.OffsetsMatch{Offsets: []int{prev, len(inside)}, Match: false})
+	}
+	return out
 }
 
 // byteLevelDec maps GPT-2's byte alphabet back to bytes; a token with a

@@ -121,8 +121,14 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 // tokenizer.json's post_processor (Gemma's adds <bos>; Llama 3's and
 // Qwen's add nothing). A rendered chat prompt already holds its bos_token:
 // encode it with addSpecialTokens false, as vLLM does.
-func (t *Tokenizer) Encode(text string, addSpecialTokens bool) ([]uint32, error) {
-	var ids []uint32
+func (t *Tokenizer) Encode(text string, addSpecialTokens bool) (ids []uint32, err error) {
+	// The library panics on a character its vocabulary lacks when the
+	// model has no unk_token (a byte-level vocabulary never does).
+	defer func() {
+		if r := recover(); r != nil {
+			ids, err = nil, fmt.Errorf("tokenizer: encode: %v", r)
+		}
+	}()
 	if addSpecialTokens {
 		ids = append(ids, t.p.prefix...)
 	}
