@@ -175,3 +175,33 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 }
+
+// A decoder whose output for a token depends on the ones before it
+// (SentencePiece's Metaspace drops the first token's leading space) still
+// streams Decode's text: each Next decodes its tokens after the previous.
+func TestDecoderKeepsContext(t *testing.T) {
+	doc := `{"version": "1.0", "added_tokens": [], "normalizer": null, "pre_tokenizer": null, "post_processor": null,
+		"decoder": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": true},
+		"model": {"type": "BPE", "unk_token": "<unk>", "vocab": {"<unk>": 0, "\u2581Hello": 1, "\u2581world": 2, "!": 3}, "merges": []}}`
+	tok, err := Load(modelDir(t, map[string]string{TokenizerFile: doc}), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []uint32{1, 2, 3, 2}
+	want, err := tok.Decode(ids, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want != "Hello world! world" {
+		t.Fatalf("Decode = %q", want)
+	}
+	d := tok.NewDecoder(false)
+	var got strings.Builder
+	for _, id := range ids {
+		got.WriteString(d.Next([]uint32{id}))
+	}
+	got.WriteString(d.Flush())
+	if got.String() != want {
+		t.Fatalf("streamed %q, want %q", got.String(), want)
+	}
+}
