@@ -2,6 +2,10 @@ package tokenizer
 
 import "unicode/utf8"
 
+// maxHeld is how many tokens Next holds back waiting for a character's
+// last bytes.
+const maxHeld = 8
+
 // Decoder turns a stream of generated token ids into text incrementally:
 // the text of all ids given so far, less what was returned before, held
 // back while it ends in an incomplete character. The concatenation of
@@ -49,7 +53,27 @@ func (d *Decoder) Next(ids []uint32) string {
 		return ""
 	}
 	if r, _ := utf8.DecodeLastRuneInString(text); r == utf8.RuneError {
-		return "" // an incomplete character: wait for its next bytes
+		// An incomplete character: wait for its next bytes, but not
+		// for ever: past maxHeld tokens, the text up to the last 4
+		// (a character has at most 4 bytes) is bytes that are not
+		// UTF-8, which Decode gives as U+FFFD too.
+		if len(d.toks)-d.read <= maxHeld {
+			return ""
+		}
+		cut := len(d.toks) - 4
+		for c := len(d.toks) - 1; c > cut; c-- {
+			if r, _ := utf8.DecodeLastRuneInString(d.t.decodeTokens(d.toks[:c])); r != utf8.RuneError {
+				cut = c
+				break
+			}
+		}
+		text = d.t.decodeTokens(d.toks[:cut])
+		if len(text) <= len(prefix) {
+			return ""
+		}
+		out := text[len(prefix):]
+		d.toks, d.read = d.toks[d.read:], cut-d.read
+		return out
 	}
 	out := text[len(prefix):]
 	// The tokens just returned become the next window's prefix.

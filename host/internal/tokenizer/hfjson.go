@@ -420,10 +420,25 @@ func (p literalPattern) FindMatches(inside string) []normalizer.OffsetsMatch {
 // it; others may not be) is kept as its UTF-8 text.
 type byteLevelDec struct{}
 
-// Decode joins the tokens' bytes; bytes that are not UTF-8 become U+FFFD,
-// as the Rust library's from_utf8_lossy does.
+// Decode joins the tokens' bytes; each byte that is not part of a UTF-8
+// character becomes U+FFFD (as ByteFallback does), so that the text of a
+// stream does not depend on where it was cut.
 func (d byteLevelDec) Decode(tokens []string) string {
-	return strings.ToValidUTF8(strings.Join(d.DecodeChain(tokens), ""), "\uFFFD")
+	s := strings.Join(d.DecodeChain(tokens), "")
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				b.WriteRune(utf8.RuneError)
+				continue
+			}
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (byteLevelDec) DecodeChain(tokens []string) []string {

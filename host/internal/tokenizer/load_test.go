@@ -205,3 +205,5 @@ func TestDecoderKeepsContext(t *testing.T) {
 		t.Fatalf("streamed %q, want %q", got.String(), want)
 	}
 }
+
+func pretokenizerBytesChar(b uint8) string { return pretokenizer.BytesChar[b] }

@@ -11,6 +11,18 @@
 // clean_up_tokenization_spaces, as vLLM's incremental detokenizer does not,
 // so that Decode(Encode(s)) == s and streamed text equals the whole.
 //
+// Why sugarme/tokenizer: of the pure-Go libraries the module proxy serves,
+// it is the one that reads tokenizer.json (gomlx/go-huggingface reads only
+// SentencePiece models; daulet/tokenizers binds the Rust library through
+// cgo). Where it falls short for these models (regex splits with lookahead,
+// byte fallback, ignore_merges, added tokens, NFC, the byte-level
+// pre-tokenizer and decoder), hfjson.go and added.go fill in around its
+// BPE model, normalized strings and decoders, each gap tested against the
+// reference. Chat templates use ardanlabs/jinja (v1.8.0, the newest that
+// builds on Go 1.26), written for Hugging Face chat templates: transformers'
+// trim_blocks/lstrip_blocks, raise_exception, strftime_now, namespace,
+// loop controls, tojson.
+//
 // A Tokenizer is safe for concurrent use; a Decoder is not.
 package tokenizer
 

@@ -256,3 +256,50 @@ func TestEOSTokenIDs(t *testing.T) {
 		})
 	}
 }
+
+// A stream of bytes that never make a character (a broken generation) is
+// not held back for ever: it comes out as U+FFFD, as Decode gives it.
+func TestDecoderDoesNotHoldInvalidBytesForEver(t *testing.T) {
+	for _, fam := range families {
+		t.Run(fam, func(t *testing.T) {
+			tok, _ := family(t, fam)
+			// A token of one continuation byte (0x80): Gemma's <0x80>,
+			// the byte-level alphabet's character for 0x80 elsewhere.
+			id, ok := tok.TokenID("<0x80>")
+			if !ok {
+				id, ok = tok.TokenID(pretokenizerBytesChar(0x80))
+			}
+			if !ok {
+				t.Fatal("no token for the byte 0x80")
+			}
+			ids := make([]uint32, 40)
+			for i := range ids {
+				ids[i] = id
+			}
+			want, err := tok.Decode(ids, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := tok.NewDecoder(false)
+			var got strings.Builder
+			emitted := false
+			for i := range ids {
+				piece := d.Next(ids[i : i+1])
+				if piece != "" {
+					emitted = true
+				}
+				if !utf8.ValidString(piece) {
+					t.Fatalf("Next returned %q, not UTF-8", piece)
+				}
+				got.WriteString(piece)
+			}
+			if !emitted {
+				t.Fatal("40 invalid bytes were all held back until Flush")
+			}
+			got.WriteString(d.Flush())
+			if got.String() != want {
+				t.Fatalf("streamed %q, want %q", got.String(), want)
+			}
+		})
+	}
+}
