@@ -98,3 +98,21 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncodeLongRun encodes 100 KB that pre-tokenizes into one piece
+// (a run of spaces, as a prompt may be): the merge is O(n log n), where
+// the library's took minutes.
+func BenchmarkEncodeLongRun(b *testing.B) {
+	for _, fam := range families {
+		b.Run(fam, func(b *testing.B) {
+			tok, _ := family(b, fam)
+			text := strings.Repeat(" ", 50000) + strings.Repeat("a", 50000)
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				if _, err := tok.Encode(text, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

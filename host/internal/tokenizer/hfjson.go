@@ -12,10 +12,12 @@ package tokenizer
 //   - The ByteLevel pre-tokenizer honours use_regex: false (the library
 //     always splits again with GPT-2's pattern, which re-splits Llama 3's
 //     pieces such as "!\n").
-//   - BPE byte_fallback (Gemma: a character missing from the vocabulary
-//     becomes its UTF-8 bytes' <0xNN> tokens, not <unk>) and ignore_merges
-//     (Llama 3: a pre-token that is itself in the vocabulary is one token),
-//     which the library's BPE lacks.
+//   - The BPE merge itself (bpe.go): the library's is quadratic in a
+//     pre-token's length and breaks ties between equal ranks in the wrong
+//     order; it also lacks byte_fallback (Gemma: a character missing from
+//     the vocabulary becomes its UTF-8 bytes' <0xNN> tokens, not <unk>)
+//     and ignore_merges (Llama 3: a pre-token that is itself in the
+//     vocabulary is one token).
 //   - Added tokens, the post-processor's special tokens and the Unicode
 //     normalizers are in added.go.
 //   - The ByteLevel decoder passes a token with characters outside the
@@ -30,6 +32,7 @@ import (
 
 	"github.com/dlclark/regexp2"
 	sm "github.com/sugarme/tokenizer"
+	"github.com/sugarme/tokenizer/model/bpe"
 	"github.com/sugarme/tokenizer/normalizer"
 	"github.com/sugarme/tokenizer/pretokenizer"
 	"github.com/sugarme/tokenizer/pretrained"
@@ -37,10 +40,14 @@ import (
 
 // modelExtras are the BPE fields the library ignores.
 type modelExtras struct {
-	Type         string  `json:"type"`
-	UnkToken     *string `json:"unk_token"`
-	ByteFallback bool    `json:"byte_fallback"`
-	IgnoreMerges bool    `json:"ignore_merges"`
+	Type         string   `json:"type"`
+	UnkToken     *string  `json:"unk_token"`
+	ByteFallback bool     `json:"byte_fallback"`
+	IgnoreMerges bool     `json:"ignore_merges"`
+	FuseUnk      bool     `json:"fuse_unk"`
+	Prefix       *string  `json:"continuing_subword_prefix"`
+	Suffix       *string  `json:"end_of_word_suffix"`
+	Dropout      *float64 `json:"dropout"`
 }
 
 // pipeline is what Load builds from tokenizer.json.
@@ -69,6 +76,9 @@ func buildPipeline(data []byte) (p *pipeline, err error) {
 	if extras.Model.Type != "BPE" {
 		return nil, fmt.Errorf("field model.type: %q is not supported (BPE is)", extras.Model.Type)
 	}
+	if d := extras.Model.Dropout; d != nil && *d != 0 {
+		return nil, fmt.Errorf("field model.dropout: %v is not supported (null or 0 is: dropout is for training)", *d)
+	}
 
 	section := "model"
 	defer func() {
@@ -80,11 +90,21 @@ func buildPipeline(data []byte) (p *pipeline, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("field model: %w", err)
 	}
-	m := &hfBPE{Model: model, byteFallback: extras.Model.ByteFallback, ignoreMerges: extras.Model.IgnoreMerges, unk: -1}
+	lib, ok := model.(*bpe.BPE)
+	if !ok {
+		return nil, fmt.Errorf("field model: the library built a %T, not a BPE", model)
+	}
+	m := &hfBPE{BPE: lib, byteFallback: extras.Model.ByteFallback, ignoreMerges: extras.Model.IgnoreMerges, fuseUnk: extras.Model.FuseUnk, unk: -1}
 	if u := extras.Model.UnkToken; u != nil {
 		if id, ok := model.TokenToId(*u); ok {
 			m.unk = id
 		}
+	}
+	if v := extras.Model.Prefix; v != nil {
+		m.prefix = *v
+	}
+	if v := extras.Model.Suffix; v != nil {
+		m.suffix = *v
 	}
 	if m.byteFallback {
 		for b := range 256 {
@@ -289,48 +309,6 @@ func (b *byteLevelPre) PreTokenize(p *sm.PreTokenizedString) (*sm.PreTokenizedSt
 	}), nil
 }
 
-// hfBPE adds byte_fallback and ignore_merges to the library's BPE.
-type hfBPE struct {
-	sm.Model
-	unk          int // -1: none
-	byteFallback bool
-	ignoreMerges bool
-	byteIDs      [256]int
-}
-
-func (m *hfBPE) Tokenize(seq string) ([]sm.Token, error) {
-	if m.ignoreMerges {
-		if id, ok := m.Model.TokenToId(seq); ok {
-			return []sm.Token{{Id: id, Value: seq, Offsets: []int{0, len(seq)}}}, nil
-		}
-	}
-	toks, err := m.Model.Tokenize(seq)
-	if err != nil || !m.byteFallback || m.unk < 0 {
-		return toks, err
-	}
-	n := 0
-	for _, t := range toks {
-		if t.Id == m.unk {
-			n++
-		}
-	}
-	if n == 0 {
-		return toks, nil
-	}
-	out := make([]sm.Token, 0, len(toks)+3*n)
-	for _, t := range toks {
-		if t.Id != m.unk || len(t.Offsets) != 2 {
-			out = append(out, t)
-			continue
-		}
-		for i := t.Offsets[0]; i < t.Offsets[1]; i++ {
-			b := seq[i]
-			out = append(out, sm.Token{Id: m.byteIDs[b], Value: fmt.Sprintf("<0x%02X>", b), Offsets: []int{i, i + 1}})
-		}
-	}
-	return out, nil
-}
-
 // decoder builds a decoder, taking ByteLevel, Replace and Sequence and
 // leaving the others (ByteFallback, Fuse, Strip...) to the library.
 func decoder(c map[string]any) (sm.Decoder, error) {
@@ -374,9 +352,14 @@ func (s decoderSeq) Decode(tokens []string) string {
 	return strings.Join(s.DecodeChain(tokens), "")
 }
 
-// replace builds a Replace normalizer or decoder (the library compiles
-// its pattern as a regexp on every call, and reads Regex as String).
-func replace(c map[string]any) (*normalizer.Replace, error) {
+// replace builds a Replace normalizer or decoder. The library's walks
+// the whole string for each match (quadratic: minutes for Gemma's 100 KB
+// prompt), compiles a String pattern as a regexp on every call, and reads
+// Regex as String; a String pattern is replaced here in one pass.
+func replace(c map[string]any) (interface {
+	normalizer.Normalizer
+	sm.Decoder
+}, error) {
 	pat, err := pattern(c["pattern"])
 	if err != nil {
 		return nil, err
@@ -385,7 +368,64 @@ func replace(c map[string]any) (*normalizer.Replace, error) {
 	if !ok {
 		return nil, fmt.Errorf("Replace without a content string")
 	}
+	if lit, ok := pat.(literalPattern); ok && lit != "" {
+		return literalReplace{pat: string(lit), content: content}, nil
+	}
 	return &normalizer.Replace{Pattern: pat, Content: content}, nil
+}
+
+// literalReplace replaces every occurrence of pat with content.
+type literalReplace struct{ pat, content string }
+
+func (r literalReplace) Normalize(n *normalizer.NormalizedString) (*normalizer.NormalizedString, error) {
+	s := n.GetNormalized()
+	if !strings.Contains(s, r.pat) {
+		return n, nil
+	}
+	// One change per output character: 0 for one that takes an input
+	// character's place, 1 for one more, -k on the last one before k
+	// input characters that are gone.
+	k := utf8.RuneCountInString(r.pat)
+	repl := []rune(r.content)
+	changes := make([]normalizer.ChangeMap, 0, len(s))
+	initial := 0
+	for i := 0; i < len(s); {
+		if strings.HasPrefix(s[i:], r.pat) {
+			for j, c := range repl {
+				ch := 0
+				if j >= k {
+					ch = 1
+				}
+				changes = append(changes, normalizer.ChangeMap{RuneVal: string(c), Changes: ch})
+			}
+			if gone := k - len(repl); gone > 0 {
+				switch {
+				case len(repl) > 0 || len(changes) > 0:
+					changes[len(changes)-1].Changes -= gone
+				default:
+					initial += gone
+				}
+			}
+			i += len(r.pat)
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		changes = append(changes, normalizer.ChangeMap{RuneVal: string(c), Changes: 0})
+		i += size
+	}
+	return n.Transform(changes, initial), nil
+}
+
+func (r literalReplace) DecodeChain(tokens []string) []string {
+	out := make([]string, len(tokens))
+	for i, t := range tokens {
+		out[i] = strings.ReplaceAll(t, r.pat, r.content)
+	}
+	return out
+}
+
+func (r literalReplace) Decode(tokens []string) string {
+	return strings.Join(r.DecodeChain(tokens), "")
 }
 
 // literalPattern matches a string (Split's and Replace's String pattern).
