@@ -11,6 +11,12 @@
 // clean_up_tokenization_spaces, as vLLM's incremental detokenizer does not,
 // so that Decode(Encode(s)) == s and streamed text equals the whole.
 //
+// Use in a worker: prompt, _ := t.RenderChat(msgs, true), then
+// t.Encode(prompt, false) (the template wrote bos_token itself); a plain
+// completion prompt is t.Encode(text, true). For output, one
+// t.NewDecoder(true) per request, Next(ids) per engine chunk, Flush at the
+// end; stop when an id is in t.EOSTokenIDs().
+//
 // Why sugarme/tokenizer: of the pure-Go libraries the module proxy serves,
 // it is the one that reads tokenizer.json (gomlx/go-huggingface reads only
 // SentencePiece models; daulet/tokenizers binds the Rust library through
