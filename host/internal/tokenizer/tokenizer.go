@@ -1,0 +1,362 @@
+// Package tokenizer gives vigil a model's own tokenization and chat
+// template, read from a Hugging Face model directory: tokenizer.json
+// (required) through github.com/sugarme/tokenizer, and
+// tokenizer_config.json (optional: chat_template, bos_token, eos_token...)
+// rendered with github.com/ardanlabs/jinja as transformers'
+// apply_chat_template does. Pure Go, no cgo.
+//
+// Encode and Decode follow the Rust tokenizers library that transformers'
+// fast tokenizers use, checked against @lenml/tokenizers (transformers.js)
+// for Llama 3, Qwen 3 and Gemma 3 (testdata/). Decode does not apply
+// clean_up_tokenization_spaces, as vLLM's incremental detokenizer does not,
+// so that Decode(Encode(s)) == s and streamed text equals the whole.
+//
+// Why sugarme/tokenizer: of the pure-Go libraries the module proxy serves,
+// it is the one that reads tokenizer.json (gomlx/go-huggingface reads only
+// SentencePiece models; daulet/tokenizers binds the Rust library through
+// cgo). Where it falls short for these models (regex splits with lookahead,
+// byte fallback, ignore_merges, added tokens, NFC, the byte-level
+// pre-tokenizer and decoder), hfjson.go and added.go fill in around its
+// BPE model, normalized strings and decoders, each gap tested against the
+// reference. Chat templates use ardanlabs/jinja (v1.8.0, the newest that
+// builds on Go 1.26), written for Hugging Face chat templates: transformers'
+// trim_blocks/lstrip_blocks, raise_exception, strftime_now, namespace,
+// loop controls, tojson.
+//
+// A Tokenizer is safe for concurrent use; a Decoder is not.
+package tokenizer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Message is one chat turn: Role is "system", "user", "assistant" or
+// another role the template knows; Content is its text.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Tokenizer encodes text to token ids and back, and renders chat prompts.
+type Tokenizer struct {
+	p       *pipeline
+	special map[int]bool // added tokens marked special: Decode may skip them
+
+	template     *jinja.Template // nil: no chat template
+	templateVars map[string]any  // bos_token, eos_token... as transformers passes them
+	eos          []uint32
+}
+
+// File names inside a model directory.
+const (
+	TokenizerFile        = "tokenizer.json"
+	TokenizerConfigFile  = "tokenizer_config.json"
+	GenerationConfigFile = "generation_config.json"
+)
+
+// Load reads dir/tokenizer.json (required), dir/tokenizer_config.json and
+// dir/generation_config.json (both optional). chatTemplateFile, when not
+// "", is a Jinja chat template file that replaces the config's
+// chat_template (vLLM's --chat-template). Errors name the file and field.
+func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
+	path := filepath.Join(dir, TokenizerFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	p, err := buildPipeline(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	t := &Tokenizer{p: p, special: map[int]bool{}}
+	for _, a := range p.added.byContent {
+		if a.Special {
+			t.special[a.ID] = true
+		}
+	}
+
+	cfg, err := readConfig(filepath.Join(dir, TokenizerConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	source := cfg.chatTemplate
+	if chatTemplateFile != "" {
+		b, err := os.ReadFile(chatTemplateFile)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: chat template: %w", err)
+		}
+		source = string(b)
+	}
+	if source != "" {
+		t.template, err = jinja.Compile(source)
+		if err != nil {
+			where := chatTemplateFile
+			if where == "" {
+				where = filepath.Join(dir, TokenizerConfigFile) + ": field chat_template"
+			}
+			return nil, fmt.Errorf("tokenizer: %s: %w", where, err)
+		}
+	}
+	t.templateVars = cfg.specialTokens
+
+	gen, err := readGenerationEOS(filepath.Join(dir, GenerationConfigFile))
+	if err != nil {
+		return nil, err
+	}
+	seen := map[uint32]bool{}
+	addEOS := func(id uint32) {
+		if !seen[id] {
+			seen[id] = true
+			t.eos = append(t.eos, id)
+		}
+	}
+	if s, ok := cfg.specialTokens["eos_token"].(string); ok && s != "" {
+		id, ok := t.TokenID(s)
+		if !ok {
+			return nil, fmt.Errorf("tokenizer: %s: field eos_token: %q is not in the vocabulary", filepath.Join(dir, TokenizerConfigFile), s)
+		}
+		addEOS(id)
+	}
+	for _, id := range gen {
+		addEOS(id)
+	}
+	return t, nil
+}
+
+// Encode returns text's token ids. addSpecialTokens applies
+// tokenizer.json's post_processor (Gemma's adds <bos>; Llama 3's and
+// Qwen's add nothing). A rendered chat prompt already holds its bos_token:
+// encode it with addSpecialTokens false, as vLLM does.
+func (t *Tokenizer) Encode(text string, addSpecialTokens bool) (ids []uint32, err error) {
+	// The library panics on a character its vocabulary lacks when the
+	// model has no unk_token (a byte-level vocabulary never does).
+	defer func() {
+		if r := recover(); r != nil {
+			ids, err = nil, fmt.Errorf("tokenizer: encode: %v", r)
+		}
+	}()
+	if addSpecialTokens {
+		ids = append(ids, t.p.prefix...)
+	}
+	for _, seg := range t.p.added.split(text) {
+		if seg.id >= 0 {
+			ids = append(ids, uint32(seg.id))
+			continue
+		}
+		enc, err := t.p.tk.EncodeSingle(seg.text, false)
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: encode: %w", err)
+		}
+		for _, id := range enc.Ids {
+			ids = append(ids, uint32(id))
+		}
+	}
+	if addSpecialTokens {
+		ids = append(ids, t.p.suffix...)
+	}
+	return ids, nil
+}
+
+// Decode returns the text of ids; skipSpecialTokens leaves out added
+// tokens marked special (<|eot_id|>, <end_of_turn>...). An id outside the
+// vocabulary is an error.
+func (t *Tokenizer) Decode(ids []uint32, skipSpecialTokens bool) (string, error) {
+	toks := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if skipSpecialTokens && t.special[int(id)] {
+			continue
+		}
+		tok, ok := t.token(id)
+		if !ok {
+			return "", fmt.Errorf("tokenizer: decode: token id %d is not in the vocabulary", id)
+		}
+		toks = append(toks, tok)
+	}
+	return t.decodeTokens(toks), nil
+}
+
+func (t *Tokenizer) decodeTokens(toks []string) string {
+	if len(toks) == 0 {
+		return ""
+	}
+	if d := t.p.tk.GetDecoder(); d != nil {
+		return d.Decode(toks)
+	}
+	return joinSpace(toks)
+}
+
+func joinSpace(toks []string) string {
+	n := len(toks) - 1
+	for _, s := range toks {
+		n += len(s)
+	}
+	b := make([]byte, 0, n)
+	for i, s := range toks {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, s...)
+	}
+	return string(b)
+}
+
+// EOSTokenIDs returns the ids that end a generation: eos_token of
+// tokenizer_config.json, then eos_token_id of generation_config.json (a
+// number or a list), without repeats; empty when neither file names one.
+func (t *Tokenizer) EOSTokenIDs() []uint32 {
+	return append([]uint32(nil), t.eos...)
+}
+
+// TokenID returns the id of a token (an added token's content, or a
+// vocabulary entry), and whether there is one.
+func (t *Tokenizer) TokenID(token string) (uint32, bool) {
+	if a, ok := t.p.added.byContent[token]; ok {
+		return uint32(a.ID), true
+	}
+	id, ok := t.p.tk.GetModel().TokenToId(token)
+	return uint32(id), ok
+}
+
+// token is the string of an id: an added token's content or the model's.
+func (t *Tokenizer) token(id uint32) (string, bool) {
+	if s, ok := t.p.added.byID[int(id)]; ok {
+		return s, true
+	}
+	return t.p.tk.GetModel().IdToToken(int(id))
+}
+
+type tokenizerConfig struct {
+	chatTemplate  string
+	specialTokens map[string]any // bos_token... as strings; additional_special_tokens as a list
+}
+
+// readConfig reads tokenizer_config.json; a missing file is an empty one.
+func readConfig(path string) (tokenizerConfig, error) {
+	cfg := tokenizerConfig{specialTokens: map[string]any{}}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("tokenizer: %w", err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return cfg, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	if ct, ok := raw["chat_template"]; ok {
+		if cfg.chatTemplate, err = chatTemplate(ct); err != nil {
+			return cfg, fmt.Errorf("tokenizer: %s: field chat_template: %w", path, err)
+		}
+	}
+	// transformers passes its special_tokens_map to the template.
+	for _, k := range []string{"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"} {
+		v, ok := raw[k]
+		if !ok {
+			continue
+		}
+		s, err := tokenContent(v)
+		if err != nil {
+			return cfg, fmt.Errorf("tokenizer: %s: field %s: %w", path, k, err)
+		}
+		if s != "" {
+			cfg.specialTokens[k] = s
+		}
+	}
+	if v, ok := raw["additional_special_tokens"]; ok {
+		var list []json.RawMessage
+		if err := json.Unmarshal(v, &list); err != nil && string(v) != "null" {
+			return cfg, fmt.Errorf("tokenizer: %s: field additional_special_tokens: a list of tokens expected", path)
+		}
+		out := make([]any, 0, len(list))
+		for i, e := range list {
+			s, err := tokenContent(e)
+			if err != nil {
+				return cfg, fmt.Errorf("tokenizer: %s: field additional_special_tokens[%d]: %w", path, i, err)
+			}
+			out = append(out, s)
+		}
+		cfg.specialTokens["additional_special_tokens"] = out
+	}
+	return cfg, nil
+}
+
+// tokenContent reads a special token: a string, null, or an AddedToken
+// object {"content": ...}.
+func tokenContent(v json.RawMessage) (string, error) {
+	var s *string
+	if err := json.Unmarshal(v, &s); err == nil {
+		if s == nil {
+			return "", nil
+		}
+		return *s, nil
+	}
+	var obj struct {
+		Content *string `json:"content"`
+	}
+	if err := json.Unmarshal(v, &obj); err != nil || obj.Content == nil {
+		return "", fmt.Errorf("a string, null or an object with content expected")
+	}
+	return *obj.Content, nil
+}
+
+// chatTemplate reads chat_template: a string, or a list of {name,
+// template} from which transformers takes "default".
+func chatTemplate(v json.RawMessage) (string, error) {
+	var s *string
+	if err := json.Unmarshal(v, &s); err == nil {
+		if s == nil {
+			return "", nil
+		}
+		return *s, nil
+	}
+	var list []struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	if err := json.Unmarshal(v, &list); err != nil {
+		return "", fmt.Errorf("a string or a list of {name, template} expected")
+	}
+	for _, e := range list {
+		if e.Name == "default" {
+			return e.Template, nil
+		}
+	}
+	return "", fmt.Errorf("no template named \"default\" in the list")
+}
+
+// readGenerationEOS reads eos_token_id from generation_config.json; a
+// missing file or field is none.
+func readGenerationEOS(path string) ([]uint32, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	var raw struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	if len(raw.EOS) == 0 || string(raw.EOS) == "null" {
+		return nil, nil
+	}
+	var one uint32
+	if err := json.Unmarshal(raw.EOS, &one); err == nil {
+		return []uint32{one}, nil
+	}
+	var many []uint32
+	if err := json.Unmarshal(raw.EOS, &many); err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: field eos_token_id: a token id or a list of token ids expected", path)
+	}
+	return many, nil
+}
