@@ -119,9 +119,10 @@ func TestMessagesRendered(t *testing.T) {
 	if diff := cmp.Diff([]uint32{6, 'A', 4, 'h', 'i'}, got); diff != "" {
 		t.Errorf("engine prompt (-want +got):\n%s", diff)
 	}
-	// Without max_tokens, the rest of the model's 100 tokens.
-	if maxTokens != 95 {
-		t.Errorf("engine max_tokens = %d, want 95: the model's 100 less the prompt's 5", maxTokens)
+	// Without max_tokens, the rest of the model's 100 tokens, less one
+	// (SGLang's limit).
+	if maxTokens != 94 {
+		t.Errorf("engine max_tokens = %d, want 94: the model's 100 less the prompt's 5 and one", maxTokens)
 	}
 	req := chat("user", "hi")
 	req.Stopping = &workerv1.Stopping{MaxTokens: 7}

@@ -114,8 +114,10 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		if engineReq.MaxTokens == 0 && a.worker.MaxModelLen > 0 {
 			// The prompt's length is known: the default is the rest of
 			// the model's context, as OpenAI's and vLLM's, not the
-			// engine's (vLLM's is 20 tokens).
-			engineReq.MaxTokens = a.worker.MaxModelLen - uint32(len(ids))
+			// engine's (vLLM's is 20 tokens). Less one: SGLang refuses
+			// a prompt and max_new_tokens that reach its context length
+			// (vLLM takes them), so that is the most every engine takes.
+			engineReq.MaxTokens = max(a.worker.MaxModelLen-uint32(len(ids))-1, 1)
 		}
 	}
 	s.forwarding(a, engineReq.RequestID)

@@ -52,8 +52,8 @@ func TestTextPromptTokenized(t *testing.T) {
 	if len(stops) != 0 {
 		t.Errorf("engine stop strings %q, want none: vigil matches them", stops)
 	}
-	if maxTokens != 97 {
-		t.Errorf("engine max_tokens = %d, want 97: the model's 100 less the prompt's 3", maxTokens)
+	if maxTokens != 96 {
+		t.Errorf("engine max_tokens = %d, want 96: the model's 100 less the prompt's 3 and one (SGLang's limit)", maxTokens)
 	}
 
 	// BOS and 99 bytes: 100 tokens, the model's length.
