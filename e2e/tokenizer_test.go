@@ -30,6 +30,7 @@ var tokenizerFamily = map[string]string{
 type tokenizerReference struct {
 	Texts []struct {
 		Name             string   `json:"name"`
+		Text             string   `json:"text"`
 		AddSpecialTokens bool     `json:"add_special_tokens"`
 		IDs              []uint32 `json:"ids"`
 		Decoded          string   `json:"decoded"`
@@ -196,6 +197,35 @@ func testTokenizedChat(t *testing.T, e *engine) {
 			t.Errorf("finish %q usage %+v, want length, %d prompt and %d completion tokens", got.Finish, got.Usage, len(chat.IDs), len(outIDs))
 		}
 		checkPrompt(t)
+	})
+
+	t.Run("text prompt", func(t *testing.T) {
+		// A completion's text prompt, on a token-only engine too (the
+		// registration says the worker takes text): the reference ids
+		// with the model's special tokens added once.
+		var text string
+		var want []uint32
+		for _, x := range ref.Texts {
+			if x.Name == "multilingual" && x.AddSpecialTokens {
+				text, want = x.Text, x.IDs
+			}
+		}
+		code, _, resp := post(t, base+"/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":%d}`, e.servedModel, text, len(outIDs)))
+		var got struct {
+			Choices []struct {
+				Text         string `json:"text"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(resp), &got); err != nil || code != 200 || len(got.Choices) != 1 {
+			t.Fatalf("got %d %s", code, resp)
+		}
+		if got.Choices[0].Text != outText || got.Choices[0].FinishReason != "length" {
+			t.Errorf("choice %+v, want %q ending with length", got.Choices[0], outText)
+		}
+		if ids := m.state(t).LastPrompt; !slices.Equal(ids, want) {
+			t.Errorf("the engine got prompt ids\n%v\nwant the reference tokenization\n%v", ids, want)
+		}
 	})
 
 	t.Run("stop string across tokens", func(t *testing.T) {
