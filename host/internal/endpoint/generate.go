@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/vigilhq/vigil/host/internal/stopstring"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
@@ -131,12 +132,12 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	msg := &workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: chunk}}
 	res, err := a.engine.Generate(a.ctx, engineReq, func(c sdk.Chunk) error {
 		sent = true
-		sentTokens += uint32(len(c.TokenIDs))
-		text := c.Text
+		ids, text := c.TokenIDs, c.Text
 		if out != nil {
-			text = out.next(c.TokenIDs)
+			ids, text = out.next(ids)
 		}
-		chunk.TokenIds, chunk.Text = c.TokenIDs, text
+		sentTokens += uint32(len(ids))
+		chunk.TokenIds, chunk.Text = ids, text
 		chunk.TraceUnixNano = sdk.TraceStampNow(engineReq.Trace, c.Trace, sdk.TraceHostSent)
 		if err := stream.Send(msg); err != nil {
 			return err
@@ -216,14 +217,23 @@ type detokenizer struct {
 	stopped bool
 }
 
-// next returns the text ids complete that can be emitted now.
-func (d *detokenizer) next(ids []uint32) string {
+// next returns the text ids complete that can be emitted now, and ids up
+// to the one that completed a stop string, if one did: chunks merged on
+// the way hold tokens generated after it, which do not count.
+func (d *detokenizer) next(ids []uint32) ([]uint32, string) {
 	if d.stopped {
-		return ""
+		return nil, ""
 	}
-	text, stopped := d.stops.Push(d.dec.Next(ids))
-	d.stopped = stopped
-	return text
+	var text strings.Builder
+	for i := range ids {
+		emit, stopped := d.stops.Push(d.dec.Next(ids[i : i+1]))
+		text.WriteString(emit)
+		if stopped {
+			d.stopped = true
+			return ids[:i+1], text.String()
+		}
+	}
+	return ids, text.String()
 }
 
 // flush returns the text held back at the end of the output, and whether

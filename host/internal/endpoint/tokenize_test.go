@@ -98,7 +98,8 @@ func TestTextPromptWithoutTokenizer(t *testing.T) {
 // the engine's own text "ENGINE" for each (which vigil must not use once
 // it detokenizes). It records the request and whether a send failed.
 type scriptEngine struct {
-	out []uint32
+	out      []uint32
+	perChunk int // tokens per chunk; 0: 1
 
 	mu       sync.Mutex
 	req      sdk.GenerateRequest
@@ -110,10 +111,11 @@ func (f *scriptEngine) Generate(ctx context.Context, req sdk.GenerateRequest, se
 	f.mu.Lock()
 	f.req = req
 	f.mu.Unlock()
-	for i, id := range f.out {
-		if err := send(sdk.Chunk{TokenIDs: []uint32{id}, Text: "ENGINE"}); err != nil {
+	n := max(f.perChunk, 1)
+	for i := 0; i < len(f.out); i += n {
+		if err := send(sdk.Chunk{TokenIDs: f.out[i:min(i+n, len(f.out))], Text: "ENGINE"}); err != nil {
 			f.mu.Lock()
-			f.sendErr, f.sentUpTo = err, i+1
+			f.sendErr, f.sentUpTo = err, min(i+n, len(f.out))
 			f.mu.Unlock()
 			return sdk.Result{}, err
 		}
@@ -238,12 +240,19 @@ func TestDetokenizedStream(t *testing.T) {
 // stream is ended (the adapter aborts the engine request).
 func TestStopStringOnOwnText(t *testing.T) {
 	t.Parallel()
+	t.Run("a token per chunk", func(t *testing.T) { t.Parallel(); testStopString(t, 1) })
+	// Chunks merged on the way hold tokens after the stop, which do not
+	// count.
+	t.Run("merged chunks", func(t *testing.T) { t.Parallel(); testStopString(t, 4) })
+}
+
+func testStopString(t *testing.T, perChunk int) {
 	tok, _ := llama3(t)
 	out, err := tok.Encode("Hello world! This is the end.", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &scriptEngine{out: out}
+	e := &scriptEngine{out: out, perChunk: perChunk}
 	s, c := serve(t, e, sdk.Worker{ServedModelName: "m", MaxModelLen: 4096}, 0)
 	s.SetTokenizer(HFTokenizer(tok))
 	s.Admit(true, "")
@@ -261,13 +270,13 @@ func TestStopStringOnOwnText(t *testing.T) {
 	if r.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_STOP {
 		t.Errorf("finish reason %v, want stop", r.final.GetFinishReason())
 	}
-	if r.final.GetUsage().GetCompletionTokens() != 2 {
-		t.Errorf("usage %v, want 2 completion tokens (Hello, world)", r.final.GetUsage())
+	if r.final.GetUsage().GetCompletionTokens() != 2 || r.ids != 2 {
+		t.Errorf("usage %v, %d token ids streamed; want 2 (Hello, world)", r.final.GetUsage(), r.ids)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !errors.Is(e.sendErr, errStopString) || e.sentUpTo != 2 {
-		t.Errorf("engine: send failed with %v after %d tokens, want the stop after 2, which ends its stream", e.sendErr, e.sentUpTo)
+	if !errors.Is(e.sendErr, errStopString) || e.sentUpTo != max(2, perChunk) {
+		t.Errorf("engine: send failed with %v after %d tokens, want the stop's chunk, which ends its stream", e.sendErr, e.sentUpTo)
 	}
 	if len(e.req.Stop) != 0 {
 		t.Errorf("engine stop strings %q, want none", e.req.Stop)
