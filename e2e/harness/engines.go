@@ -217,8 +217,11 @@ type MockState struct {
 	Requests      map[string]int `json:"requests"`
 	Aborts        map[string]int `json:"aborts"`
 	RequestsTotal int            `json:"requests_total"`
+	AbortsTotal   int            `json:"aborts_total"`
 	// InFlight is the number of generations running now.
 	InFlight int `json:"in_flight"`
+	// LastPrompt is the prompt token ids of the last request received.
+	LastPrompt []uint32 `json:"last_prompt"`
 }
 
 // State reads GET /state.

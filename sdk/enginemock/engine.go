@@ -141,6 +141,8 @@ type Engine struct {
 	streams     map[*stream]struct{}
 	hold        *hold
 	fail        *fail
+	script      []uint32 // POST /script: every generation's output; nil: OutputToken
+	lastPrompt  []uint32 // the last request's prompt
 }
 
 // New builds an engine, registers the engine's services and publishes the
@@ -341,6 +343,8 @@ type State struct {
 	AbortsTotal   int            `json:"aborts_total"`
 	// InFlight is the number of generations running now.
 	InFlight int `json:"in_flight"`
+	// LastPrompt is the prompt token ids of the last request received.
+	LastPrompt []uint32 `json:"last_prompt"`
 }
 
 // State returns a snapshot of the engine's state.
@@ -359,6 +363,7 @@ func (e *Engine) State() State {
 		RequestsTotal:            e.reqTotal,
 		AbortsTotal:              e.abortTotal,
 		InFlight:                 len(e.streams),
+		LastPrompt:               append([]uint32(nil), e.lastPrompt...),
 	}
 	for k, v := range e.status {
 		s.Health[k] = v.String()

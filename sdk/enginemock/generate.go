@@ -116,6 +116,7 @@ type stream struct {
 	owed    atomic.Int64
 	stepped chan struct{}
 	held    atomic.Bool // waiting at a hold: out of the batch
+	script  []uint32    // the output, when POST /script set one
 }
 
 func (s *stream) abort() { s.abortOnce.Do(func() { close(s.aborted) }) }
@@ -155,6 +156,19 @@ func (e *Engine) Generate(ctx context.Context, req Request, send func(Chunk) err
 	return err
 }
 
+// Script makes every generation that starts from now on output tokens, in
+// order, and end (FinishLength) after the last of them, or at MaxNewTokens
+// first; stop tokens act as usual. Empty: back to OutputToken's. POST
+// /script {"tokens": [...]} calls it.
+func (e *Engine) Script(tokens []uint32) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.script = nil
+	if len(tokens) > 0 {
+		e.script = append([]uint32(nil), tokens...)
+	}
+}
+
 // StampTokens makes every output token of generations that start from now
 // on the time its message was sent (StampToken) instead of OutputToken, for
 // benchmarks that measure latency from the engine to a client; the
@@ -168,13 +182,14 @@ func (e *Engine) begin(req Request) (*stream, error) {
 	defer e.mu.Unlock()
 	e.requests[req.ID]++
 	e.reqTotal++
+	e.lastPrompt = append(e.lastPrompt[:0], req.Prompt...)
 	if req.Err != nil {
 		return nil, req.Err
 	}
 	if err := e.unavailableLocked(true); err != nil {
 		return nil, err
 	}
-	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail, stepped: make(chan struct{}, 1)}
+	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail, script: e.script, stepped: make(chan struct{}, 1)}
 	e.fail = nil // one stream only
 	e.streams[st] = struct{}{}
 	return st, nil
@@ -341,6 +356,9 @@ func (r *run) loop(req Request) error {
 		}
 
 		tok := outputToken(seed, promptSum, i)
+		if script := r.st.script; script != nil {
+			tok = script[i]
+		}
 		r.produced++
 		r.ids = append(r.ids, tok)
 		var fin *Finish
@@ -348,7 +366,7 @@ func (r *run) loop(req Request) error {
 		// Engines ignore stop tokens until min_tokens are out.
 		case stops[tok] && i+1 >= req.MinNewTokens:
 			fin = &Finish{Reason: FinishStop, StopToken: tok}
-		case i+1 >= req.MaxNewTokens:
+		case i+1 >= req.MaxNewTokens, r.st.script != nil && int(i)+1 >= len(r.st.script):
 			fin = &Finish{Reason: FinishLength}
 		}
 		if fin != nil {

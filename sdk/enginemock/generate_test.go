@@ -335,3 +335,35 @@ func TestStampAge(t *testing.T) {
 		t.Errorf("StampAge across the wrap = %d, want 3000", got)
 	}
 }
+
+// A script replaces the output: its tokens in order, then the end (or
+// max_new_tokens first); the last prompt is in the State.
+func TestScript(t *testing.T) {
+	t.Parallel()
+	e := New(Config{})
+	t.Cleanup(e.Stop)
+	e.Script([]uint32{7, 8, 9})
+	var got []uint32
+	chunks, err := collect(t.Context(), e, Request{ID: "a", Prompt: []uint32{1, 2}, MaxNewTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range chunks {
+		got = append(got, c.Tokens...)
+	}
+	if diff := cmp.Diff([]uint32{7, 8, 9}, got); diff != "" || chunks[len(chunks)-1].Finish.Reason != FinishLength {
+		t.Errorf("scripted output (-want +got):\n%s; last %+v", diff, chunks[len(chunks)-1])
+	}
+	if diff := cmp.Diff([]uint32{1, 2}, e.State().LastPrompt); diff != "" {
+		t.Errorf("State.LastPrompt (-want +got):\n%s", diff)
+	}
+	chunks, _ = collect(t.Context(), e, Request{ID: "b", MaxNewTokens: 2})
+	if n := len(chunks); n != 2 {
+		t.Errorf("max_new_tokens 2 with a script of 3: %d chunks, want 2", n)
+	}
+	e.Script(nil)
+	chunks, _ = collect(t.Context(), e, Request{ID: "c", Prompt: []uint32{1, 2}, MaxNewTokens: 4})
+	if diff := cmp.Diff(seq(0, []uint32{1, 2}, 1), chunks[0].Tokens); diff != "" {
+		t.Errorf("after Script(nil), OutputToken's (-want +got):\n%s", diff)
+	}
+}

@@ -26,6 +26,7 @@ import (
 //	POST /hold    {"at_token": N}                         hold every new stream before output token N
 //	POST /release                                         release held streams
 //	POST /fail    {"at_token": N, "code": "UNAVAILABLE"}  fail the next stream with code after N tokens
+//	POST /script  {"tokens": [N, ...]}                    every new stream outputs these tokens, then ends (Script; [] undoes)
 //	GET  /state                                           the State
 //
 // A status set through /health sticks: the engine changes it again only on
@@ -50,6 +51,7 @@ func (e *Engine) Handler() http.Handler {
 		"/hold":    {http.MethodPost, e.postHold},
 		"/release": {http.MethodPost, e.postRelease},
 		"/fail":    {http.MethodPost, e.postFail},
+		"/script":  {http.MethodPost, e.postScript},
 		"/state":   {http.MethodGet, func(*http.Request) error { return nil }},
 	}
 	for path, do := range e.cfg.Control {
@@ -142,6 +144,17 @@ func (e *Engine) postHold(r *http.Request) error {
 
 func (e *Engine) postRelease(*http.Request) error {
 	e.Release()
+	return nil
+}
+
+func (e *Engine) postScript(r *http.Request) error {
+	var body struct {
+		Tokens []uint32 `json:"tokens"`
+	}
+	if err := Decode(r, &body); err != nil {
+		return err
+	}
+	e.Script(body.Tokens)
 	return nil
 }
 

@@ -139,6 +139,9 @@ func TestRunDryRunConfigError(t *testing.T) {
 		{"adapter pin", []string{"--engine-plugin-sha256", strings.Repeat("0", 64)}, "--engine-plugin-sha256: " + exe},
 		{"unknown engine", []string{"--engine-plugin", "", "--engine", "tgi"}, `--engine "tgi": unknown engine`},
 		{"wildcard listen", []string{"--listen", "0.0.0.0:8470"}, "--listen \"0.0.0.0:8470\" is a wildcard address"},
+		{"no tokenizer.json", []string{"--tokenizer-dir", os.TempDir()}, `--tokenizer-dir "` + os.TempDir() + `": want a directory holding the model's tokenizer.json`},
+		{"bad tokenizer.json", []string{"--tokenizer-dir", badTokenizerDir(t)}, "--tokenizer-dir"},
+		{"no chat template file", []string{"--chat-template", "/nonexistent/t.jinja"}, `--chat-template "/nonexistent/t.jinja": want a readable Jinja template file`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"run", "--dry-run", "--registry-dir", t.TempDir(), "--engine-plugin", exe}, tc.args...)
@@ -221,4 +224,13 @@ func TestDryRunRedactsSecrets(t *testing.T) {
 	if got["api-key"] != redacted || got["unset-token"] != "" || got["listen"] != "a:1" {
 		t.Errorf("got %v, want api-key %q, unset-token empty, listen a:1", got, redacted)
 	}
+}
+
+// badTokenizerDir is a model directory whose tokenizer.json is not JSON.
+func badTokenizerDir(t *testing.T) string {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

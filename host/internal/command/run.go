@@ -66,7 +66,11 @@ func runCommand() *cli.Command {
 				Usage: "consecutive failed liveness checks after which the engine is lost"},
 			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
 				Usage: "cap of the retry backoff while waiting for the engine: at most this long between connection attempts"},
-			dryRunFlag("the adapter found and its pins checked, the file registry directory written to"),
+			&cli.StringFlag{Name: "tokenizer-dir", EnvVars: env("TOKENIZER_DIR"),
+				Usage: "directory of the model's Hugging Face tokenizer.json (and tokenizer_config.json, for its chat template): vigil tokenizes text and chat prompts, sends every engine token ids and detokenizes the output itself (default: the model path the engine reports, when it is a local directory holding tokenizer.json)"},
+			&cli.StringFlag{Name: "chat-template", EnvVars: env("CHAT_TEMPLATE"),
+				Usage: "Jinja chat template file used in place of tokenizer_config.json's chat_template, as vLLM's --chat-template"},
+			dryRunFlag("the adapter found and its pins checked, the file registry directory written to, the tokenizer loaded"),
 		}, append(append(adapterFlags(), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...),
 			append(tlsFlags("the worker endpoint"), logFlags()...)...),
 		Action:       runAction,
@@ -100,6 +104,8 @@ type runConfig struct {
 	shutdownDelay        time.Duration
 	maxInflight          int
 	servedModelName      string // "": the engine's own
+	tokenizerDir         string // "": the engine's model path, if a directory
+	chatTemplate         string // "": the model's own
 	metrics              metricsConfig
 	tls                  tlsconfig.ServerFiles
 }
@@ -120,6 +126,13 @@ func runAction(c *cli.Context) error {
 	}
 	log := cfg.log.logger(c.App.ErrWriter)
 	src.logSelected(log)
+	tok, err := loadTokenizer(cfg)
+	if err != nil {
+		return err
+	}
+	if tok != nil {
+		log.Info("tokenizer loaded", "tokenizer_dir", cfg.tokenizerDir, "chat_template", tok.HasChatTemplate())
+	}
 	logIgnored(log, ignored)
 	if cfg.discovery == "consul" && !dnsLabel(cfg.service) {
 		log.Warn("--service-name is not a DNS label (letters, digits and - only, at most 63, not beginning or ending with -): Consul's DNS interface cannot resolve it; its HTTP API can",
@@ -140,7 +153,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("dry-run") {
-		return printResolved(c, c.App.Writer, runResolved(cfg, src, registry))
+		return printResolved(c, c.App.Writer, withTokenizer(runResolved(cfg, src, registry), cfg, tok))
 	}
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -156,6 +169,7 @@ func runAction(c *cli.Context) error {
 	log.Info("worker endpoint listening", "listen", lis.Addr().String(), "advertise", advertise,
 		"tls", srvTLS != nil, "mtls", cfg.tls.ClientCAFile != "", "service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
 	lc := lifecycleConfig(cfg, src, registry, ep, log)
+	lc.Tokenizer = workerTokenizer(cfg, tok, ep.SetTokenizer, log)
 	stopMetrics, err := serveRunMetrics(cfg.metrics, &lc, ep, log)
 	if err != nil {
 		return err
@@ -205,6 +219,8 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		maxInflight:   c.Int("max-inflight"),
 
 		servedModelName: c.String("served-model-name"),
+		tokenizerDir:    c.String("tokenizer-dir"),
+		chatTemplate:    c.String("chat-template"),
 	}
 	if cfg.enginePlugin != "" && !c.IsSet("engine") {
 		cfg.engine = ""

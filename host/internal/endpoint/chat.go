@@ -19,17 +19,36 @@ type ChatMessage struct {
 	Content string
 }
 
-// Tokenizer turns a chat prompt into the engine's token ids: the model's
-// chat template rendered over the messages with the generation prompt
-// appended, then tokenized without adding special tokens again (the
-// rendering holds the BOS where the template puts one). The worker calls it
-// for every prompt.messages request before forwarding the ids to the
-// engine, from many goroutines at once.
+// Tokenizer is the model's own tokenization, beside the engine: with one
+// set (SetTokenizer), the worker sends every engine token ids (text
+// prompts encoded, chat prompts rendered and encoded), detokenizes the
+// output itself and matches stop strings on that text. Its methods are
+// called from many goroutines at once.
 type Tokenizer interface {
-	// ChatTokens returns the token ids of msgs rendered; an error (a
-	// template that rejects a role, say) is the client's, and is returned
-	// as INVALID_ARGUMENT naming prompt.messages.
+	// Encode returns a text prompt's token ids with the model's special
+	// tokens added (its BOS, where it has one), as vLLM encodes a
+	// completion prompt.
+	Encode(text string) ([]uint32, error)
+	// ChatTokens returns the token ids of msgs rendered with the chat
+	// template, the generation prompt appended, then encoded without
+	// adding special tokens again (the rendering holds the BOS where the
+	// template puts one). An error (a template that rejects a role, say)
+	// is the client's, and is returned as INVALID_ARGUMENT naming
+	// prompt.messages.
 	ChatTokens(msgs []ChatMessage) ([]uint32, error)
+	// HasChatTemplate reports whether ChatTokens has a template: without
+	// one, prompt.messages is refused.
+	HasChatTemplate() bool
+	// NewDecoder returns a Decoder for one request's output.
+	NewDecoder() Decoder
+}
+
+// Decoder turns one request's output token ids into text incrementally,
+// never returning part of a character: the concatenation of every Next
+// and the final Flush is the text of all the ids, special tokens skipped.
+type Decoder interface {
+	Next(ids []uint32) string
+	Flush() string
 }
 
 // errNoChatTemplate answers prompt.messages on a worker without a
@@ -51,7 +70,7 @@ func chatTokens(p *workerv1.Messages, t Tokenizer) ([]uint32, error) {
 		}
 		chat[i] = ChatMessage{Role: m.GetRole(), Content: m.GetContent()}
 	}
-	if t == nil {
+	if t == nil || !t.HasChatTemplate() {
 		return nil, errNoChatTemplate
 	}
 	ids, err := t.ChatTokens(chat)

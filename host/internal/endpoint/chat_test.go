@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
@@ -14,7 +15,38 @@ import (
 
 // fakeTokenizer renders each message as its role's length then one token
 // per byte of its content; a role "bad" fails, as a template that raises.
+// Text encodes as a BOS (1) then one token per byte; ids decode as bytes.
 type fakeTokenizer struct{}
+
+func (fakeTokenizer) Encode(text string) ([]uint32, error) {
+	ids := []uint32{1}
+	for i := range len(text) {
+		ids = append(ids, uint32(text[i]))
+	}
+	return ids, nil
+}
+
+func (fakeTokenizer) HasChatTemplate() bool { return true }
+
+func (fakeTokenizer) NewDecoder() Decoder { return &byteDecoder{} }
+
+// byteDecoder decodes ids as bytes, holding back an incomplete character.
+type byteDecoder struct{ held []byte }
+
+func (d *byteDecoder) Next(ids []uint32) string {
+	for _, id := range ids {
+		d.held = append(d.held, byte(id))
+	}
+	n := len(d.held)
+	for n > 0 && !utf8.Valid(d.held[:n]) {
+		n--
+	}
+	out := string(d.held[:n])
+	d.held = d.held[n:]
+	return out
+}
+
+func (d *byteDecoder) Flush() string { out := string(d.held); d.held = nil; return out }
 
 func (fakeTokenizer) ChatTokens(msgs []ChatMessage) ([]uint32, error) {
 	var ids []uint32
@@ -87,9 +119,10 @@ func TestMessagesRendered(t *testing.T) {
 	if diff := cmp.Diff([]uint32{6, 'A', 4, 'h', 'i'}, got); diff != "" {
 		t.Errorf("engine prompt (-want +got):\n%s", diff)
 	}
-	// Without max_tokens, the rest of the model's 100 tokens.
-	if maxTokens != 95 {
-		t.Errorf("engine max_tokens = %d, want 95: the model's 100 less the prompt's 5", maxTokens)
+	// Without max_tokens, the rest of the model's 100 tokens, less one
+	// (SGLang's limit).
+	if maxTokens != 94 {
+		t.Errorf("engine max_tokens = %d, want 94: the model's 100 less the prompt's 5 and one", maxTokens)
 	}
 	req := chat("user", "hi")
 	req.Stopping = &workerv1.Stopping{MaxTokens: 7}

@@ -17,10 +17,16 @@
 // flight, up to the grace period, then ends the rest with a final error
 // and has the engine abort them (Generator.Abort) before it returns, so
 // that the engine stops generating before the adapter is shut down.
-// A chat prompt (prompt.messages) is rendered and tokenized by the
-// [Tokenizer] given with SetTokenizer; without one it is refused
-// (INVALID_ARGUMENT naming prompt.messages and the flags that load a chat
-// template). A request over the model's length carries a
+// With a [Tokenizer] given with SetTokenizer, every engine gets token ids:
+// a text prompt is encoded (special tokens added once), a chat prompt
+// (prompt.messages) rendered with the chat template and encoded; the
+// output text is the worker's own incremental detokenization, stop
+// strings are matched on it (the engine never sees them; a match ends the
+// engine's stream, so the adapter aborts it, and the request finishes with
+// STOP), and max_tokens defaults to the rest of the model's context.
+// Without one, text goes to the engine as it is and prompt.messages is
+// refused (INVALID_ARGUMENT naming prompt.messages and the flags that load
+// a chat template). A request over the model's length carries a
 // google.rpc.ErrorInfo ([ReasonContextLength]) with the numbers.
 // A request larger than MaxRequestBytes is refused by gRPC itself
 // (RESOURCE_EXHAUSTED, "received message larger than max") and never
@@ -163,10 +169,11 @@ func (s *Server) Attach(g sdk.Generator, w sdk.Worker) {
 	s.engine, s.worker = g, w
 }
 
-// SetTokenizer sets what renders and tokenizes chat prompts
-// (prompt.messages); nil, the default, refuses them with INVALID_ARGUMENT
-// naming prompt.messages and the flags that load a chat template. Set it
-// before Admit; the registration's Chat should say the same.
+// SetTokenizer sets the model's tokenizer (see the package doc); nil, the
+// default, leaves text to the engine and refuses chat prompts with
+// INVALID_ARGUMENT naming prompt.messages and the flags that load a chat
+// template. Set it before Admit; the registration should say the same
+// (text prompts taken, Chat when it has a chat template).
 func (s *Server) SetTokenizer(t Tokenizer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

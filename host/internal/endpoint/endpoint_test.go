@@ -39,6 +39,8 @@ type fakeEngine struct {
 	mu         sync.Mutex
 	ids        []string
 	prompts    [][]uint32 // each request's token ids
+	texts      []string   // each request's text
+	stops      [][]string // each request's stop strings
 	maxTokens  []uint32   // each request's max_tokens
 	aborted    []string
 	abortErr   error
@@ -50,6 +52,8 @@ func (f *fakeEngine) Generate(ctx context.Context, req sdk.GenerateRequest, send
 	f.mu.Lock()
 	f.ids = append(f.ids, req.RequestID)
 	f.prompts = append(f.prompts, req.TokenIDs)
+	f.texts = append(f.texts, req.Text)
+	f.stops = append(f.stops, req.Stop)
 	f.maxTokens = append(f.maxTokens, req.MaxTokens)
 	f.mu.Unlock()
 	if err := send(sdk.Chunk{TokenIDs: []uint32{1}, Text: "a"}); err != nil {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
+	"github.com/vigilhq/vigil/host/internal/stopstring"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc/codes"
@@ -103,11 +105,21 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	}
 	// Clients may reuse ids; the engine must not see one twice.
 	engineReq := toEngine(req, ids, id+"-"+strconv.FormatUint(a.seq, 10))
-	if _, chat := req.GetPrompt().(*workerv1.GenerateRequest_Messages); chat && engineReq.MaxTokens == 0 && a.worker.MaxModelLen > 0 {
-		// The rendered prompt's length is known: the default is the rest
-		// of the model's context, as OpenAI's and vLLM's chat, not the
-		// engine's (vLLM's is 20 tokens).
-		engineReq.MaxTokens = a.worker.MaxModelLen - uint32(len(ids))
+	var out *detokenizer
+	if a.tokenizer != nil {
+		// vigil detokenizes and matches stop strings itself: the engine
+		// would match them on its own text, which a token-only engine
+		// does not have.
+		engineReq.Stop = nil
+		out = &detokenizer{dec: a.tokenizer.NewDecoder(), stops: stopstring.New(req.GetStopping().GetStop())}
+		if engineReq.MaxTokens == 0 && a.worker.MaxModelLen > 0 {
+			// The prompt's length is known: the default is the rest of
+			// the model's context, as OpenAI's and vLLM's, not the
+			// engine's (vLLM's is 20 tokens). Less one: SGLang refuses
+			// a prompt and max_new_tokens that reach its context length
+			// (vLLM takes them), so that is the most every engine takes.
+			engineReq.MaxTokens = max(a.worker.MaxModelLen-uint32(len(ids))-1, 1)
+		}
 	}
 	s.forwarding(a, engineReq.RequestID)
 
@@ -120,16 +132,48 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	msg := &workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: chunk}}
 	res, err := a.engine.Generate(a.ctx, engineReq, func(c sdk.Chunk) error {
 		sent = true
-		sentTokens += uint32(len(c.TokenIDs))
-		chunk.TokenIds, chunk.Text = c.TokenIDs, c.Text
+		ids, text := c.TokenIDs, c.Text
+		if out != nil {
+			ids, text = out.next(ids)
+		}
+		sentTokens += uint32(len(ids))
+		chunk.TokenIds, chunk.Text = ids, text
 		chunk.TraceUnixNano = sdk.TraceStampNow(engineReq.Trace, c.Trace, sdk.TraceHostSent)
-		return stream.Send(msg)
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		if out != nil && out.stopped {
+			// Failing send ends the adapter's stream, so the adapter
+			// aborts the engine request.
+			return errStopString
+		}
+		return nil
 	})
-	if err == nil {
-		e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
-		return stream.Send(final(id, finishToProto(res.FinishReason), "", res.PromptTokens, res.CompletionTokens))
-	}
 	prompt := uint32(len(ids))
+	if out != nil && out.stopped && stream.Context().Err() == nil {
+		// The engine's prompt count is lost with its result; ours is
+		// the same prompt.
+		e.outcome, e.prompt, e.completion = OutcomeOK, prompt, sentTokens
+		return stream.Send(final(id, workerv1.FinishReason_FINISH_REASON_STOP, "", prompt, sentTokens))
+	}
+	if err == nil {
+		reason := finishToProto(res.FinishReason)
+		if out != nil {
+			if tail, stopped := out.flush(); tail != "" || stopped {
+				if tail != "" {
+					chunk.TokenIds, chunk.Text, chunk.TraceUnixNano = nil, tail, nil
+					if err := stream.Send(msg); err != nil {
+						return err
+					}
+				}
+				if stopped {
+					reason = workerv1.FinishReason_FINISH_REASON_STOP
+				}
+			}
+		}
+		e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
+		return stream.Send(final(id, reason, "", res.PromptTokens, res.CompletionTokens))
+	}
 	e.outcome, e.prompt, e.completion = OutcomeFailed, prompt, sentTokens
 	if stream.Context().Err() != nil {
 		e.outcome = OutcomeCancelled
@@ -160,6 +204,47 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		return sendErr
 	}
 	return status.Error(codes.Unavailable, desc)
+}
+
+// errStopString ends the engine's stream once a stop string matched.
+var errStopString = errors.New("stop string matched")
+
+// detokenizer is one request's output as vigil's own text: decoded
+// incrementally and cut at the first stop string.
+type detokenizer struct {
+	dec     Decoder
+	stops   *stopstring.Matcher
+	stopped bool
+}
+
+// next returns the text ids complete that can be emitted now, and ids up
+// to the one that completed a stop string, if one did: chunks merged on
+// the way hold tokens generated after it, which do not count.
+func (d *detokenizer) next(ids []uint32) ([]uint32, string) {
+	if d.stopped {
+		return nil, ""
+	}
+	var text strings.Builder
+	for i := range ids {
+		emit, stopped := d.stops.Push(d.dec.Next(ids[i : i+1]))
+		text.WriteString(emit)
+		if stopped {
+			d.stopped = true
+			return ids[:i+1], text.String()
+		}
+	}
+	return ids, text.String()
+}
+
+// flush returns the text held back at the end of the output, and whether
+// a stop string matched in it.
+func (d *detokenizer) flush() (string, bool) {
+	text, stopped := d.stops.Push(d.dec.Flush())
+	if !stopped {
+		text += d.stops.Flush()
+	}
+	d.stopped = stopped
+	return text, stopped
 }
 
 func final(id string, reason workerv1.FinishReason, desc string, prompt, completion uint32) *workerv1.GenerateResponse {
@@ -193,7 +278,7 @@ func newRequestID() string {
 // validate checks a request against the worker; every error is
 // INVALID_ARGUMENT (or NOT_FOUND for the model) and names the field. It
 // returns the prompt's token ids, given or rendered from messages by tok;
-// nil for a text prompt.
+// nil for a text prompt without tok.
 func validate(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uint32, error) {
 	if m := req.GetModel(); m != "" && m != w.ServedModelName {
 		return nil, status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
@@ -204,6 +289,19 @@ func validate(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uin
 	case *workerv1.GenerateRequest_Text:
 		if p.Text == "" {
 			return nil, status.Error(codes.InvalidArgument, "prompt: must not be empty")
+		}
+		if tok != nil {
+			// Token ids to every engine: never text the engine
+			// tokenizes again with a second BOS.
+			var err error
+			if ids, err = tok.Encode(p.Text); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "prompt.text: tokenizing: %v", err)
+			}
+			if len(ids) == 0 {
+				return nil, status.Error(codes.InvalidArgument, "prompt.text: encodes to no tokens")
+			}
+			field = "prompt.text"
+			break
 		}
 		if !w.SupportsTextInput {
 			return nil, status.Error(codes.InvalidArgument, "prompt.text: this worker's engine takes token ids only; send prompt.token_ids")
@@ -267,7 +365,7 @@ func toEngine(req *workerv1.GenerateRequest, ids []uint32, engineID string) sdk.
 		r.Temperature, r.TopP, r.TopK, r.Seed = s.Temperature, s.TopP, s.TopK, s.Seed
 	}
 	if ids != nil {
-		r.TokenIDs = ids
+		r.TokenIDs, r.Text = ids, ""
 	}
 	return r
 }

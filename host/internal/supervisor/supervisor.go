@@ -138,6 +138,13 @@ type Config struct {
 	// Observer, when set, is told of the lifecycle's events (vigil run
 	// --metrics-listen). Nil: none.
 	Observer Observer
+	// Tokenizer, when set, is called once the engine first serves, with
+	// what it reported (its model path, for one), before the endpoint
+	// admits requests: it gives the endpoint the model's tokenizer, if it
+	// has one, and reports whether it did (the worker then takes text
+	// prompts whatever its engine takes) and whether a chat template came
+	// with it (the worker takes chat messages). Nil: neither.
+	Tokenizer func(w sdk.Worker) (loaded, chat bool)
 }
 
 // Run runs the lifecycle until it stops and returns why: nil after a stop
@@ -387,7 +394,13 @@ func (s *supervisor) serve() {
 		s.reg.Engine = s.info.Name
 	}
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = w.ServedModelName, w.ModelID, w.InstanceID
-	s.reg.TokensOnly = !w.SupportsTextInput
+	s.reg.TokensOnly, s.reg.Chat = !w.SupportsTextInput, false
+	if s.cfg.Tokenizer != nil {
+		// vigil tokenizes text for every engine once it has the model's
+		// tokenizer.
+		loaded, chat := s.cfg.Tokenizer(w)
+		s.reg.TokensOnly, s.reg.Chat = s.reg.TokensOnly && !loaded, chat
+	}
 	s.reg.MaxModelLen = w.MaxModelLen
 	s.log.Info("engine serving", append(servingArgs, "model_id", w.ModelID,
 		"instance_id", w.InstanceID, "engine_version", w.EngineVersion)...)

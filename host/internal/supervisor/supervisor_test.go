@@ -241,3 +241,44 @@ func TestServedModelName(t *testing.T) {
 		})
 	}
 }
+
+// A worker whose Tokenizer hook loads the model's tokenizer takes text
+// prompts on a token-only engine, and chat messages with a chat template:
+// its registration says so (discovery's prompts meta); without the hook it
+// takes what its engine takes.
+func TestTokenizerRegistration(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		hook       func(w sdk.Worker) (bool, bool)
+		wantPrompt string
+	}{
+		"none":          {nil, "token_ids"},
+		"not loaded":    {func(sdk.Worker) (bool, bool) { return false, false }, "token_ids"},
+		"loaded":        {func(sdk.Worker) (bool, bool) { return true, false }, "text,token_ids"},
+		"chat template": {func(sdk.Worker) (bool, bool) { return true, true }, "text,token_ids,messages"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			engine := newFakeEngine() // takes token ids only
+			engine.generate = true
+			modelID := make(chan string, 1)
+			h := startHarnessWith(t, engine, &fakeEndpoint{}, func(c *Config) {
+				if tc.hook != nil {
+					c.Tokenizer = func(w sdk.Worker) (bool, bool) { modelID <- w.ModelID; return tc.hook(w) }
+				}
+			})
+			h.send(sdk.Serving)
+			h.registered(true)
+			if got := h.record().Meta["prompts"]; got != tc.wantPrompt {
+				t.Errorf("meta prompts %q, want %q", got, tc.wantPrompt)
+			}
+			if tc.hook != nil {
+				if got := <-modelID; got != "org/m" {
+					t.Errorf("the hook was given model id %q, want the engine's org/m", got)
+				}
+			}
+			h.signal()
+			h.ended(nil)
+		})
+	}
+}

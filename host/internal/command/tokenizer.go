@@ -1,0 +1,93 @@
+package command
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"github.com/vigilhq/vigil/host/internal/tokenizer"
+	"github.com/vigilhq/vigil/sdk"
+)
+
+// loadTokenizer loads --tokenizer-dir (with --chat-template), nil without
+// it; an error names the flag at fault and exits 78.
+func loadTokenizer(cfg runConfig) (*tokenizer.Tokenizer, error) {
+	if cfg.chatTemplate != "" {
+		if fi, err := os.Stat(cfg.chatTemplate); err != nil {
+			return nil, usageErrorf("--chat-template %q: want a readable Jinja template file: %v", cfg.chatTemplate, err)
+		} else if fi.IsDir() {
+			return nil, usageErrorf("--chat-template %q: is a directory; want a Jinja template file", cfg.chatTemplate)
+		}
+	}
+	if cfg.tokenizerDir == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(filepath.Join(cfg.tokenizerDir, tokenizer.TokenizerFile)); err != nil {
+		return nil, usageErrorf("--tokenizer-dir %q: want a directory holding the model's %s: %v", cfg.tokenizerDir, tokenizer.TokenizerFile, err)
+	}
+	tok, err := tokenizer.Load(cfg.tokenizerDir, cfg.chatTemplate)
+	if err != nil {
+		if cfg.chatTemplate != "" && strings.Contains(err.Error(), cfg.chatTemplate) {
+			return nil, usageErrorf("--chat-template %q: %v", cfg.chatTemplate, err)
+		}
+		return nil, usageErrorf("--tokenizer-dir %q: %v", cfg.tokenizerDir, err)
+	}
+	return tok, nil
+}
+
+// withTokenizer adds to --dry-run's output what the tokenizer flags
+// resolved to.
+func withTokenizer(r map[string]any, cfg runConfig, tok *tokenizer.Tokenizer) map[string]any {
+	switch {
+	case tok != nil:
+		r["tokenizer"] = "loaded from " + cfg.tokenizerDir
+		r["chat-template-loaded"] = tok.HasChatTemplate()
+	default:
+		r["tokenizer"] = "the model path the engine reports, when it is a local directory holding " + tokenizer.TokenizerFile
+	}
+	return r
+}
+
+// workerTokenizer is the supervisor's Tokenizer hook: it gives the
+// endpoint tok, or else the tokenizer in the model path the engine
+// reports when that is a local directory holding tokenizer.json (a
+// failure there is a warning: the worker runs as without one).
+func workerTokenizer(cfg runConfig, tok *tokenizer.Tokenizer, set func(endpoint.Tokenizer), log hclog.Logger) func(sdk.Worker) (bool, bool) {
+	return func(w sdk.Worker) (bool, bool) {
+		if tok == nil {
+			tok = modelDirTokenizer(w.ModelID, cfg.chatTemplate, log)
+		}
+		if tok == nil {
+			if cfg.chatTemplate != "" {
+				log.Warn("--chat-template is not used: no tokenizer is loaded (give --tokenizer-dir)", "chat_template", cfg.chatTemplate)
+			}
+			return false, false
+		}
+		set(endpoint.HFTokenizer(tok))
+		return true, tok.HasChatTemplate()
+	}
+}
+
+// modelDirTokenizer loads the tokenizer of the model at path when path is a
+// local directory holding tokenizer.json; nil otherwise.
+func modelDirTokenizer(path, chatTemplate string, log hclog.Logger) *tokenizer.Tokenizer {
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(path, tokenizer.TokenizerFile)); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			log.Warn("cannot read the engine's model path for a tokenizer; text prompts go to the engine as text", "model_id", path, "error", err)
+		}
+		return nil
+	}
+	tok, err := tokenizer.Load(path, chatTemplate)
+	if err != nil {
+		log.Warn("the engine's model path holds a tokenizer that does not load; running without one (give --tokenizer-dir)", "model_id", path, "error", err)
+		return nil
+	}
+	log.Info("tokenizer loaded from the engine's model path", "model_id", path, "chat_template", tok.HasChatTemplate())
+	return tok
+}

@@ -1,0 +1,31 @@
+package endpoint
+
+import (
+	"github.com/vigilhq/vigil/host/internal/tokenizer"
+)
+
+// HFTokenizer is t as the worker's Tokenizer: text prompts encoded with
+// special tokens, chat prompts rendered with the generation prompt and
+// encoded without, output decoded with special tokens skipped, as vLLM
+// does.
+func HFTokenizer(t *tokenizer.Tokenizer) Tokenizer { return hfTokenizer{t} }
+
+type hfTokenizer struct{ t *tokenizer.Tokenizer }
+
+func (h hfTokenizer) Encode(text string) ([]uint32, error) { return h.t.Encode(text, true) }
+
+func (h hfTokenizer) ChatTokens(msgs []ChatMessage) ([]uint32, error) {
+	m := make([]tokenizer.Message, len(msgs))
+	for i, c := range msgs {
+		m[i] = tokenizer.Message{Role: c.Role, Content: c.Content}
+	}
+	text, err := h.t.RenderChat(m, true)
+	if err != nil {
+		return nil, err
+	}
+	return h.t.Encode(text, false)
+}
+
+func (h hfTokenizer) HasChatTemplate() bool { return h.t.HasChatTemplate() }
+
+func (h hfTokenizer) NewDecoder() Decoder { return h.t.NewDecoder(true) }
