@@ -176,11 +176,18 @@ func (s *muxStream) receive(mc *muxClient) {
 				mc.cur = nil
 			}
 			mc.mu.Unlock()
+			// One error for all: when the adapter died, it says so
+			// (errAfterExit waits a moment to see the exit).
+			var fail error
+			if errors.Is(err, io.EOF) {
+				fail = fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
+			} else if len(calls) > 0 {
+				fail = s.c.errAfterExit(err)
+			}
 			for _, call := range calls {
-				if errors.Is(err, io.EOF) {
-					call.err = fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
-				} else {
-					call.err = s.c.ctxErr(call.ctx, err)
+				call.err = fail
+				if cerr := ContextErr(call.ctx); cerr != nil {
+					call.err = &classError{cerr, fail.Error()}
 				}
 				call.q.close()
 			}

@@ -163,6 +163,10 @@ func (r *muxRequest) put(c Chunk) error {
 		case r.returned:
 			m.mu.Unlock()
 			return errSendAfterReturn
+		case r.cancelled:
+			// The host cancelled the request: its Generate should stop.
+			m.mu.Unlock()
+			return context.Canceled
 		}
 		if r.size < maxMerged {
 			break
