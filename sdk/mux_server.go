@@ -123,13 +123,15 @@ func (m *muxServer) add(ctx context.Context, start *pluginv1.MultiplexStart) *mu
 func (m *muxServer) cancel(id uint64) {
 	m.mu.Lock()
 	r := m.reqs[id]
-	if r != nil {
-		r.cancelled = true
-	}
 	m.mu.Unlock()
-	if r != nil {
-		r.cancel()
+	if r == nil {
+		return
 	}
+	// The context first: a send refused for the cancel finds it ended.
+	r.cancel()
+	m.mu.Lock()
+	r.cancelled = true
+	m.mu.Unlock()
 }
 
 func (m *muxServer) wake() {
