@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -247,6 +248,9 @@ func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
 				return
 			}
 			<-m.ready
+			// Let requests already runnable (woken by the same engine
+			// step) add their output first: a yield, not a wait.
+			runtime.Gosched()
 			continue
 		}
 		batch = append(batch[:0], m.pending...)
