@@ -117,7 +117,10 @@ func (c *engineClient) generateMux(ctx context.Context, req GenerateRequest, sen
 		if !ok {
 			break
 		}
-		if cerr := ContextErr(ctx); cerr != nil {
+		// ctx.Err, not ContextErr: a passed deadline fires ctx's timer,
+		// which ends the call; and Deadline walks the context's chain of
+		// values, a cost per token.
+		if cerr := ctx.Err(); cerr != nil {
 			// Ended: what waits is dropped, so no result either.
 			s.end(call, Result{}, cerr, true)
 			return Result{}, cerr
