@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
@@ -19,6 +20,11 @@ type engineClient struct {
 	// exited reports whether the adapter process is gone; nil in tests
 	// without a process.
 	exited func() bool
+	// multiplex: Info said the adapter serves Multiplex, so Generate uses
+	// it; an adapter built with an older sdk gets one Generate call per
+	// request.
+	multiplex atomic.Bool
+	mux       muxClient
 }
 
 var (
@@ -44,6 +50,7 @@ func (c *engineClient) Info(ctx context.Context) (AdapterInfo, error) {
 	if err != nil {
 		return AdapterInfo{}, c.err(err)
 	}
+	c.multiplex.Store(resp.GetCapabilities().GetMultiplex())
 	return AdapterInfo{
 		Name:         resp.GetName(),
 		Version:      resp.GetVersion(),
@@ -148,11 +155,16 @@ func (c *engineClient) Shutdown(ctx context.Context) error {
 	return c.errAfterExit(err)
 }
 
-// Generate relays the adapter's stream, calling send for each chunk. A
+// Generate relays the adapter's output, calling send for each chunk. A
 // receiving goroutine reads the stream while send runs, and the chunks
 // that arrive meanwhile go to the next send as one, merged in order: a
 // slow next hop gets fewer, larger chunks, an idle one each chunk at once.
+// With an adapter that serves Multiplex, all requests share one stream
+// (see generateMux); otherwise each has its own Generate call.
 func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error) {
+	if c.multiplex.Load() {
+		return c.generateMux(ctx, req, send)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the adapter's stream, which aborts the engine request
 	stream, err := c.client.Generate(ctx, generateRequestToProto(req))

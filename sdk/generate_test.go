@@ -34,24 +34,29 @@ func (s *stubGenerator) Abort(context.Context, []string) error { return nil }
 // the final message.
 func TestPluginGenerateSendAfterReturn(t *testing.T) {
 	t.Parallel()
-	sends := make(chan func(Chunk) error, 1)
-	e := TestPluginEngine(t, &stubGenerator{generate: func(_ context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
-		if err := send(Chunk{TokenIDs: []uint32{7}}); err != nil {
-			return Result{}, err
-		}
-		sends <- send
-		return Result{FinishReason: FinishLength, CompletionTokens: 1}, nil
-	}})
-	var got []Chunk
-	res, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(c Chunk) error {
-		got = append(got, c)
-		return nil
-	})
-	if err != nil || res.FinishReason != FinishLength || len(got) != 1 {
-		t.Fatalf("Generate() = %+v, %v with %d chunks; want length, nil and 1 chunk", res, err, len(got))
-	}
-	if err := (<-sends)(Chunk{TokenIDs: []uint32{8}}); !errors.Is(err, errSendAfterReturn) {
-		t.Errorf("send after Generate returned = %v, want %v", err, errSendAfterReturn)
+	for _, p := range pluginPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			sends := make(chan func(Chunk) error, 1)
+			e := testPluginEngineOn(t, p.mux, &stubGenerator{generate: func(_ context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
+				if err := send(Chunk{TokenIDs: []uint32{7}}); err != nil {
+					return Result{}, err
+				}
+				sends <- send
+				return Result{FinishReason: FinishLength, CompletionTokens: 1}, nil
+			}})
+			var got []Chunk
+			res, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(c Chunk) error {
+				got = append(got, c)
+				return nil
+			})
+			if err != nil || res.FinishReason != FinishLength || len(got) != 1 {
+				t.Fatalf("Generate() = %+v, %v with %d chunks; want length, nil and 1 chunk", res, err, len(got))
+			}
+			if err := (<-sends)(Chunk{TokenIDs: []uint32{8}}); !errors.Is(err, errSendAfterReturn) {
+				t.Errorf("send after Generate returned = %v, want %v", err, errSendAfterReturn)
+			}
+		})
 	}
 }
 

@@ -31,6 +31,24 @@ func serveTestAdapter(kind string) {
 		Serve(&stubEngine{info: func(context.Context) (AdapterInfo, error) {
 			return AdapterInfo{Name: "claims", Capabilities: Capabilities{Generate: true}}, nil
 		}})
+	case "generate-exit":
+		// Forwards requests: each sends a token and waits, except
+		// request "exit", which ends the process.
+		Serve(&stubGenerator{
+			stubEngine: stubEngine{info: func(context.Context) (AdapterInfo, error) {
+				return AdapterInfo{Name: "generate-exit", Capabilities: Capabilities{Generate: true}}, nil
+			}},
+			generate: func(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error) {
+				if req.RequestID == "exit" {
+					os.Exit(3)
+				}
+				if err := send(Chunk{TokenIDs: []uint32{1}}); err != nil {
+					return Result{}, err
+				}
+				<-ctx.Done()
+				return Result{}, ctx.Err()
+			},
+		})
 	case "serving":
 		// Serves until killed: Start succeeds, and the watch says
 		// SERVING once and then nothing.

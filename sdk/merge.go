@@ -81,7 +81,50 @@ func (q *chunkQueue) put(ctx context.Context, c Chunk) error {
 		return nil
 	}
 	wake := !q.waiting
+	q.add(c)
+	q.waiting = true
+	q.mu.Unlock()
 	if wake {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// offer is put for a producer that must never wait (the receiver of a
+// Multiplex stream, shared by many requests): it adds c unless limit
+// bytes already wait, and reports whether it did. After close it drops c.
+func (q *chunkQueue) offer(c Chunk, limit int) bool {
+	if len(c.TokenIDs) == 0 && c.Text == "" {
+		return true
+	}
+	q.mu.Lock()
+	if q.closed || q.err != nil {
+		q.mu.Unlock()
+		return true
+	}
+	if q.size >= limit {
+		q.mu.Unlock()
+		return false
+	}
+	q.add(c)
+	wake := !q.waiting
+	q.waiting = true
+	q.mu.Unlock()
+	if wake {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// add appends c to the output waiting; q.mu is held.
+func (q *chunkQueue) add(c Chunk) {
+	if !q.waiting {
 		q.trace = c.Trace
 	}
 	if q.owned && len(q.ids) == 0 {
@@ -93,15 +136,6 @@ func (q *chunkQueue) put(ctx context.Context, c Chunk) error {
 		q.texts = append(q.texts, c.Text)
 	}
 	q.size += len(c.Text) + 4*len(c.TokenIDs)
-	q.waiting = true
-	q.mu.Unlock()
-	if wake {
-		select {
-		case q.ready <- struct{}{}:
-		default:
-		}
-	}
-	return nil
 }
 
 // take waits for output and returns all of it as one chunk; false once

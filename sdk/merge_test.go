@@ -215,32 +215,37 @@ func TestHostMergesForSlowClient(t *testing.T) {
 // exactly the engine's token ids and text, then the result.
 func TestMergedOutputExactOverPlugin(t *testing.T) {
 	t.Parallel()
-	out := mergeOutput(500)
-	produced := make(chan struct{})
-	e := TestPluginEngine(t, &stubGenerator{generate: func(_ context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
-		for _, c := range out {
-			if err := send(c); err != nil {
-				return Result{}, err
+	for _, p := range pluginPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			out := mergeOutput(500)
+			produced := make(chan struct{})
+			e := testPluginEngineOn(t, p.mux, &stubGenerator{generate: func(_ context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
+				for _, c := range out {
+					if err := send(c); err != nil {
+						return Result{}, err
+					}
+				}
+				close(produced)
+				return Result{FinishReason: FinishStop, CompletionTokens: uint32(len(out))}, nil
+			}})
+			var got []Chunk
+			res, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(c Chunk) error {
+				got = append(got, c)
+				if len(got) == 1 {
+					<-produced
+				}
+				return nil
+			})
+			if err != nil || res.FinishReason != FinishStop || res.CompletionTokens != uint32(len(out)) {
+				t.Fatalf("Generate() = %+v, %v; want stop with %d tokens", res, err, len(out))
 			}
-		}
-		close(produced)
-		return Result{FinishReason: FinishStop, CompletionTokens: uint32(len(out))}, nil
-	}})
-	var got []Chunk
-	res, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(c Chunk) error {
-		got = append(got, c)
-		if len(got) == 1 {
-			<-produced
-		}
-		return nil
-	})
-	if err != nil || res.FinishReason != FinishStop || res.CompletionTokens != uint32(len(out)) {
-		t.Fatalf("Generate() = %+v, %v; want stop with %d tokens", res, err, len(out))
+			if want, have := joined(out), joined(got); !slices.Equal(have.TokenIDs, want.TokenIDs) || have.Text != want.Text {
+				t.Errorf("host received %v %q, want the engine's %v %q", have.TokenIDs, have.Text, want.TokenIDs, want.Text)
+			}
+			t.Logf("%d chunks arrived as %d", len(out), len(got))
+		})
 	}
-	if want, have := joined(out), joined(got); !slices.Equal(have.TokenIDs, want.TokenIDs) || have.Text != want.Text {
-		t.Errorf("host received %v %q, want the engine's %v %q", have.TokenIDs, have.Text, want.TokenIDs, want.Text)
-	}
-	t.Logf("%d chunks arrived as %d", len(out), len(got))
 }
 
 // TestIdlePathSendsEachChunkAtOnce: with nothing waiting, a chunk reaches
@@ -248,37 +253,42 @@ func TestMergedOutputExactOverPlugin(t *testing.T) {
 // holds a chunk back to wait for more.
 func TestIdlePathSendsEachChunkAtOnce(t *testing.T) {
 	t.Parallel()
-	out := mergeOutput(20)
-	delivered, generated := make(chan Chunk), make(chan struct{})
-	e := TestPluginEngine(t, &stubGenerator{generate: func(ctx context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
-		defer close(generated)
-		for i, c := range out {
-			if err := send(c); err != nil {
-				return Result{}, err
-			}
-			// The next chunk only once this one has reached the host.
-			select {
-			case d := <-delivered:
-				if !slices.Equal(d.TokenIDs, c.TokenIDs) || d.Text != c.Text {
-					return Result{}, fmt.Errorf("chunk %d: host got %v %q, want %v %q", i, d.TokenIDs, d.Text, c.TokenIDs, c.Text)
+	for _, p := range pluginPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			out := mergeOutput(20)
+			delivered, generated := make(chan Chunk), make(chan struct{})
+			e := testPluginEngineOn(t, p.mux, &stubGenerator{generate: func(ctx context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
+				defer close(generated)
+				for i, c := range out {
+					if err := send(c); err != nil {
+						return Result{}, err
+					}
+					// The next chunk only once this one has reached the host.
+					select {
+					case d := <-delivered:
+						if !slices.Equal(d.TokenIDs, c.TokenIDs) || d.Text != c.Text {
+							return Result{}, fmt.Errorf("chunk %d: host got %v %q, want %v %q", i, d.TokenIDs, d.Text, c.TokenIDs, c.Text)
+						}
+					case <-time.After(waitFor):
+						return Result{}, fmt.Errorf("chunk %d did not reach the host's send before the next was produced", i)
+					case <-ctx.Done():
+						return Result{}, ctx.Err()
+					}
 				}
-			case <-time.After(waitFor):
-				return Result{}, fmt.Errorf("chunk %d did not reach the host's send before the next was produced", i)
-			case <-ctx.Done():
-				return Result{}, ctx.Err()
+				return Result{FinishReason: FinishStop}, nil
+			}})
+			res, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(c Chunk) error {
+				select {
+				case delivered <- c:
+				case <-generated:
+				}
+				return nil
+			})
+			if err != nil || res.FinishReason != FinishStop {
+				t.Fatalf("Generate() = %+v, %v; want stop, nil", res, err)
 			}
-		}
-		return Result{FinishReason: FinishStop}, nil
-	}})
-	res, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(c Chunk) error {
-		select {
-		case delivered <- c:
-		case <-generated:
-		}
-		return nil
-	})
-	if err != nil || res.FinishReason != FinishStop {
-		t.Fatalf("Generate() = %+v, %v; want stop, nil", res, err)
+		})
 	}
 }
 
@@ -310,32 +320,34 @@ func TestSendFailureAborts(t *testing.T) {
 			t.Errorf("adapter's send returned %v, want the next hop's %v", err, errHop)
 		}
 	})
-	t.Run("host", func(t *testing.T) {
-		t.Parallel()
-		engineDone := make(chan error, 1)
-		e := TestPluginEngine(t, &stubGenerator{generate: func(ctx context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
-			for i := 0; ; i++ {
-				if err := send(Chunk{TokenIDs: []uint32{uint32(i)}}); err != nil {
-					engineDone <- ctx.Err()
-					return Result{}, err
+	for _, p := range pluginPaths {
+		t.Run("host/"+p.name, func(t *testing.T) {
+			t.Parallel()
+			engineDone := make(chan error, 1)
+			e := testPluginEngineOn(t, p.mux, &stubGenerator{generate: func(ctx context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
+				for i := 0; ; i++ {
+					if err := send(Chunk{TokenIDs: []uint32{uint32(i)}}); err != nil {
+						engineDone <- ctx.Err()
+						return Result{}, err
+					}
 				}
-			}
-		}})
-		within(t, "Generate", func() {
-			_, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(Chunk) error { return errHop })
-			if !errors.Is(err, errHop) {
-				t.Errorf("Generate() = %v, want the send's error", err)
+			}})
+			within(t, "Generate", func() {
+				_, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(Chunk) error { return errHop })
+				if !errors.Is(err, errHop) {
+					t.Errorf("Generate() = %v, want the send's error", err)
+				}
+			})
+			select {
+			case err := <-engineDone:
+				if err == nil {
+					t.Error("the adapter's send failed, but its request context did not end")
+				}
+			case <-time.After(waitFor):
+				t.Error("the adapter went on generating after the host's send failed")
 			}
 		})
-		select {
-		case err := <-engineDone:
-			if err == nil {
-				t.Error("the adapter's send failed, but its request context did not end")
-			}
-		case <-time.After(waitFor):
-			t.Error("the adapter went on generating after the host's send failed")
-		}
-	})
+	}
 }
 
 // TestCancelAbortsWithSlowHop: ctx ending while the next hop is slow
@@ -379,39 +391,41 @@ func TestCancelAbortsWithSlowHop(t *testing.T) {
 			t.Error("adapter's send returned nil after cancellation")
 		}
 	})
-	t.Run("host", func(t *testing.T) {
-		t.Parallel()
-		ctx, cancel := context.WithCancel(t.Context())
-		engineDone := make(chan error, 1)
-		e := TestPluginEngine(t, &stubGenerator{generate: func(ectx context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
-			for i := 0; ; i++ {
-				if err := send(Chunk{TokenIDs: []uint32{uint32(i)}}); err != nil {
-					engineDone <- ectx.Err()
-					return Result{}, err
+	for _, p := range pluginPaths {
+		t.Run("host/"+p.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(t.Context())
+			engineDone := make(chan error, 1)
+			e := testPluginEngineOn(t, p.mux, &stubGenerator{generate: func(ectx context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
+				for i := 0; ; i++ {
+					if err := send(Chunk{TokenIDs: []uint32{uint32(i)}}); err != nil {
+						engineDone <- ectx.Err()
+						return Result{}, err
+					}
 				}
+			}})
+			var afterCancel int
+			_, err := e.(Generator).Generate(ctx, GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(Chunk) error {
+				if ctx.Err() != nil {
+					afterCancel++
+				}
+				cancel()
+				return nil
+			})
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Generate() = %v, want context.Canceled", err)
 			}
-		}})
-		var afterCancel int
-		_, err := e.(Generator).Generate(ctx, GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, func(Chunk) error {
-			if ctx.Err() != nil {
-				afterCancel++
+			if afterCancel > 0 {
+				t.Errorf("send called %d times after ctx ended, want 0", afterCancel)
 			}
-			cancel()
-			return nil
+			select {
+			case err := <-engineDone:
+				if err == nil {
+					t.Error("the adapter's request context did not end")
+				}
+			case <-time.After(waitFor):
+				t.Error("the adapter went on generating after ctx ended")
+			}
 		})
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Generate() = %v, want context.Canceled", err)
-		}
-		if afterCancel > 0 {
-			t.Errorf("send called %d times after ctx ended, want 0", afterCancel)
-		}
-		select {
-		case err := <-engineDone:
-			if err == nil {
-				t.Error("the adapter's request context did not end")
-			}
-		case <-time.After(waitFor):
-			t.Error("the adapter went on generating after ctx ended")
-		}
-	})
+	}
 }

@@ -14,6 +14,9 @@ import (
 type engineServer struct {
 	pluginv1.UnimplementedEngineServer
 	impl Engine
+	// noMultiplex hides Multiplex from Info, as an adapter built with an
+	// sdk before it would (tests).
+	noMultiplex bool
 }
 
 var _ pluginv1.EngineServer = (*engineServer)(nil)
@@ -26,10 +29,14 @@ func (s *engineServer) Info(ctx context.Context, _ *pluginv1.InfoRequest) (*plug
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	caps := capabilitiesToProto(info.Capabilities)
+	// Every adapter that forwards requests serves Multiplex: the sdk
+	// implements it on top of the adapter's Generate.
+	caps.Multiplex = info.Capabilities.Generate && !s.noMultiplex
 	return &pluginv1.InfoResponse{
 		Name:         info.Name,
 		Version:      info.Version,
-		Capabilities: capabilitiesToProto(info.Capabilities),
+		Capabilities: caps,
 	}, nil
 }
 

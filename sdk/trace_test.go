@@ -54,48 +54,53 @@ func TestTraceStamp(t *testing.T) {
 // gets none.
 func TestPluginGenerateTrace(t *testing.T) {
 	t.Parallel()
-	var sawTracing []bool
-	e := TestPluginEngine(t, &stubGenerator{generate: func(ctx context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
-		on := Tracing(ctx)
-		sawTracing = append(sawTracing, on)
-		for i := range 3 {
-			// As adapterkit.Relay does on receiving from the engine.
-			c := Chunk{TokenIDs: []uint32{uint32(i)}, Trace: TraceStampNow(on, nil, TraceAdapterReceived)}
-			if err := send(c); err != nil {
-				return Result{}, err
-			}
-		}
-		return Result{FinishReason: FinishLength, CompletionTokens: 3}, nil
-	}})
-	for _, trace := range []bool{true, false} {
-		var got []Chunk
-		tokens := 0
-		if _, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}, Trace: trace}, func(c Chunk) error {
-			got = append(got, c)
-			tokens += len(c.TokenIDs)
-			return nil
-		}); err != nil || tokens != 3 {
-			// Chunks may arrive merged: a merged one keeps its first part's stamps.
-			t.Fatalf("Generate(trace %v) = %v with %d tokens; want nil and 3", trace, err, tokens)
-		}
-		for i, c := range got {
-			if !trace {
-				if c.Trace != nil {
-					t.Errorf("untraced chunk %d carries stamps %v", i, c.Trace)
+	for _, p := range pluginPaths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var sawTracing []bool
+			e := testPluginEngineOn(t, p.mux, &stubGenerator{generate: func(ctx context.Context, _ GenerateRequest, send func(Chunk) error) (Result, error) {
+				on := Tracing(ctx)
+				sawTracing = append(sawTracing, on)
+				for i := range 3 {
+					// As adapterkit.Relay does on receiving from the engine.
+					c := Chunk{TokenIDs: []uint32{uint32(i)}, Trace: TraceStampNow(on, nil, TraceAdapterReceived)}
+					if err := send(c); err != nil {
+						return Result{}, err
+					}
 				}
-				continue
-			}
-			if len(c.Trace) != TraceHostReceived+1 {
-				t.Fatalf("chunk %d stamps = %v, want adapter received, adapter sent, host received", i, c.Trace)
-			}
-			for h := 1; h < len(c.Trace); h++ {
-				if c.Trace[h-1] == 0 || c.Trace[h] < c.Trace[h-1] {
-					t.Errorf("chunk %d stamps %v out of path order at %d", i, c.Trace, h)
+				return Result{FinishReason: FinishLength, CompletionTokens: 3}, nil
+			}})
+			for _, trace := range []bool{true, false} {
+				var got []Chunk
+				tokens := 0
+				if _, err := e.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}, Trace: trace}, func(c Chunk) error {
+					got = append(got, c)
+					tokens += len(c.TokenIDs)
+					return nil
+				}); err != nil || tokens != 3 {
+					// Chunks may arrive merged: a merged one keeps its first part's stamps.
+					t.Fatalf("Generate(trace %v) = %v with %d tokens; want nil and 3", trace, err, tokens)
+				}
+				for i, c := range got {
+					if !trace {
+						if c.Trace != nil {
+							t.Errorf("untraced chunk %d carries stamps %v", i, c.Trace)
+						}
+						continue
+					}
+					if len(c.Trace) != TraceHostReceived+1 {
+						t.Fatalf("chunk %d stamps = %v, want adapter received, adapter sent, host received", i, c.Trace)
+					}
+					for h := 1; h < len(c.Trace); h++ {
+						if c.Trace[h-1] == 0 || c.Trace[h] < c.Trace[h-1] {
+							t.Errorf("chunk %d stamps %v out of path order at %d", i, c.Trace, h)
+						}
+					}
 				}
 			}
-		}
-	}
-	if !slices.Equal(sawTracing, []bool{true, false}) {
-		t.Errorf("adapter's Tracing(ctx) = %v for a traced then an untraced request, want [true false]", sawTracing)
+			if !slices.Equal(sawTracing, []bool{true, false}) {
+				t.Errorf("adapter's Tracing(ctx) = %v for a traced then an untraced request, want [true false]", sawTracing)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ package pluginv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	anypb "google.golang.org/protobuf/types/known/anypb"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -252,7 +253,10 @@ type Capabilities struct {
 	// The adapter forwards Generate requests (added with the worker API).
 	Generate bool `protobuf:"varint,2,opt,name=generate,proto3" json:"generate,omitempty"`
 	// The adapter can abort a forwarded request by id.
-	Abort         bool `protobuf:"varint,3,opt,name=abort,proto3" json:"abort,omitempty"`
+	Abort bool `protobuf:"varint,3,opt,name=abort,proto3" json:"abort,omitempty"`
+	// The adapter serves Multiplex. Every adapter built with an sdk that has
+	// Multiplex advertises it; a compatible addition to version 1.
+	Multiplex     bool `protobuf:"varint,4,opt,name=multiplex,proto3" json:"multiplex,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,6 +308,13 @@ func (x *Capabilities) GetGenerate() bool {
 func (x *Capabilities) GetAbort() bool {
 	if x != nil {
 		return x.Abort
+	}
+	return false
+}
+
+func (x *Capabilities) GetMultiplex() bool {
+	if x != nil {
+		return x.Multiplex
 	}
 	return false
 }
@@ -1275,20 +1286,381 @@ func (*AbortResponse) Descriptor() ([]byte, []int) {
 	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{17}
 }
 
+// MultiplexRequest is one frame from the host on a Multiplex stream.
+type MultiplexRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*MultiplexRequest_Start
+	//	*MultiplexRequest_Cancel
+	Kind          isMultiplexRequest_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MultiplexRequest) Reset() {
+	*x = MultiplexRequest{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MultiplexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MultiplexRequest) ProtoMessage() {}
+
+func (x *MultiplexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MultiplexRequest.ProtoReflect.Descriptor instead.
+func (*MultiplexRequest) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MultiplexRequest) GetKind() isMultiplexRequest_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *MultiplexRequest) GetStart() *MultiplexStart {
+	if x != nil {
+		if x, ok := x.Kind.(*MultiplexRequest_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *MultiplexRequest) GetCancel() uint64 {
+	if x != nil {
+		if x, ok := x.Kind.(*MultiplexRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return 0
+}
+
+type isMultiplexRequest_Kind interface {
+	isMultiplexRequest_Kind()
+}
+
+type MultiplexRequest_Start struct {
+	// Start a request.
+	Start *MultiplexStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type MultiplexRequest_Cancel struct {
+	// Cancel the request with this id, as cancelling its Generate call
+	// would; an id that has ended or is unknown is ignored.
+	Cancel uint64 `protobuf:"varint,2,opt,name=cancel,proto3,oneof"`
+}
+
+func (*MultiplexRequest_Start) isMultiplexRequest_Kind() {}
+
+func (*MultiplexRequest_Cancel) isMultiplexRequest_Kind() {}
+
+type MultiplexStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request's id on this stream, chosen by the host, unique among the
+	// stream's requests; unrelated to GenerateRequest.request_id.
+	Id            uint64           `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Request       *GenerateRequest `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MultiplexStart) Reset() {
+	*x = MultiplexStart{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MultiplexStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MultiplexStart) ProtoMessage() {}
+
+func (x *MultiplexStart) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MultiplexStart.ProtoReflect.Descriptor instead.
+func (*MultiplexStart) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MultiplexStart) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *MultiplexStart) GetRequest() *GenerateRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+// MultiplexResponse is one batch of items from the adapter: everything
+// waiting to be sent, across requests, in order per request.
+type MultiplexResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*MultiplexItem       `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MultiplexResponse) Reset() {
+	*x = MultiplexResponse{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MultiplexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MultiplexResponse) ProtoMessage() {}
+
+func (x *MultiplexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MultiplexResponse.ProtoReflect.Descriptor instead.
+func (*MultiplexResponse) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *MultiplexResponse) GetItems() []*MultiplexItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type MultiplexItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// MultiplexStart.id of the request this item belongs to.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*MultiplexItem_Chunk
+	//	*MultiplexItem_Final
+	//	*MultiplexItem_Error
+	Kind          isMultiplexItem_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MultiplexItem) Reset() {
+	*x = MultiplexItem{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MultiplexItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MultiplexItem) ProtoMessage() {}
+
+func (x *MultiplexItem) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MultiplexItem.ProtoReflect.Descriptor instead.
+func (*MultiplexItem) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MultiplexItem) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *MultiplexItem) GetKind() isMultiplexItem_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *MultiplexItem) GetChunk() *Chunk {
+	if x != nil {
+		if x, ok := x.Kind.(*MultiplexItem_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+func (x *MultiplexItem) GetFinal() *Final {
+	if x != nil {
+		if x, ok := x.Kind.(*MultiplexItem_Final); ok {
+			return x.Final
+		}
+	}
+	return nil
+}
+
+func (x *MultiplexItem) GetError() *Status {
+	if x != nil {
+		if x, ok := x.Kind.(*MultiplexItem_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isMultiplexItem_Kind interface {
+	isMultiplexItem_Kind()
+}
+
+type MultiplexItem_Chunk struct {
+	Chunk *Chunk `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+type MultiplexItem_Final struct {
+	// The request ended with a result: its last item.
+	Final *Final `protobuf:"bytes,3,opt,name=final,proto3,oneof"`
+}
+
+type MultiplexItem_Error struct {
+	// The request ended with this error, as Generate's status would: its
+	// last item.
+	Error *Status `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
+}
+
+func (*MultiplexItem_Chunk) isMultiplexItem_Kind() {}
+
+func (*MultiplexItem_Final) isMultiplexItem_Kind() {}
+
+func (*MultiplexItem_Error) isMultiplexItem_Kind() {}
+
+// Status is an error, with the layout (and wire encoding) of
+// google.rpc.Status, so that its details, such as a BadRequest naming the
+// rejected field, survive.
+type Status struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A google.golang.org/grpc/codes code.
+	Code          int32        `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string       `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Details       []*anypb.Any `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Status) Reset() {
+	*x = Status{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Status) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Status) ProtoMessage() {}
+
+func (x *Status) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Status.ProtoReflect.Descriptor instead.
+func (*Status) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Status) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *Status) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Status) GetDetails() []*anypb.Any {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
 var File_vigil_plugin_v1_engine_proto protoreflect.FileDescriptor
 
 const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\n" +
-	"\x1cvigil/plugin/v1/engine.proto\x12\x0fvigil.plugin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
+	"\x1cvigil/plugin/v1/engine.proto\x12\x0fvigil.plugin.v1\x1a\x19google/protobuf/any.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\r\n" +
 	"\vInfoRequest\"\x7f\n" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12A\n" +
-	"\fcapabilities\x18\x03 \x01(\v2\x1d.vigil.plugin.v1.CapabilitiesR\fcapabilities\"^\n" +
+	"\fcapabilities\x18\x03 \x01(\v2\x1d.vigil.plugin.v1.CapabilitiesR\fcapabilities\"|\n" +
 	"\fCapabilities\x12\x1c\n" +
 	"\treadiness\x18\x01 \x01(\bR\treadiness\x12\x1a\n" +
 	"\bgenerate\x18\x02 \x01(\bR\bgenerate\x12\x14\n" +
-	"\x05abort\x18\x03 \x01(\bR\x05abort\"\xae\x02\n" +
+	"\x05abort\x18\x03 \x01(\bR\x05abort\x12\x1c\n" +
+	"\tmultiplex\x18\x04 \x01(\bR\tmultiplex\"\xae\x02\n" +
 	"\fStartRequest\x12\x1f\n" +
 	"\vengine_addr\x18\x01 \x01(\tR\n" +
 	"engineAddr\x12D\n" +
@@ -1360,7 +1732,26 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\fAbortRequest\x12\x1f\n" +
 	"\vrequest_ids\x18\x01 \x03(\tR\n" +
 	"requestIds\"\x0f\n" +
-	"\rAbortResponse*y\n" +
+	"\rAbortResponse\"m\n" +
+	"\x10MultiplexRequest\x127\n" +
+	"\x05start\x18\x01 \x01(\v2\x1f.vigil.plugin.v1.MultiplexStartH\x00R\x05start\x12\x18\n" +
+	"\x06cancel\x18\x02 \x01(\x04H\x00R\x06cancelB\x06\n" +
+	"\x04kind\"\\\n" +
+	"\x0eMultiplexStart\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12:\n" +
+	"\arequest\x18\x02 \x01(\v2 .vigil.plugin.v1.GenerateRequestR\arequest\"I\n" +
+	"\x11MultiplexResponse\x124\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.vigil.plugin.v1.MultiplexItemR\x05items\"\xb8\x01\n" +
+	"\rMultiplexItem\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
+	"\x05chunk\x18\x02 \x01(\v2\x16.vigil.plugin.v1.ChunkH\x00R\x05chunk\x12.\n" +
+	"\x05final\x18\x03 \x01(\v2\x16.vigil.plugin.v1.FinalH\x00R\x05final\x12/\n" +
+	"\x05error\x18\x04 \x01(\v2\x17.vigil.plugin.v1.StatusH\x00R\x05errorB\x06\n" +
+	"\x04kind\"f\n" +
+	"\x06Status\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails*y\n" +
 	"\fAvailability\x12\x1c\n" +
 	"\x18AVAILABILITY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14AVAILABILITY_SERVING\x10\x01\x12\x1a\n" +
@@ -1371,14 +1762,15 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1b\n" +
 	"\x17FINISH_REASON_CANCELLED\x10\x03\x12\x17\n" +
-	"\x13FINISH_REASON_ERROR\x10\x042\xe7\x03\n" +
+	"\x13FINISH_REASON_ERROR\x10\x042\xbf\x04\n" +
 	"\x06Engine\x12C\n" +
 	"\x04Info\x12\x1c.vigil.plugin.v1.InfoRequest\x1a\x1d.vigil.plugin.v1.InfoResponse\x12F\n" +
 	"\x05Start\x12\x1d.vigil.plugin.v1.StartRequest\x1a\x1e.vigil.plugin.v1.StartResponse\x12d\n" +
 	"\x11WatchAvailability\x12).vigil.plugin.v1.WatchAvailabilityRequest\x1a\".vigil.plugin.v1.AvailabilityEvent0\x01\x12O\n" +
 	"\bShutdown\x12 .vigil.plugin.v1.ShutdownRequest\x1a!.vigil.plugin.v1.ShutdownResponse\x12Q\n" +
 	"\bGenerate\x12 .vigil.plugin.v1.GenerateRequest\x1a!.vigil.plugin.v1.GenerateResponse0\x01\x12F\n" +
-	"\x05Abort\x12\x1d.vigil.plugin.v1.AbortRequest\x1a\x1e.vigil.plugin.v1.AbortResponseB9Z7github.com/vigilhq/vigil/sdk/internal/pluginv1;pluginv1b\x06proto3"
+	"\x05Abort\x12\x1d.vigil.plugin.v1.AbortRequest\x1a\x1e.vigil.plugin.v1.AbortResponse\x12V\n" +
+	"\tMultiplex\x12!.vigil.plugin.v1.MultiplexRequest\x1a\".vigil.plugin.v1.MultiplexResponse(\x010\x01B9Z7github.com/vigilhq/vigil/sdk/internal/pluginv1;pluginv1b\x06proto3"
 
 var (
 	file_vigil_plugin_v1_engine_proto_rawDescOnce sync.Once
@@ -1393,7 +1785,7 @@ func file_vigil_plugin_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_vigil_plugin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_vigil_plugin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_vigil_plugin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_vigil_plugin_v1_engine_proto_goTypes = []any{
 	(Availability)(0),                // 0: vigil.plugin.v1.Availability
 	(FinishReason)(0),                // 1: vigil.plugin.v1.FinishReason
@@ -1415,42 +1807,57 @@ var file_vigil_plugin_v1_engine_proto_goTypes = []any{
 	(*Final)(nil),                    // 17: vigil.plugin.v1.Final
 	(*AbortRequest)(nil),             // 18: vigil.plugin.v1.AbortRequest
 	(*AbortResponse)(nil),            // 19: vigil.plugin.v1.AbortResponse
-	nil,                              // 20: vigil.plugin.v1.StartRequest.OptionsEntry
-	(*durationpb.Duration)(nil),      // 21: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 22: google.protobuf.Timestamp
+	(*MultiplexRequest)(nil),         // 20: vigil.plugin.v1.MultiplexRequest
+	(*MultiplexStart)(nil),           // 21: vigil.plugin.v1.MultiplexStart
+	(*MultiplexResponse)(nil),        // 22: vigil.plugin.v1.MultiplexResponse
+	(*MultiplexItem)(nil),            // 23: vigil.plugin.v1.MultiplexItem
+	(*Status)(nil),                   // 24: vigil.plugin.v1.Status
+	nil,                              // 25: vigil.plugin.v1.StartRequest.OptionsEntry
+	(*durationpb.Duration)(nil),      // 26: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 27: google.protobuf.Timestamp
+	(*anypb.Any)(nil),                // 28: google.protobuf.Any
 }
 var file_vigil_plugin_v1_engine_proto_depIdxs = []int32{
 	4,  // 0: vigil.plugin.v1.InfoResponse.capabilities:type_name -> vigil.plugin.v1.Capabilities
-	21, // 1: vigil.plugin.v1.StartRequest.startup_deadline:type_name -> google.protobuf.Duration
+	26, // 1: vigil.plugin.v1.StartRequest.startup_deadline:type_name -> google.protobuf.Duration
 	6,  // 2: vigil.plugin.v1.StartRequest.health:type_name -> vigil.plugin.v1.HealthPolicy
-	20, // 3: vigil.plugin.v1.StartRequest.options:type_name -> vigil.plugin.v1.StartRequest.OptionsEntry
-	21, // 4: vigil.plugin.v1.HealthPolicy.interval:type_name -> google.protobuf.Duration
-	21, // 5: vigil.plugin.v1.HealthPolicy.timeout:type_name -> google.protobuf.Duration
-	21, // 6: vigil.plugin.v1.HealthPolicy.retry_max:type_name -> google.protobuf.Duration
+	25, // 3: vigil.plugin.v1.StartRequest.options:type_name -> vigil.plugin.v1.StartRequest.OptionsEntry
+	26, // 4: vigil.plugin.v1.HealthPolicy.interval:type_name -> google.protobuf.Duration
+	26, // 5: vigil.plugin.v1.HealthPolicy.timeout:type_name -> google.protobuf.Duration
+	26, // 6: vigil.plugin.v1.HealthPolicy.retry_max:type_name -> google.protobuf.Duration
 	8,  // 7: vigil.plugin.v1.StartResponse.worker:type_name -> vigil.plugin.v1.Worker
 	0,  // 8: vigil.plugin.v1.AvailabilityEvent.availability:type_name -> vigil.plugin.v1.Availability
-	22, // 9: vigil.plugin.v1.AvailabilityEvent.time:type_name -> google.protobuf.Timestamp
+	27, // 9: vigil.plugin.v1.AvailabilityEvent.time:type_name -> google.protobuf.Timestamp
 	14, // 10: vigil.plugin.v1.GenerateRequest.token_ids:type_name -> vigil.plugin.v1.TokenIds
 	16, // 11: vigil.plugin.v1.GenerateResponse.chunk:type_name -> vigil.plugin.v1.Chunk
 	17, // 12: vigil.plugin.v1.GenerateResponse.final:type_name -> vigil.plugin.v1.Final
 	1,  // 13: vigil.plugin.v1.Final.finish_reason:type_name -> vigil.plugin.v1.FinishReason
-	2,  // 14: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
-	5,  // 15: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
-	9,  // 16: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
-	11, // 17: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
-	13, // 18: vigil.plugin.v1.Engine.Generate:input_type -> vigil.plugin.v1.GenerateRequest
-	18, // 19: vigil.plugin.v1.Engine.Abort:input_type -> vigil.plugin.v1.AbortRequest
-	3,  // 20: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
-	7,  // 21: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
-	10, // 22: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
-	12, // 23: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
-	15, // 24: vigil.plugin.v1.Engine.Generate:output_type -> vigil.plugin.v1.GenerateResponse
-	19, // 25: vigil.plugin.v1.Engine.Abort:output_type -> vigil.plugin.v1.AbortResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	21, // 14: vigil.plugin.v1.MultiplexRequest.start:type_name -> vigil.plugin.v1.MultiplexStart
+	13, // 15: vigil.plugin.v1.MultiplexStart.request:type_name -> vigil.plugin.v1.GenerateRequest
+	23, // 16: vigil.plugin.v1.MultiplexResponse.items:type_name -> vigil.plugin.v1.MultiplexItem
+	16, // 17: vigil.plugin.v1.MultiplexItem.chunk:type_name -> vigil.plugin.v1.Chunk
+	17, // 18: vigil.plugin.v1.MultiplexItem.final:type_name -> vigil.plugin.v1.Final
+	24, // 19: vigil.plugin.v1.MultiplexItem.error:type_name -> vigil.plugin.v1.Status
+	28, // 20: vigil.plugin.v1.Status.details:type_name -> google.protobuf.Any
+	2,  // 21: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
+	5,  // 22: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
+	9,  // 23: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
+	11, // 24: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
+	13, // 25: vigil.plugin.v1.Engine.Generate:input_type -> vigil.plugin.v1.GenerateRequest
+	18, // 26: vigil.plugin.v1.Engine.Abort:input_type -> vigil.plugin.v1.AbortRequest
+	20, // 27: vigil.plugin.v1.Engine.Multiplex:input_type -> vigil.plugin.v1.MultiplexRequest
+	3,  // 28: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
+	7,  // 29: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
+	10, // 30: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
+	12, // 31: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
+	15, // 32: vigil.plugin.v1.Engine.Generate:output_type -> vigil.plugin.v1.GenerateResponse
+	19, // 33: vigil.plugin.v1.Engine.Abort:output_type -> vigil.plugin.v1.AbortResponse
+	22, // 34: vigil.plugin.v1.Engine.Multiplex:output_type -> vigil.plugin.v1.MultiplexResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_vigil_plugin_v1_engine_proto_init() }
@@ -1466,13 +1873,22 @@ func file_vigil_plugin_v1_engine_proto_init() {
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Final)(nil),
 	}
+	file_vigil_plugin_v1_engine_proto_msgTypes[18].OneofWrappers = []any{
+		(*MultiplexRequest_Start)(nil),
+		(*MultiplexRequest_Cancel)(nil),
+	}
+	file_vigil_plugin_v1_engine_proto_msgTypes[21].OneofWrappers = []any{
+		(*MultiplexItem_Chunk)(nil),
+		(*MultiplexItem_Final)(nil),
+		(*MultiplexItem_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vigil_plugin_v1_engine_proto_rawDesc), len(file_vigil_plugin_v1_engine_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	Engine_Shutdown_FullMethodName          = "/vigil.plugin.v1.Engine/Shutdown"
 	Engine_Generate_FullMethodName          = "/vigil.plugin.v1.Engine/Generate"
 	Engine_Abort_FullMethodName             = "/vigil.plugin.v1.Engine/Abort"
+	Engine_Multiplex_FullMethodName         = "/vigil.plugin.v1.Engine/Multiplex"
 )
 
 // EngineClient is the client API for Engine service.
@@ -73,6 +74,19 @@ type EngineClient interface {
 	Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateResponse], error)
 	// Abort ends engine-side requests by id. Unknown ids are ignored.
 	Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error)
+	// Multiplex carries many Generate requests on one stream, for adapters
+	// with Capabilities.multiplex: the host starts and cancels requests with
+	// MultiplexRequest frames; the adapter answers with batches of items,
+	// each item one request's chunk, final message or error, so that the
+	// tokens of many requests produced in the same engine step cross the
+	// plugin boundary as one message. Per request, the items mean what
+	// Generate's messages and status mean; a request's final message or error
+	// is its last item. Cancelling a request (a cancel frame, or the stream
+	// ending) aborts its engine-side request. A compatible addition to
+	// version 1 (the go-plugin protocol version is unchanged): a host uses it
+	// only when the adapter advertises Capabilities.multiplex, and uses
+	// Generate otherwise.
+	Multiplex(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[MultiplexRequest, MultiplexResponse], error)
 }
 
 type engineClient struct {
@@ -161,6 +175,19 @@ func (c *engineClient) Abort(ctx context.Context, in *AbortRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *engineClient) Multiplex(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[MultiplexRequest, MultiplexResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Engine_ServiceDesc.Streams[2], Engine_Multiplex_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[MultiplexRequest, MultiplexResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_MultiplexClient = grpc.BidiStreamingClient[MultiplexRequest, MultiplexResponse]
+
 // EngineServer is the server API for Engine service.
 // All implementations must embed UnimplementedEngineServer
 // for forward compatibility.
@@ -199,6 +226,19 @@ type EngineServer interface {
 	Generate(*GenerateRequest, grpc.ServerStreamingServer[GenerateResponse]) error
 	// Abort ends engine-side requests by id. Unknown ids are ignored.
 	Abort(context.Context, *AbortRequest) (*AbortResponse, error)
+	// Multiplex carries many Generate requests on one stream, for adapters
+	// with Capabilities.multiplex: the host starts and cancels requests with
+	// MultiplexRequest frames; the adapter answers with batches of items,
+	// each item one request's chunk, final message or error, so that the
+	// tokens of many requests produced in the same engine step cross the
+	// plugin boundary as one message. Per request, the items mean what
+	// Generate's messages and status mean; a request's final message or error
+	// is its last item. Cancelling a request (a cancel frame, or the stream
+	// ending) aborts its engine-side request. A compatible addition to
+	// version 1 (the go-plugin protocol version is unchanged): a host uses it
+	// only when the adapter advertises Capabilities.multiplex, and uses
+	// Generate otherwise.
+	Multiplex(grpc.BidiStreamingServer[MultiplexRequest, MultiplexResponse]) error
 	mustEmbedUnimplementedEngineServer()
 }
 
@@ -226,6 +266,9 @@ func (UnimplementedEngineServer) Generate(*GenerateRequest, grpc.ServerStreaming
 }
 func (UnimplementedEngineServer) Abort(context.Context, *AbortRequest) (*AbortResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Abort not implemented")
+}
+func (UnimplementedEngineServer) Multiplex(grpc.BidiStreamingServer[MultiplexRequest, MultiplexResponse]) error {
+	return status.Error(codes.Unimplemented, "method Multiplex not implemented")
 }
 func (UnimplementedEngineServer) mustEmbedUnimplementedEngineServer() {}
 func (UnimplementedEngineServer) testEmbeddedByValue()                {}
@@ -342,6 +385,13 @@ func _Engine_Abort_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Engine_Multiplex_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(EngineServer).Multiplex(&grpc.GenericServerStream[MultiplexRequest, MultiplexResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_MultiplexServer = grpc.BidiStreamingServer[MultiplexRequest, MultiplexResponse]
+
 // Engine_ServiceDesc is the grpc.ServiceDesc for Engine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -376,6 +426,12 @@ var Engine_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Generate",
 			Handler:       _Engine_Generate_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Multiplex",
+			Handler:       _Engine_Multiplex_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "vigil/plugin/v1/engine.proto",

@@ -1,0 +1,329 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
+	"google.golang.org/grpc/status"
+)
+
+// Multiplex serves many requests on one stream (vigil.plugin.v1
+// Multiplex): each start frame runs the adapter's Generate in its own
+// goroutine, and one sender goroutine sends everything the requests have
+// produced meanwhile as one message, never waiting for more. In an
+// engine's decode step every running request gets a token, so a step's
+// tokens cross the plugin boundary in one message instead of one each.
+func (s *engineServer) Multiplex(stream pluginv1.Engine_MultiplexServer) error {
+	g, ok := s.impl.(Generator)
+	if !ok {
+		return toStatus(fmt.Errorf("%w: the adapter does not forward requests", ErrUnimplemented))
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	m := &muxServer{
+		reqs:    make(map[uint64]*muxRequest),
+		ready:   make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+	}
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		m.sendLoop(stream)
+	}()
+	var wg sync.WaitGroup
+	for {
+		f, err := stream.Recv()
+		if err != nil {
+			break // the host closed the stream or the call ended
+		}
+		if id, ok := f.GetKind().(*pluginv1.MultiplexRequest_Cancel); ok {
+			m.cancel(id.Cancel)
+			continue
+		}
+		start := f.GetStart()
+		if start == nil {
+			continue // a frame kind newer than this sdk
+		}
+		r := m.add(ctx, start)
+		if r == nil {
+			continue // a duplicate id: the host broke the protocol
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx := r.ctx
+			if r.trace {
+				rctx = WithTracing(rctx)
+			}
+			res, err := g.Generate(rctx, generateRequestFromProto(start.GetRequest()), r.put)
+			m.finish(r, res, err)
+		}()
+	}
+	// The stream ended: every request is cancelled, as its own Generate
+	// call's would be, and the sender stops once they have returned.
+	cancel()
+	wg.Wait()
+	m.mu.Lock()
+	m.done = true
+	m.mu.Unlock()
+	m.wake()
+	<-sent
+	return nil
+}
+
+// muxServer is the adapter side of one Multiplex stream.
+type muxServer struct {
+	mu      sync.Mutex
+	reqs    map[uint64]*muxRequest // started and not yet sent their end
+	pending []*muxRequest          // requests with output or an end to send, in order
+	done    bool                   // no request is left: the sender stops
+	err     error                  // a send failed
+	ready   chan struct{}          // cap 1: pending is not empty, or done
+	stopped chan struct{}          // closed with err set
+}
+
+// muxRequest is one request of a Multiplex stream. Its output fields are
+// guarded by the muxServer's mu.
+type muxRequest struct {
+	m      *muxServer
+	id     uint64
+	trace  bool
+	ctx    context.Context
+	cancel context.CancelFunc
+	room   chan struct{} // cap 1: the sender took this request's output
+
+	queued    bool // in m.pending
+	waiting   bool // ids or texts hold output not yet sent
+	ids       []uint32
+	texts     []string
+	stamps    []int64 // the first waiting chunk's trace stamps
+	size      int
+	returned  bool                    // Generate returned: sends are refused
+	cancelled bool                    // the host cancelled: no end is sent
+	end       *pluginv1.MultiplexItem // final or error, sent after the output
+}
+
+func (m *muxServer) add(ctx context.Context, start *pluginv1.MultiplexStart) *muxRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.reqs[start.GetId()]; dup {
+		return nil
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r := &muxRequest{
+		m: m, id: start.GetId(), trace: start.GetRequest().GetTrace(),
+		ctx: rctx, cancel: cancel, room: make(chan struct{}, 1),
+	}
+	m.reqs[r.id] = r
+	return r
+}
+
+func (m *muxServer) cancel(id uint64) {
+	m.mu.Lock()
+	r := m.reqs[id]
+	m.mu.Unlock()
+	if r == nil {
+		return
+	}
+	// The context first: a send refused for the cancel finds it ended.
+	r.cancel()
+	m.mu.Lock()
+	r.cancelled = true
+	m.mu.Unlock()
+}
+
+func (m *muxServer) wake() {
+	select {
+	case m.ready <- struct{}{}:
+	default:
+	}
+}
+
+// enqueue marks r as having something to send; m.mu is held. It reports
+// whether the sender must be woken.
+func (m *muxServer) enqueue(r *muxRequest) bool {
+	if r.queued {
+		return false
+	}
+	r.queued = true
+	m.pending = append(m.pending, r)
+	return len(m.pending) == 1
+}
+
+// put is the send function of r's Generate: it adds c to r's output
+// waiting for the sender, and waits only while maxMerged of it waits.
+func (r *muxRequest) put(c Chunk) error {
+	m := r.m
+	for {
+		m.mu.Lock()
+		switch {
+		case m.err != nil:
+			m.mu.Unlock()
+			return m.err
+		case r.returned:
+			m.mu.Unlock()
+			return errSendAfterReturn
+		case r.cancelled:
+			// The host cancelled the request: its Generate should stop.
+			m.mu.Unlock()
+			return context.Canceled
+		}
+		if r.size < maxMerged {
+			break
+		}
+		m.mu.Unlock()
+		select {
+		case <-r.room:
+		case <-m.stopped:
+		case <-r.ctx.Done():
+			return r.ctx.Err()
+		}
+	}
+	if len(c.TokenIDs) == 0 && c.Text == "" {
+		m.mu.Unlock()
+		return nil
+	}
+	if !r.waiting {
+		r.stamps = c.Trace
+		r.waiting = true
+	}
+	// A copy: the adapter may reuse its slice once send returns.
+	r.ids = append(r.ids, c.TokenIDs...)
+	if c.Text != "" {
+		r.texts = append(r.texts, c.Text)
+	}
+	r.size += len(c.Text) + 4*len(c.TokenIDs)
+	wake := m.enqueue(r)
+	m.mu.Unlock()
+	if wake {
+		m.wake()
+	}
+	return nil
+}
+
+// finish records the end of r's Generate, sent after r's output.
+func (m *muxServer) finish(r *muxRequest, res Result, err error) {
+	item := &pluginv1.MultiplexItem{Id: r.id}
+	if err != nil {
+		st := status.Convert(toStatus(err)).Proto()
+		item.Kind = &pluginv1.MultiplexItem_Error{Error: &pluginv1.Status{Code: st.GetCode(), Message: st.GetMessage(), Details: st.GetDetails()}}
+	} else {
+		item.Kind = &pluginv1.MultiplexItem_Final{Final: resultToProto(res)}
+	}
+	m.mu.Lock()
+	r.returned = true
+	wake := false
+	if r.cancelled {
+		// The host no longer listens for this request.
+		delete(m.reqs, r.id)
+	} else {
+		r.end = item
+		wake = m.enqueue(r)
+	}
+	m.mu.Unlock()
+	r.cancel()
+	if wake {
+		m.wake()
+	}
+}
+
+// sendLoop sends the pending output of all requests, one message per
+// turn, until done, or until a send fails, which fails every request's
+// puts.
+func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
+	// One message and its items, refilled for each send: Send marshals it
+	// before it returns. Token id slices are never reused.
+	msg := &pluginv1.MultiplexResponse{}
+	var slots []*pluginv1.MultiplexItem
+	var batch []*muxRequest
+	for {
+		m.mu.Lock()
+		if len(m.pending) == 0 {
+			done := m.done
+			m.mu.Unlock()
+			if done {
+				return
+			}
+			<-m.ready
+			// Let requests already runnable (woken by the same engine
+			// step) add their output first: a yield, not a wait.
+			runtime.Gosched()
+			continue
+		}
+		batch = append(batch[:0], m.pending...)
+		clear(m.pending)
+		m.pending = m.pending[:0]
+		msg.Items = msg.Items[:0]
+		var now int64
+		used := 0 // slots used
+		for _, r := range batch {
+			r.queued = false
+			if r.waiting {
+				if len(slots) == used {
+					slots = append(slots, &pluginv1.MultiplexItem{Kind: &pluginv1.MultiplexItem_Chunk{Chunk: &pluginv1.Chunk{}}})
+				}
+				it := slots[used]
+				used++
+				it.Id = r.id
+				ch := it.GetChunk()
+				ch.TokenIds = r.ids
+				if len(r.texts) == 1 {
+					ch.Text = r.texts[0]
+				} else {
+					ch.Text = strings.Join(r.texts, "")
+				}
+				ch.TraceUnixNano = nil
+				if r.trace {
+					if now == 0 {
+						now = TraceNow(true)
+					}
+					ch.TraceUnixNano = TraceStamp(true, r.stamps, TraceAdapterSent, now)
+				}
+				msg.Items = append(msg.Items, it)
+				full := r.size >= maxMerged
+				clear(r.texts)
+				r.ids, r.texts, r.stamps = nil, r.texts[:0], nil
+				r.size, r.waiting = 0, false
+				if full {
+					select {
+					case r.room <- struct{}{}:
+					default:
+					}
+				}
+			}
+			if r.end != nil {
+				msg.Items = append(msg.Items, r.end)
+				r.end = nil
+				delete(m.reqs, r.id)
+			}
+		}
+		m.mu.Unlock()
+		if err := stream.Send(msg); err != nil {
+			m.mu.Lock()
+			if m.err == nil {
+				m.err = err
+				close(m.stopped)
+			}
+			m.mu.Unlock()
+			// The stream is broken: stop every request, then wait for the
+			// receive loop to see the end and return.
+			m.cancelAll()
+			return
+		}
+	}
+}
+
+func (m *muxServer) cancelAll() {
+	m.mu.Lock()
+	reqs := make([]*muxRequest, 0, len(m.reqs))
+	for _, r := range m.reqs {
+		reqs = append(reqs, r)
+	}
+	m.mu.Unlock()
+	for _, r := range reqs {
+		r.cancel()
+	}
+}
