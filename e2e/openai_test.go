@@ -141,17 +141,8 @@ func testRouterOpenAIContract(t *testing.T, e *engine) {
 				t.Fatalf("%d %s", code, body)
 			}
 			var events []map[string]any
-			sc := bufio.NewScanner(strings.NewReader(body))
-			done := false
-			for sc.Scan() {
-				data, ok := strings.CutPrefix(sc.Text(), "data: ")
-				if !ok {
-					continue
-				}
-				if data == "[DONE]" {
-					done = true
-					continue
-				}
+			datas, done := sseData(body)
+			for _, data := range datas {
 				var ev map[string]any
 				if err := json.Unmarshal([]byte(data), &ev); err != nil {
 					t.Fatalf("event %q: %v", data, err)
@@ -312,4 +303,21 @@ func TestRouterParameterTable(t *testing.T) {
 			}
 		}
 	})
+}
+
+// sseData returns the data of each server-sent event in body, in order,
+// and whether the stream ended with OpenAI's "data: [DONE]".
+func sseData(body string) (data []string, done bool) {
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		d, ok := strings.CutPrefix(sc.Text(), "data: ")
+		switch {
+		case !ok:
+		case d == "[DONE]":
+			done = true
+		default:
+			data = append(data, d)
+		}
+	}
+	return data, done
 }

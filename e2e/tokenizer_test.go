@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -196,6 +195,11 @@ func testTokenizedChat(t *testing.T, e *engine) {
 		if got.Finish != "length" || got.Usage == nil || got.Usage.PromptTokens != len(chat.IDs) || got.Usage.CompletionTokens != len(outIDs) {
 			t.Errorf("finish %q usage %+v, want length, %d prompt and %d completion tokens", got.Finish, got.Usage, len(chat.IDs), len(outIDs))
 		}
+		w := got.Whole
+		if w.Content != outText || w.Finish != "length" || w.Usage == nil || w.Usage.PromptTokens != len(chat.IDs) || w.Usage.CompletionTokens != len(outIDs) {
+			t.Errorf("not streamed: content %q finish %q usage %+v, want %q, length, %d prompt and %d completion tokens",
+				w.Content, w.Finish, w.Usage, outText, len(chat.IDs), len(outIDs))
+		}
 		checkPrompt(t)
 	})
 
@@ -252,13 +256,22 @@ func testTokenizedChat(t *testing.T, e *engine) {
 	})
 }
 
-// chatResult is what chat.mjs prints.
+// chatUsage is a chat completion's usage as the openai package reads it.
+type chatUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// chatResult is what chat.mjs prints: the streamed chat's deltas, finish
+// reason and usage chunk, and the same chat not streamed.
 type chatResult struct {
 	Deltas []string
 	Finish string
-	Usage  *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
+	Usage  *chatUsage
+	Whole  struct {
+		Content string
+		Finish  string
+		Usage   *chatUsage
 	}
 }
 
@@ -297,17 +310,8 @@ func openAIChat(t *testing.T, base, model, messages, stop string) chatResult {
 // delta.content, and the finish_reason.
 func chatEvents(t *testing.T, body []byte) (deltas []string, finish string) {
 	t.Helper()
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	done := false
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		if data == "[DONE]" {
-			done = true
-			continue
-		}
+	datas, done := sseData(string(body))
+	for _, data := range datas {
 		var ev struct {
 			Choices []struct {
 				Delta struct {

@@ -1,6 +1,7 @@
-// Streams one chat completion (with stream_options.include_usage) through
-// an OpenAI-compatible endpoint with the official openai package and
-// prints what it received as one JSON line. Usage: node chat.mjs BASE_URL
+// Sends one chat completion streamed (with stream_options.include_usage)
+// and the same one not streamed through an OpenAI-compatible endpoint with
+// the official openai package, and prints what it received as one JSON
+// line. Usage: node chat.mjs BASE_URL
 // MODEL MESSAGES [STOP], where MESSAGES is a JSON array of {role, content}
 // and STOP a JSON array of stop strings.
 import OpenAI from "openai";
@@ -20,4 +21,9 @@ for await (const chunk of stream) {
   finish = choice?.finish_reason ?? finish;
   usage = chunk.usage ?? usage; // the last chunk's, with no choices
 }
-console.log(JSON.stringify({ deltas, finish, usage }));
+const { stream: _s, stream_options: _o, ...plain } = params;
+const whole = await client.chat.completions.create(plain);
+console.log(JSON.stringify({
+  deltas, finish, usage,
+  whole: { content: whole.choices[0].message.content, finish: whole.choices[0].finish_reason, usage: whole.usage },
+}));
