@@ -58,6 +58,12 @@ func Worker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 // DirectVLLM sends GenerateStream requests straight to a vLLM engine (the
 // mock), with the options vigil's vLLM adapter sets.
 func DirectVLLM(cc grpc.ClientConnInterface, maxTokens uint32) Request {
+	return directVLLM(cc, maxTokens, false)
+}
+
+// directVLLM is DirectVLLM; with stamps, each message's engine→client
+// time goes to Outcome.Paths (StampedVLLM).
+func directVLLM(cc grpc.ClientConnInterface, maxTokens uint32, stamps bool) Request {
 	c := vllmpb.NewInferenceClient(cc)
 	return func(ctx context.Context, id string) Outcome {
 		stream, err := c.GenerateStream(ctx, &vllmpb.GenerateRequest{
@@ -70,16 +76,29 @@ func DirectVLLM(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 		if err != nil {
 			return Outcome{Err: err}
 		}
-		return drain(func() (int, error) {
+		var paths []Path
+		out := drain(func() (int, error) {
 			msg, err := stream.Recv()
-			return len(msg.GetOutputs().GetTokenIds()), err
+			ids := msg.GetOutputs().GetTokenIds()
+			if stamps {
+				paths = stamped(paths, ids)
+			}
+			return len(ids), err
 		})
+		out.Paths = paths
+		return out
 	}
 }
 
 // DirectSGLang sends Generate requests straight to an SGLang engine (the
 // mock), with the fields vigil's SGLang adapter sets.
 func DirectSGLang(cc grpc.ClientConnInterface, maxTokens uint32) Request {
+	return directSGLang(cc, maxTokens, false)
+}
+
+// directSGLang is DirectSGLang; with stamps, each message's engine→client
+// time goes to Outcome.Paths (StampedSGLang).
+func directSGLang(cc grpc.ClientConnInterface, maxTokens uint32, stamps bool) Request {
 	c := sglangpb.NewSglangServiceClient(cc)
 	ids := make([]int32, len(prompt))
 	for i, id := range prompt {
@@ -96,10 +115,16 @@ func DirectSGLang(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 		if err != nil {
 			return Outcome{Err: err}
 		}
-		return drain(func() (int, error) {
+		var paths []Path
+		out := drain(func() (int, error) {
 			msg, err := s.Recv()
+			if out := msg.GetOutputIds(); stamps && len(out) > 0 {
+				paths = stamped(paths, []uint32{uint32(out[0])})
+			}
 			return len(msg.GetOutputIds()), err
 		})
+		out.Paths = paths
+		return out
 	}
 }
 

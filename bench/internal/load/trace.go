@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
-	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk/enginemock"
 	"google.golang.org/grpc"
@@ -118,58 +116,12 @@ func pathOf(ch *workerv1.Chunk, client int64) (Path, error) {
 // message's engine→client time going to Outcome.Paths (EngineSent and
 // Client only): one gRPC hop without vigil, beside the traced hops.
 func StampedVLLM(cc grpc.ClientConnInterface, maxTokens uint32) Request {
-	c := vllmpb.NewInferenceClient(cc)
-	return func(ctx context.Context, id string) Outcome {
-		stream, err := c.GenerateStream(ctx, &vllmpb.GenerateRequest{
-			RequestId: id,
-			Prompt:    &vllmpb.GenerateRequest_TokenIds{TokenIds: &vllmpb.TokenIds{Ids: prompt}},
-			Sampling:  &vllmpb.RandomSampling{},
-			Stopping:  &vllmpb.StoppingCriteria{MaxNewTokens: maxTokens},
-			Response:  &vllmpb.ResponseOptions{OutputTokenIds: true},
-		})
-		if err != nil {
-			return Outcome{Err: err}
-		}
-		var paths []Path
-		out := drain(func() (int, error) {
-			msg, err := stream.Recv()
-			paths = stamped(paths, msg.GetOutputs().GetTokenIds())
-			return len(msg.GetOutputs().GetTokenIds()), err
-		})
-		out.Paths = paths
-		return out
-	}
+	return directVLLM(cc, maxTokens, true)
 }
 
 // StampedSGLang is StampedVLLM for SGLang.
 func StampedSGLang(cc grpc.ClientConnInterface, maxTokens uint32) Request {
-	c := sglangpb.NewSglangServiceClient(cc)
-	ids := make([]int32, len(prompt))
-	for i, id := range prompt {
-		ids[i] = int32(id)
-	}
-	maxNew, streaming := int32(maxTokens), true
-	return func(ctx context.Context, id string) Outcome {
-		s, err := c.Generate(ctx, &sglangpb.GenerateRequest{
-			InputIds:       ids,
-			SamplingParams: &sglangpb.SamplingParams{MaxNewTokens: &maxNew},
-			Stream:         &streaming,
-			Rid:            &id,
-		})
-		if err != nil {
-			return Outcome{Err: err}
-		}
-		var paths []Path
-		out := drain(func() (int, error) {
-			msg, err := s.Recv()
-			if out := msg.GetOutputIds(); len(out) > 0 {
-				paths = stamped(paths, []uint32{uint32(out[0])})
-			}
-			return len(msg.GetOutputIds()), err
-		})
-		out.Paths = paths
-		return out
-	}
+	return directSGLang(cc, maxTokens, true)
 }
 
 // stamped adds the path of a message whose first token is ids[0], read
