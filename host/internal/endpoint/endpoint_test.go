@@ -122,8 +122,11 @@ func prompt(ids ...uint32) *workerv1.GenerateRequest {
 	return &workerv1.GenerateRequest{RequestId: "r", Prompt: &workerv1.GenerateRequest_TokenIds{TokenIds: &workerv1.TokenIds{Ids: ids}}}
 }
 
+// result is what a worker stream carried: its token ids counted, each
+// chunk's text, the final message and the stream's error.
 type result struct {
 	tokens int
+	texts  []string
 	final  *workerv1.Final
 	err    error
 }
@@ -148,6 +151,7 @@ func run(ctx context.Context, c workerv1.WorkerClient, req *workerv1.GenerateReq
 			r.final = f
 		} else {
 			r.tokens += len(m.GetChunk().GetTokenIds())
+			r.texts = append(r.texts, m.GetChunk().GetText())
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,38 +142,6 @@ func llama3(t *testing.T) (*tokenizer.Tokenizer, string) {
 	return tok, filepath.Join("..", "tokenizer", "testdata", "llama3.json")
 }
 
-type streamed struct {
-	chunks []string
-	ids    int
-	final  *workerv1.Final
-	err    error
-}
-
-func stream(ctx context.Context, c workerv1.WorkerClient, req *workerv1.GenerateRequest) streamed {
-	var r streamed
-	st, err := c.Generate(ctx, req)
-	if err != nil {
-		r.err = err
-		return r
-	}
-	for {
-		m, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return r
-		}
-		if err != nil {
-			r.err = err
-			return r
-		}
-		if f := m.GetFinal(); f != nil {
-			r.final = f
-			continue
-		}
-		r.chunks = append(r.chunks, m.GetChunk().GetText())
-		r.ids += len(m.GetChunk().GetTokenIds())
-	}
-}
-
 // With the real Llama 3 tokenizer: the prompt the engine gets is the
 // reference tokenization, and output is vigil's own text, streamed whole
 // characters only, however the engine splits them across tokens.
@@ -212,7 +179,7 @@ func TestDetokenizedStream(t *testing.T) {
 	s.SetTokenizer(HFTokenizer(tok))
 	s.Admit(true, "")
 
-	r := stream(t.Context(), c, text(promptText))
+	r := run(t.Context(), c, text(promptText))
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -222,16 +189,16 @@ func TestDetokenizedStream(t *testing.T) {
 	if diff := cmp.Diff(promptIDs, got); diff != "" {
 		t.Errorf("engine prompt ids (-reference +got):\n%s", diff)
 	}
-	for i, ch := range r.chunks {
+	for i, ch := range r.texts {
 		if !utf8.ValidString(ch) {
 			t.Errorf("chunk %d %q is not whole characters", i, ch)
 		}
 	}
-	if whole := strings.Join(r.chunks, ""); whole != outText {
+	if whole := strings.Join(r.texts, ""); whole != outText {
 		t.Errorf("streamed text %q, want %q", whole, outText)
 	}
-	if r.ids != len(outIDs) || r.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_LENGTH {
-		t.Errorf("%d token ids, final %v; want %d ids and the engine's length", r.ids, r.final, len(outIDs))
+	if r.tokens != len(outIDs) || r.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_LENGTH {
+		t.Errorf("%d token ids, final %v; want %d ids and the engine's length", r.tokens, r.final, len(outIDs))
 	}
 }
 
@@ -260,18 +227,18 @@ func testStopString(t *testing.T, perChunk int) {
 	req := text("Say hello")
 	// "lo wor" spans "Hello" and " world".
 	req.Stopping = &workerv1.Stopping{Stop: []string{"lo wor"}}
-	r := stream(t.Context(), c, req)
+	r := run(t.Context(), c, req)
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if got := strings.Join(r.chunks, ""); got != "Hel" {
+	if got := strings.Join(r.texts, ""); got != "Hel" {
 		t.Errorf("streamed text %q, want %q: up to the stop string, which is not emitted", got, "Hel")
 	}
 	if r.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_STOP {
 		t.Errorf("finish reason %v, want stop", r.final.GetFinishReason())
 	}
-	if r.final.GetUsage().GetCompletionTokens() != 2 || r.ids != 2 {
-		t.Errorf("usage %v, %d token ids streamed; want 2 (Hello, world)", r.final.GetUsage(), r.ids)
+	if r.final.GetUsage().GetCompletionTokens() != 2 || r.tokens != 2 {
+		t.Errorf("usage %v, %d token ids streamed; want 2 (Hello, world)", r.final.GetUsage(), r.tokens)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
