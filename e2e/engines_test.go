@@ -44,6 +44,7 @@ var engines = []*engine{
 		lifetimeID:    true,
 		textPrompts:   true,
 		seeds:         true,
+		minP:          true,
 		maxModelLen:   4096, // vllm-mock's default
 		outputToken:   vllmmock.OutputToken,
 		tokenText:     vllmmock.TokenText,
@@ -73,6 +74,7 @@ var engines = []*engine{
 		modelID:       "test-model",
 		lifetimeID:    true,
 		textPrompts:   false, // SGLang takes token ids only
+		minP:          true,
 		maxModelLen:   harness.SGLangContextLength,
 		outputToken:   enginemock.OutputToken,
 		unhealthy:     serverNotServing,
@@ -173,6 +175,9 @@ type engine struct {
 	// seeds: the engine takes a sampling seed (SGLang's sampling
 	// parameters have none).
 	seeds bool
+	// minP: the engine takes min_p (TensorRT-LLM's sampling config has
+	// none).
+	minP bool
 	// lifecycleOnly: the engine takes no requests through vigil (an older
 	// API that vigil only supervises); the request scenarios skip.
 	lifecycleOnly bool

@@ -321,3 +321,52 @@ func sseData(body string) (data []string, done bool) {
 	}
 	return data, done
 }
+
+// TestRouterMinTokens: through vigil to each engine, a stop token before
+// min_tokens does not end the generation (the engine's own min tokens, as
+// the mock keeps them), and min_p reaches the engines that have it.
+func TestRouterMinTokens(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		skipWithoutRequests(t, e)
+		base, m := openAIWorker(t, e)
+		prompt := []uint32{9906, 1917}
+		stop := e.outputToken(0, prompt, 0) // the first token out
+		usage := func(extra string) (tokens int, finish string) {
+			t.Helper()
+			code, _, body := post(t, base+"/v1/completions", fmt.Sprintf(
+				`{"model":%q,"prompt":[9906,1917],"max_tokens":6,"stop_token_ids":[%d]%s}`, e.servedModel, stop, extra))
+			if code != 200 {
+				t.Fatalf("%s: %d %s, want 200", extra, code, body)
+			}
+			var r struct {
+				Choices []struct {
+					FinishReason string `json:"finish_reason"`
+				} `json:"choices"`
+				Usage struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+			}
+			if err := json.Unmarshal([]byte(body), &r); err != nil || len(r.Choices) != 1 {
+				t.Fatalf("body %s: want one choice (%v)", body, err)
+			}
+			return r.Usage.CompletionTokens, r.Choices[0].FinishReason
+		}
+		if n, finish := usage(""); n != 1 || finish != "stop" {
+			t.Fatalf("without min_tokens: %d tokens, finish %q; want the stop token to end it at 1", n, finish)
+		}
+		if n, _ := usage(`,"min_tokens":4`); n < 4 {
+			t.Errorf("min_tokens 4: %d tokens; want at least 4, the stop token before them ignored", n)
+		}
+		if !e.minP {
+			return
+		}
+		if n, _ := usage(`,"min_p":0.25`); n < 1 {
+			t.Fatalf("min_p 0.25: no tokens")
+		}
+		if st, err := m.State(); err != nil || st.LastMinP != 0.25 {
+			t.Errorf("engine's min_p = %v (%v), want 0.25", st.LastMinP, err)
+		}
+	})
+}

@@ -94,6 +94,8 @@ func generateRequestToProto(r GenerateRequest) *pluginv1.GenerateRequest {
 		StopTokenIds: r.StopTokenIDs,
 		Stop:         r.Stop,
 		IgnoreEos:    r.IgnoreEOS,
+		MinTokens:    r.MinTokens,
+		MinP:         r.MinP,
 		Trace:        r.Trace,
 	}
 	if r.TokenIDs != nil {
@@ -116,6 +118,8 @@ func generateRequestFromProto(p *pluginv1.GenerateRequest) GenerateRequest {
 		StopTokenIDs: p.GetStopTokenIds(),
 		Stop:         p.GetStop(),
 		IgnoreEOS:    p.GetIgnoreEos(),
+		MinTokens:    p.GetMinTokens(),
+		MinP:         p.GetMinP(),
 		Trace:        p.GetTrace(),
 	}
 	if ids := p.GetTokenIds(); ids != nil {

@@ -218,3 +218,25 @@ func TestHealthPolicy(t *testing.T) {
 		}
 	})
 }
+
+// Every field an adapter author sees crosses the plugin boundary.
+func TestGenerateRequestRoundTrip(t *testing.T) {
+	t.Parallel()
+	temp, topP, topK, seed := float32(0.5), float32(0.9), uint32(40), int64(7)
+	tests := map[string]GenerateRequest{
+		"text": {RequestID: "r1", Text: "hi"},
+		"full": {
+			RequestID: "r2", TokenIDs: []uint32{1, 2}, Temperature: &temp, TopP: &topP, TopK: &topK,
+			Seed: &seed, MaxTokens: 9, StopTokenIDs: []uint32{3}, Stop: []string{"x"}, IgnoreEOS: true,
+			MinTokens: 4, MinP: 0.05, Trace: true,
+		},
+	}
+	for name, r := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(r, generateRequestFromProto(generateRequestToProto(r))); diff != "" {
+				t.Errorf("round trip mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

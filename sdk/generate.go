@@ -51,6 +51,17 @@ type GenerateRequest struct {
 	StopTokenIDs []uint32
 	Stop         []string
 	IgnoreEOS    bool
+	// MinTokens is the fewest tokens to generate: stop tokens and the end
+	// of sequence do not end the generation before it (stop strings are
+	// matched after it as the engine does). 0 means none; the host passes
+	// at most MaxTokens when that is set. Map it to the engine's own field
+	// (vLLM min_new_tokens, SGLang min_new_tokens, TensorRT-LLM min_tokens).
+	MinTokens uint32
+	// MinP drops tokens whose probability is below MinP times the most
+	// likely token's, in [0, 1]; 0 means off (all engines' default). An
+	// engine without it must refuse a non-zero MinP with
+	// ErrInvalidArgument naming min_p, not drop it.
+	MinP float32
 	// Trace asks each hop to stamp its wall-clock times into the request's
 	// chunks (Chunk.Trace). The sdk marks Generate's context too (see
 	// Tracing), so adapterkit.Relay stamps without the adapter's help.

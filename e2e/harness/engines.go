@@ -222,6 +222,8 @@ type MockState struct {
 	InFlight int `json:"in_flight"`
 	// LastPrompt is the prompt token ids of the last request received.
 	LastPrompt []uint32 `json:"last_prompt"`
+	// LastMinP is the min_p of the last request received; 0 when unset.
+	LastMinP float32 `json:"last_min_p"`
 }
 
 // State reads GET /state.

@@ -331,3 +331,22 @@ func TestGenerateCancelAborts(t *testing.T) {
 		t.Errorf("aborts of c1 = %d, want 1", n)
 	}
 }
+
+// TestGenerateMinTokensAndMinP: min_tokens and min_p reach the engine
+// (SamplingParams.min_new_tokens, min_p): a stop token before min_tokens
+// does not end the generation.
+func TestGenerateMinTokensAndMinP(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{})
+	a := started(t, addr, nil)
+	prompt := []uint32{3, 4}
+	stop := enginemock.OutputToken(0, prompt, 1)
+	res, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "m1", TokenIDs: prompt, MaxTokens: 6,
+		StopTokenIDs: []uint32{stop}, MinTokens: 4, MinP: 0.25}, func(sdk.Chunk) error { return nil })
+	if err != nil || res.CompletionTokens < 4 {
+		t.Errorf("Generate(stop token 2nd, min_tokens 4) = %+v, %v; want at least 4 tokens", res, err)
+	}
+	if got := e.State().LastMinP; got != 0.25 {
+		t.Errorf("engine's min_p = %v, want 0.25", got)
+	}
+}

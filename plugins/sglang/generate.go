@@ -111,6 +111,16 @@ func toSGLang(r sdk.GenerateRequest) (*sglangpb.GenerateRequest, error) {
 	if r.IgnoreEOS {
 		p.IgnoreEos = &r.IgnoreEOS
 	}
+	if r.MinTokens > 0 {
+		m, err := int32s("min_tokens", []uint32{r.MinTokens})
+		if err != nil {
+			return nil, err
+		}
+		p.MinNewTokens = &m[0]
+	}
+	if r.MinP != 0 {
+		p.MinP = &r.MinP
+	}
 	stream := true
 	return &sglangpb.GenerateRequest{InputIds: ids, SamplingParams: p, Stream: &stream, Rid: &r.RequestID}, nil
 }

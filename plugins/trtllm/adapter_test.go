@@ -224,3 +224,24 @@ func TestGenerateCancelAborts(t *testing.T) {
 		t.Errorf("aborts of c1 = %d, want 1", n)
 	}
 }
+
+// TestGenerateMinTokens: min_tokens reaches the engine
+// (SamplingConfig.min_tokens): a stop token before it does not end the
+// generation. TensorRT-LLM has no min_p: a non-zero one is refused naming
+// it, not dropped.
+func TestGenerateMinTokens(t *testing.T) {
+	t.Parallel()
+	_, addr := serveMock(t, "", mock.Config{})
+	a := started(t, addr)
+	prompt := []uint32{3, 4}
+	stop := enginemock.OutputToken(0, prompt, 1)
+	res, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "m1", TokenIDs: prompt, MaxTokens: 6,
+		StopTokenIDs: []uint32{stop}, MinTokens: 4}, func(sdk.Chunk) error { return nil })
+	if err != nil || res.CompletionTokens < 4 {
+		t.Errorf("Generate(stop token 2nd, min_tokens 4) = %+v, %v; want at least 4 tokens", res, err)
+	}
+	_, err = a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "m2", TokenIDs: prompt, MaxTokens: 1, MinP: 0.25}, func(sdk.Chunk) error { return nil })
+	if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.HasPrefix(strings.TrimPrefix(err.Error(), "invalid argument: "), "min_p:") {
+		t.Errorf("Generate(min_p 0.25) = %v, want ErrInvalidArgument naming min_p", err)
+	}
+}

@@ -80,7 +80,15 @@ func (a *Adapter) toTRT(r sdk.GenerateRequest) (*trtllmpb.GenerateRequest, error
 			return nil, fmt.Errorf("%w: max_tokens: required by TensorRT-LLM, and the model's length is unknown or taken by the prompt", sdk.ErrInvalidArgument)
 		}
 	}
+	if r.MinP != 0 {
+		// Not a silent drop, as SGLang's seed: the client asked for a
+		// narrower sampling than it would get.
+		return nil, fmt.Errorf("%w: min_p: TensorRT-LLM's generate API (trtllm SamplingConfig) has no min_p; send 0 or omit it", sdk.ErrInvalidArgument)
+	}
 	sc := &trtllmpb.SamplingConfig{Temperature: r.Temperature, TopP: r.TopP}
+	if r.MinTokens > 0 {
+		sc.MinTokens = &r.MinTokens
+	}
 	if r.TopK != nil {
 		if *r.TopK > 1<<31-1 {
 			return nil, fmt.Errorf("%w: top_k: %d is above TensorRT-LLM's limit", sdk.ErrInvalidArgument, *r.TopK)

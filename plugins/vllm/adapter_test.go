@@ -396,3 +396,22 @@ func TestGenerateUnavailable(t *testing.T) {
 		t.Errorf("Generate on a sleeping engine = %v, want ErrUnavailable", err)
 	}
 }
+
+// TestGenerateMinTokensAndMinP: min_tokens and min_p reach the engine
+// (StoppingCriteria.min_new_tokens, RandomSampling.min_p): a stop token
+// before min_tokens does not end the generation.
+func TestGenerateMinTokensAndMinP(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{Model: "m"})
+	a := started(t, addr)
+	prompt := []uint32{3, 4}
+	stop := mock.OutputToken(0, prompt, 1)
+	res, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "m1", TokenIDs: prompt, MaxTokens: 6,
+		StopTokenIDs: []uint32{stop}, MinTokens: 4, MinP: 0.25}, func(sdk.Chunk) error { return nil })
+	if err != nil || res.CompletionTokens < 4 {
+		t.Errorf("Generate(stop token 2nd, min_tokens 4) = %+v, %v; want at least 4 tokens", res, err)
+	}
+	if got := e.State().LastMinP; got != 0.25 {
+		t.Errorf("engine's min_p = %v, want 0.25", got)
+	}
+}

@@ -60,9 +60,10 @@ func toVLLM(r sdk.GenerateRequest) *vllmpb.GenerateRequest {
 	v := &vllmpb.GenerateRequest{
 		RequestId:   r.RequestID,
 		Temperature: r.Temperature,
-		Sampling:    &vllmpb.RandomSampling{Seed: r.Seed},
+		Sampling:    &vllmpb.RandomSampling{Seed: r.Seed, MinP: r.MinP},
 		Stopping: &vllmpb.StoppingCriteria{
 			MaxNewTokens: r.MaxTokens,
+			MinNewTokens: r.MinTokens,
 			StopTokenIds: r.StopTokenIDs,
 			StopStrings:  r.Stop,
 			IgnoreEos:    r.IgnoreEOS,

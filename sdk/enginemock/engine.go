@@ -143,6 +143,7 @@ type Engine struct {
 	fail        *fail
 	script      []uint32 // POST /script: every generation's output; nil: OutputToken
 	lastPrompt  []uint32 // the last request's prompt
+	lastMinP    float32  // the last request's min_p
 }
 
 // New builds an engine, registers the engine's services and publishes the
@@ -345,6 +346,8 @@ type State struct {
 	InFlight int `json:"in_flight"`
 	// LastPrompt is the prompt token ids of the last request received.
 	LastPrompt []uint32 `json:"last_prompt"`
+	// LastMinP is the min_p of the last request received; 0 when unset.
+	LastMinP float32 `json:"last_min_p"`
 }
 
 // State returns a snapshot of the engine's state.
@@ -364,6 +367,7 @@ func (e *Engine) State() State {
 		AbortsTotal:              e.abortTotal,
 		InFlight:                 len(e.streams),
 		LastPrompt:               append([]uint32(nil), e.lastPrompt...),
+		LastMinP:                 e.lastMinP,
 	}
 	for k, v := range e.status {
 		s.Health[k] = v.String()

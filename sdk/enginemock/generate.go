@@ -65,6 +65,9 @@ type Request struct {
 	MaxNewTokens uint32
 	// MinNewTokens is how many output tokens come before a stop token counts.
 	MinNewTokens uint32
+	// MinP is the request's min_p, in [0, 1]; 0 when unset. The mock's
+	// output is deterministic, so it is only recorded (State.LastMinP).
+	MinP float32
 	// StopTokenIDs end the generation when produced, the token included.
 	StopTokenIDs []uint32
 	// Err, if set, refuses the request with it (a gRPC status error) after
@@ -183,6 +186,7 @@ func (e *Engine) begin(req Request) (*stream, error) {
 	e.requests[req.ID]++
 	e.reqTotal++
 	e.lastPrompt = append(e.lastPrompt[:0], req.Prompt...)
+	e.lastMinP = req.MinP
 	if req.Err != nil {
 		return nil, req.Err
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
@@ -42,6 +43,7 @@ type fakeEngine struct {
 	texts      []string   // each request's text
 	stops      [][]string // each request's stop strings
 	maxTokens  []uint32   // each request's max_tokens
+	last       sdk.GenerateRequest
 	aborted    []string
 	abortErr   error
 	abortBlock chan struct{}
@@ -55,6 +57,7 @@ func (f *fakeEngine) Generate(ctx context.Context, req sdk.GenerateRequest, send
 	f.texts = append(f.texts, req.Text)
 	f.stops = append(f.stops, req.Stop)
 	f.maxTokens = append(f.maxTokens, req.MaxTokens)
+	f.last = req
 	f.mu.Unlock()
 	if err := send(sdk.Chunk{TokenIDs: []uint32{1}, Text: "a"}); err != nil {
 		return sdk.Result{}, err
@@ -180,6 +183,7 @@ func TestValidation(t *testing.T) {
 	s.Admit(true, "")
 	temp := float32(-1)
 	topP := float32(1.5)
+	tooMany := &workerv1.Stopping{MaxTokens: 3, MinTokens: 4}
 	for name, tc := range map[string]struct {
 		req   *workerv1.GenerateRequest
 		code  codes.Code
@@ -191,6 +195,8 @@ func TestValidation(t *testing.T) {
 		"too long":    {&workerv1.GenerateRequest{Prompt: prompt(1, 2).Prompt, Stopping: &workerv1.Stopping{MaxTokens: 99}}, codes.InvalidArgument, "stopping.max_tokens"},
 		"temperature": {&workerv1.GenerateRequest{Prompt: prompt(1).Prompt, Sampling: &workerv1.Sampling{Temperature: &temp}}, codes.InvalidArgument, "sampling.temperature"},
 		"top_p":       {&workerv1.GenerateRequest{Prompt: prompt(1).Prompt, Sampling: &workerv1.Sampling{TopP: &topP}}, codes.InvalidArgument, "sampling.top_p"},
+		"min_p":       {&workerv1.GenerateRequest{Prompt: prompt(1).Prompt, Sampling: &workerv1.Sampling{MinP: 1.5}}, codes.InvalidArgument, "sampling.min_p"},
+		"min_tokens":  {&workerv1.GenerateRequest{Prompt: prompt(1).Prompt, Stopping: tooMany}, codes.InvalidArgument, "stopping.min_tokens: 4 exceeds stopping.max_tokens 3"},
 		"model":       {&workerv1.GenerateRequest{Model: "x", Prompt: prompt(1).Prompt}, codes.NotFound, `model "x"`},
 	} {
 		r := run(t.Context(), c, tc.req)
@@ -446,4 +452,27 @@ func listServices(t *testing.T, conn *grpc.ClientConn) []string {
 		names = append(names, s.GetName())
 	}
 	return names
+}
+
+// The worker API's sampling and stopping fields reach the adapter.
+func TestSamplingForwarded(t *testing.T) {
+	t.Parallel()
+	e := &fakeEngine{}
+	s, c := serve(t, e, worker, 0)
+	s.Admit(true, "")
+	temp, topP, topK, seed := float32(0.5), float32(0.9), uint32(40), int64(7)
+	req := prompt(1)
+	req.Sampling = &workerv1.Sampling{Temperature: &temp, TopP: &topP, TopK: &topK, Seed: &seed, MinP: 0.05}
+	req.Stopping = &workerv1.Stopping{MaxTokens: 9, MinTokens: 4, StopTokenIds: []uint32{3}, Stop: []string{"x"}, IgnoreEos: true}
+	if r := run(t.Context(), c, req); r.err != nil {
+		t.Fatal(r.err)
+	}
+	e.mu.Lock()
+	got := e.last
+	e.mu.Unlock()
+	want := sdk.GenerateRequest{RequestID: got.RequestID, TokenIDs: []uint32{1}, Temperature: &temp, TopP: &topP, TopK: &topK,
+		Seed: &seed, MaxTokens: 9, MinTokens: 4, MinP: 0.05, StopTokenIDs: []uint32{3}, Stop: []string{"x"}, IgnoreEOS: true}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("engine request (-want +got):\n%s", diff)
+	}
 }

@@ -335,9 +335,15 @@ func validate(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uin
 			return nil, contextLengthError("stopping.max_tokens", max, promptLen, mt)
 		}
 	}
+	if st := req.GetStopping(); st.GetMaxTokens() > 0 && st.GetMinTokens() > st.GetMaxTokens() {
+		return nil, status.Errorf(codes.InvalidArgument, "stopping.min_tokens: %d exceeds stopping.max_tokens %d", st.GetMinTokens(), st.GetMaxTokens())
+	}
 	s := req.GetSampling()
 	if s == nil {
 		return ids, nil
+	}
+	if p := s.GetMinP(); !(p >= 0 && p <= 1) {
+		return nil, status.Errorf(codes.InvalidArgument, "sampling.min_p: %g: must be in [0, 1]", p)
 	}
 	if s.Temperature != nil && *s.Temperature < 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "sampling.temperature: %g: must be 0 or more", *s.Temperature)
@@ -359,10 +365,11 @@ func toEngine(req *workerv1.GenerateRequest, ids []uint32, engineID string) sdk.
 		StopTokenIDs: st.GetStopTokenIds(),
 		Stop:         st.GetStop(),
 		IgnoreEOS:    st.GetIgnoreEos(),
+		MinTokens:    st.GetMinTokens(),
 		Trace:        req.GetTrace(),
 	}
 	if s := req.GetSampling(); s != nil {
-		r.Temperature, r.TopP, r.TopK, r.Seed = s.Temperature, s.TopP, s.TopK, s.Seed
+		r.Temperature, r.TopP, r.TopK, r.Seed, r.MinP = s.Temperature, s.TopP, s.TopK, s.Seed, s.GetMinP()
 	}
 	if ids != nil {
 		r.TokenIDs, r.Text = ids, ""

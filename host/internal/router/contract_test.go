@@ -188,8 +188,8 @@ func TestUnsupportedParameters(t *testing.T) {
 		{endpointCompletions, completion, "frequency_penalty", "0.0", true},
 		{endpointCompletions, completion, "logit_bias", `{"50256":-100}`, false},
 		{endpointCompletions, completion, "logit_bias", `{}`, true},
-		{endpointCompletions, completion, "min_tokens", "3", false},
-		{endpointCompletions, completion, "min_p", "0.1", false},
+		{endpointCompletions, completion, "min_tokens", "3", true},
+		{endpointCompletions, completion, "min_p", "0.1", true},
 		{endpointCompletions, completion, "repetition_penalty", "1.2", false},
 		{endpointCompletions, completion, "repetition_penalty", "1", true},
 		{endpointCompletions, completion, "user", `"anyone"`, true},
@@ -447,5 +447,53 @@ func TestChatPicksChatWorkers(t *testing.T) {
 	}
 	if plain.requests.Load() == 0 {
 		t.Errorf("completions: %s, want p used too", counts(plain, withChat))
+	}
+}
+
+// min_tokens (vLLM's extension) and min_p reach the worker from both
+// endpoints; values no engine takes get 400 naming them.
+func TestMinTokensAndMinP(t *testing.T) {
+	t.Parallel()
+	a := chatWorker(t, "a", "m")
+	r := startRouter(t, []*fakeWorker{a})
+	const completion, chat = `"prompt":"p"`, `"messages":[{"role":"user","content":"p"}]`
+	for _, path := range []string{endpointCompletions, endpointChat} {
+		prompt := completion
+		if path == endpointChat {
+			prompt = chat
+		}
+		body := `{"model":"m",` + prompt + `,"max_tokens":8,"min_tokens":8,"min_p":0.25}`
+		if code, _, resp := r.do(t, "POST", path, body); code != http.StatusOK {
+			t.Fatalf("%s %s: %d %s, want 200", path, body, code, resp)
+		}
+		sent := a.lastRequest()
+		if got := sent.GetStopping().GetMinTokens(); got != 8 {
+			t.Errorf("%s: worker's stopping.min_tokens = %d, want 8", path, got)
+		}
+		if got := sent.GetSampling().GetMinP(); got != 0.25 {
+			t.Errorf("%s: worker's sampling.min_p = %v, want 0.25", path, got)
+		}
+	}
+	for _, tc := range []struct {
+		path, body, param, msg string
+	}{
+		{endpointCompletions, `"min_tokens":-1`, "min_tokens", "from 0 to"},
+		{endpointCompletions, `"min_tokens":1.5`, "min_tokens", "want an integer"},
+		{endpointCompletions, `"min_tokens":"3"`, "min_tokens", "want an integer"},
+		{endpointCompletions, `"max_tokens":4,"min_tokens":5`, "min_tokens", "5 exceeds max_tokens 4"},
+		{endpointCompletions, `"min_tokens":17`, "min_tokens", "exceeds max_tokens 16"}, // the default
+		{endpointChat, `"max_completion_tokens":4,"min_tokens":5`, "min_tokens", "5 exceeds max_completion_tokens 4"},
+		{endpointCompletions, `"min_p":1.5`, "min_p", "from 0 to 1"},
+		{endpointChat, `"min_p":-0.1`, "min_p", "from 0 to 1"},
+		{endpointChat, `"min_p":"x"`, "min_p", "want a number"},
+	} {
+		prompt := completion
+		if tc.path == endpointChat {
+			prompt = chat
+		}
+		code, _, e := errorOf(t, r, tc.path, `{"model":"m",`+prompt+`,`+tc.body+`}`)
+		if msg, _ := e["message"].(string); code != http.StatusBadRequest || e["param"] != tc.param || !strings.Contains(msg, tc.msg) {
+			t.Errorf("%s %s: %d %v, want 400 with param %s and a message containing %q", tc.path, tc.body, code, e, tc.param, tc.msg)
+		}
 	}
 }

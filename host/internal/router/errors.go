@@ -114,6 +114,10 @@ var workerFields = map[string]string{
 	"ignore_eos":              "ignore_eos",
 	"stopping.ignore_eos":     "ignore_eos",
 	"n":                       "n",
+	"min_tokens":              "min_tokens",
+	"stopping.min_tokens":     "min_tokens",
+	"min_p":                   "min_p",
+	"sampling.min_p":          "min_p",
 }
 
 // protoPaths rewrites the worker API's paths that a message mentions

@@ -259,6 +259,8 @@ type request struct {
 	Stream              *bool           `json:"stream"`
 	StreamOptions       json.RawMessage `json:"stream_options"`
 	IgnoreEOS           *bool           `json:"ignore_eos"`
+	MinTokens           *int64          `json:"min_tokens"`
+	MinP                *float64        `json:"min_p"`
 }
 
 // parsed is a checked request: what the response needs of it, and the
@@ -354,6 +356,22 @@ func (h *httpHandler) parse(w http.ResponseWriter, r *http.Request, endpoint str
 			return nil, nil, badRequest(p.names.maxTokens, "%s: want an integer from 1 to %d, got %d", p.names.maxTokens, uint32(maxUint32), *maxTokens)
 		}
 		req.Stopping.MaxTokens = uint32(*maxTokens)
+	}
+	if c.MinTokens != nil {
+		// vLLM's extension; max_tokens bounds it, the default one too.
+		switch mt, limit := *c.MinTokens, req.Stopping.MaxTokens; {
+		case mt < 0 || mt > maxUint32:
+			return nil, nil, badRequest("min_tokens", "min_tokens: want an integer from 0 to %d, got %d", uint32(maxUint32), mt)
+		case limit > 0 && mt > int64(limit):
+			return nil, nil, badRequest("min_tokens", "min_tokens: %d exceeds %s %d; want at most %s", mt, p.names.maxTokens, limit, p.names.maxTokens)
+		}
+		req.Stopping.MinTokens = uint32(*c.MinTokens)
+	}
+	if c.MinP != nil {
+		if mp := *c.MinP; !(mp >= 0 && mp <= 1) {
+			return nil, nil, badRequest("min_p", "min_p: want a number from 0 to 1, got %g", mp)
+		}
+		req.Sampling.MinP = float32(*c.MinP)
 	}
 	if c.TopK != nil {
 		// -1 is the customary "all tokens" (vLLM's); the worker API says 0.

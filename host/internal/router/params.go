@@ -44,15 +44,13 @@ var (
 var commonParams = map[string]paramRule{
 	"model": rTaken, "temperature": rTaken, "top_p": rTaken, "top_k": rTaken, "seed": rTaken,
 	"stop": rTaken, "stop_token_ids": rTaken, "n": rTaken, "stream": rTaken, "stream_options": rTaken,
-	"ignore_eos": rTaken, "max_tokens": rTaken,
+	"ignore_eos": rTaken, "max_tokens": rTaken, "min_tokens": rTaken, "min_p": rTaken,
 	// No effect on generation.
 	"user": rAny,
 	// Sampling vigil's worker API does not carry: their neutral values only.
 	"presence_penalty":   rZero,
 	"frequency_penalty":  rZero,
 	"repetition_penalty": rOne,
-	"min_p":              rZero,
-	"min_tokens":         rZero,
 	"logit_bias":         rEmptyObj,
 	// vLLM's extensions that clients of vLLM send with their defaults.
 	"skip_special_tokens":        rTrue,

@@ -139,11 +139,13 @@ type Config struct {
 	// --metrics-listen). Nil: none.
 	Observer Observer
 	// Tokenizer, when set, is called once the engine first serves, with
-	// what it reported (its model path, for one), before the endpoint
-	// admits requests: it gives the endpoint the model's tokenizer, if it
-	// has one, and reports whether it did (the worker then takes text
-	// prompts whatever its engine takes) and whether a chat template came
-	// with it (the worker takes chat messages). Nil: neither.
+	// what it reported (its model path, for one), on a goroutine of its own:
+	// a stop or a loss meanwhile is acted on at once, while the worker
+	// registers and the endpoint admits requests only after it returns. It
+	// gives the endpoint the model's tokenizer, if it has one, and reports
+	// whether it did (the worker then takes text prompts whatever its engine
+	// takes) and whether a chat template came with it (the worker takes chat
+	// messages). Nil: neither.
 	Tokenizer func(w sdk.Worker) (loaded, chat bool)
 }
 
@@ -179,6 +181,13 @@ type supervisor struct {
 	started bool             // StateStarted was entered: something may be registered
 	events  <-chan sdk.Event // the availability watch; nil when none
 	refused <-chan struct{}  // the announcer's Done once it runs; nil once taken
+	// tokenized delivers the Tokenizer hook's decision, which runs off the
+	// loop (loading a tokenizer takes seconds) so that a stop or a loss is
+	// acted on meanwhile; nil when none is pending. held is a SERVING that
+	// came before it: the worker registers only once it knows which
+	// prompts it takes.
+	tokenized <-chan tokenizerDecision
+	held      *sdk.Event
 
 	state       State
 	cause       Input // InputLost, InputStop or InputFailed, whichever came first
@@ -210,6 +219,8 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
 			s.endPhase()
 		case ev, ok := <-s.events:
 			s.watched(ev, ok)
+		case d := <-s.tokenized:
+			s.decided(d)
 		case <-s.refused:
 			s.refused = nil
 			s.duplicate()
@@ -230,11 +241,15 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 		if s.state != StateDraining {
 			s.step(InputLost, "adapter closed the availability stream")
 		}
+	case ev.Availability == sdk.Serving && s.tokenized != nil:
+		s.cfg.Observer.Availability(ev.Availability)
+		s.held = &ev
 	case ev.Availability == sdk.Serving:
 		s.cfg.Observer.Availability(ev.Availability)
 		s.step(InputServing, ev.Reason)
 	case ev.Availability == sdk.NotReady:
 		s.cfg.Observer.Availability(ev.Availability)
+		s.held = nil
 		s.step(InputNotReady, ev.Reason)
 	default:
 		s.cfg.Observer.Availability(sdk.Lost)
@@ -396,10 +411,12 @@ func (s *supervisor) serve() {
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = w.ServedModelName, w.ModelID, w.InstanceID
 	s.reg.TokensOnly, s.reg.Chat = !w.SupportsTextInput, false
 	if s.cfg.Tokenizer != nil {
-		// vigil tokenizes text for every engine once it has the model's
-		// tokenizer.
-		loaded, chat := s.cfg.Tokenizer(w)
-		s.reg.TokensOnly, s.reg.Chat = s.reg.TokensOnly && !loaded, chat
+		tokenized := make(chan tokenizerDecision, 1) // the hook never waits on a stopped loop
+		s.tokenized = tokenized
+		go func() {
+			loaded, chat := s.cfg.Tokenizer(w)
+			tokenized <- tokenizerDecision{loaded, chat}
+		}()
 	}
 	s.reg.MaxModelLen = w.MaxModelLen
 	s.log.Info("engine serving", append(servingArgs, "model_id", w.ModelID,
@@ -412,6 +429,22 @@ func (s *supervisor) serve() {
 	go s.cfg.Announcer.Run(s.ctx)
 	s.refused = s.cfg.Announcer.Done()
 	s.events = s.watch()
+}
+
+// tokenizerDecision is what the Tokenizer hook reported.
+type tokenizerDecision struct{ loaded, chat bool }
+
+// decided takes the Tokenizer hook's decision into the registration, and
+// then the SERVING that waited for it.
+func (s *supervisor) decided(d tokenizerDecision) {
+	s.tokenized = nil
+	// vigil tokenizes text for every engine once it has the model's
+	// tokenizer.
+	s.reg.TokensOnly, s.reg.Chat = s.reg.TokensOnly && !d.loaded, d.chat
+	if ev := s.held; ev != nil {
+		s.held = nil
+		s.step(InputServing, ev.Reason)
+	}
 }
 
 // notReadyWithdrawTime bounds the withdrawal of a worker whose engine is

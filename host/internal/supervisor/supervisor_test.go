@@ -282,3 +282,50 @@ func TestTokenizerRegistration(t *testing.T) {
 		})
 	}
 }
+
+// Loading the tokenizer (seconds for a large model) does not hold the
+// lifecycle: a stop signal or an engine loss during the load is acted on
+// at once, and a SERVING during it registers only after the load, with the
+// prompts the tokenizer brings.
+func TestTokenizerLoadDoesNotHoldLifecycle(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		during func(h *harness)
+		want   error
+	}{
+		"stop signal": {func(h *harness) { h.signal() }, nil},
+		"engine lost": {func(h *harness) { h.send(sdk.Lost) }, outcome.ErrEngineLost},
+		"serving": {func(h *harness) {
+			h.send(sdk.Serving)
+			h.registered(false)
+		}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			engine := newFakeEngine() // takes token ids only
+			engine.generate = true
+			loading, release := make(chan struct{}), make(chan struct{})
+			t.Cleanup(func() {
+				select {
+				case <-release:
+				default:
+					close(release)
+				}
+			})
+			h := startHarnessWith(t, engine, &fakeEndpoint{}, func(c *Config) {
+				c.Tokenizer = func(sdk.Worker) (bool, bool) { close(loading); <-release; return true, false }
+			})
+			<-loading
+			tc.during(h)
+			if name == "serving" {
+				close(release)
+				h.registered(true)
+				if got := h.record().Meta["prompts"]; got != "text,token_ids" {
+					t.Errorf("meta prompts %q, want text,token_ids (the tokenizer loaded)", got)
+				}
+				h.signal()
+			}
+			h.ended(tc.want)
+		})
+	}
+}

@@ -83,6 +83,7 @@ func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStrea
 		ID:           req.GetRid(),
 		MaxNewTokens: uint32(cmp.Or(p.GetMaxNewTokens(), defaultMaxNewTokens)),
 		MinNewTokens: uint32(max(p.GetMinNewTokens(), 0)),
+		MinP:         p.GetMinP(),
 	}
 	var err error
 	if gen.Prompt, err = uint32s("input_ids", req.GetInputIds()); err == nil {

@@ -85,6 +85,7 @@ func (s *inferenceServer) run(ctx context.Context, req *vllmpb.GenerateRequest, 
 		Seed:         req.GetSampling().GetSeed(),
 		MaxNewTokens: cmp.Or(stopping.GetMaxNewTokens(), defaultMaxNewTokens),
 		MinNewTokens: stopping.GetMinNewTokens(),
+		MinP:         req.GetSampling().GetMinP(),
 		StopTokenIDs: stopping.GetStopTokenIds(),
 	}
 	if n := uint32(len(prompt)); n < maxLen {

@@ -809,7 +809,14 @@ type GenerateRequest struct {
 	// no chunk carries stamps. A compatible addition to version 1 (the
 	// go-plugin protocol version is unchanged): an adapter built before it
 	// ignores the field and sends no stamps.
-	Trace         bool `protobuf:"varint,12,opt,name=trace,proto3" json:"trace,omitempty"`
+	Trace bool `protobuf:"varint,12,opt,name=trace,proto3" json:"trace,omitempty"`
+	// Fewest tokens to generate before a stop token or end of sequence may
+	// end the generation; 0 means none. Drop tokens less likely than min_p
+	// times the most likely token's probability, in [0, 1]; 0 keeps all.
+	// Compatible additions to version 1, like trace: an adapter built before
+	// them ignores them.
+	MinTokens     uint32  `protobuf:"varint,13,opt,name=min_tokens,json=minTokens,proto3" json:"min_tokens,omitempty"`
+	MinP          float32 `protobuf:"fixed32,14,opt,name=min_p,json=minP,proto3" json:"min_p,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -937,6 +944,20 @@ func (x *GenerateRequest) GetTrace() bool {
 		return x.Trace
 	}
 	return false
+}
+
+func (x *GenerateRequest) GetMinTokens() uint32 {
+	if x != nil {
+		return x.MinTokens
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetMinP() float32 {
+	if x != nil {
+		return x.MinP
+	}
+	return 0
 }
 
 type isGenerateRequest_Prompt interface {
@@ -1692,7 +1713,7 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
-	"\x10ShutdownResponse\"\xb9\x03\n" +
+	"\x10ShutdownResponse\"\xed\x03\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1709,7 +1730,10 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	" \x03(\tR\x04stop\x12\x1d\n" +
 	"\n" +
 	"ignore_eos\x18\v \x01(\bR\tignoreEos\x12\x14\n" +
-	"\x05trace\x18\f \x01(\bR\x05traceB\b\n" +
+	"\x05trace\x18\f \x01(\bR\x05trace\x12\x1d\n" +
+	"\n" +
+	"min_tokens\x18\r \x01(\rR\tminTokens\x12\x13\n" +
+	"\x05min_p\x18\x0e \x01(\x02R\x04minPB\b\n" +
 	"\x06promptB\x0e\n" +
 	"\f_temperatureB\b\n" +
 	"\x06_top_pB\b\n" +

@@ -398,7 +398,12 @@ type Sampling struct {
 	// Keep the k most likely tokens; 0 means all.
 	TopK *uint32 `protobuf:"varint,3,opt,name=top_k,json=topK,proto3,oneof" json:"top_k,omitempty"`
 	// Seed for reproducible sampling.
-	Seed          *int64 `protobuf:"varint,4,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	Seed *int64 `protobuf:"varint,4,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	// Drop tokens less likely than min_p times the most likely token's
+	// probability, in [0, 1]; 0 (the default) keeps all. A compatible
+	// addition: an older worker ignores it. Engines without it (TensorRT-LLM)
+	// answer INVALID_ARGUMENT naming min_p when it is not 0.
+	MinP          float32 `protobuf:"fixed32,5,opt,name=min_p,json=minP,proto3" json:"min_p,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -461,6 +466,13 @@ func (x *Sampling) GetSeed() int64 {
 	return 0
 }
 
+func (x *Sampling) GetMinP() float32 {
+	if x != nil {
+		return x.MinP
+	}
+	return 0
+}
+
 // When to stop generating.
 type Stopping struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -472,7 +484,11 @@ type Stopping struct {
 	// Stop at any of these strings (not included in the output).
 	Stop []string `protobuf:"bytes,3,rep,name=stop,proto3" json:"stop,omitempty"`
 	// Keep generating past the end-of-sequence token.
-	IgnoreEos     bool `protobuf:"varint,4,opt,name=ignore_eos,json=ignoreEos,proto3" json:"ignore_eos,omitempty"`
+	IgnoreEos bool `protobuf:"varint,4,opt,name=ignore_eos,json=ignoreEos,proto3" json:"ignore_eos,omitempty"`
+	// Fewest tokens to generate: stop tokens and end of sequence do not end
+	// the generation before it; at most max_tokens when that is set. 0 (the
+	// default) means none. A compatible addition: an older worker ignores it.
+	MinTokens     uint32 `protobuf:"varint,5,opt,name=min_tokens,json=minTokens,proto3" json:"min_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +549,13 @@ func (x *Stopping) GetIgnoreEos() bool {
 		return x.IgnoreEos
 	}
 	return false
+}
+
+func (x *Stopping) GetMinTokens() uint32 {
+	if x != nil {
+		return x.MinTokens
+	}
+	return 0
 }
 
 type GenerateResponse struct {
@@ -835,23 +858,26 @@ const file_vigil_worker_v1_worker_proto_rawDesc = "" +
 	"\bmessages\x18\x01 \x03(\v2\x18.vigil.worker.v1.MessageR\bmessages\"7\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xab\x01\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\"\xc0\x01\n" +
 	"\bSampling\x12%\n" +
 	"\vtemperature\x18\x01 \x01(\x02H\x00R\vtemperature\x88\x01\x01\x12\x18\n" +
 	"\x05top_p\x18\x02 \x01(\x02H\x01R\x04topP\x88\x01\x01\x12\x18\n" +
 	"\x05top_k\x18\x03 \x01(\rH\x02R\x04topK\x88\x01\x01\x12\x17\n" +
-	"\x04seed\x18\x04 \x01(\x03H\x03R\x04seed\x88\x01\x01B\x0e\n" +
+	"\x04seed\x18\x04 \x01(\x03H\x03R\x04seed\x88\x01\x01\x12\x13\n" +
+	"\x05min_p\x18\x05 \x01(\x02R\x04minPB\x0e\n" +
 	"\f_temperatureB\b\n" +
 	"\x06_top_pB\b\n" +
 	"\x06_top_kB\a\n" +
-	"\x05_seed\"\x82\x01\n" +
+	"\x05_seed\"\xa1\x01\n" +
 	"\bStopping\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x01 \x01(\rR\tmaxTokens\x12$\n" +
 	"\x0estop_token_ids\x18\x02 \x03(\rR\fstopTokenIds\x12\x12\n" +
 	"\x04stop\x18\x03 \x03(\tR\x04stop\x12\x1d\n" +
 	"\n" +
-	"ignore_eos\x18\x04 \x01(\bR\tignoreEos\"z\n" +
+	"ignore_eos\x18\x04 \x01(\bR\tignoreEos\x12\x1d\n" +
+	"\n" +
+	"min_tokens\x18\x05 \x01(\rR\tminTokens\"z\n" +
 	"\x10GenerateResponse\x12.\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x16.vigil.worker.v1.ChunkH\x00R\x05chunk\x12.\n" +
 	"\x05final\x18\x02 \x01(\v2\x16.vigil.worker.v1.FinalH\x00R\x05finalB\x06\n" +
