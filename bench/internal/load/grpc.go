@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
@@ -45,7 +46,7 @@ func Worker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 		if err != nil {
 			return Outcome{Err: err}
 		}
-		return drain(func() (int, error) {
+		return drain(ctx, func() (int, error) {
 			msg, err := stream.Recv()
 			if f := msg.GetFinal(); f != nil && f.GetFinishReason() == workerv1.FinishReason_FINISH_REASON_ERROR {
 				return 0, fmt.Errorf("final: %s", f.GetDescription())
@@ -77,7 +78,7 @@ func directVLLM(cc grpc.ClientConnInterface, maxTokens uint32, stamps bool) Requ
 			return Outcome{Err: err}
 		}
 		var paths []Path
-		out := drain(func() (int, error) {
+		out := drain(ctx, func() (int, error) {
 			msg, err := stream.Recv()
 			ids := msg.GetOutputs().GetTokenIds()
 			if stamps {
@@ -116,7 +117,7 @@ func directSGLang(cc grpc.ClientConnInterface, maxTokens uint32, stamps bool) Re
 			return Outcome{Err: err}
 		}
 		var paths []Path
-		out := drain(func() (int, error) {
+		out := drain(ctx, func() (int, error) {
 			msg, err := s.Recv()
 			if out := msg.GetOutputIds(); stamps && len(out) > 0 {
 				paths = stamped(paths, []uint32{uint32(out[0])})
@@ -129,9 +130,12 @@ func directSGLang(cc grpc.ClientConnInterface, maxTokens uint32, stamps bool) Re
 }
 
 // drain reads messages with recv, which returns the number of tokens in
-// one message, until the stream ends.
-func drain(recv func() (int, error)) Outcome {
+// one message, until the stream ends. In a run with a measuring window
+// (Config.Warmup), ctx carries the stream's counter of tokens received,
+// which drain adds each message's to.
+func drain(ctx context.Context, recv func() (int, error)) Outcome {
 	var out Outcome
+	c, _ := ctx.Value(counterKey{}).(*atomic.Int64)
 	for {
 		n, err := recv()
 		if n > 0 {
@@ -139,6 +143,9 @@ func drain(recv func() (int, error)) Outcome {
 				out.First = time.Now()
 			}
 			out.Tokens += n
+			if c != nil {
+				c.Add(int64(n))
+			}
 		}
 		if errors.Is(err, io.EOF) {
 			return out

@@ -42,13 +42,27 @@ type Config struct {
 	// RecordSends keeps every request's send time, indexed by sequence
 	// number, in Result.Sends.
 	RecordSends bool
+	// Ramp staggers the streams' first requests evenly over this long
+	// (stream i starts i*Ramp/Streams after the run), as load reaches an
+	// engine from many clients; 0 starts them all at once.
+	Ramp time.Duration
+	// Warmup, when above 0, makes the run measure a window: from Warmup
+	// after the start to Duration. Result then counts the tokens that
+	// arrived inside it, over its length, and the TTFT of requests sent
+	// inside it; requests streaming at Duration finish uncounted.
+	Warmup time.Duration
+	// Mark, when set with Warmup, is called as the window opens and as it
+	// closes, so that the caller reads CPU times over the same window.
+	Mark func()
 }
 
 // Result is what a run measured.
 type Result struct {
 	Requests, Errors, Tokens int64
 	// Elapsed runs from the start to the end of the last request, so that
-	// requests still streaming at Duration count in full.
+	// requests still streaming at Duration count in full; with
+	// Config.Warmup, it is the measuring window's length and Tokens the
+	// tokens inside it.
 	Elapsed time.Duration
 	// TTFT holds each request's time from send to first token.
 	TTFT []time.Duration
@@ -97,17 +111,84 @@ func Run(ctx context.Context, cfg Config, req Request) Result {
 	defer cancel()
 	var seq atomic.Int64
 	results := make([]streamResult, cfg.Streams)
+	var counters []counter
+	if cfg.Warmup > 0 {
+		counters = make([]counter, cfg.Streams)
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = stream(ctx, cfg, &seq, req)
+			sctx := ctx
+			if counters != nil {
+				sctx = context.WithValue(ctx, counterKey{}, &counters[i].n)
+			}
+			if cfg.Ramp > 0 && i > 0 {
+				// Load shaping, not synchronisation: this stream's
+				// first request is due then.
+				t := time.NewTimer(cfg.Ramp * time.Duration(i) / time.Duration(cfg.Streams))
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					return
+				}
+			}
+			results[i] = stream(sctx, cfg, &seq, req)
 		}()
 	}
+	var w window
+	if counters != nil {
+		w = measure(ctx, start.Add(cfg.Warmup), counters, cfg.Mark)
+	}
 	wg.Wait()
-	return merge(results, time.Since(start), cfg.RecordSends)
+	return merge(results, time.Since(start), cfg.RecordSends, w)
+}
+
+// counter is one stream's tokens received, on a cache line of its own.
+type counter struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
+type counterKey struct{}
+
+// window is the measuring window of a run with Config.Warmup.
+type window struct {
+	open, close time.Time
+	tokens      int64
+}
+
+// measure waits until open, then until ctx ends, reading the streams'
+// token counters at both.
+func measure(ctx context.Context, open time.Time, counters []counter, mark func()) window {
+	sum := func() int64 {
+		var n int64
+		for i := range counters {
+			n += counters[i].n.Load()
+		}
+		return n
+	}
+	t := time.NewTimer(time.Until(open))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	var w window
+	if mark != nil {
+		mark()
+	}
+	w.open, w.tokens = time.Now(), -sum()
+	<-ctx.Done()
+	w.tokens += sum()
+	w.close = time.Now()
+	if mark != nil {
+		mark()
+	}
+	return w
 }
 
 // stream sends requests until the run's context ends or the count bound is
@@ -141,8 +222,9 @@ func stream(ctx context.Context, cfg Config, seq *atomic.Int64, req Request) str
 	return r
 }
 
-func merge(results []streamResult, elapsed time.Duration, sends bool) Result {
+func merge(results []streamResult, elapsed time.Duration, sends bool, w window) Result {
 	out := Result{Elapsed: elapsed}
+	windowed := !w.open.IsZero()
 	for _, r := range results {
 		out.Requests += int64(len(r.sent))
 		out.Errors += r.errors
@@ -152,10 +234,13 @@ func merge(results []streamResult, elapsed time.Duration, sends bool) Result {
 		}
 		out.Paths = append(out.Paths, r.paths...)
 		for _, s := range r.sent {
-			if s.ttft > 0 {
+			if s.ttft > 0 && (!windowed || !s.at.Before(w.open) && s.at.Before(w.close)) {
 				out.TTFT = append(out.TTFT, s.ttft)
 			}
 		}
+	}
+	if windowed {
+		out.Tokens, out.Elapsed = w.tokens, w.close.Sub(w.open)
 	}
 	if sends {
 		out.Sends = make([]time.Time, out.Requests)

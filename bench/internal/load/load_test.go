@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -101,6 +102,72 @@ func TestRunBoundedByTime(t *testing.T) {
 	cancel()
 	if res := Run(ctx, Config{Streams: 2, Duration: time.Minute, MaxRequests: 1 << 40, RequestTimeout: time.Second}, req); res.Requests != 0 {
 		t.Errorf("cancelled run sent %d requests, want 0", res.Requests)
+	}
+}
+
+// TestRunWindow: with a warm-up, a run counts only the tokens that arrive
+// inside its measuring window, wherever their request started or ended,
+// and marks the window's opening and closing for the caller's CPU reads.
+func TestRunWindow(t *testing.T) {
+	t.Parallel()
+	tokens := make(chan int) // unbuffered: a send returns once drain took it
+	req := func(ctx context.Context, id string) Outcome {
+		return drain(ctx, func() (int, error) {
+			n, ok := <-tokens
+			if !ok {
+				return 0, io.EOF
+			}
+			return n, nil
+		})
+	}
+	marks := make(chan struct{}, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Result)
+	go func() {
+		done <- Run(ctx, Config{Streams: 1, Duration: time.Minute, Warmup: time.Second, MaxRequests: 1,
+			RequestTimeout: time.Minute, Mark: func() { marks <- struct{}{} }}, req)
+	}()
+	// Each send after a token's returns once drain has counted it.
+	send := func(n ...int) {
+		for _, n := range n {
+			tokens <- n
+		}
+		tokens <- 0
+	}
+	send(1, 1, 1) // before the window: the warm-up is a second
+	<-marks
+	send(2, 3) // inside it
+	cancel()
+	<-marks
+	send(4) // after it, from the same request
+	close(tokens)
+	res := <-done
+	if res.Tokens != 5 || res.Requests != 1 || res.Elapsed <= 0 {
+		t.Errorf("tokens %d, requests %d, elapsed %s; want the window's 5 tokens of 1 request over a positive time", res.Tokens, res.Requests, res.Elapsed)
+	}
+}
+
+// TestRunRamp: a ramp spreads the streams' first requests over its length.
+func TestRunRamp(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	req := func(ctx context.Context, id string) Outcome {
+		started <- struct{}{}
+		<-release
+		return Outcome{}
+	}
+	done := make(chan Result)
+	go func() {
+		done <- Run(context.Background(), Config{Streams: 2, Duration: time.Minute, Ramp: 400 * time.Millisecond,
+			MaxRequests: 2, RequestTimeout: time.Minute, RecordSends: true}, req)
+	}()
+	<-started
+	<-started
+	close(release)
+	res := <-done
+	if gap := res.Sends[1].Sub(res.Sends[0]); gap < 200*time.Millisecond {
+		t.Errorf("second stream's first request %s after the first's, want at least 200ms (half a 400ms ramp over 2 streams)", gap)
 	}
 }
 

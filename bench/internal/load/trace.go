@@ -71,7 +71,7 @@ func TracedWorker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 			return Outcome{Err: err}
 		}
 		var paths []Path
-		out := drain(func() (int, error) {
+		out := drain(ctx, func() (int, error) {
 			msg, err := stream.Recv()
 			at := time.Now().UnixNano()
 			if f := msg.GetFinal(); f != nil && f.GetFinishReason() == workerv1.FinishReason_FINISH_REASON_ERROR {

@@ -25,7 +25,7 @@ func DirectTRTLLM(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 			return Outcome{Err: err}
 		}
 		sent := 0
-		return drain(func() (int, error) {
+		return drain(ctx, func() (int, error) {
 			msg, err := stream.Recv()
 			if ch := msg.GetChunk(); ch != nil {
 				sent += len(ch.GetTokenIds())
