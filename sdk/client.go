@@ -25,6 +25,9 @@ type engineClient struct {
 	// request.
 	multiplex atomic.Bool
 	mux       muxClient
+	// fields are the GenerateRequest fields the adapter reads, from Info;
+	// nil before Info (tests), which checks nothing.
+	fields atomic.Pointer[requestFields]
 }
 
 var (
@@ -51,6 +54,7 @@ func (c *engineClient) Info(ctx context.Context) (AdapterInfo, error) {
 		return AdapterInfo{}, c.err(err)
 	}
 	c.multiplex.Store(resp.GetCapabilities().GetMultiplex())
+	c.fields.Store(newRequestFields(resp.GetName(), resp.GetCapabilities().GetGenerateRequestFields()))
 	return AdapterInfo{
 		Name:         resp.GetName(),
 		Version:      resp.GetVersion(),
@@ -162,12 +166,16 @@ func (c *engineClient) Shutdown(ctx context.Context) error {
 // With an adapter that serves Multiplex, all requests share one stream
 // (see generateMux); otherwise each has its own Generate call.
 func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error) {
+	p := generateRequestToProto(req)
+	if err := c.fields.Load().check(p); err != nil {
+		return Result{}, err
+	}
 	if c.multiplex.Load() {
-		return c.generateMux(ctx, req, send)
+		return c.generateMux(ctx, req, p, send)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the adapter's stream, which aborts the engine request
-	stream, err := c.client.Generate(ctx, generateRequestToProto(req))
+	stream, err := c.client.Generate(ctx, p)
 	if err != nil {
 		return Result{}, c.ctxErr(ctx, err)
 	}

@@ -56,6 +56,9 @@ type GenerateRequest struct {
 	// matched after it as the engine does). 0 means none; the host passes
 	// at most MaxTokens when that is set. Map it to the engine's own field
 	// (vLLM min_new_tokens, SGLang min_new_tokens, TensorRT-LLM min_tokens).
+	// A host never sends it to an adapter built with an sdk from before
+	// it: the sdk lists the request fields it reads in the adapter's Info,
+	// and the host refuses a request that sets another, naming the field.
 	MinTokens uint32
 	// MinP drops tokens whose probability is below MinP times the most
 	// likely token's, in [0, 1]; 0 means off (all engines' default). An

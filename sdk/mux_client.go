@@ -93,7 +93,7 @@ func (mc *muxClient) register(c *engineClient, call *muxCall) (*muxStream, error
 
 // generateMux is Generate over the Multiplex stream: the chunks that
 // arrive while send runs go to the next send as one, merged in order.
-func (c *engineClient) generateMux(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error) {
+func (c *engineClient) generateMux(ctx context.Context, req GenerateRequest, p *pluginv1.GenerateRequest, send func(Chunk) error) (Result, error) {
 	if err := ContextErr(ctx); err != nil {
 		return Result{}, err
 	}
@@ -103,7 +103,7 @@ func (c *engineClient) generateMux(ctx context.Context, req GenerateRequest, sen
 		return Result{}, c.ctxErr(ctx, err)
 	}
 	s.sendMu.Lock()
-	err = s.stream.Send(&pluginv1.MultiplexRequest{Kind: &pluginv1.MultiplexRequest_Start{Start: &pluginv1.MultiplexStart{Id: call.id, Request: generateRequestToProto(req)}}})
+	err = s.stream.Send(&pluginv1.MultiplexRequest{Kind: &pluginv1.MultiplexRequest_Start{Start: &pluginv1.MultiplexStart{Id: call.id, Request: p}}})
 	s.sendMu.Unlock()
 	// A failed Send means the stream ended; its receiver fails the call
 	// with the stream's status.

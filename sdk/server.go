@@ -17,6 +17,9 @@ type engineServer struct {
 	// noMultiplex hides Multiplex from Info, as an adapter built with an
 	// sdk before it would (tests).
 	noMultiplex bool
+	// requestFields, when set, replaces the GenerateRequest fields Info
+	// reports, as an older sdk's would (tests).
+	requestFields []uint32
 }
 
 var _ pluginv1.EngineServer = (*engineServer)(nil)
@@ -33,6 +36,10 @@ func (s *engineServer) Info(ctx context.Context, _ *pluginv1.InfoRequest) (*plug
 	// Every adapter that forwards requests serves Multiplex: the sdk
 	// implements it on top of the adapter's Generate.
 	caps.Multiplex = info.Capabilities.Generate && !s.noMultiplex
+	caps.GenerateRequestFields = generateRequestFields()
+	if s.requestFields != nil {
+		caps.GenerateRequestFields = s.requestFields
+	}
 	return &pluginv1.InfoResponse{
 		Name:         info.Name,
 		Version:      info.Version,

@@ -256,9 +256,15 @@ type Capabilities struct {
 	Abort bool `protobuf:"varint,3,opt,name=abort,proto3" json:"abort,omitempty"`
 	// The adapter serves Multiplex. Every adapter built with an sdk that has
 	// Multiplex advertises it; a compatible addition to version 1.
-	Multiplex     bool `protobuf:"varint,4,opt,name=multiplex,proto3" json:"multiplex,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Multiplex bool `protobuf:"varint,4,opt,name=multiplex,proto3" json:"multiplex,omitempty"`
+	// The GenerateRequest field numbers the adapter's sdk reads, set by the
+	// sdk itself. Empty: an sdk from before this field, which reads fields 1
+	// to 12. The host refuses a request that sets a field the adapter would
+	// not read (INVALID_ARGUMENT naming it) rather than have it dropped, so a
+	// field added to GenerateRequest is a compatible addition to version 1.
+	GenerateRequestFields []uint32 `protobuf:"varint,5,rep,packed,name=generate_request_fields,json=generateRequestFields,proto3" json:"generate_request_fields,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *Capabilities) Reset() {
@@ -317,6 +323,13 @@ func (x *Capabilities) GetMultiplex() bool {
 		return x.Multiplex
 	}
 	return false
+}
+
+func (x *Capabilities) GetGenerateRequestFields() []uint32 {
+	if x != nil {
+		return x.GenerateRequestFields
+	}
+	return nil
 }
 
 type StartRequest struct {
@@ -1676,12 +1689,13 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12A\n" +
-	"\fcapabilities\x18\x03 \x01(\v2\x1d.vigil.plugin.v1.CapabilitiesR\fcapabilities\"|\n" +
+	"\fcapabilities\x18\x03 \x01(\v2\x1d.vigil.plugin.v1.CapabilitiesR\fcapabilities\"\xb4\x01\n" +
 	"\fCapabilities\x12\x1c\n" +
 	"\treadiness\x18\x01 \x01(\bR\treadiness\x12\x1a\n" +
 	"\bgenerate\x18\x02 \x01(\bR\bgenerate\x12\x14\n" +
 	"\x05abort\x18\x03 \x01(\bR\x05abort\x12\x1c\n" +
-	"\tmultiplex\x18\x04 \x01(\bR\tmultiplex\"\xae\x02\n" +
+	"\tmultiplex\x18\x04 \x01(\bR\tmultiplex\x126\n" +
+	"\x17generate_request_fields\x18\x05 \x03(\rR\x15generateRequestFields\"\xae\x02\n" +
 	"\fStartRequest\x12\x1f\n" +
 	"\vengine_addr\x18\x01 \x01(\tR\n" +
 	"engineAddr\x12D\n" +

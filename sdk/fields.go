@@ -1,0 +1,76 @@
+package sdk
+
+import (
+	"fmt"
+	"sync"
+
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// legacyRequestFields is the last GenerateRequest field number of an sdk
+// from before Capabilities.generate_request_fields (trace): its adapters
+// read fields 1 to this one.
+const legacyRequestFields = 12
+
+// generateRequestFields are the GenerateRequest field numbers this sdk
+// reads: all of them, from its descriptor.
+var generateRequestFields = sync.OnceValue(func() []uint32 {
+	fields := (&pluginv1.GenerateRequest{}).ProtoReflect().Descriptor().Fields()
+	out := make([]uint32, fields.Len())
+	for i := range out {
+		out[i] = uint32(fields.Get(i).Number())
+	}
+	return out
+})
+
+// requestFields is what the host knows of the GenerateRequest fields an
+// adapter reads, from its Info.
+type requestFields struct {
+	adapter string                            // the adapter's name, for errors
+	known   map[protoreflect.FieldNumber]bool // nil: every field this sdk sends
+}
+
+// newRequestFields reads an adapter's Capabilities.generate_request_fields.
+func newRequestFields(adapter string, reported []uint32) *requestFields {
+	known := make(map[protoreflect.FieldNumber]bool)
+	for _, n := range reported {
+		known[protoreflect.FieldNumber(n)] = true
+	}
+	if len(reported) == 0 {
+		for n := protoreflect.FieldNumber(1); n <= legacyRequestFields; n++ {
+			known[n] = true
+		}
+	}
+	all := true
+	for _, n := range generateRequestFields() {
+		all = all && known[protoreflect.FieldNumber(n)]
+	}
+	if all {
+		known = nil
+	}
+	return &requestFields{adapter: adapter, known: known}
+}
+
+// check reports, wrapping ErrInvalidArgument, the first field set in p
+// that the adapter would not read, naming it: an adapter built with an
+// older sdk would drop it, and the client would get less than it asked
+// for without a word.
+func (f *requestFields) check(p *pluginv1.GenerateRequest) error {
+	if f == nil || f.known == nil {
+		return nil
+	}
+	var unread protoreflect.Name
+	p.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		if !f.known[fd.Number()] {
+			unread = fd.Name()
+			return false
+		}
+		return true
+	})
+	if unread == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s: adapter %q was built with a vigil sdk that does not pass %s to the engine; omit it, or rebuild the adapter with a newer sdk",
+		ErrInvalidArgument, unread, f.adapter, unread)
+}

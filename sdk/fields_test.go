@@ -1,0 +1,108 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-plugin"
+)
+
+// recordingEngine is a Generator that records the requests reaching it
+// and ends each at once.
+type recordingEngine struct {
+	stubEngine
+	mu  sync.Mutex
+	got []GenerateRequest
+}
+
+func (r *recordingEngine) Generate(_ context.Context, req GenerateRequest, _ func(Chunk) error) (Result, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, req)
+	return Result{FinishReason: FinishLength}, nil
+}
+
+func (r *recordingEngine) Abort(context.Context, []string) error { return nil }
+
+func (r *recordingEngine) requests() []GenerateRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]GenerateRequest(nil), r.got...)
+}
+
+// fieldsEngine returns the host's Engine for impl, after Info, served by
+// an adapter whose Info reports the GenerateRequest fields fields (nil:
+// this sdk's own), on the path mux names.
+func fieldsEngine(t *testing.T, impl Engine, fields []uint32, mux bool) *engineClient {
+	t.Helper()
+	srv := &countingServer{engineServer: &engineServer{impl: impl, noMultiplex: !mux, requestFields: fields}, old: !mux}
+	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{PluginName: &countingPlugin{srv: srv}})
+	t.Cleanup(func() {
+		_ = client.Close()
+		<-server.DoneCh
+	})
+	raw, err := client.Dispense(PluginName)
+	if err != nil {
+		t.Fatalf("dispensing the engine plugin: %v", err)
+	}
+	e := raw.(*engineClient)
+	if _, err := e.Info(t.Context()); err != nil {
+		t.Fatalf("Info() = %v", err)
+	}
+	return e
+}
+
+// TestUnreadRequestFields: a request field that the adapter's sdk does
+// not read is refused before it reaches the adapter, naming the field,
+// instead of being dropped there; the fields it reads pass, on both plugin
+// paths. An sdk from before the fields were reported reads fields 1-12.
+func TestUnreadRequestFields(t *testing.T) {
+	t.Parallel()
+	minTokens := GenerateRequest{RequestID: "a", TokenIDs: []uint32{1}, MaxTokens: 4, MinTokens: 2}
+	minP := GenerateRequest{RequestID: "b", TokenIDs: []uint32{1}, MaxTokens: 4, MinP: 0.5}
+	plain := GenerateRequest{RequestID: "c", TokenIDs: []uint32{1}, MaxTokens: 4, Trace: true}
+	for _, path := range pluginPaths {
+		for _, tc := range []struct {
+			name    string
+			fields  []uint32
+			req     GenerateRequest
+			refused string // the field named, "" when the request passes
+		}{
+			{"this sdk: min_tokens", nil, minTokens, ""},
+			{"this sdk: min_p", nil, minP, ""},
+			{"older sdk: min_tokens", []uint32{}, minTokens, "min_tokens"},
+			{"older sdk: min_p", []uint32{}, minP, "min_p"},
+			{"older sdk: fields it reads", []uint32{}, plain, ""},
+			{"min_tokens but not min_p: min_p", []uint32{1, 3, 8, 13}, minP, "min_p"},
+			{"min_tokens but not min_p: min_tokens", []uint32{1, 3, 8, 13}, minTokens, ""},
+		} {
+			t.Run(path.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				impl := &recordingEngine{stubEngine: stubEngine{info: func(context.Context) (AdapterInfo, error) {
+					return AdapterInfo{Name: "rec", Capabilities: Capabilities{Generate: true}}, nil
+				}}}
+				e := fieldsEngine(t, impl, tc.fields, path.mux)
+				_, err := e.Generate(t.Context(), tc.req, func(Chunk) error { return nil })
+				got := impl.requests()
+				if tc.refused != "" {
+					if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), tc.refused+": adapter \"rec\"") {
+						t.Errorf("Generate = %v, want ErrInvalidArgument naming %s", err, tc.refused)
+					}
+					if len(got) != 0 {
+						t.Errorf("the adapter got %d requests, want none", len(got))
+					}
+					return
+				}
+				if err != nil || len(got) != 1 {
+					t.Fatalf("Generate = %v with %d requests at the adapter, want nil and 1", err, len(got))
+				}
+				if got[0].MinTokens != tc.req.MinTokens || got[0].MinP != tc.req.MinP {
+					t.Errorf("adapter got min_tokens %d, min_p %v; want %d, %v", got[0].MinTokens, got[0].MinP, tc.req.MinTokens, tc.req.MinP)
+				}
+			})
+		}
+	}
+}
