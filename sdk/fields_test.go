@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/hashicorp/go-plugin"
 )
 
 // recordingEngine is a Generator that records the requests reaching it
@@ -38,21 +36,7 @@ func (r *recordingEngine) requests() []GenerateRequest {
 // this sdk's own), on the path mux names.
 func fieldsEngine(t *testing.T, impl Engine, fields []uint32, mux bool) *engineClient {
 	t.Helper()
-	srv := &countingServer{engineServer: &engineServer{impl: impl, noMultiplex: !mux, requestFields: fields}, old: !mux}
-	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{PluginName: &countingPlugin{srv: srv}})
-	t.Cleanup(func() {
-		_ = client.Close()
-		<-server.DoneCh
-	})
-	raw, err := client.Dispense(PluginName)
-	if err != nil {
-		t.Fatalf("dispensing the engine plugin: %v", err)
-	}
-	e := raw.(*engineClient)
-	if _, err := e.Info(t.Context()); err != nil {
-		t.Fatalf("Info() = %v", err)
-	}
-	return e
+	return servedEngine(t, &countingServer{engineServer: &engineServer{impl: impl, noMultiplex: !mux, requestFields: fields}, old: !mux})
 }
 
 // TestUnreadRequestFields: a request field that the adapter's sdk does

@@ -97,6 +97,13 @@ func (p *countingPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *
 func countingEngine(t *testing.T, impl Engine, old bool) (*engineClient, *countingServer) {
 	t.Helper()
 	srv := &countingServer{engineServer: &engineServer{impl: impl, noMultiplex: old}, old: old}
+	return servedEngine(t, srv), srv
+}
+
+// servedEngine returns the host's Engine for srv, after the host's Info
+// call.
+func servedEngine(t *testing.T, srv *countingServer) *engineClient {
+	t.Helper()
 	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{PluginName: &countingPlugin{srv: srv}})
 	t.Cleanup(func() {
 		_ = client.Close()
@@ -110,7 +117,7 @@ func countingEngine(t *testing.T, impl Engine, old bool) (*engineClient, *counti
 	if _, err := e.Info(t.Context()); err != nil {
 		t.Fatalf("Info() = %v", err)
 	}
-	return e, srv
+	return e
 }
 
 // lockstep is an engine that, like a batching engine's decode step, gives
