@@ -21,6 +21,11 @@ func loadTokenizer(cfg runConfig) (*tokenizer.Tokenizer, error) {
 		} else if fi.IsDir() {
 			return nil, usageErrorf("--chat-template %q: is a directory; want a Jinja template file", cfg.chatTemplate)
 		}
+		// Now, not when a tokenizer comes from the engine's model path
+		// later: a template that does not compile is the flag's error.
+		if err := tokenizer.CheckChatTemplate(cfg.chatTemplate); err != nil {
+			return nil, usageErrorf("--chat-template %q: %v", cfg.chatTemplate, err)
+		}
 	}
 	if cfg.tokenizerDir == "" {
 		return nil, nil

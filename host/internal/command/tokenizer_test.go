@@ -29,8 +29,9 @@ func fixtureModel(t *testing.T, name string) string {
 	return dir
 }
 
-// --tokenizer-dir loads the model's tokenizer and chat template; a bad
-// --chat-template is named; --dry-run shows what was loaded.
+// --tokenizer-dir loads the model's tokenizer and chat template; a
+// --chat-template that does not compile is named at start-up, with a
+// tokenizer or without; --dry-run shows what was loaded.
 func TestTokenizerFlags(t *testing.T) {
 	dir := fixtureModel(t, "qwen3")
 	exe, _ := markerAdapter(t)
@@ -51,9 +52,14 @@ func TestTokenizerFlags(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("{% if %}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr = dryRun(t, "run", "--dry-run", "--registry-dir", t.TempDir(), "--engine-plugin", exe, "--tokenizer-dir", dir, "--chat-template", bad)
-	if code != ExitConfig || !strings.Contains(stderr, `--chat-template "`+bad+`"`) {
-		t.Errorf("bad template: exit %d, stderr %q; want %d naming --chat-template", code, stderr, ExitConfig)
+	// With or without --tokenizer-dir: the tokenizer may come from the
+	// engine's model path, which is known only later.
+	for _, tokFlags := range [][]string{{"--tokenizer-dir", dir}, nil} {
+		args := append([]string{"run", "--dry-run", "--registry-dir", t.TempDir(), "--engine-plugin", exe, "--chat-template", bad}, tokFlags...)
+		code, _, stderr = dryRun(t, args...)
+		if code != ExitConfig || !strings.Contains(stderr, `--chat-template "`+bad+`"`) || !strings.Contains(stderr, "unclosed") {
+			t.Errorf("bad template %v: exit %d, stderr %q; want %d naming --chat-template and what is wrong", tokFlags, code, stderr, ExitConfig)
+		}
 	}
 }
 

@@ -66,6 +66,26 @@ const (
 	GenerationConfigFile = "generation_config.json"
 )
 
+// CheckChatTemplate reads and compiles a Jinja chat template file, so that
+// a bad one is found at start-up, before any tokenizer is loaded. Errors
+// name the file.
+func CheckChatTemplate(file string) error {
+	_, err := compileTemplateFile(file)
+	return err
+}
+
+func compileTemplateFile(file string) (*jinja.Template, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
+	}
+	tmpl, err := jinja.Compile(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", file, err)
+	}
+	return tmpl, nil
+}
+
 // Load reads dir/tokenizer.json (required), dir/tokenizer_config.json and
 // dir/generation_config.json (both optional). chatTemplateFile, when not
 // "", is a Jinja chat template file that replaces the config's
@@ -91,22 +111,13 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	source := cfg.chatTemplate
 	if chatTemplateFile != "" {
-		b, err := os.ReadFile(chatTemplateFile)
-		if err != nil {
-			return nil, fmt.Errorf("tokenizer: chat template: %w", err)
+		if t.template, err = compileTemplateFile(chatTemplateFile); err != nil {
+			return nil, err
 		}
-		source = string(b)
-	}
-	if source != "" {
-		t.template, err = jinja.Compile(source)
-		if err != nil {
-			where := chatTemplateFile
-			if where == "" {
-				where = filepath.Join(dir, TokenizerConfigFile) + ": field chat_template"
-			}
-			return nil, fmt.Errorf("tokenizer: %s: %w", where, err)
+	} else if cfg.chatTemplate != "" {
+		if t.template, err = jinja.Compile(cfg.chatTemplate); err != nil {
+			return nil, fmt.Errorf("tokenizer: %s: field chat_template: %w", filepath.Join(dir, TokenizerConfigFile), err)
 		}
 	}
 	t.templateVars = cfg.specialTokens
