@@ -21,7 +21,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image tokenizer-models tokenizer-fixtures
+.PHONY: help build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image tokenizer-models tokenizer-fixtures
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -113,6 +113,9 @@ bench: consul ## measure vigil against each engine: print the figures and write 
 
 bench-quick: consul ## one short trial of each figure for each engine, to keep the harness working (CI)
 	go run ./bench/cmd/vigil-bench -quick -out $(CURDIR)/bench/tmp
+
+help: ## list the targets with what each does
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 demo: build ## a vllm-mock and vigil on the file registry: register, lose, exit 1
 	./scripts/demo.sh
