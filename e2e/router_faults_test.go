@@ -18,7 +18,7 @@ import (
 )
 
 // workerMaxRequestBytes is the largest request a worker takes
-// (endpoint.MaxRequestBytes, internal to the host module): gRPC's 4 MiB
+// (workerapi.MaxRequestBytes, internal to the host module): gRPC's 4 MiB
 // less 64 KiB.
 const workerMaxRequestBytes = 4<<20 - 64<<10
 

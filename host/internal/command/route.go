@@ -13,9 +13,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
 	"github.com/vigilhq/vigil/host/internal/discovery"
-	"github.com/vigilhq/vigil/host/internal/endpoint"
 	"github.com/vigilhq/vigil/host/internal/router"
 	"github.com/vigilhq/vigil/host/internal/tlsconfig"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 )
 
 func routeCommand() *cli.Command {
@@ -39,7 +39,7 @@ func routeCommand() *cli.Command {
 				Usage: "bound of a whole request, generation included"},
 			&cli.Int64Flag{Name: "max-body-bytes", Value: router.DefaultMaxBodyBytes, EnvVars: env("MAX_BODY_BYTES"),
 				Usage: "largest HTTP request body, in bytes; a larger one gets 413, as does a request over the workers' limit of " +
-					strconv.Itoa(endpoint.MaxRequestBytes) + " bytes once encoded for them"},
+					strconv.Itoa(workerapi.MaxRequestBytes) + " bytes once encoded for them"},
 			&cli.StringSliceFlag{Name: "model", EnvVars: env("MODEL"),
 				Usage: "served model name whose requests get 503 and Retry-After, not 404, while no worker serves it (repeatable, or comma-separated); " +
 					"a model seen in discovery is known for " + router.DefaultModelMemory.String() + " after its last worker left without it"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -83,25 +84,6 @@ func chatTokens(p *workerv1.Messages, t Tokenizer) ([]uint32, error) {
 	return ids, nil
 }
 
-// ReasonContextLength is the google.rpc.ErrorInfo reason of an
-// INVALID_ARGUMENT for a request that does not fit the model's maximum
-// length; its metadata holds MetaMaxModelLen, MetaPromptTokens and
-// MetaMaxTokens as decimal numbers. Its domain is ErrorDomain.
-const ReasonContextLength = "CONTEXT_LENGTH_EXCEEDED"
-
-// ErrorDomain is the google.rpc.ErrorInfo domain of the worker's errors.
-const ErrorDomain = "vigil.worker.v1"
-
-// The metadata keys of a ReasonContextLength ErrorInfo.
-const (
-	// MetaMaxModelLen is the model's maximum length in tokens.
-	MetaMaxModelLen = "max_model_len"
-	// MetaPromptTokens is the prompt's length in tokens.
-	MetaPromptTokens = "prompt_tokens"
-	// MetaMaxTokens is the request's max_tokens; 0 when it set none.
-	MetaMaxTokens = "max_tokens"
-)
-
 // contextLengthError is the INVALID_ARGUMENT for a prompt of promptLen
 // tokens, with maxTokens to generate, over a model of maxLen; field is
 // the field at fault (the prompt's, or stopping.max_tokens), named first
@@ -114,11 +96,11 @@ func contextLengthError(field string, maxLen, promptLen, maxTokens uint32) error
 		msg = fmt.Sprintf("%s: %d tokens, but the model's maximum length is %d", field, promptLen, maxLen)
 	}
 	st, err := status.New(codes.InvalidArgument, msg).WithDetails(&errdetails.ErrorInfo{
-		Reason: ReasonContextLength, Domain: ErrorDomain,
+		Reason: workerapi.ReasonContextLength, Domain: workerapi.ErrorDomain,
 		Metadata: map[string]string{
-			MetaMaxModelLen:  strconv.FormatUint(uint64(maxLen), 10),
-			MetaPromptTokens: strconv.FormatUint(uint64(promptLen), 10),
-			MetaMaxTokens:    strconv.FormatUint(uint64(maxTokens), 10),
+			workerapi.MetaMaxModelLen:  strconv.FormatUint(uint64(maxLen), 10),
+			workerapi.MetaPromptTokens: strconv.FormatUint(uint64(promptLen), 10),
+			workerapi.MetaMaxTokens:    strconv.FormatUint(uint64(maxTokens), 10),
 		},
 	})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -183,8 +184,8 @@ func TestContextLengthErrorInfo(t *testing.T) {
 			}
 			continue
 		}
-		if info.GetReason() != ReasonContextLength || info.GetDomain() != ErrorDomain {
-			t.Fatalf("%s: details %v, want an ErrorInfo %s in %s", name, st.Details(), ReasonContextLength, ErrorDomain)
+		if info.GetReason() != workerapi.ReasonContextLength || info.GetDomain() != workerapi.ErrorDomain {
+			t.Fatalf("%s: details %v, want an ErrorInfo %s in %s", name, st.Details(), workerapi.ReasonContextLength, workerapi.ErrorDomain)
 		}
 		if diff := cmp.Diff(tc.meta, info.GetMetadata()); diff != "" {
 			t.Errorf("%s: ErrorInfo metadata (-want +got):\n%s", name, diff)

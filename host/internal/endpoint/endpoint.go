@@ -7,7 +7,7 @@
 //   - "" (and vigil.worker.v1.Worker): readiness. SERVING only while the
 //     worker admits requests; NOT_SERVING while it starts, waits for its
 //     engine, is not ready or drains.
-//   - [LivenessService]: liveness. SERVING from New for as long as the
+//   - [workerapi.LivenessService]: liveness. SERVING from New for as long as the
 //     lifecycle runs, a long wait for the engine included; NOT_SERVING once
 //     vigil is stopping for good (Stopping: a drain began) and after Close.
 //
@@ -27,8 +27,8 @@
 // Without one, text goes to the engine as it is and prompt.messages is
 // refused (INVALID_ARGUMENT naming prompt.messages and the flags that load
 // a chat template). A request over the model's length carries a
-// google.rpc.ErrorInfo ([ReasonContextLength]) with the numbers.
-// A request larger than MaxRequestBytes is refused by gRPC itself
+// google.rpc.ErrorInfo ([workerapi.ReasonContextLength]) with the numbers.
+// A request larger than [workerapi.MaxRequestBytes] is refused by gRPC itself
 // (RESOURCE_EXHAUSTED, "received message larger than max") and never
 // admitted.
 package endpoint
@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
@@ -51,27 +52,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 )
-
-// KeepaliveMinTime is the shortest interval at which clients (vigil route)
-// may ping the worker endpoint to detect a frozen worker; gRPC's default
-// (5 minutes) would cut them off with GOAWAY too_many_pings.
-const KeepaliveMinTime = 5 * time.Second
-
-// MaxRequestBytes is the largest request message the worker endpoint
-// receives, in bytes; a larger one gets RESOURCE_EXHAUSTED from gRPC before
-// it reaches the engine. It is gRPC's default message limit (4 MiB), which
-// the adapter's server and the engines' keep, less 64 KiB for what the
-// worker and the adapter add to a request on its way (engine request ids,
-// engine-specific fields): a request the worker takes fits every later hop.
-// vigil route checks requests against it before sending them.
-const MaxRequestBytes = 4<<20 - 64<<10
-
-// LivenessService is the grpc.health.v1 service name of the worker's
-// liveness: SERVING while vigil's lifecycle runs, however long it waits for
-// its engine, and NOT_SERVING once it is stopping for good. Probe it for
-// liveness (Kubernetes `grpc: {port, service: vigil.liveness}`), and ""
-// for readiness.
-const LivenessService = "vigil.liveness"
 
 // DefaultMaxInflight is the default --max-inflight: well above what one
 // engine batches at once, so that it only stops a runaway client.
@@ -120,8 +100,8 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger, opts ...grpc.Serve
 	}
 	s := &Server{
 		lis: lis, health: health.NewServer(), log: log,
-		grpc: grpc.NewServer(append(append(sdk.StreamServerOptions(), grpc.MaxRecvMsgSize(MaxRequestBytes),
-			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime})), opts...)...),
+		grpc: grpc.NewServer(append(append(workerapi.ServerOptions(),
+			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: workerapi.KeepaliveMinTime})), opts...)...),
 		maxInflight: maxInflight, refusal: "worker starting", inflight: map[uint64]*request{},
 	}
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -129,7 +109,7 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger, opts ...grpc.Serve
 	// grpcurl and other tools list and call the services without the protos.
 	reflection.Register(s.grpc)
 	s.setHealth(false)
-	s.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(workerapi.LivenessService, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
 
@@ -147,10 +127,10 @@ func (s *Server) Observe(o Observer) {
 }
 
 // Stopping reports vigil stopping for good: the liveness service
-// (LivenessService) turns NOT_SERVING, and stays so. The lifecycle calls it
+// (workerapi.LivenessService) turns NOT_SERVING, and stays so. The lifecycle calls it
 // when its drain begins.
 func (s *Server) Stopping() {
-	s.health.SetServingStatus(LivenessService, healthpb.HealthCheckResponse_NOT_SERVING)
+	s.health.SetServingStatus(workerapi.LivenessService, healthpb.HealthCheckResponse_NOT_SERVING)
 }
 
 // Serve serves until Close.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
 	"go.uber.org/goleak"
@@ -372,19 +373,19 @@ func sizedText(n int) *workerv1.GenerateRequest {
 	}
 }
 
-// The endpoint takes requests up to MaxRequestBytes; gRPC refuses a larger
+// The endpoint takes requests up to workerapi.MaxRequestBytes; gRPC refuses a larger
 // one with RESOURCE_EXHAUSTED naming the limit before the engine sees it.
 func TestMaxRequestBytes(t *testing.T) {
 	t.Parallel()
 	e := &fakeEngine{}
 	s, c := serve(t, e, worker, 0)
 	s.Admit(true, "")
-	if r := run(t.Context(), c, sizedText(MaxRequestBytes)); r.err != nil || r.tokens != 2 {
+	if r := run(t.Context(), c, sizedText(workerapi.MaxRequestBytes)); r.err != nil || r.tokens != 2 {
 		t.Fatalf("request of MaxRequestBytes: %+v, want it served", r)
 	}
-	r := run(t.Context(), c, sizedText(MaxRequestBytes+1))
-	if status.Code(r.err) != codes.ResourceExhausted || !strings.Contains(r.err.Error(), fmt.Sprint(MaxRequestBytes)) {
-		t.Errorf("request of MaxRequestBytes+1: %v, want ResourceExhausted naming %d", r.err, MaxRequestBytes)
+	r := run(t.Context(), c, sizedText(workerapi.MaxRequestBytes+1))
+	if status.Code(r.err) != codes.ResourceExhausted || !strings.Contains(r.err.Error(), fmt.Sprint(workerapi.MaxRequestBytes)) {
+		t.Errorf("request of MaxRequestBytes+1: %v, want ResourceExhausted naming %d", r.err, workerapi.MaxRequestBytes)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -402,8 +403,8 @@ func TestMaxRequestBytesDocumented(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(b), strconv.Itoa(MaxRequestBytes)) {
-			t.Errorf("%s does not give the worker's request limit, %d bytes", doc, MaxRequestBytes)
+		if !strings.Contains(string(b), strconv.Itoa(workerapi.MaxRequestBytes)) {
+			t.Errorf("%s does not give the worker's request limit, %d bytes", doc, workerapi.MaxRequestBytes)
 		}
 	}
 }

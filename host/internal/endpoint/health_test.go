@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -59,14 +60,14 @@ func TestHealthReadinessAndLiveness(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.do()
-		got := [3]string{check(""), check(workerv1.Worker_ServiceDesc.ServiceName), check(LivenessService)}
+		got := [3]string{check(""), check(workerv1.Worker_ServiceDesc.ServiceName), check(workerapi.LivenessService)}
 		if got != want[st.name] {
-			t.Errorf("%s: health (\"\", worker, %s) = %v, want %v", st.name, LivenessService, got, want[st.name])
+			t.Errorf("%s: health (\"\", worker, %s) = %v, want %v", st.name, workerapi.LivenessService, got, want[st.name])
 		}
 	}
 	// Once stopping, readiness stays refused whatever is admitted.
 	s.Admit(true, "")
-	if got := check(LivenessService); got != "NOT_SERVING" {
+	if got := check(workerapi.LivenessService); got != "NOT_SERVING" {
 		t.Errorf("liveness after Stopping and Admit = %s, want NOT_SERVING", got)
 	}
 }

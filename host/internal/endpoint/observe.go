@@ -4,7 +4,7 @@ package endpoint
 type Outcome int
 
 // The outcomes of a request. A request gRPC refuses before the handler
-// (one over MaxRequestBytes) has none: it never reaches the endpoint.
+// (one over workerapi.MaxRequestBytes) has none: it never reaches the endpoint.
 const (
 	// OutcomeOK: the engine finished it (stop, length or its own cancel).
 	OutcomeOK Outcome = iota

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/discovery/consul"
 	"github.com/vigilhq/vigil/host/internal/endpoint"
 	"github.com/vigilhq/vigil/host/internal/supervisor"
 	"github.com/vigilhq/vigil/sdk"
@@ -55,7 +56,7 @@ func TestWorkerCollectors(t *testing.T) {
 	w.Finished(endpoint.OutcomeOK, 1, 2)
 	w.Finished(endpoint.OutcomeRefused, 0, 0)
 	w.Announcer().Failed(context.DeadlineExceeded)
-	w.Announcer().Failed(fmt.Errorf("registering: %w", api.StatusError{Code: 403, Body: "Permission denied"}))
+	w.Announcer().Failed(fmt.Errorf("registering: %w: Permission denied", discovery.ErrPermissionDenied))
 	w.Announcer().Reregistered()
 	w.EngineStarted(2 * time.Second)
 
@@ -136,7 +137,8 @@ func TestBuildInfo(t *testing.T) {
 	}
 }
 
-// Errors of a real consul/api client, each classified as its kind.
+// Errors of the Consul backend over a real consul/api client, each
+// classified as its kind.
 func TestErrorKind(t *testing.T) {
 	t.Parallel()
 	forbidden := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -166,8 +168,8 @@ func TestErrorKind(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		return c.Agent().ServiceRegisterOpts(&api.AgentServiceRegistration{Name: "llm", ID: "w1"},
-			api.ServiceRegisterOpts{}.WithContext(ctx))
+		reg := consul.New(c, addr, consul.Options{TTL: 10 * time.Second, DeregisterAfter: time.Minute})
+		return reg.Register(ctx, discovery.Registration{Service: "llm", WorkerID: "w1"})
 	}
 	for name, tc := range map[string]struct {
 		err  error

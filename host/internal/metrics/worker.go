@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"os"
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/consul/api"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/endpoint"
@@ -34,14 +32,15 @@ const (
 )
 
 // ErrorKind classifies a discovery backend error for
-// vigil_discovery_errors_total.
+// vigil_discovery_errors_total. It knows the backends only through
+// package discovery: a backend marks its refusals of the token
+// (Consul's HTTP 403) as discovery.ErrPermissionDenied.
 func ErrorKind(err error) string {
-	var se api.StatusError
 	var ne net.Error
 	switch {
 	case errors.Is(err, discovery.ErrNotRegistered):
 		return KindNotRegistered
-	case errors.Is(err, discovery.ErrPermissionDenied), errors.As(err, &se) && se.Code == http.StatusForbidden:
+	case errors.Is(err, discovery.ErrPermissionDenied):
 		return KindPermissionDenied
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
 		errors.As(err, &ne) && ne.Timeout():

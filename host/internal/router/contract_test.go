@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
-	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -295,8 +295,8 @@ func TestModelByID(t *testing.T) {
 // model's length, as endpoint sends it.
 func contextError(t *testing.T, field string, maxLen, prompt, maxTokens string) error {
 	st, err := status.New(codes.InvalidArgument, field+": over the model's maximum length").WithDetails(&errdetails.ErrorInfo{
-		Reason: endpoint.ReasonContextLength, Domain: endpoint.ErrorDomain,
-		Metadata: map[string]string{endpoint.MetaMaxModelLen: maxLen, endpoint.MetaPromptTokens: prompt, endpoint.MetaMaxTokens: maxTokens},
+		Reason: workerapi.ReasonContextLength, Domain: workerapi.ErrorDomain,
+		Metadata: map[string]string{workerapi.MetaMaxModelLen: maxLen, workerapi.MetaPromptTokens: prompt, workerapi.MetaMaxTokens: maxTokens},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@
 //     of two chosen at random ([LeastOutstanding]), or the next in turn
 //     ([RoundRobin], vigil route --balance).
 //  3. The [Proxy] sends the request to the picked worker. A request whose
-//     encoded size is over the workers' limit (endpoint.MaxRequestBytes,
+//     encoded size is over the workers' limit (workerapi.MaxRequestBytes,
 //     their gRPC receive limit) is refused first, with a [TooLargeError],
 //     and never sent. When the worker answers UNAVAILABLE or
 //     RESOURCE_EXHAUSTED (--max-inflight) before its first message, nothing

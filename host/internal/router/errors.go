@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -55,19 +55,19 @@ func fromStatus(err error, names fieldNames) *apiError {
 }
 
 // contextLengthError is OpenAI's error for a request that does not fit the
-// model, from the worker's ErrorInfo (endpoint.ReasonContextLength); nil
+// model, from the worker's ErrorInfo (workerapi.ReasonContextLength); nil
 // for other statuses.
 func contextLengthError(st *status.Status, names fieldNames) *apiError {
 	for _, d := range st.Details() {
 		info, ok := d.(*errdetails.ErrorInfo)
-		if !ok || info.GetReason() != endpoint.ReasonContextLength || info.GetDomain() != endpoint.ErrorDomain {
+		if !ok || info.GetReason() != workerapi.ReasonContextLength || info.GetDomain() != workerapi.ErrorDomain {
 			continue
 		}
 		num := func(key string) uint64 {
 			n, _ := strconv.ParseUint(info.GetMetadata()[key], 10, 32)
 			return n
 		}
-		maxLen, prompt, maxTokens := num(endpoint.MetaMaxModelLen), num(endpoint.MetaPromptTokens), num(endpoint.MetaMaxTokens)
+		maxLen, prompt, maxTokens := num(workerapi.MetaMaxModelLen), num(workerapi.MetaPromptTokens), num(workerapi.MetaMaxTokens)
 		e := &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", code: "context_length_exceeded", param: names.maxTokens}
 		switch {
 		case prompt >= maxLen && maxTokens == 0:

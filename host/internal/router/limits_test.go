@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -31,13 +31,13 @@ func TestOversizedPromptRefusedBeforeSending(t *testing.T) {
 	e, _ := decode(t, body)["error"].(map[string]any)
 	msg, _ := e["message"].(string)
 	if code != http.StatusRequestEntityTooLarge || hdr.Get("Retry-After") != "" ||
-		e["type"] != "invalid_request_error" || e["param"] != "prompt" || !strings.Contains(msg, fmt.Sprint(endpoint.MaxRequestBytes)) {
-		t.Errorf("got %d %v, want 413 invalid_request_error for prompt naming the limit %d", code, e, endpoint.MaxRequestBytes)
+		e["type"] != "invalid_request_error" || e["param"] != "prompt" || !strings.Contains(msg, fmt.Sprint(workerapi.MaxRequestBytes)) {
+		t.Errorf("got %d %v, want 413 invalid_request_error for prompt naming the limit %d", code, e, workerapi.MaxRequestBytes)
 	}
 	// Through the gRPC API: the router's own receive limit is the workers'.
 	g := r.generate(t.Context(), "m", prompt)
-	if status.Code(g.err) != codes.ResourceExhausted || !strings.Contains(g.err.Error(), fmt.Sprint(endpoint.MaxRequestBytes)) {
-		t.Errorf("gRPC: got %v, want ResourceExhausted naming %d", g.err, endpoint.MaxRequestBytes)
+	if status.Code(g.err) != codes.ResourceExhausted || !strings.Contains(g.err.Error(), fmt.Sprint(workerapi.MaxRequestBytes)) {
+		t.Errorf("gRPC: got %v, want ResourceExhausted naming %d", g.err, workerapi.MaxRequestBytes)
 	}
 	if n := a.streams.Load() + b.streams.Load(); n != 0 {
 		t.Errorf("workers got %d calls (%s), want none", n, counts(a, b))
@@ -135,10 +135,10 @@ func TestRouterTakesWhatWorkersTake(t *testing.T) {
 			}
 		}
 	}
-	if err := call(sized(endpoint.MaxRequestBytes)); err != nil {
+	if err := call(sized(workerapi.MaxRequestBytes)); err != nil {
 		t.Errorf("request of the workers' limit: %v, want it served", err)
 	}
-	if err := call(sized(endpoint.MaxRequestBytes + 1)); status.Code(err) != codes.ResourceExhausted {
+	if err := call(sized(workerapi.MaxRequestBytes + 1)); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("request one byte over: %v, want ResourceExhausted", err)
 	}
 	if n := a.requests.Load(); n != 1 {

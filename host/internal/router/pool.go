@@ -11,8 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
-	"github.com/vigilhq/vigil/host/internal/endpoint"
-	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -259,9 +258,8 @@ func (p *Pool) Update(eps []discovery.Registration) {
 		}
 		// A shared write buffer: the router holds a connection to every
 		// worker, most of them idle at any moment.
-		cc, err := grpc.NewClient("passthrough:///"+addr, append(sdk.StreamDialOptions(),
-			grpc.WithTransportCredentials(p.creds), grpc.WithKeepaliveParams(workerKeepalive), grpc.WithSharedWriteBuffer(true),
-			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(endpoint.MaxRequestBytes)))...)
+		cc, err := grpc.NewClient("passthrough:///"+addr, append(workerapi.DialOptions(),
+			grpc.WithTransportCredentials(p.creds), grpc.WithKeepaliveParams(workerKeepalive), grpc.WithSharedWriteBuffer(true))...)
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.
 			p.log.Error("cannot connect to worker; ignoring it", "addr", addr, "worker_id", ep.WorkerID, "error", err)
@@ -712,7 +710,7 @@ func describe(model string) string {
 // Timeout: a frozen worker (its process stopped, its connection open) then
 // fails its requests in about 15 s instead of holding them until the
 // request timeout. vigil workers permit pings this often
-// (endpoint.KeepaliveMinTime); engines are never pinged.
+// (workerapi.KeepaliveMinTime); engines are never pinged.
 var workerKeepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}
 
 func orNull(log hclog.Logger) hclog.Logger {

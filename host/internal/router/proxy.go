@@ -11,9 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
-	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
-	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -201,8 +200,8 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 	}
 	// Every worker would refuse a request over its limit: refuse it here,
 	// before uploading it even once.
-	if size := proto.Size(req); size > endpoint.MaxRequestBytes {
-		return &TooLargeError{Size: size, Limit: endpoint.MaxRequestBytes}
+	if size := proto.Size(req); size > workerapi.MaxRequestBytes {
+		return &TooLargeError{Size: size, Limit: workerapi.MaxRequestBytes}
 	}
 	tried := map[string]bool{}
 	var lastErr error
@@ -296,8 +295,7 @@ type GRPCServer struct {
 // NewGRPCServer returns a GRPCServer for p.
 func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
 	s := &GRPCServer{
-		grpc: grpc.NewServer(append(append(sdk.StreamServerOptions(), grpc.WaitForHandlers(true),
-			grpc.MaxRecvMsgSize(endpoint.MaxRequestBytes)), opts...)...),
+		grpc:   grpc.NewServer(append(append(workerapi.ServerOptions(), grpc.WaitForHandlers(true)), opts...)...),
 		health: health.NewServer(),
 	}
 	workerv1.RegisterWorkerServer(s.grpc, p)

@@ -1,0 +1,84 @@
+// Package workerapi provides the facts of the vigil.worker.v1 contract that
+// both sides of a worker connection must agree on: the request size limit,
+// the keepalive minimum, the liveness service name, the error domain,
+// reasons and metadata keys, and the gRPC options of a connection that
+// carries token streams.
+//
+// The worker endpoint (package endpoint) serves them and vigil route
+// (package router) relies on them; keeping them here lets the router know
+// the worker's contract without knowing the worker.
+package workerapi
+
+import (
+	"time"
+
+	"google.golang.org/grpc"
+)
+
+// MaxRequestBytes is the largest request message a worker receives, in
+// bytes; a larger one gets RESOURCE_EXHAUSTED from gRPC before it reaches
+// the engine. It is gRPC's default message limit (4 MiB), which the
+// adapter's server and the engines' keep, less 64 KiB for what the worker
+// and the adapter add to a request on its way (engine request ids,
+// engine-specific fields): a request the worker takes fits every later hop.
+// vigil route checks requests against it before sending them.
+const MaxRequestBytes = 4<<20 - 64<<10
+
+// KeepaliveMinTime is the shortest interval at which clients (vigil route)
+// may ping a worker to detect a frozen one; gRPC's default (5 minutes)
+// would cut them off with GOAWAY too_many_pings.
+const KeepaliveMinTime = 5 * time.Second
+
+// LivenessService is the grpc.health.v1 service name of a worker's
+// liveness: SERVING while vigil's lifecycle runs, however long it waits for
+// its engine, and NOT_SERVING once it is stopping for good. Probe it for
+// liveness (Kubernetes `grpc: {port, service: vigil.liveness}`), and ""
+// for readiness.
+const LivenessService = "vigil.liveness"
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of the worker's errors.
+const ErrorDomain = "vigil.worker.v1"
+
+// ReasonContextLength is the google.rpc.ErrorInfo reason of an
+// INVALID_ARGUMENT for a request that does not fit the model's maximum
+// length; its metadata holds MetaMaxModelLen, MetaPromptTokens and
+// MetaMaxTokens as decimal numbers. Its domain is ErrorDomain.
+const ReasonContextLength = "CONTEXT_LENGTH_EXCEEDED"
+
+// The metadata keys of a ReasonContextLength ErrorInfo.
+const (
+	// MetaMaxModelLen is the model's maximum length in tokens.
+	MetaMaxModelLen = "max_model_len"
+	// MetaPromptTokens is the prompt's length in tokens.
+	MetaPromptTokens = "prompt_tokens"
+	// MetaMaxTokens is the request's max_tokens; 0 when it set none.
+	MetaMaxTokens = "max_tokens"
+)
+
+// streamWindow is the static HTTP/2 flow-control window of a worker
+// connection. A static window turns off gRPC's BDP estimator, which sends a
+// PING for nearly every small message; with one message per token that
+// doubles the writes and wake-ups per token. It is the window the sdk's
+// plugin transport uses (host to adapter, adapter to engine), so that no
+// hop of a token's way from the engine to the router's client pings.
+const streamWindow = 1 << 20
+
+// DialOptions are the options of a connection to a worker: the stream
+// window, and requests refused before they are sent when over
+// MaxRequestBytes.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(MaxRequestBytes)),
+	}
+}
+
+// ServerOptions are the options of a server of the worker API (a worker,
+// or vigil route's gRPC front): the stream window, and requests over
+// MaxRequestBytes refused.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
+		grpc.MaxRecvMsgSize(MaxRequestBytes),
+	}
+}
