@@ -17,11 +17,13 @@ endif
 GOMODS   := $(MODULES) $(patsubst %/go.mod,%,$(wildcard tools/*/go.mod examples/*/go.mod))
 # The example adapter: its own module, outside go.work.
 EXAMPLE  := examples/adapter
+# staticcheck's pin and the function-length test, outside go.work.
+LINTMOD  := tools/lint
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: help build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image tokenizer-models tokenizer-fixtures
+.PHONY: help build test unit example e2e soak lint lint-tools tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image tokenizer-models tokenizer-fixtures
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -54,9 +56,14 @@ image: ## the OCI image $(IMAGE):$(IMAGE_TAG) (and :latest), built with $(PODMAN
 		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) \
 		--tag $(IMAGE):$(IMAGE_TAG) --tag $(IMAGE):latest $(IMAGE_CTX)
 
-lint: tidy-check ## gofmt, go vet and the tidy check over every module
-	@out=$$(gofmt -l $(MODULES) $(EXAMPLE)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+# staticcheck with its default checks; tools/lint's test holds every
+# function of every module to 60 lines.
+lint: tidy-check lint-tools ## gofmt, go vet, staticcheck, the function-length test and the tidy check over every module
+	@out=$$(gofmt -l $(MODULES) $(EXAMPLE) $(LINTMOD)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS) ./e2e/...
+	$(TOOLBIN)/staticcheck $(PKGS) ./e2e/...
+	cd $(EXAMPLE) && GOWORK=off $(TOOLBIN)/staticcheck ./...
+	cd $(LINTMOD) && GOWORK=off go vet ./... && GOWORK=off $(TOOLBIN)/staticcheck ./... && GOWORK=off go test -count=1 ./...
 
 # Each module is tidied alone (GOWORK=off), as `go get` sees it: the
 # workspace would hide a requirement missing from a module's own go.mod.
@@ -120,7 +127,7 @@ help: ## list the targets with what each does
 demo: build ## a vllm-mock and vigil on the file registry: register, lose, exit 1
 	./scripts/demo.sh
 
-tools: consul proto-tools
+tools: consul proto-tools lint-tools
 
 consul: $(TOOLBIN)/consul
 $(TOOLBIN)/consul: tools/consul/go.mod tools/consul/go.sum
@@ -130,6 +137,10 @@ proto-tools: $(TOOLBIN)/buf $(TOOLBIN)/protoc-gen-go $(TOOLBIN)/protoc-gen-go-gr
 $(TOOLBIN)/buf $(TOOLBIN)/protoc-gen-go $(TOOLBIN)/protoc-gen-go-grpc &: tools/proto/go.mod tools/proto/go.sum
 	cd tools/proto && GOWORK=off go build -o $(TOOLBIN)/ github.com/bufbuild/buf/cmd/buf \
 		google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
+
+lint-tools: $(TOOLBIN)/staticcheck
+$(TOOLBIN)/staticcheck: tools/lint/go.mod tools/lint/go.sum
+	cd tools/lint && GOWORK=off go build -o $(TOOLBIN)/ honnef.co/go/tools/cmd/staticcheck
 
 proto: proto-tools ## regenerate the committed Go code from the .proto files
 	$(TOOLBIN)/buf lint

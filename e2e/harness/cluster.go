@@ -40,12 +40,7 @@ var clusterHCL = []string{
 func StartCluster(s Starter, bin, dir, node string, servers, clients int) (*Cluster, error) {
 	cl := &Cluster{}
 	var joins []string
-	type plan struct {
-		c     *Consul
-		role  string
-		ports []int
-	}
-	var plans []plan
+	var plans []clusterAgent
 	for i := range servers + clients {
 		ports, err := freePorts(4) // HTTP, serf LAN, serf WAN, server RPC
 		if err != nil {
@@ -66,27 +61,10 @@ func StartCluster(s Starter, bin, dir, node string, servers, clients int) (*Clus
 		} else {
 			cl.Clients = append(cl.Clients, c)
 		}
-		plans = append(plans, plan{c, role, ports})
+		plans = append(plans, clusterAgent{c, role, ports})
 	}
 	for i, p := range plans {
-		name := fmt.Sprintf("%s-%s%d-%d", node, p.role, i, p.ports[0])
-		args := []string{"agent", "-node", name, "-data-dir", filepath.Join(dir, name),
-			"-bind", "127.0.0.1", "-client", "127.0.0.1",
-			"-http-port", fmt.Sprint(p.ports[0]), "-dns-port", "-1", "-grpc-port", "-1",
-			"-serf-lan-port", fmt.Sprint(p.ports[1]), "-serf-wan-port", fmt.Sprint(p.ports[2]),
-			"-server-port", fmt.Sprint(p.ports[3]), "-retry-interval", "1s", "-log-level", "info"}
-		if i < servers {
-			args = append(args, "-server", "-bootstrap-expect", fmt.Sprint(servers))
-		}
-		for _, j := range joins {
-			if j != Addr(p.ports[1]) {
-				args = append(args, "-retry-join", j)
-			}
-		}
-		for _, h := range clusterHCL {
-			args = append(args, "-hcl", h)
-		}
-		p.c.args = args
+		p.c.args = p.args(i, node, dir, servers, joins)
 	}
 	for _, p := range plans {
 		if err := p.c.start(); err != nil {
@@ -99,6 +77,37 @@ func StartCluster(s Starter, bin, dir, node string, servers, clients int) (*Clus
 		return nil, err
 	}
 	return cl, nil
+}
+
+// clusterAgent is one agent of a Cluster being started.
+type clusterAgent struct {
+	c     *Consul
+	role  string // server or client
+	ports []int  // HTTP, serf LAN, serf WAN, server RPC
+}
+
+// args is the command line of the cluster's i-th agent, a: a server
+// expects servers servers, and every agent joins the servers other than
+// itself (joins, their serf LAN addresses), retrying until they are up.
+func (a clusterAgent) args(i int, node, dir string, servers int, joins []string) []string {
+	name := fmt.Sprintf("%s-%s%d-%d", node, a.role, i, a.ports[0])
+	args := []string{"agent", "-node", name, "-data-dir", filepath.Join(dir, name),
+		"-bind", "127.0.0.1", "-client", "127.0.0.1",
+		"-http-port", fmt.Sprint(a.ports[0]), "-dns-port", "-1", "-grpc-port", "-1",
+		"-serf-lan-port", fmt.Sprint(a.ports[1]), "-serf-wan-port", fmt.Sprint(a.ports[2]),
+		"-server-port", fmt.Sprint(a.ports[3]), "-retry-interval", "1s", "-log-level", "info"}
+	if i < servers {
+		args = append(args, "-server", "-bootstrap-expect", fmt.Sprint(servers))
+	}
+	for _, j := range joins {
+		if j != Addr(a.ports[1]) {
+			args = append(args, "-retry-join", j)
+		}
+	}
+	for _, h := range clusterHCL {
+		args = append(args, "-hcl", h)
+	}
+	return args
 }
 
 // Kill kills every agent of the cluster.

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 
@@ -113,7 +112,7 @@ func serveEngine(t *testing.T, p *port, id string) *engine {
 	lis := p.listener()
 	e := &engine{Server: health.NewServer(), id: id, addr: lis.Addr().String(), srv: grpc.NewServer(), reads: make(chan struct{}, 100)}
 	e.SetServingStatus(inference, serving)
-	healthgrpc.RegisterHealthServer(e.srv, e)
+	healthpb.RegisterHealthServer(e.srv, e)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)

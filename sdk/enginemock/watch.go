@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -40,7 +39,7 @@ func ParseWatchMode(s string) (WatchMode, error) {
 // HealthServer returns hs with Watch behaving as mode says, for registering
 // with grpc_health_v1.RegisterHealthServer; "" means WatchNormal. Feed hs
 // from Config.Publish with SetServingStatus.
-func HealthServer(mode WatchMode, hs *health.Server) (healthgrpc.HealthServer, error) {
+func HealthServer(mode WatchMode, hs *health.Server) (healthpb.HealthServer, error) {
 	m, err := ParseWatchMode(string(mode))
 	if err != nil {
 		return nil, err
@@ -59,7 +58,7 @@ func HealthServer(mode WatchMode, hs *health.Server) (healthgrpc.HealthServer, e
 // onceWatch sends one status and ends, like older SGLang schedulers.
 type onceWatch struct{ *health.Server }
 
-func (h onceWatch) Watch(req *healthpb.HealthCheckRequest, stream healthgrpc.Health_WatchServer) error {
+func (h onceWatch) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
 	// Unknown services get SERVICE_UNKNOWN, as grpc-go's Watch sends them.
 	st := healthpb.HealthCheckResponse_SERVICE_UNKNOWN
 	if resp, err := h.Check(stream.Context(), req); err == nil {
@@ -71,13 +70,13 @@ func (h onceWatch) Watch(req *healthpb.HealthCheckRequest, stream healthgrpc.Hea
 // unimplementedWatch serves Check only.
 type unimplementedWatch struct{ *health.Server }
 
-func (unimplementedWatch) Watch(*healthpb.HealthCheckRequest, healthgrpc.Health_WatchServer) error {
+func (unimplementedWatch) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 
 // silentWatch ends every Watch at once without a status.
 type silentWatch struct{ *health.Server }
 
-func (silentWatch) Watch(*healthpb.HealthCheckRequest, healthgrpc.Health_WatchServer) error {
+func (silentWatch) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
 	return nil
 }

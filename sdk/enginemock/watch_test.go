@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -29,13 +28,13 @@ func registerHealth(mode WatchMode, hs *health.Server) func(*grpc.Server) error 
 		if err != nil {
 			return err
 		}
-		healthgrpc.RegisterHealthServer(s, h)
+		healthpb.RegisterHealthServer(s, h)
 		return nil
 	}
 }
 
 // healthEngine serves an engine with one signal "" on grpc.health.v1 in mode.
-func healthEngine(t *testing.T, mode WatchMode) (*Engine, healthgrpc.HealthClient) {
+func healthEngine(t *testing.T, mode WatchMode) (*Engine, healthpb.HealthClient) {
 	t.Helper()
 	hs := health.NewServer()
 	e := newEngine(t, Config{
@@ -48,7 +47,7 @@ func healthEngine(t *testing.T, mode WatchMode) (*Engine, healthgrpc.HealthClien
 		},
 	})
 	conn, _ := serve(t, e)
-	return e, healthgrpc.NewHealthClient(conn)
+	return e, healthpb.NewHealthClient(conn)
 }
 
 func TestWatchModes(t *testing.T) {

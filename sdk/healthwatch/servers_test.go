@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -29,14 +28,14 @@ const within = 10 * time.Second
 
 // serve serves hs on a loopback listener and returns the server and a
 // connection to it; both are closed when the test ends.
-func serve(t *testing.T, hs healthgrpc.HealthServer) (*grpc.Server, *grpc.ClientConn) {
+func serve(t *testing.T, hs healthpb.HealthServer) (*grpc.Server, *grpc.ClientConn) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	healthgrpc.RegisterHealthServer(srv, hs)
+	healthpb.RegisterHealthServer(srv, hs)
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -166,7 +165,7 @@ func newOnceWatch(end chan struct{}) *onceWatch {
 	return &onceWatch{Server: health.NewServer(), end: end, watchEnded: make(chan struct{}), checksAfter: make(chan struct{}, 1000)}
 }
 
-func (h *onceWatch) Watch(req *healthpb.HealthCheckRequest, stream healthgrpc.Health_WatchServer) error {
+func (h *onceWatch) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
 	defer h.endOnce.Do(func() {
 		h.ended.Store(true)
 		close(h.watchEnded)
@@ -200,7 +199,7 @@ func (h *onceWatch) Check(ctx context.Context, req *healthpb.HealthCheckRequest)
 // silentWatch ends every Watch at once with OK and no status.
 type silentWatch struct{ *health.Server }
 
-func (silentWatch) Watch(*healthpb.HealthCheckRequest, healthgrpc.Health_WatchServer) error {
+func (silentWatch) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
 	return nil
 }
 
@@ -210,14 +209,14 @@ type failingWatch struct {
 	code codes.Code
 }
 
-func (h failingWatch) Watch(*healthpb.HealthCheckRequest, healthgrpc.Health_WatchServer) error {
+func (h failingWatch) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
 	return status.Errorf(h.code, "watch answers %v", h.code)
 }
 
 // frozenHealth stands in for a stopped engine process whose TCP connection
 // stays open: Check and Watch never answer until the caller gives up.
 type frozenHealth struct {
-	healthgrpc.UnimplementedHealthServer
+	healthpb.UnimplementedHealthServer
 }
 
 func (frozenHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
@@ -225,7 +224,7 @@ func (frozenHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (
 	return nil, status.FromContextError(ctx.Err()).Err()
 }
 
-func (frozenHealth) Watch(_ *healthpb.HealthCheckRequest, stream healthgrpc.Health_WatchServer) error {
+func (frozenHealth) Watch(_ *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
 	<-stream.Context().Done()
 	return status.FromContextError(stream.Context().Err()).Err()
 }

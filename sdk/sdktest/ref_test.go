@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -58,7 +57,7 @@ func newRefEngine() *refEngine {
 			}
 		},
 		Register: func(s *grpc.Server) error {
-			healthgrpc.RegisterHealthServer(s, e.health)
+			healthpb.RegisterHealthServer(s, e.health)
 			s.RegisterService(&refService, e)
 			return nil
 		},

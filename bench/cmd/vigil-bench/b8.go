@@ -57,18 +57,11 @@ func figB8(e *env) ([]report.Row, error) {
 	if e.quick {
 		n = b8WorkersQuick
 	}
-	agent := e.consul.Client.Agent()
-	f, err := startStandIns(agent, e.service("fleet"), n, b8Models, func(int) time.Duration { return 0 })
+	f, err := registeredFleet(e, "fleet", n, b8Models, func(int) time.Duration { return 0 })
 	if err != nil {
 		return nil, err
 	}
 	defer f.close()
-	if err := f.each(f.workers, f.register); err != nil {
-		return nil, err
-	}
-	if _, err := e.consul.WaitPassing(f.service, harness.Count(n), observeTimeout); err != nil {
-		return nil, err
-	}
 	r, err := e.h.StartRouter(e.consul, f.service)
 	if err != nil {
 		return nil, err
@@ -77,8 +70,7 @@ func figB8(e *env) ([]report.Row, error) {
 	if err := r.WaitCount("worker joined", n, observeTimeout); err != nil {
 		return nil, err
 	}
-	pid := r.Pid()
-	idle, err := harness.RSS([]int{pid})
+	idle, err := harness.RSS([]int{r.Pid()})
 	if err != nil {
 		return nil, err
 	}
@@ -89,24 +81,104 @@ func figB8(e *env) ([]report.Row, error) {
 	defer cc.Close()
 	req := modelRequests(cc, b8Models)
 
-	// Churn under load.
+	rows, joined, err := b8Churn(e, f, r, req, idle)
+	if err != nil {
+		return nil, err
+	}
+	// Spread: every stand-in alike, peak-ewma (the default).
+	if err := r.WaitCount("worker joined", joined, observeTimeout); err != nil {
+		return rows, err
+	}
+	spread, err := b8Spread(e, f, req)
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, spread)
+
+	for _, every := range []int{10, 20} {
+		mix, err := b8Mix(e, every)
+		if rows = append(rows, mix...); err != nil {
+			return rows, err
+		}
+	}
+	return rows, nil
+}
+
+// registeredFleet starts n stand-ins for e's service name (see
+// startStandIns), registers them all and waits until Consul lists them
+// passing. The caller closes it.
+func registeredFleet(e *env, name string, n int, models []string, ttft func(i int) time.Duration) (*standInFleet, error) {
+	f, err := startStandIns(e.consul.Client.Agent(), e.service(name), n, models, ttft)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.each(f.workers, f.register); err != nil {
+		f.close()
+		return nil, err
+	}
+	if _, err := e.consul.WaitPassing(f.service, harness.Count(n), observeTimeout); err != nil {
+		f.close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// b8Churn measures the router r in front of f while f's stand-ins churn
+// under load: how soon it drops a withdrawn worker, seen from an observer
+// process of its own, and its CPU and memory (idle: before the churn).
+// joined is how many "worker joined" lines r has logged once every
+// withdrawn stand-in is back.
+func b8Churn(e *env, f *standInFleet, r *harness.Router, req load.Request, idle int64) (rows []report.Row, joined int, err error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("finding the driver's executable: %w", err)
+		return nil, 0, fmt.Errorf("finding the driver's executable: %w", err)
 	}
 	obs, err := e.h.Start("observer", nil, self, observeChurnCmd, "-consul", e.consul.Addr, "-service", f.service,
 		"-for", (b8Bound + observeTimeout).String())
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer obs.Kill()
 	if _, err := obs.WaitLine("armed", harness.StartTimeout); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	n := len(f.workers)
 	// Every connection used once (the first use of one allocates its
 	// buffers) before the churn, which measures the router settled.
 	load.Run(context.Background(), load.Config{Streams: b8Clients, Duration: b8Bound, MaxRequests: int64(5 * n),
 		RequestTimeout: requestTimeout, IDPrefix: "b8u-"}, req)
+	m, err := churnUnderLoad(e, f, r, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	dropped, err := droppedTimes(r.Output())
+	if err != nil {
+		return nil, 0, err
+	}
+	gone, _ := goneTimes(obs.Output())
+	l := withdrawalLags(m.events, dropped, gone)
+	if l.unseen+l.missed > 0 {
+		progress("  of %d withdrawals the observer missed %d, the router %d", len(m.events), l.unseen, l.missed)
+	}
+	// A worker gone and back between two of the router's answers never
+	// left its pool, nor joined again.
+	return b8ChurnRows(n, m, l, idle), n + m.regs - l.missed, nil
+}
+
+// b8ChurnRun is what churnUnderLoad measured.
+type b8ChurnRun struct {
+	events       []*withdrawalEvent
+	regs         int // registrations
+	res          load.Result
+	cpu, elapsed time.Duration // the router's CPU time, in elapsed
+	peak         int64         // the router's peak VmRSS
+}
+
+// churnUnderLoad churns f (see churn) while b8Clients send requests
+// through r, sampling r's CPU time and peak memory meanwhile; any failed
+// request fails it.
+func churnUnderLoad(e *env, f *standInFleet, r *harness.Router, req load.Request) (b8ChurnRun, error) {
+	pid := r.Pid()
 	var peak peakRSS
 	stopPeak := peak.sample(pid)
 	cpu0, began := harness.CPUTime([]int{pid}), time.Now()
@@ -127,18 +199,26 @@ func figB8(e *env) ([]report.Row, error) {
 	cpu, elapsed := harness.CPUTime([]int{pid})-cpu0, time.Since(began)
 	stopPeak()
 	if churnErr != nil {
-		return nil, churnErr
+		return b8ChurnRun{}, churnErr
 	}
 	if res.Errors > 0 {
-		return nil, fmt.Errorf("churn: %d of %d requests through the router failed (first: %v)", res.Errors, res.Requests, res.FirstErr)
+		return b8ChurnRun{}, fmt.Errorf("churn: %d of %d requests through the router failed (first: %v)", res.Errors, res.Requests, res.FirstErr)
 	}
-	dropped, err := droppedTimes(r.Output())
-	if err != nil {
-		return nil, err
-	}
-	gone, _ := goneTimes(obs.Output())
-	var lags, sentLags, consulLags, recvLags []time.Duration
-	var unseen, missed int
+	return b8ChurnRun{events: events, regs: regs, res: res, cpu: cpu, elapsed: elapsed, peak: peak.max()}, nil
+}
+
+// b8Lags are the delays of the churn's withdrawals, and how many of them
+// the observer (unseen) and the router (missed) never saw.
+type b8Lags struct {
+	seenDropped, sentDropped, sentSeen, seenRecv []time.Duration
+	unseen, missed                               int
+}
+
+// withdrawalLags times each withdrawal, up to the stand-in's next one,
+// against the router's log (dropped, by address) and the observer's
+// (gone, by worker id).
+func withdrawalLags(events []*withdrawalEvent, dropped, gone map[string][]time.Time) b8Lags {
+	var l b8Lags
 	for i, ev := range events {
 		end := time.Now()
 		for _, later := range events[i+1:] {
@@ -147,65 +227,47 @@ func figB8(e *env) ([]report.Row, error) {
 				break
 			}
 		}
-		drop, dropped := within(dropped[ev.w.addr], ev.at, end)
+		drop, wasDropped := within(dropped[ev.w.addr], ev.at, end)
 		left, seen := within(gone[ev.w.id], ev.at, end)
-		if !dropped {
+		if !wasDropped {
 			// The router never saw it leave: it chose it until it returned.
 			drop = ev.returned
-			missed++
+			l.missed++
 		}
-		sentLags = append(sentLags, drop.Sub(ev.at))
+		l.sentDropped = append(l.sentDropped, drop.Sub(ev.at))
 		if !seen {
 			// Gone and back between two of the observer's answers.
-			unseen++
+			l.unseen++
 			continue
 		}
-		lags = append(lags, max(0, drop.Sub(left)))
-		consulLags = append(consulLags, left.Sub(ev.at))
-		recvLags = append(recvLags, max(0, ev.lastRecv.Sub(left)))
+		l.seenDropped = append(l.seenDropped, max(0, drop.Sub(left)))
+		l.sentSeen = append(l.sentSeen, left.Sub(ev.at))
+		l.seenRecv = append(l.seenRecv, max(0, ev.lastRecv.Sub(left)))
 	}
-	if unseen+missed > 0 {
-		progress("  of %d withdrawals the observer missed %d, the router %d", len(events), unseen, missed)
-	}
+	return l
+}
+
+// b8ChurnRows are the churn's figures, for n workers.
+func b8ChurnRows(n int, m b8ChurnRun, l b8Lags, idle int64) []report.Row {
 	desc := fmt.Sprintf("%d workers, %d models, %d deregistrations + %d registrations/s, %d clients",
 		n, len(b8Models), time.Second/b8ChurnEvery, time.Second/b8ChurnEvery, b8Clients)
-	rows := []report.Row{
+	return []report.Row{
 		report.SummaryRow("B8", "withdrawn (deregistration seen in Consul)→router dropped the worker (no pick after it), "+desc,
-			lags, "p99 50 ms"),
+			l.seenDropped, "p99 50 ms"),
 		{Figure: "B8", Metric: "withdrawals not seen in Consul's passing list by the observer / by the router (gone and back within 1 s)",
-			Value: fmt.Sprintf("%d / %d of %d", unseen, missed, len(events)),
-			Data:  map[string]any{"observer_missed": unseen, "router_missed": missed, "withdrawals": len(events)}},
-		report.SummaryRow("B8", "withdrawn→last request the withdrawn worker received (0: none after)", recvLags, ""),
-		report.SummaryRow("B8", "deregistration sent→seen in Consul (observer process, blocking query)", consulLags, ""),
-		report.SummaryRow("B8", "deregistration sent→router dropped the worker", sentLags, ""),
-		{Figure: "B8", Metric: fmt.Sprintf("router CPU during the churn, %.0f requests/s", res.RequestsPerSecond()),
-			Value: fmt.Sprintf("%.1f%% of a core (%s in %s)", 100*cpu.Seconds()/elapsed.Seconds(), report.Dur(cpu), report.Dur(elapsed)),
-			Data: map[string]any{"cpu_s": cpu.Seconds(), "elapsed_s": elapsed.Seconds(), "requests": res.Requests,
-				"withdrawals": len(events), "registrations": regs}},
+			Value: fmt.Sprintf("%d / %d of %d", l.unseen, l.missed, len(m.events)),
+			Data:  map[string]any{"observer_missed": l.unseen, "router_missed": l.missed, "withdrawals": len(m.events)}},
+		report.SummaryRow("B8", "withdrawn→last request the withdrawn worker received (0: none after)", l.seenRecv, ""),
+		report.SummaryRow("B8", "deregistration sent→seen in Consul (observer process, blocking query)", l.sentSeen, ""),
+		report.SummaryRow("B8", "deregistration sent→router dropped the worker", l.sentDropped, ""),
+		{Figure: "B8", Metric: fmt.Sprintf("router CPU during the churn, %.0f requests/s", m.res.RequestsPerSecond()),
+			Value: fmt.Sprintf("%.1f%% of a core (%s in %s)", 100*m.cpu.Seconds()/m.elapsed.Seconds(), report.Dur(m.cpu), report.Dur(m.elapsed)),
+			Data: map[string]any{"cpu_s": m.cpu.Seconds(), "elapsed_s": m.elapsed.Seconds(), "requests": m.res.Requests,
+				"withdrawals": len(m.events), "registrations": m.regs}},
 		{Figure: "B8", Metric: fmt.Sprintf("router memory (VmRSS) with %d workers", n),
-			Value: fmt.Sprintf("idle %s, peak during the churn %s", mb(idle), mb(peak.max())),
-			Data:  map[string]any{"idle_bytes": idle, "peak_bytes": peak.max()}},
+			Value: fmt.Sprintf("idle %s, peak during the churn %s", mb(idle), mb(m.peak)),
+			Data:  map[string]any{"idle_bytes": idle, "peak_bytes": m.peak}},
 	}
-
-	// Spread: every stand-in alike, peak-ewma (the default).
-	// A worker gone and back between two of the router's answers never
-	// left its pool, nor joined again.
-	if err := r.WaitCount("worker joined", n+regs-missed, observeTimeout); err != nil {
-		return rows, err
-	}
-	spread, err := b8Spread(e, f, req)
-	if err != nil {
-		return rows, err
-	}
-	rows = append(rows, spread)
-
-	for _, every := range []int{10, 20} {
-		mix, err := b8Mix(e, every)
-		if rows = append(rows, mix...); err != nil {
-			return rows, err
-		}
-	}
-	return rows, nil
 }
 
 // churn deregisters a random registered stand-in every b8ChurnEvery for d,
@@ -319,7 +381,7 @@ func b8Mix(e *env, slowEvery int) ([]report.Row, error) {
 	if e.quick {
 		n = b8MixWorkersQuick
 	}
-	f, err := startStandIns(e.consul.Client.Agent(), e.service("mix"), n, []string{"b8-mix"}, func(i int) time.Duration {
+	f, err := registeredFleet(e, "mix", n, []string{"b8-mix"}, func(i int) time.Duration {
 		if i%slowEvery == 0 {
 			return b8SlowTTFT
 		}
@@ -329,12 +391,6 @@ func b8Mix(e *env, slowEvery int) ([]report.Row, error) {
 		return nil, err
 	}
 	defer f.close()
-	if err := f.each(f.workers, f.register); err != nil {
-		return nil, err
-	}
-	if _, err := e.consul.WaitPassing(f.service, harness.Count(n), observeTimeout); err != nil {
-		return nil, err
-	}
 	var rows []report.Row
 	p99 := map[string]time.Duration{}
 	for _, bal := range []string{"peak-ewma", "least-outstanding", "round-robin"} {

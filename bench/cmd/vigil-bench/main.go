@@ -5,7 +5,7 @@
 // table of figure, engine, metric, value and target, and writes results.md
 // and results.json.
 //
-//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...] [-engines vllm,sglang,trtllm] [-profile DIR] [-b5-step-only] [-vigil-env NAME=VALUE,...]
+//	vigil-bench [-quick] [-out DIR] [-figures B1,B2,...] [-engines vllm,sglang,trtllm] [-profile] [-b5-step-only] [-vigil-env NAME=VALUE,...]
 //
 // Every process it starts is killed when it ends, on error, panic or
 // SIGINT/SIGTERM too. Exit status: 0 when every figure was measured, 1
@@ -33,7 +33,7 @@ type options struct {
 	out      string
 	figures  []string
 	engines  []benchEngine
-	profile  string
+	profile  bool // perf profiles into out/profiles
 	stepOnly bool
 	// vigilEnv is added to the environment of every vigil and its adapter.
 	vigilEnv []string
@@ -60,7 +60,7 @@ func parseFlags(args []string) (options, error) {
 	out := fs.String("out", "", "directory for results.md and results.json (default: bench/ at the repository root)")
 	figs := fs.String("figures", strings.Join(figureNames(), ","), "comma-separated figures to run")
 	engs := fs.String("engines", strings.Join(engineNames(), ","), "comma-separated engines to measure, in order; B7 runs with the first")
-	profile := fs.String("profile", "", "directory for perf CPU profiles of vigil (host and adapter) during the vigil path of each B5 step-mode row (needs Linux perf)")
+	profile := fs.Bool("profile", false, "record perf CPU profiles of vigil (host and adapter) during the vigil path of each B5 step-mode row into -out's profiles/ (needs Linux perf and -out)")
 	stepOnly := fs.Bool("b5-step-only", false, "run only B5's step-mode rows, the headline (B6 then has no memory figures)")
 	vigilEnv := fs.String("vigil-env", "", "comma-separated NAME=VALUE variables for every vigil and its adapter (e.g. GOGC=200), to measure a setting")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +68,10 @@ func parseFlags(args []string) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected argument %q; vigil-bench takes flags only", fs.Arg(0))
+	}
+	if *profile && *out == "" {
+		// The default -out is bench/ in the repository, which keeps no profiles.
+		return options{}, fmt.Errorf("-profile needs -out DIR: the profiles are written to DIR/profiles")
 	}
 	o := options{quick: *quick, out: *out, profile: *profile, stepOnly: *stepOnly}
 	if *vigilEnv != "" {
@@ -90,6 +94,14 @@ func parseFlags(args []string) (options, error) {
 		o.engines = append(o.engines, benchEngines[slices.Index(engineNames(), n)])
 	}
 	return o, nil
+}
+
+// profiler is -profile's, or nil without it.
+func (o options) profiler() *profiler {
+	if !o.profile {
+		return nil
+	}
+	return &profiler{dir: filepath.Join(o.out, "profiles")}
 }
 
 // pick reads a comma-separated list of names from known, normalised by
@@ -141,7 +153,7 @@ func run(opts options) int {
 	envs := make([]*env, len(opts.engines))
 	res := report.Results{Machine: report.DescribeMachine(root), Quick: opts.quick, Figures: opts.figures, Notes: notes(opts.quick)}
 	for i, be := range opts.engines {
-		envs[i] = &env{engine: be, h: h, consul: consul, quick: opts.quick, prof: &profiler{dir: opts.profile}, vigilEnv: opts.vigilEnv, stepOnly: opts.stepOnly, registryDir: filepath.Join(h.Dir, "registry", be.Name)}
+		envs[i] = &env{engine: be, h: h, consul: consul, quick: opts.quick, prof: opts.profiler(), vigilEnv: opts.vigilEnv, stepOnly: opts.stepOnly, registryDir: filepath.Join(h.Dir, "registry", be.Name)}
 		res.Engines = append(res.Engines, be.Name)
 	}
 	code := runFigures(envs, opts.figures, &res)

@@ -24,6 +24,9 @@ func TestParseFlags(t *testing.T) {
 		"stray argument":   {[]string{"extra"}, nil, nil, false, true},
 		"empty figure set": {[]string{"-figures", ""}, nil, nil, false, true},
 		"empty engine set": {[]string{"-engines", ""}, nil, nil, false, true},
+		// Profiles go to -out, whose default is in the repository.
+		"profile without out": {[]string{"-profile"}, nil, nil, false, true},
+		"profile with out":    {[]string{"-profile", "-out", "/tmp/b"}, figureNames(), engineNames(), false, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

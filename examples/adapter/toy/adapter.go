@@ -107,7 +107,7 @@ func signals(_ context.Context, conn *grpc.ClientConn, _ map[string]string) ([]a
 func readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) {
 	info, err := toypb.NewEngineServiceClient(conn).Info(ctx, &toypb.InfoRequest{})
 	if err != nil {
-		return sdk.Worker{}, fmt.Errorf("Info: %w", err)
+		return sdk.Worker{}, fmt.Errorf("EngineService.Info: %w", err)
 	}
 	return sdk.Worker{
 		ModelID:           info.GetModel(),

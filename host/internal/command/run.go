@@ -134,15 +134,8 @@ func runAction(c *cli.Context) error {
 		log.Info("tokenizer loaded", "tokenizer_dir", cfg.tokenizerDir, "chat_template", tok.HasChatTemplate())
 	}
 	logIgnored(log, ignored)
-	if cfg.discovery == "consul" && !dnsLabel(cfg.service) {
-		log.Warn("--service-name is not a DNS label (letters, digits and - only, at most 63, not beginning or ending with -): Consul's DNS interface cannot resolve it; its HTTP API can",
-			"service", cfg.service)
-	}
 	advertise := net.JoinHostPort(cfg.advHost, strconv.Itoa(cfg.advPort))
-	if ip := net.ParseIP(cfg.advHost); cfg.discovery == "consul" && (cfg.advHost == "localhost" || ip != nil && ip.IsLoopback()) {
-		log.Warn("advertising a loopback address in Consul: only clients on this host can reach the worker; set --advertise-addr",
-			"advertise", advertise)
-	}
+	warnConsul(cfg, advertise, log)
 
 	registry, err := newRegistry(cfg)
 	if err != nil {
@@ -176,6 +169,23 @@ func runAction(c *cli.Context) error {
 	}
 	defer stopMetrics()
 	return exitLogged(log, supervisor.Run(c.Context, lc, signals))
+}
+
+// warnConsul logs what a valid configuration may still get wrong in
+// Consul: a service name its DNS interface cannot resolve, and a loopback
+// address that only clients on this host reach.
+func warnConsul(cfg runConfig, advertise string, log hclog.Logger) {
+	if cfg.discovery != "consul" {
+		return
+	}
+	if !dnsLabel(cfg.service) {
+		log.Warn("--service-name is not a DNS label (letters, digits and - only, at most 63, not beginning or ending with -): Consul's DNS interface cannot resolve it; its HTTP API can",
+			"service", cfg.service)
+	}
+	if ip := net.ParseIP(cfg.advHost); cfg.advHost == "localhost" || ip != nil && ip.IsLoopback() {
+		log.Warn("advertising a loopback address in Consul: only clients on this host can reach the worker; set --advertise-addr",
+			"advertise", advertise)
+	}
 }
 
 // lifecycleConfig is the supervisor's configuration for run's.

@@ -215,6 +215,14 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 			}
 		}
 	}
+	return a.record(ctx, want, registered, err)
+}
+
+// record takes in the outcome of sync's calls: a failure is counted and
+// logged; a success ends a run of failures and, unless want changed
+// meanwhile, makes want the registration the backend holds. It reports
+// sync's watching.
+func (a *Announcer) record(ctx context.Context, want *Registration, registered bool, err error) (watching bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if ctx.Err() != nil {

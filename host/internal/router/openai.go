@@ -308,7 +308,8 @@ func (h *httpHandler) readBody(w http.ResponseWriter, r *http.Request) (map[stri
 }
 
 // parse reads and checks a request to endpoint and maps it to the worker
-// API.
+// API. Fields are checked in a fixed order: a request with several bad
+// fields is always told of the same one.
 func (h *httpHandler) parse(w http.ResponseWriter, r *http.Request, endpoint string) (*parsed, *workerv1.GenerateRequest, *apiError) {
 	fields, body, aerr := h.readBody(w, r)
 	if aerr != nil {
@@ -331,91 +332,130 @@ func (h *httpHandler) parse(w http.ResponseWriter, r *http.Request, endpoint str
 		Sampling: &workerv1.Sampling{Temperature: c.Temperature, TopP: c.TopP, Seed: c.Seed},
 		Stopping: &workerv1.Stopping{IgnoreEos: c.IgnoreEOS != nil && *c.IgnoreEOS},
 	}
-	if endpoint == endpointChat {
-		p.names.prompt = "messages"
-		if perr := setMessages(req, c.Messages); perr != nil {
-			return nil, nil, perr
-		}
-	} else {
-		// OpenAI's legacy default; chat's is the rest of the context,
-		// which the worker (or its engine) knows.
-		req.Stopping.MaxTokens = defaultMaxTokens
-		if perr := setPrompt(req, c.Prompt); perr != nil {
-			return nil, nil, perr
-		}
+	if aerr := c.setInput(endpoint, req, &p.names); aerr != nil {
+		return nil, nil, aerr
 	}
+	if aerr := c.setLengths(endpoint, req.Stopping, &p.names); aerr != nil {
+		return nil, nil, aerr
+	}
+	if aerr := c.setSampling(req.Sampling); aerr != nil {
+		return nil, nil, aerr
+	}
+	if aerr := c.setStops(req.Stopping); aerr != nil {
+		return nil, nil, aerr
+	}
+	if aerr := c.setStreamOptions(p); aerr != nil {
+		return nil, nil, aerr
+	}
+	return p, req, nil
+}
+
+// setInput maps the prompt (completions) or the messages (chat) onto req,
+// with completions' default max_tokens.
+func (c *request) setInput(endpoint string, req *workerv1.GenerateRequest, names *fieldNames) *apiError {
+	if endpoint == endpointChat {
+		names.prompt = "messages"
+		return setMessages(req, c.Messages)
+	}
+	// OpenAI's legacy default; chat's is the rest of the context, which
+	// the worker (or its engine) knows.
+	req.Stopping.MaxTokens = defaultMaxTokens
+	return setPrompt(req, c.Prompt)
+}
+
+// setLengths checks n and maps the lengths onto s: max_tokens (chat's
+// max_completion_tokens first) and vLLM's min_tokens, which max_tokens
+// bounds, the default one too.
+func (c *request) setLengths(endpoint string, s *workerv1.Stopping, names *fieldNames) *apiError {
 	if c.N != nil && *c.N != 1 {
-		return nil, nil, badRequest("n", "n: only n=1 is supported, got %d", *c.N)
+		return badRequest("n", "n: only n=1 is supported, got %d", *c.N)
 	}
 	maxTokens := c.MaxTokens
 	if endpoint == endpointChat && c.MaxCompletionTokens != nil {
-		maxTokens, p.names.maxTokens = c.MaxCompletionTokens, "max_completion_tokens"
+		maxTokens, names.maxTokens = c.MaxCompletionTokens, "max_completion_tokens"
 	}
 	if maxTokens != nil {
 		if *maxTokens < 1 || *maxTokens > maxUint32 {
-			return nil, nil, badRequest(p.names.maxTokens, "%s: want an integer from 1 to %d, got %d", p.names.maxTokens, uint32(maxUint32), *maxTokens)
+			return badRequest(names.maxTokens, "%s: want an integer from 1 to %d, got %d", names.maxTokens, uint32(maxUint32), *maxTokens)
 		}
-		req.Stopping.MaxTokens = uint32(*maxTokens)
+		s.MaxTokens = uint32(*maxTokens)
 	}
 	if c.MinTokens != nil {
-		// vLLM's extension; max_tokens bounds it, the default one too.
-		switch mt, limit := *c.MinTokens, req.Stopping.MaxTokens; {
+		switch mt, limit := *c.MinTokens, s.MaxTokens; {
 		case mt < 0 || mt > maxUint32:
-			return nil, nil, badRequest("min_tokens", "min_tokens: want an integer from 0 to %d, got %d", uint32(maxUint32), mt)
+			return badRequest("min_tokens", "min_tokens: want an integer from 0 to %d, got %d", uint32(maxUint32), mt)
 		case limit > 0 && mt > int64(limit):
-			return nil, nil, badRequest("min_tokens", "min_tokens: %d exceeds %s %d; want at most %s", mt, p.names.maxTokens, limit, p.names.maxTokens)
+			return badRequest("min_tokens", "min_tokens: %d exceeds %s %d; want at most %s", mt, names.maxTokens, limit, names.maxTokens)
 		}
-		req.Stopping.MinTokens = uint32(*c.MinTokens)
+		s.MinTokens = uint32(*c.MinTokens)
 	}
+	return nil
+}
+
+// setSampling maps min_p and top_k, whose JSON ranges are wider than the
+// worker API's, onto s.
+func (c *request) setSampling(s *workerv1.Sampling) *apiError {
 	if c.MinP != nil {
 		if mp := *c.MinP; !(mp >= 0 && mp <= 1) {
-			return nil, nil, badRequest("min_p", "min_p: want a number from 0 to 1, got %g", mp)
+			return badRequest("min_p", "min_p: want a number from 0 to 1, got %g", mp)
 		}
-		req.Sampling.MinP = float32(*c.MinP)
+		s.MinP = float32(*c.MinP)
 	}
 	if c.TopK != nil {
 		// -1 is the customary "all tokens" (vLLM's); the worker API says 0.
 		switch k := *c.TopK; {
 		case k == -1:
-			req.Sampling.TopK = new(uint32)
+			s.TopK = new(uint32)
 		case k < -1 || k > maxUint32:
-			return nil, nil, badRequest("top_k", "top_k: want -1 or 0 (all tokens) or a positive integer, got %d", k)
+			return badRequest("top_k", "top_k: want -1 or 0 (all tokens) or a positive integer, got %d", k)
 		default:
-			req.Sampling.TopK = new(uint32(k))
+			s.TopK = new(uint32(k))
 		}
 	}
+	return nil
+}
+
+// setStops maps stop_token_ids and stop onto s.
+func (c *request) setStops(s *workerv1.Stopping) *apiError {
 	for _, id := range c.StopTokenIDs {
 		if id < 0 || id > maxUint32 {
-			return nil, nil, badRequest("stop_token_ids", "stop_token_ids: want token ids (integers from 0 to %d), got %d", uint32(maxUint32), id)
+			return badRequest("stop_token_ids", "stop_token_ids: want token ids (integers from 0 to %d), got %d", uint32(maxUint32), id)
 		}
-		req.Stopping.StopTokenIds = append(req.Stopping.StopTokenIds, uint32(id))
+		s.StopTokenIds = append(s.StopTokenIds, uint32(id))
 	}
 	stop, serr := parseStop(c.Stop)
 	if serr != nil {
-		return nil, nil, serr
+		return serr
 	}
-	req.Stopping.Stop = stop
-	if !isNull(c.StreamOptions) {
-		if !p.stream {
-			return nil, nil, badRequest("stream_options", "stream_options: only allowed when stream is true")
-		}
-		var opts map[string]json.RawMessage
-		if json.Unmarshal(c.StreamOptions, &opts) != nil {
-			return nil, nil, badRequest("stream_options", "stream_options: want an object such as {\"include_usage\": true}")
-		}
-		for k, v := range opts {
-			switch {
-			case k == "include_usage":
-				if json.Unmarshal(v, &p.includeUsage) != nil && !isNull(v) {
-					return nil, nil, badRequest("stream_options", "stream_options.include_usage: want a boolean, got %s", clip(v))
-				}
-			case k == "continuous_usage_stats" && (isNull(v) || oneOf("false")(v)):
-			default:
-				return nil, nil, badRequest("stream_options", "stream_options.%s: vigil takes include_usage only", k)
+	s.Stop = stop
+	return nil
+}
+
+// setStreamOptions reads stream_options, allowed with stream only, into
+// p.includeUsage.
+func (c *request) setStreamOptions(p *parsed) *apiError {
+	if isNull(c.StreamOptions) {
+		return nil
+	}
+	if !p.stream {
+		return badRequest("stream_options", "stream_options: only allowed when stream is true")
+	}
+	var opts map[string]json.RawMessage
+	if json.Unmarshal(c.StreamOptions, &opts) != nil {
+		return badRequest("stream_options", "stream_options: want an object such as {\"include_usage\": true}")
+	}
+	for k, v := range opts {
+		switch {
+		case k == "include_usage":
+			if json.Unmarshal(v, &p.includeUsage) != nil && !isNull(v) {
+				return badRequest("stream_options", "stream_options.include_usage: want a boolean, got %s", clip(v))
 			}
+		case k == "continuous_usage_stats" && (isNull(v) || oneOf("false")(v)):
+		default:
+			return badRequest("stream_options", "stream_options.%s: vigil takes include_usage only", k)
 		}
 	}
-	return p, req, nil
+	return nil
 }
 
 const maxUint32 = 1<<32 - 1
@@ -734,50 +774,29 @@ var jsonNull = json.RawMessage("null")
 // no [DONE].
 func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, p *parsed, req *workerv1.GenerateRequest) {
 	events := newSSE(w)
+	ch := &chunks{id: req.GetRequestId(), created: time.Now().Unix(), model: p.model,
+		chat: p.endpoint == endpointChat, includeUsage: p.includeUsage}
 	var (
 		started bool
 		final   *workerv1.Final
-		model   = p.model
 	)
-	created := time.Now().Unix()
-	chat := p.endpoint == endpointChat
-	event := func(choices []any, usage json.RawMessage) chunkJSON {
-		c := chunkJSON{ID: req.GetRequestId(), Object: "text_completion", Created: created, Model: model, Choices: choices, Usage: usage}
-		if chat {
-			c.Object = "chat.completion.chunk"
-		}
-		if usage == nil && p.includeUsage {
-			c.Usage = jsonNull
-		}
-		return c
-	}
-	choice := func(text *string, role string, reason *string) []any {
-		if chat {
-			return []any{chatChoice{Delta: &chatMessage{Role: role, Content: text}, FinishReason: reason}}
-		}
-		var t string
-		if text != nil {
-			t = *text
-		}
-		return []any{textChoice{Text: t, FinishReason: reason}}
-	}
 	err := h.proxy.generate(r.Context(), req, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
 		if !started {
 			started = true
-			if model == "" {
-				model = ep.Model
+			if ch.model == "" {
+				ch.model = ep.Model
 			}
 			events.begin()
-			if chat {
+			if ch.chat {
 				// OpenAI's first event gives the role, with empty content.
-				if err := events.send(event(choice(new(""), "assistant", nil), nil)); err != nil {
+				if err := events.send(ch.event(ch.choice(new(""), "assistant", nil), nil)); err != nil {
 					return err
 				}
 			}
 		}
 		switch k := m.GetKind().(type) {
 		case *workerv1.GenerateResponse_Chunk:
-			return events.send(event(choice(new(k.Chunk.GetText()), "", nil), nil))
+			return events.send(ch.event(ch.choice(new(k.Chunk.GetText()), "", nil), nil))
 		case *workerv1.GenerateResponse_Final:
 			final = k.Final
 		}
@@ -799,12 +818,53 @@ func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, p *parsed, 
 		events.send(errorBody{Error: errorDetail{Message: e.msg, Type: "server_error"}})
 		return
 	}
-	if events.send(event(choice(nil, "", reason), nil)) != nil {
+	ch.end(events, reason, final.GetUsage())
+}
+
+// chunks makes one stream's events, each naming the request, its creation
+// time and the model (the worker's, when the request named none).
+type chunks struct {
+	id           string
+	created      int64
+	model        string
+	chat         bool
+	includeUsage bool
+}
+
+// event is one chunk with choices; usage is null in every chunk but the
+// last when the client asked for it, absent otherwise.
+func (c *chunks) event(choices []any, usage json.RawMessage) chunkJSON {
+	e := chunkJSON{ID: c.id, Object: "text_completion", Created: c.created, Model: c.model, Choices: choices, Usage: usage}
+	if c.chat {
+		e.Object = "chat.completion.chunk"
+	}
+	if usage == nil && c.includeUsage {
+		e.Usage = jsonNull
+	}
+	return e
+}
+
+// choice is a chunk's one choice: a delta for chat, text for completions.
+func (c *chunks) choice(text *string, role string, reason *string) []any {
+	if c.chat {
+		return []any{chatChoice{Delta: &chatMessage{Role: role, Content: text}, FinishReason: reason}}
+	}
+	var t string
+	if text != nil {
+		t = *text
+	}
+	return []any{textChoice{Text: t, FinishReason: reason}}
+}
+
+// end sends the finish reason, the usage when asked, and [DONE]; a failed
+// send (the client is gone) ends it early.
+func (c *chunks) end(events sse, reason *string, usage *workerv1.Usage) {
+	if events.send(c.event(c.choice(nil, "", reason), nil)) != nil {
 		return
 	}
-	if p.includeUsage {
-		usage, _ := json.Marshal(toUsage(final.GetUsage()))
-		if events.send(event([]any{}, usage)) != nil {
+	if c.includeUsage {
+		u, _ := json.Marshal(toUsage(usage))
+		if events.send(c.event([]any{}, u)) != nil {
 			return
 		}
 	}

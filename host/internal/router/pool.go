@@ -209,15 +209,26 @@ func NewPool(cfg PoolConfig) *Pool {
 func (p *Pool) Update(eps []discovery.Registration) {
 	eps = slices.Clone(eps)
 	discovery.Sort(eps)
+	fresh, open := p.drop(eps)
+	if !open || len(fresh) == 0 {
+		return
+	}
+	p.adopt(eps, fresh, p.dial(fresh))
+}
+
+// drop is Update's first step: it removes the workers whose address is
+// missing from eps (closing their idle connections) and returns the
+// workers of eps at an address with no connection yet; open is false once
+// the pool is closed.
+func (p *Pool) drop(eps []discovery.Registration) (fresh []discovery.Registration, open bool) {
 	want := make(map[string]bool, len(eps))
 	for _, ep := range eps {
 		want[ep.Addr()] = true
 	}
-
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return
+		return nil, false
 	}
 	var toClose []*conn
 	removed := false
@@ -232,7 +243,6 @@ func (p *Pool) Update(eps []discovery.Registration) {
 			p.log.Info("worker left discovery", "addr", addr, "in_flight", c.inflight)
 		}
 	}
-	var fresh []discovery.Registration // at an address with no connection yet
 	for _, ep := range eps {
 		if p.conns[ep.Addr()] == nil {
 			fresh = append(fresh, ep)
@@ -246,20 +256,21 @@ func (p *Pool) Update(eps []discovery.Registration) {
 	for _, c := range toClose {
 		c.cc.Close()
 	}
-	if len(fresh) == 0 {
-		return
-	}
+	return fresh, true
+}
 
+// dial opens a connection to each address of fresh, without the pool's
+// lock: connecting must not hold up Pick. A worker whose target is
+// malformed is logged and left out.
+func (p *Pool) dial(fresh []discovery.Registration) map[string]*conn {
 	opened := map[string]*conn{}
 	for _, ep := range fresh {
 		addr := ep.Addr()
 		if opened[addr] != nil {
 			continue
 		}
-		// A shared write buffer: the router holds a connection to every
-		// worker, most of them idle at any moment.
 		cc, err := grpc.NewClient("passthrough:///"+addr, append(workerapi.DialOptions(),
-			grpc.WithTransportCredentials(p.creds), grpc.WithKeepaliveParams(workerKeepalive), grpc.WithSharedWriteBuffer(true))...)
+			grpc.WithTransportCredentials(p.creds), grpc.WithKeepaliveParams(workerKeepalive))...)
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.
 			p.log.Error("cannot connect to worker; ignoring it", "addr", addr, "worker_id", ep.WorkerID, "error", err)
@@ -268,7 +279,13 @@ func (p *Pool) Update(eps []discovery.Registration) {
 		cc.Connect()
 		opened[addr] = &conn{addr: addr, cc: cc}
 	}
+	return opened
+}
 
+// adopt is Update's last step: it makes eps the current set with the
+// connections opened for fresh. A connection the pool no longer needs (it
+// closed, or another Update connected the address meanwhile) is closed.
+func (p *Pool) adopt(eps, fresh []discovery.Registration, opened map[string]*conn) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -457,10 +474,6 @@ type Ask struct {
 	Messages bool
 }
 
-func (a Ask) serves(e discovery.Registration) bool { return a.Model == "" || e.Model == a.Model }
-
-func (a Ask) takes(e discovery.Registration) bool { return a.serves(e) && a.prompt(e) }
-
 // prompt reports whether e takes the ask's kind of prompt.
 func (a Ask) prompt(e discovery.Registration) bool {
 	switch {
@@ -561,7 +574,28 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	if ask.Model != "" {
 		ws = p.byModel[ask.Model]
 	}
+	untried, err := p.untried(ask, ws, tried)
+	if err != nil {
+		return discovery.Registration{}, nil, nil, err
+	}
 	eligible := func(w *worker) bool { return ask.prompt(w.ep) && !tried[w.addr] }
+	var w *worker
+	now := p.now()
+	if p.balance == RoundRobin {
+		// Round-robin per requested model, over the workers not yet tried.
+		w = nth(ws, int(p.next[ask.Model]%uint64(untried)), eligible)
+		p.next[ask.Model]++
+	} else {
+		w = p.draw(ws, untried, eligible, now)
+	}
+	c := w.c
+	c.inflight++
+	return w.ep, c.cc, &Lease{p: p, c: c, start: now}, nil
+}
+
+// untried counts the workers of ws that take ask's prompt and are not in
+// tried, or returns Pick's error when there is none. The caller holds p.mu.
+func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error) {
 	var taking, untried int
 	for i := range ws {
 		if ask.prompt(ws[i].ep) {
@@ -573,58 +607,56 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	}
 	switch {
 	case len(ws) == 0:
-		return discovery.Registration{}, nil, nil, p.noWorker(ask.Model)
+		return 0, p.noWorker(ask.Model)
 	case taking == 0 && ask.Messages:
-		return discovery.Registration{}, nil, nil, status.Errorf(codes.InvalidArgument,
+		return 0, status.Errorf(codes.InvalidArgument,
 			"messages: %s have no chat template loaded, so they take no chat messages; start their vigil run with "+
 				"--tokenizer-dir or --chat-template, or send a prompt to /v1/completions", workersOf(ask.Model))
 	case taking == 0:
-		return discovery.Registration{}, nil, nil, status.Errorf(codes.InvalidArgument, "prompt: %s take token ids only, not text", workersOf(ask.Model))
+		return 0, status.Errorf(codes.InvalidArgument, "prompt: %s take token ids only, not text", workersOf(ask.Model))
 	case untried == 0:
-		return discovery.Registration{}, nil, nil, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), taking)
+		return 0, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), taking)
+	}
+	return untried, nil
+}
+
+// draw is the random balances' choice among the untried eligible workers
+// of ws: distinct workers drawn at random (three for PeakEWMA, two for
+// LeastOutstanding), the least loaded wins, a tie at random. The caller
+// holds p.mu.
+func (p *Pool) draw(ws []worker, untried int, eligible func(*worker) bool, now time.Time) *worker {
+	k := min(untried, 2)
+	if p.balance == PeakEWMA {
+		k = min(untried, peakEWMAChoices)
 	}
 	var w *worker
-	now := p.now()
-	if p.balance == RoundRobin {
-		// Round-robin per requested model, over the workers not yet tried.
-		w = nth(ws, int(p.next[ask.Model]%uint64(untried)), eligible)
-		p.next[ask.Model]++
-	} else {
-		// Distinct choices at random; the least loaded wins, a tie at random.
-		k := min(untried, 2)
-		if p.balance == PeakEWMA {
-			k = min(untried, peakEWMAChoices)
+	var drawn [peakEWMAChoices]int // in ascending order
+	var best float64
+	ties := 0
+	for n := range k {
+		// j in [0, untried-n), moved past those drawn, is distinct.
+		j := p.rand.IntN(untried - n)
+		at := 0
+		for ; at < n && j >= drawn[at]; at++ {
+			j++
 		}
-		var drawn [peakEWMAChoices]int // in ascending order
-		var best float64
-		ties := 0
-		for n := range k {
-			// j in [0, untried-n), moved past those drawn, is distinct.
-			j := p.rand.IntN(untried - n)
-			at := 0
-			for ; at < n && j >= drawn[at]; at++ {
-				j++
-			}
-			copy(drawn[at+1:n+1], drawn[at:n])
-			drawn[at] = j
-			v := nth(ws, j, eligible)
-			load := float64(v.c.inflight)
-			if p.balance == PeakEWMA {
-				load = v.c.cost(now, p.decay)
-			}
-			switch {
-			case n == 0 || load < best:
-				w, best, ties = v, load, 1
-			case load == best:
-				if ties++; p.rand.IntN(ties) == 0 {
-					w = v
-				}
+		copy(drawn[at+1:n+1], drawn[at:n])
+		drawn[at] = j
+		v := nth(ws, j, eligible)
+		load := float64(v.c.inflight)
+		if p.balance == PeakEWMA {
+			load = v.c.cost(now, p.decay)
+		}
+		switch {
+		case n == 0 || load < best:
+			w, best, ties = v, load, 1
+		case load == best:
+			if ties++; p.rand.IntN(ties) == 0 {
+				w = v
 			}
 		}
 	}
-	c := w.c
-	c.inflight++
-	return w.ep, c.cc, &Lease{p: p, c: c, start: now}, nil
+	return w
 }
 
 // nth is the k-th (from 0) worker of ws that ok accepts; there must be one.

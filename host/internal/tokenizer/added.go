@@ -138,27 +138,31 @@ func isWordAfter(text string, i int) bool {
 	return i < len(text) && isWord(r)
 }
 
+// postProcessorJSON is tokenizer.json's post_processor, the fields of
+// every type it takes.
+type postProcessorJSON struct {
+	Type       string            `json:"type"`
+	Processors []json.RawMessage `json:"processors"`
+	Single     []struct {
+		SpecialToken *struct {
+			ID string `json:"id"`
+		} `json:"SpecialToken"`
+		Sequence *struct{} `json:"Sequence"`
+	} `json:"single"`
+	SpecialTokens map[string]struct {
+		IDs []uint32 `json:"ids"`
+	} `json:"special_tokens"`
+	Cls []any `json:"cls"` // [token, id]
+	Sep []any `json:"sep"`
+}
+
 // postProcessor gives the special token ids that tokenizer.json's
 // post_processor puts around a single sequence.
 func postProcessor(raw json.RawMessage) (prefix, suffix []uint32, err error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil, nil
 	}
-	var p struct {
-		Type       string            `json:"type"`
-		Processors []json.RawMessage `json:"processors"`
-		Single     []struct {
-			SpecialToken *struct {
-				ID string `json:"id"`
-			} `json:"SpecialToken"`
-			Sequence *struct{} `json:"Sequence"`
-		} `json:"single"`
-		SpecialTokens map[string]struct {
-			IDs []uint32 `json:"ids"`
-		} `json:"special_tokens"`
-		Cls []any `json:"cls"` // [token, id]
-		Sep []any `json:"sep"`
-	}
+	var p postProcessorJSON
 	if err := json.Unmarshal(raw, &p); err != nil {
 		return nil, nil, err
 	}
@@ -176,42 +180,50 @@ func postProcessor(raw json.RawMessage) (prefix, suffix []uint32, err error) {
 		}
 		return prefix, suffix, nil
 	case "TemplateProcessing":
-		seen := false
-		for _, e := range p.Single {
-			switch {
-			case e.Sequence != nil:
-				seen = true
-			case e.SpecialToken != nil:
-				st, ok := p.SpecialTokens[e.SpecialToken.ID]
-				if !ok {
-					return nil, nil, fmt.Errorf("TemplateProcessing: special token %q is not in special_tokens", e.SpecialToken.ID)
-				}
-				if seen {
-					suffix = append(suffix, st.IDs...)
-				} else {
-					prefix = append(prefix, st.IDs...)
-				}
-			}
-		}
-		return prefix, suffix, nil
+		return p.template()
 	case "BertProcessing", "RobertaProcessing":
-		id := func(pair []any) ([]uint32, error) {
-			if len(pair) != 2 {
-				return nil, fmt.Errorf("%s: cls and sep are [token, id]", p.Type)
-			}
-			f, ok := pair[1].(float64)
-			if !ok {
-				return nil, fmt.Errorf("%s: cls and sep are [token, id]", p.Type)
-			}
-			return []uint32{uint32(f)}, nil
-		}
-		if prefix, err = id(p.Cls); err != nil {
+		if prefix, err = p.tokenID(p.Cls); err != nil {
 			return nil, nil, err
 		}
-		suffix, err = id(p.Sep)
+		suffix, err = p.tokenID(p.Sep)
 		return prefix, suffix, err
 	}
 	return nil, nil, fmt.Errorf("type %q is not supported (TemplateProcessing, ByteLevel, BertProcessing, RobertaProcessing, Sequence are)", p.Type)
+}
+
+// template is TemplateProcessing's special tokens of single: those before
+// the sequence, and those after it.
+func (p *postProcessorJSON) template() (prefix, suffix []uint32, err error) {
+	seen := false
+	for _, e := range p.Single {
+		switch {
+		case e.Sequence != nil:
+			seen = true
+		case e.SpecialToken != nil:
+			st, ok := p.SpecialTokens[e.SpecialToken.ID]
+			if !ok {
+				return nil, nil, fmt.Errorf("TemplateProcessing: special token %q is not in special_tokens", e.SpecialToken.ID)
+			}
+			if seen {
+				suffix = append(suffix, st.IDs...)
+			} else {
+				prefix = append(prefix, st.IDs...)
+			}
+		}
+	}
+	return prefix, suffix, nil
+}
+
+// tokenID is the id of Bert's and Roberta's cls or sep, a [token, id] pair.
+func (p *postProcessorJSON) tokenID(pair []any) ([]uint32, error) {
+	if len(pair) != 2 {
+		return nil, fmt.Errorf("%s: cls and sep are [token, id]", p.Type)
+	}
+	f, ok := pair[1].(float64)
+	if !ok {
+		return nil, fmt.Errorf("%s: cls and sep are [token, id]", p.Type)
+	}
+	return []uint32{uint32(f)}, nil
 }
 
 // normalizerFor builds a normalizer, taking the Unicode forms (also
@@ -232,7 +244,7 @@ func normalizerFor(c map[string]any) (normalizer.Normalizer, error) {
 	case "Sequence":
 		list, ok := c["normalizers"].([]any)
 		if !ok {
-			return nil, fmt.Errorf("Sequence without a normalizers list")
+			return nil, fmt.Errorf("a Sequence without a normalizers list")
 		}
 		var seq []normalizer.Normalizer
 		for i, e := range list {

@@ -112,8 +112,27 @@ func cloneTokens(t []sm.Token) []sm.Token {
 	return out
 }
 
+// mergeWord is Tokenize's merge of seq, uncached.
 func (m *hfBPE) mergeWord(seq string) ([]sm.Token, error) {
-	vocab, merges, vocabR := *m.Vocab, *m.Merges, *m.VocabR
+	syms := m.symbols(seq)
+	mergeSymbols(syms, *m.Merges)
+	vocabR := *m.VocabR
+	var out []sm.Token
+	for i := 0; i >= 0 && i < len(syms); i = syms[i].next {
+		s := syms[i]
+		if s.start == s.end {
+			return nil, fmt.Errorf("bpe: symbol %d merged away but still linked", i)
+		}
+		out = append(out, sm.Token{Id: s.id, Value: vocabR[s.id], Offsets: []int{s.start, s.end}})
+	}
+	return out, nil
+}
+
+// symbols is seq before any merge, a linked list of its characters (with
+// the continuing prefix and the end-of-word suffix) or, those missing from
+// the vocabulary, their byte tokens with byte_fallback, else unk_token.
+func (m *hfBPE) symbols(seq string) []symbol {
+	vocab := *m.Vocab
 	syms := make([]symbol, 0, len(seq))
 	add := func(id, start, end int) {
 		n := len(syms)
@@ -157,7 +176,13 @@ func (m *hfBPE) mergeWord(seq string) ([]sm.Token, error) {
 		add(m.unk, i, end)
 		lastUnk = true
 	}
+	return syms
+}
 
+// mergeSymbols applies merges to syms in place, lowest rank first and
+// leftmost first among equals; a merged-away symbol is left empty and
+// unlinked.
+func mergeSymbols(syms []symbol, merges bpe.Merges) {
 	h := make(mergeHeap, 0, len(syms))
 	for i := 0; i+1 < len(syms); i++ {
 		if v, ok := merges[bpe.Pair{C1: syms[i].id, C2: syms[i+1].id}]; ok {
@@ -192,14 +217,4 @@ func (m *hfBPE) mergeWord(seq string) ([]sm.Token, error) {
 			}
 		}
 	}
-
-	var out []sm.Token
-	for i := 0; i >= 0 && i < len(syms); i = syms[i].next {
-		s := syms[i]
-		if s.start == s.end {
-			return nil, fmt.Errorf("bpe: symbol %d merged away but still linked", i)
-		}
-		out = append(out, sm.Token{Id: s.id, Value: vocabR[s.id], Offsets: []int{s.start, s.end}})
-	}
-	return out, nil
 }

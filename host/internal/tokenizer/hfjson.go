@@ -65,19 +65,9 @@ func buildPipeline(data []byte) (p *pipeline, err error) {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, err
 	}
-	var extras struct {
-		Model         modelExtras     `json:"model"`
-		AddedTokens   []addedToken    `json:"added_tokens"`
-		PostProcessor json.RawMessage `json:"post_processor"`
-	}
-	if err := json.Unmarshal(data, &extras); err != nil {
+	extras, err := readExtras(data)
+	if err != nil {
 		return nil, err
-	}
-	if extras.Model.Type != "BPE" {
-		return nil, fmt.Errorf("field model.type: %q is not supported (BPE is)", extras.Model.Type)
-	}
-	if d := extras.Model.Dropout; d != nil && *d != 0 {
-		return nil, fmt.Errorf("field model.dropout: %v is not supported (null or 0 is: dropout is for training)", *d)
 	}
 
 	section := "model"
@@ -86,34 +76,9 @@ func buildPipeline(data []byte) (p *pipeline, err error) {
 			p, err = nil, fmt.Errorf("field %s: malformed or unsupported: %v", section, r)
 		}
 	}()
-	model, err := pretrained.CreateModel(&cfg)
+	m, err := newBPE(&cfg, extras.Model)
 	if err != nil {
-		return nil, fmt.Errorf("field model: %w", err)
-	}
-	lib, ok := model.(*bpe.BPE)
-	if !ok {
-		return nil, fmt.Errorf("field model: the library built a %T, not a BPE", model)
-	}
-	m := &hfBPE{BPE: lib, byteFallback: extras.Model.ByteFallback, ignoreMerges: extras.Model.IgnoreMerges, fuseUnk: extras.Model.FuseUnk, unk: -1}
-	if u := extras.Model.UnkToken; u != nil {
-		if id, ok := model.TokenToId(*u); ok {
-			m.unk = id
-		}
-	}
-	if v := extras.Model.Prefix; v != nil {
-		m.prefix = *v
-	}
-	if v := extras.Model.Suffix; v != nil {
-		m.suffix = *v
-	}
-	if m.byteFallback {
-		for b := range 256 {
-			id, ok := model.TokenToId(fmt.Sprintf("<0x%02X>", b))
-			if !ok {
-				return nil, fmt.Errorf("field model.byte_fallback: true, but the vocabulary has no token <0x%02X>", b)
-			}
-			m.byteIDs[b] = id
-		}
+		return nil, err
 	}
 	p = &pipeline{tk: sm.NewTokenizer(m), added: newAddedVocab(extras.AddedTokens)}
 
@@ -148,6 +113,65 @@ func buildPipeline(data []byte) (p *pipeline, err error) {
 	return p, nil
 }
 
+// configExtras are the fields of tokenizer.json that the library's Config
+// lacks.
+type configExtras struct {
+	Model         modelExtras     `json:"model"`
+	AddedTokens   []addedToken    `json:"added_tokens"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+}
+
+// readExtras reads data's extras, refusing a model the pipeline does not
+// run.
+func readExtras(data []byte) (*configExtras, error) {
+	var x configExtras
+	if err := json.Unmarshal(data, &x); err != nil {
+		return nil, err
+	}
+	if x.Model.Type != "BPE" {
+		return nil, fmt.Errorf("field model.type: %q is not supported (BPE is)", x.Model.Type)
+	}
+	if d := x.Model.Dropout; d != nil && *d != 0 {
+		return nil, fmt.Errorf("field model.dropout: %v is not supported (null or 0 is: dropout is for training)", *d)
+	}
+	return &x, nil
+}
+
+// newBPE builds the model with Hugging Face's options the library does
+// not read (x). It may panic on a malformed model, as the library does.
+func newBPE(cfg *sm.Config, x modelExtras) (*hfBPE, error) {
+	model, err := pretrained.CreateModel(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("field model: %w", err)
+	}
+	lib, ok := model.(*bpe.BPE)
+	if !ok {
+		return nil, fmt.Errorf("field model: the library built a %T, not a BPE", model)
+	}
+	m := &hfBPE{BPE: lib, byteFallback: x.ByteFallback, ignoreMerges: x.IgnoreMerges, fuseUnk: x.FuseUnk, unk: -1}
+	if u := x.UnkToken; u != nil {
+		if id, ok := model.TokenToId(*u); ok {
+			m.unk = id
+		}
+	}
+	if v := x.Prefix; v != nil {
+		m.prefix = *v
+	}
+	if v := x.Suffix; v != nil {
+		m.suffix = *v
+	}
+	if m.byteFallback {
+		for b := range 256 {
+			id, ok := model.TokenToId(fmt.Sprintf("<0x%02X>", b))
+			if !ok {
+				return nil, fmt.Errorf("field model.byte_fallback: true, but the vocabulary has no token <0x%02X>", b)
+			}
+			m.byteIDs[b] = id
+		}
+	}
+	return m, nil
+}
+
 // preTokenizer builds a pre-tokenizer, taking Split and ByteLevel (also
 // inside a Sequence) and leaving the others to the library.
 func preTokenizer(c map[string]any) (sm.PreTokenizer, error) {
@@ -156,7 +180,7 @@ func preTokenizer(c map[string]any) (sm.PreTokenizer, error) {
 	case "Sequence":
 		list, ok := c["pretokenizers"].([]any)
 		if !ok {
-			return nil, fmt.Errorf("Sequence without a pretokenizers list")
+			return nil, fmt.Errorf("a Sequence without a pretokenizers list")
 		}
 		var seq []sm.PreTokenizer
 		for i, e := range list {
@@ -205,7 +229,7 @@ const gpt2Split = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 func pattern(v any) (normalizer.Pattern, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("Split without a pattern object")
+		return nil, fmt.Errorf("a Split without a pattern object")
 	}
 	if s, ok := m["String"].(string); ok {
 		return literalPattern(s), nil
@@ -213,11 +237,11 @@ func pattern(v any) (normalizer.Pattern, error) {
 	if s, ok := m["Regex"].(string); ok {
 		re, err := regexp2.Compile(s, regexp2.None)
 		if err != nil {
-			return nil, fmt.Errorf("Split pattern %q: %w", s, err)
+			return nil, fmt.Errorf("a Split's pattern %q: %w", s, err)
 		}
 		return regexPattern{re}, nil
 	}
-	return nil, fmt.Errorf("Split pattern %v: String or Regex expected", v)
+	return nil, fmt.Errorf("a Split's pattern %v: String or Regex expected", v)
 }
 
 func behavior(v any) (normalizer.SplitDelimiterBehavior, error) {
@@ -234,7 +258,7 @@ func behavior(v any) (normalizer.SplitDelimiterBehavior, error) {
 	case "Contiguous":
 		return normalizer.ContiguousBehavior, nil
 	}
-	return 0, fmt.Errorf("Split behavior %q: one of Removed, Isolated, MergedWithNext, MergedWithPrevious, Contiguous expected", s)
+	return 0, fmt.Errorf("a Split's behavior %q: one of Removed, Isolated, MergedWithNext, MergedWithPrevious, Contiguous expected", s)
 }
 
 // regexPattern is a normalizer.Pattern over regexp2, whose match positions
@@ -320,7 +344,7 @@ func decoder(c map[string]any) (sm.Decoder, error) {
 	case "Sequence":
 		list, ok := c["decoders"].([]any)
 		if !ok {
-			return nil, fmt.Errorf("Sequence without a decoders list")
+			return nil, fmt.Errorf("a Sequence without a decoders list")
 		}
 		var seq decoderSeq
 		for i, e := range list {
@@ -366,7 +390,7 @@ func replace(c map[string]any) (interface {
 	}
 	content, ok := c["content"].(string)
 	if !ok {
-		return nil, fmt.Errorf("Replace without a content string")
+		return nil, fmt.Errorf("a Replace without a content string")
 	}
 	if lit, ok := pat.(literalPattern); ok && lit != "" {
 		return literalReplace{pat: string(lit), content: content}, nil

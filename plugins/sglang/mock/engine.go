@@ -19,7 +19,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
@@ -129,7 +128,7 @@ func (e *Engine) register(s *grpc.Server) error {
 		if err != nil {
 			return err
 		}
-		healthgrpc.RegisterHealthServer(s, hs)
+		healthpb.RegisterHealthServer(s, hs)
 	default:
 		return fmt.Errorf("mock: unknown API %q: want %s or %s", e.cfg.API, APIRuntime, APIScheduler)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
@@ -132,7 +131,7 @@ func (e *Engine) register(s *grpc.Server) error {
 	if err != nil {
 		return err
 	}
-	healthgrpc.RegisterHealthServer(s, hs)
+	healthpb.RegisterHealthServer(s, hs)
 	vllmpb.RegisterInferenceServer(s, &inferenceServer{e: e})
 	vllmpb.RegisterControlServer(s, &controlServer{e: e})
 	return nil

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -38,7 +37,7 @@ type harness struct {
 	ctx    context.Context
 	served chan error // Serve's result
 	url    string     // control surface
-	health healthgrpc.HealthClient
+	health healthpb.HealthClient
 	inf    vllmpb.InferenceClient
 	ctl    vllmpb.ControlClient
 }
@@ -67,7 +66,7 @@ func start(t *testing.T, cfg Config) *harness {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	t.Cleanup(cancel)
 	h.ctx, h.url = ctx, srv.URL
-	h.health = healthgrpc.NewHealthClient(conn)
+	h.health = healthpb.NewHealthClient(conn)
 	h.inf = vllmpb.NewInferenceClient(conn)
 	h.ctl = vllmpb.NewControlClient(conn)
 	return h
@@ -118,7 +117,7 @@ func (h *harness) state(t *testing.T) State {
 	return s
 }
 
-func (h *harness) watch(t *testing.T, svc string) healthgrpc.Health_WatchClient {
+func (h *harness) watch(t *testing.T, svc string) healthpb.Health_WatchClient {
 	t.Helper()
 	w, err := h.health.Watch(h.ctx, &healthpb.HealthCheckRequest{Service: svc})
 	if err != nil {
@@ -128,7 +127,7 @@ func (h *harness) watch(t *testing.T, svc string) healthgrpc.Health_WatchClient 
 }
 
 // next is the next status a Watch sends.
-func next(t *testing.T, w healthgrpc.Health_WatchClient) healthpb.HealthCheckResponse_ServingStatus {
+func next(t *testing.T, w healthpb.Health_WatchClient) healthpb.HealthCheckResponse_ServingStatus {
 	t.Helper()
 	resp, err := w.Recv()
 	if err != nil {
@@ -180,7 +179,7 @@ func TestStartupDelay(t *testing.T) {
 	h := start(t, Config{StartupDelay: delay})
 
 	// All three services start NOT_SERVING and turn SERVING after the delay.
-	watches := make([]healthgrpc.Health_WatchClient, len(engineServices))
+	watches := make([]healthpb.Health_WatchClient, len(engineServices))
 	for i, svc := range engineServices {
 		watches[i] = h.watch(t, svc)
 		if got := next(t, watches[i]); got != notServing {

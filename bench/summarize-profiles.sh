@@ -1,9 +1,9 @@
 #!/bin/sh
-# summarize.sh DIR: for each *.perf.data in DIR (written by vigil-bench
-# -profile), the share of the process's CPU samples spent under each part
-# of the request path. Shares are inclusive (a part's callees count in it),
-# so parts overlap. A part is the symbols whose names end in one of its
-# ;-separated suffixes.
+# summarize-profiles.sh DIR: for each *.perf.data in DIR (vigil-bench
+# -profile -out OUT writes them to OUT/profiles), the share of the
+# process's CPU samples spent under each part of the request path. Shares
+# are inclusive (a part's callees count in it), so parts overlap. A part is
+# the symbols whose names end in one of its ;-separated suffixes.
 set -e
 parts='
 handler: worker Generate (host)|endpoint.(*Server).Generate
