@@ -74,7 +74,10 @@ job "llm-vllm" {
 
       config {
         network_mode = "host"
-        image        = "vigil:latest" # built by `make image`; its entrypoint is vigil
+        # Push what `make image` built to a registry the clients pull from:
+        # make image IMAGE=REGISTRY/vigil && podman push REGISTRY/vigil:VERSION
+        # (VERSION is git describe, as vigil --version prints it).
+        image        = "REGISTRY/vigil:VERSION" # its entrypoint is vigil
         # vigil-args:begin
         args = [
           "run",

@@ -33,8 +33,8 @@ var errOther = errors.New("any other failure")
 
 // exitCodes is the one table from why a command ended to its exit code:
 // the first row whose err the outcome wraps (nil: a clean stop) decides.
-// when is a phrase of the README's row for code; TestExitCodesMatchREADME
-// holds the two tables together.
+// when is a phrase of the row for code in docs/operating.md's table;
+// TestExitCodesMatchDocs holds the two tables together.
 var exitCodes = []struct {
 	err  error
 	code int

@@ -13,17 +13,17 @@ import (
 	"github.com/vigilhq/vigil/host/internal/outcome"
 )
 
-// readmeExitCodes reads the README's exit-code table: the "when" cell of
-// each code.
-func readmeExitCodes(t *testing.T) map[int]string {
+// docExitCodes reads the exit-code table of docs/operating.md: the "when"
+// cell of each code.
+func docExitCodes(t *testing.T) map[int]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "operating.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(b), "\n## Exit codes\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Exit codes" section`)
+		t.Fatal(`docs/operating.md has no "## Exit codes" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	row := regexp.MustCompile(`(?m)^\| (\d+) \| (.+) \|$`)
@@ -33,26 +33,26 @@ func readmeExitCodes(t *testing.T) map[int]string {
 		rows[code] = m[2]
 	}
 	if len(rows) == 0 {
-		t.Fatal("README.md's exit-code table has no rows")
+		t.Fatal("docs/operating.md's exit-code table has no rows")
 	}
 	return rows
 }
 
-// TestExitCodesMatchREADME holds the README's exit-code table and
-// exitCodes together: every row of one has its code in the other, each
-// row of exitCodes is said in the README's row for its code, and each
+// TestExitCodesMatchDocs holds the exit-code table of docs/operating.md
+// and exitCodes together: every row of one has its code in the other, each
+// row of exitCodes is said in the table's row for its code, and each
 // decides the code of the outcome it names.
-func TestExitCodesMatchREADME(t *testing.T) {
+func TestExitCodesMatchDocs(t *testing.T) {
 	t.Parallel()
-	readme := readmeExitCodes(t)
+	doc := docExitCodes(t)
 	codes := map[int]bool{}
 	for _, r := range exitCodes {
 		codes[r.code] = true
-		when, ok := readme[r.code]
+		when, ok := doc[r.code]
 		if !ok {
-			t.Errorf("README has no row for exit code %d (%s)", r.code, r.when)
+			t.Errorf("docs/operating.md has no row for exit code %d (%s)", r.code, r.when)
 		} else if !strings.Contains(when, r.when) {
-			t.Errorf("README's row for exit code %d does not say %q:\n%s", r.code, r.when, when)
+			t.Errorf("docs/operating.md's row for exit code %d does not say %q:\n%s", r.code, r.when, when)
 		}
 		var err error
 		switch r.err {
@@ -66,9 +66,9 @@ func TestExitCodesMatchREADME(t *testing.T) {
 			t.Errorf("exitCode(%v) = %d, want %d: an earlier row shadows it", err, got, r.code)
 		}
 	}
-	for code, when := range readme {
+	for code, when := range doc {
 		if !codes[code] {
-			t.Errorf("README's row for exit code %d is in no row of exitCodes: %s", code, when)
+			t.Errorf("docs/operating.md's row for exit code %d is in no row of exitCodes: %s", code, when)
 		}
 	}
 }

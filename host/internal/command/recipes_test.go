@@ -197,3 +197,39 @@ func TestRecipesPassDryRun(t *testing.T) {
 		})
 	}
 }
+
+// The Nomad and Kubernetes recipes name vigil's image as REGISTRY/vigil at
+// a version: a bare vigil:latest would pull someone else's image, and
+// localhost/vigil is on no node but the one that ran make image.
+func TestRecipesNameARealImage(t *testing.T) {
+	for file, image := range map[string]*regexp.Regexp{
+		"nomad/vigil.nomad.hcl": regexp.MustCompile(`(?s)task "vigil".*?\bimage\s*=\s*"([^"]+)"`),
+		"kubernetes/vigil.yaml": regexp.MustCompile(`(?m)^\s*- name: vigil\n\s*(?:#.*\n\s*)*image:\s*(\S+)`),
+	} {
+		t.Run(filepath.Dir(file), func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(deployDir, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := image.FindSubmatch(b)
+			if m == nil {
+				t.Fatalf("no image of vigil (%s) in the recipe", image)
+			}
+			ref := string(m[1])
+			i := strings.LastIndex(ref, ":")
+			if i < 0 || strings.Contains(ref[i:], "/") {
+				t.Fatalf("image %q has no tag, want REGISTRY/vigil:VERSION", ref)
+			}
+			repo, tag := ref[:i], ref[i+1:]
+			if !strings.HasSuffix(repo, "/vigil") {
+				t.Errorf("image %q: the repository does not end in /vigil, want REGISTRY/vigil:VERSION", ref)
+			}
+			if tag == "latest" || tag == "" {
+				t.Errorf("image %q: tag %q, want a version (REGISTRY/vigil:VERSION)", ref, tag)
+			}
+			if !strings.Contains(string(b), "make image") {
+				t.Error("the recipe does not say to push what make image built")
+			}
+		})
+	}
+}

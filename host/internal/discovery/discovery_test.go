@@ -13,25 +13,25 @@ import (
 	"github.com/vigilhq/vigil/host/internal/discovery"
 )
 
-// The README's table of metadata keys lists MetaKeys, in order, and
-// MetaKeys is every key Meta publishes.
-func TestMetaKeysInREADME(t *testing.T) {
+// The table of metadata keys in docs/operating.md lists MetaKeys, in
+// order, and MetaKeys is every key Meta publishes.
+func TestMetaKeysInDocs(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../../../README.md")
+	data, err := os.ReadFile("../../../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(data), "\n## Discovery metadata\n")
 	if !ok {
-		t.Fatal("README has no section ## Discovery metadata")
+		t.Fatal("docs/operating.md has no section ## Discovery metadata")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
-	var inREADME []string
+	var inDocs []string
 	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(section, -1) {
-		inREADME = append(inREADME, m[1])
+		inDocs = append(inDocs, m[1])
 	}
-	if diff := cmp.Diff(discovery.MetaKeys, inREADME); diff != "" {
-		t.Errorf("README table keys (-MetaKeys +README):\n%s", diff)
+	if diff := cmp.Diff(discovery.MetaKeys, inDocs); diff != "" {
+		t.Errorf("docs/operating.md table keys (-MetaKeys +docs):\n%s", diff)
 	}
 	var published []string
 	for k := range (discovery.Registration{}).Meta() {

@@ -8,8 +8,8 @@ import (
 
 // The metadata keys a worker is published under: Consul's service meta and
 // the file record's "meta" hold them, and the Consul reader takes a
-// worker's identity from them (FromMeta). The README's table "Discovery
-// metadata" lists the same keys (TestMetaKeysInREADME). Consul refuses
+// worker's identity from them (FromMeta). The table "Discovery
+// metadata" of docs/operating.md lists the same keys (TestMetaKeysInDocs). Consul refuses
 // values longer than 512 bytes.
 const (
 	// MetaEngine is the engine name, e.g. "vllm"; Consul also has it as the
@@ -47,7 +47,7 @@ const (
 	PromptMessages = "messages"
 )
 
-// MetaKeys lists every metadata key, in the README table's order.
+// MetaKeys lists every metadata key, in the docs table's order.
 var MetaKeys = []string{MetaEngine, MetaModel, MetaModelID, MetaInstanceID, MetaWorkerID, MetaPrompts, MetaMaxModelLen, MetaOwner}
 
 // Meta returns the metadata every backend publishes for r.

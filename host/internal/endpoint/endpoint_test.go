@@ -394,11 +394,11 @@ func TestMaxRequestBytes(t *testing.T) {
 	}
 }
 
-// The README and the worker API's proto give the limit as a number of
-// bytes: it must be this one.
+// The router's manual and the worker API's proto give the limit as a
+// number of bytes: it must be this one.
 func TestMaxRequestBytesDocumented(t *testing.T) {
 	t.Parallel()
-	for _, doc := range []string{"README.md", "proto/vigil/worker/v1/worker.proto"} {
+	for _, doc := range []string{"docs/router.md", "proto/vigil/worker/v1/worker.proto"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "..", doc))
 		if err != nil {
 			t.Fatal(err)

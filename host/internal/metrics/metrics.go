@@ -7,8 +7,8 @@
 // in _total, durations in seconds (_seconds). Labels whose values are fixed
 // (outcomes, causes, states) have their children resolved once, up front,
 // so that counting on a request's path allocates nothing, and each shows
-// from the first scrape at 0. The README's "Metrics" table lists every
-// metric (TestREADMEListsTheMetrics).
+// from the first scrape at 0. The table of docs/metrics.md lists every
+// metric (TestDocsListTheMetrics).
 package metrics
 
 import (

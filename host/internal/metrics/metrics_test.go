@@ -338,27 +338,22 @@ func registered(t *testing.T, reg *prometheus.Registry) map[string]string {
 	return out
 }
 
-// TestREADMEListsTheMetrics holds the README's metrics table and the
-// registries together: each metric vigil run or vigil route registers has
-// a row, with its type and labels, and each row a metric.
-func TestREADMEListsTheMetrics(t *testing.T) {
+// TestDocsListTheMetrics holds the metrics table of docs/metrics.md and
+// the registries together: each metric vigil run or vigil route registers
+// has a row, with its type and labels, and each row a metric.
+func TestDocsListTheMetrics(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "metrics.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Metrics\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Metrics" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
 	row := regexp.MustCompile("(?m)^\\| `(vigil_[a-z_]+)` \\| (\\w+) \\| ([^|]*) \\| [^|]+ \\|$")
-	readme := map[string][2]string{}
-	for _, m := range row.FindAllStringSubmatch(section, -1) {
-		readme[m[1]] = [2]string{m[2], strings.TrimSpace(m[3])}
+	doc := map[string][2]string{}
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		doc[m[1]] = [2]string{m[2], strings.TrimSpace(m[3])}
 	}
-	if len(readme) == 0 {
-		t.Fatal("README.md's metrics table has no rows")
+	if len(doc) == 0 {
+		t.Fatal("docs/metrics.md's metrics table has no rows")
 	}
 
 	w := newTestWorker(0, false)
@@ -378,24 +373,24 @@ func TestREADMEListsTheMetrics(t *testing.T) {
 		}
 	}
 	for name, typ := range code {
-		row, ok := readme[name]
+		row, ok := doc[name]
 		switch {
 		case !ok:
-			t.Errorf("README's metrics table has no row for %s", name)
+			t.Errorf("docs/metrics.md's table has no row for %s", name)
 		case row[0] != typ:
-			t.Errorf("README says %s is a %s, the code registers a %s", name, row[0], typ)
+			t.Errorf("docs/metrics.md says %s is a %s, the code registers a %s", name, row[0], typ)
 		case row[1] != labels[name]:
-			t.Errorf("README gives %s the labels %q, the code %q", name, row[1], labels[name])
+			t.Errorf("docs/metrics.md gives %s the labels %q, the code %q", name, row[1], labels[name])
 		}
 	}
-	for name := range readme {
+	for name := range doc {
 		if _, ok := code[name]; !ok {
-			t.Errorf("README's metrics table lists %s, which neither vigil run nor vigil route registers", name)
+			t.Errorf("docs/metrics.md's table lists %s, which neither vigil run nor vigil route registers", name)
 		}
 	}
 }
 
-// labelNames is each vigil_ metric's label names, as the README writes
+// labelNames is each vigil_ metric's label names, as docs/metrics.md writes
 // them: `a`, `b` (histograms' le left out).
 func labelNames(t *testing.T, regs ...*prometheus.Registry) map[string]string {
 	t.Helper()
