@@ -220,7 +220,6 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 func (c *engineClient) receive(ctx context.Context, stream pluginv1.Engine_GenerateClient, req GenerateRequest, q *chunkQueue) (Result, error) {
 	for {
 		msg, err := stream.Recv()
-		at := TraceNow(req.Trace)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return Result{}, fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
@@ -240,7 +239,7 @@ func (c *engineClient) receive(ctx context.Context, stream pluginv1.Engine_Gener
 			return resultFromProto(f), nil
 		}
 		ch := msg.GetChunk()
-		if err := q.put(ctx, Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText(), Trace: TraceStamp(req.Trace, ch.GetTraceUnixNano(), TraceHostReceived, at)}); err != nil {
+		if err := q.put(ctx, Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText()}); err != nil {
 			// The consumer failed (its error is Generate's) or ctx ended.
 			return Result{}, c.ctxErr(ctx, err)
 		}

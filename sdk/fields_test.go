@@ -47,7 +47,7 @@ func TestUnreadRequestFields(t *testing.T) {
 	t.Parallel()
 	minTokens := GenerateRequest{RequestID: "a", TokenIDs: []uint32{1}, MaxTokens: 4, MinTokens: 2}
 	minP := GenerateRequest{RequestID: "b", TokenIDs: []uint32{1}, MaxTokens: 4, MinP: 0.5}
-	plain := GenerateRequest{RequestID: "c", TokenIDs: []uint32{1}, MaxTokens: 4, Trace: true}
+	plain := GenerateRequest{RequestID: "c", TokenIDs: []uint32{1}, MaxTokens: 4}
 	for _, path := range pluginPaths {
 		for _, tc := range []struct {
 			name    string

@@ -50,12 +50,11 @@ type muxStream struct {
 // its stream's calls (the receiver with its end, or Generate giving up)
 // sets res and err, then closes q.
 type muxCall struct {
-	ctx   context.Context
-	id    uint64
-	trace bool
-	q     *chunkQueue
-	res   Result
-	err   error
+	ctx context.Context
+	id  uint64
+	q   *chunkQueue
+	res Result
+	err error
 }
 
 // register returns the open Multiplex stream with call registered on it,
@@ -97,7 +96,7 @@ func (c *engineClient) generateMux(ctx context.Context, req GenerateRequest, p *
 	if err := ContextErr(ctx); err != nil {
 		return Result{}, err
 	}
-	call := &muxCall{ctx: ctx, trace: req.Trace, q: newChunkQueue(true)}
+	call := &muxCall{ctx: ctx, q: newChunkQueue(true)}
 	s, err := c.mux.register(c, call)
 	if err != nil {
 		return Result{}, c.ctxErr(ctx, err)
@@ -196,7 +195,6 @@ func (s *muxStream) receive(mc *muxClient) {
 			}
 			return
 		}
-		var at int64
 		s.mu.Lock()
 		for _, it := range msg.GetItems() {
 			call := s.calls[it.GetId()]
@@ -205,14 +203,7 @@ func (s *muxStream) receive(mc *muxClient) {
 			}
 			switch k := it.GetKind().(type) {
 			case *pluginv1.MultiplexItem_Chunk:
-				var stamps []int64
-				if call.trace {
-					if at == 0 {
-						at = TraceNow(true)
-					}
-					stamps = TraceStamp(true, k.Chunk.GetTraceUnixNano(), TraceHostReceived, at)
-				}
-				if !call.q.offer(Chunk{TokenIDs: k.Chunk.GetTokenIds(), Text: k.Chunk.GetText(), Trace: stamps}, maxMailbox) {
+				if !call.q.offer(Chunk{TokenIDs: k.Chunk.GetTokenIds(), Text: k.Chunk.GetText()}, maxMailbox) {
 					delete(s.calls, call.id)
 					ends = append(ends, ending{call, Result{}, errMailboxFull})
 					full = append(full, call)

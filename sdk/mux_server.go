@@ -54,11 +54,7 @@ func (s *engineServer) Multiplex(stream pluginv1.Engine_MultiplexServer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rctx := r.ctx
-			if r.trace {
-				rctx = WithTracing(rctx)
-			}
-			res, err := g.Generate(rctx, generateRequestFromProto(start.GetRequest()), r.put)
+			res, err := g.Generate(r.ctx, generateRequestFromProto(start.GetRequest()), r.put)
 			m.finish(r, res, err)
 		}()
 	}
@@ -90,7 +86,6 @@ type muxServer struct {
 type muxRequest struct {
 	m      *muxServer
 	id     uint64
-	trace  bool
 	ctx    context.Context
 	cancel context.CancelFunc
 	room   chan struct{} // cap 1: the sender took this request's output
@@ -99,7 +94,6 @@ type muxRequest struct {
 	waiting   bool // ids or texts hold output not yet sent
 	ids       []uint32
 	texts     []string
-	stamps    []int64 // the first waiting chunk's trace stamps
 	size      int
 	returned  bool                    // Generate returned: sends are refused
 	cancelled bool                    // the host cancelled: no end is sent
@@ -114,7 +108,7 @@ func (m *muxServer) add(ctx context.Context, start *pluginv1.MultiplexStart) *mu
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	r := &muxRequest{
-		m: m, id: start.GetId(), trace: start.GetRequest().GetTrace(),
+		m: m, id: start.GetId(),
 		ctx: rctx, cancel: cancel, room: make(chan struct{}, 1),
 	}
 	m.reqs[r.id] = r
@@ -186,10 +180,7 @@ func (r *muxRequest) put(c Chunk) error {
 		m.mu.Unlock()
 		return nil
 	}
-	if !r.waiting {
-		r.stamps = c.Trace
-		r.waiting = true
-	}
+	r.waiting = true
 	// A copy: the adapter may reuse its slice once send returns.
 	r.ids = append(r.ids, c.TokenIDs...)
 	if c.Text != "" {
@@ -257,7 +248,6 @@ func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
 		clear(m.pending)
 		m.pending = m.pending[:0]
 		msg.Items = msg.Items[:0]
-		var now int64
 		used := 0 // slots used
 		for _, r := range batch {
 			r.queued = false
@@ -275,17 +265,10 @@ func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
 				} else {
 					ch.Text = strings.Join(r.texts, "")
 				}
-				ch.TraceUnixNano = nil
-				if r.trace {
-					if now == 0 {
-						now = TraceNow(true)
-					}
-					ch.TraceUnixNano = TraceStamp(true, r.stamps, TraceAdapterSent, now)
-				}
 				msg.Items = append(msg.Items, it)
 				full := r.size >= maxMerged
 				clear(r.texts)
-				r.ids, r.texts, r.stamps = nil, r.texts[:0], nil
+				r.ids, r.texts = nil, r.texts[:0]
 				r.size, r.waiting = 0, false
 				if full {
 					select {

@@ -8,7 +8,6 @@ import (
 
 	sglangmock "github.com/vigilhq/vigil/plugins/sglang/mock"
 	"github.com/vigilhq/vigil/plugins/vllm/mock"
-	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk/enginemock"
 )
 
@@ -37,23 +36,5 @@ func TestStamped(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestPathOf: a traced chunk's stamps make its path, the engine's send
-// time taken back from the token stamp; a chunk missing one is an error.
-func TestPathOf(t *testing.T) {
-	t.Parallel()
-	sent := time.Unix(0, 5<<31+100)
-	tr := []int64{sent.UnixNano() + 10, sent.UnixNano() + 20, sent.UnixNano() + 30, sent.UnixNano() + 40}
-	p, err := pathOf(&workerv1.Chunk{TokenIds: []uint32{enginemock.StampToken(sent)}, TraceUnixNano: tr}, sent.UnixNano()+50)
-	want := Path{EngineSent: sent.UnixNano(), AdapterReceived: tr[0], AdapterSent: tr[1], HostReceived: tr[2], HostSent: tr[3], Client: sent.UnixNano() + 50}
-	if err != nil || p != want {
-		t.Errorf("pathOf = %+v, %v; want %+v", p, err, want)
-	}
-	for _, bad := range [][]int64{nil, {1, 2, 3}, {1, 0, 3, 4}} {
-		if _, err := pathOf(&workerv1.Chunk{TokenIds: []uint32{1}, TraceUnixNano: bad}, 5); err == nil {
-			t.Errorf("pathOf with stamps %v = nil error, want one", bad)
-		}
 	}
 }

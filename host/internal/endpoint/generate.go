@@ -138,7 +138,6 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		}
 		sentTokens += uint32(len(ids))
 		chunk.TokenIds, chunk.Text = ids, text
-		chunk.TraceUnixNano = sdk.TraceStampNow(engineReq.Trace, c.Trace, sdk.TraceHostSent)
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
@@ -161,7 +160,7 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		if out != nil {
 			if tail, stopped := out.flush(); tail != "" || stopped {
 				if tail != "" {
-					chunk.TokenIds, chunk.Text, chunk.TraceUnixNano = nil, tail, nil
+					chunk.TokenIds, chunk.Text = nil, tail
 					if err := stream.Send(msg); err != nil {
 						return err
 					}
@@ -366,7 +365,6 @@ func toEngine(req *workerv1.GenerateRequest, ids []uint32, engineID string) sdk.
 		Stop:         st.GetStop(),
 		IgnoreEOS:    st.GetIgnoreEos(),
 		MinTokens:    st.GetMinTokens(),
-		Trace:        req.GetTrace(),
 	}
 	if s := req.GetSampling(); s != nil {
 		r.Temperature, r.TopP, r.TopK, r.Seed, r.MinP = s.Temperature, s.TopP, s.TopK, s.Seed, s.GetMinP()
