@@ -45,6 +45,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -120,7 +121,7 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger, opts ...grpc.Serve
 	}
 	s := &Server{
 		lis: lis, health: health.NewServer(), log: log,
-		grpc: grpc.NewServer(append(append(sdk.StreamServerOptions(), grpc.MaxRecvMsgSize(MaxRequestBytes),
+		grpc: grpc.NewServer(append(append(pluginhost.StreamServerOptions(), grpc.MaxRecvMsgSize(MaxRequestBytes),
 			grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveMinTime})), opts...)...),
 		maxInflight: maxInflight, refusal: "worker starting", inflight: map[uint64]*request{},
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/endpoint"
-	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -259,7 +259,7 @@ func (p *Pool) Update(eps []discovery.Registration) {
 		}
 		// A shared write buffer: the router holds a connection to every
 		// worker, most of them idle at any moment.
-		cc, err := grpc.NewClient("passthrough:///"+addr, append(sdk.StreamDialOptions(),
+		cc, err := grpc.NewClient("passthrough:///"+addr, append(pluginhost.StreamDialOptions(),
 			grpc.WithTransportCredentials(p.creds), grpc.WithKeepaliveParams(workerKeepalive), grpc.WithSharedWriteBuffer(true),
 			grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(endpoint.MaxRequestBytes)))...)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/endpoint"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
-	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -296,7 +296,7 @@ type GRPCServer struct {
 // NewGRPCServer returns a GRPCServer for p.
 func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
 	s := &GRPCServer{
-		grpc: grpc.NewServer(append(append(sdk.StreamServerOptions(), grpc.WaitForHandlers(true),
+		grpc: grpc.NewServer(append(append(pluginhost.StreamServerOptions(), grpc.WaitForHandlers(true),
 			grpc.MaxRecvMsgSize(endpoint.MaxRequestBytes)), opts...)...),
 		health: health.NewServer(),
 	}

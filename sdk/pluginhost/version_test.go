@@ -1,10 +1,11 @@
-package sdk
+package pluginhost
 
 import (
 	"fmt"
 	"testing"
 
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 )
 
 // The go-plugin protocol version and the proto package's version suffix
@@ -14,7 +15,7 @@ func TestProtocolVersionMatchesProtoPackage(t *testing.T) {
 	if want := fmt.Sprintf("vigil.plugin.v%d", ProtocolVersion); got != want {
 		t.Errorf("proto package = %q, want %q for ProtocolVersion %d", got, want, ProtocolVersion)
 	}
-	if _, ok := pluginSets(nil)[ProtocolVersion]; !ok {
+	if _, ok := wire.HostPluginSets()[ProtocolVersion]; !ok {
 		t.Errorf("no plugin set for ProtocolVersion %d", ProtocolVersion)
 	}
 }

@@ -1,0 +1,33 @@
+package pluginhost
+
+import (
+	"github.com/vigilhq/vigil/sdk/internal/wire"
+	"google.golang.org/grpc"
+)
+
+// ProtocolVersion is the vigil.plugin API version this sdk speaks. Host and
+// adapter negotiate the highest version both list in their plugin sets.
+const ProtocolVersion = wire.ProtocolVersion
+
+// PluginName is the key of the engine plugin in a plugin set.
+const PluginName = wire.PluginName
+
+// Handshake is shared by host and adapters (sdk.Serve answers it). The
+// magic cookie is not a security measure: it stops an adapter binary from
+// being run by hand as if it were a normal program.
+var Handshake = wire.Handshake
+
+// EnvLogLevel is the variable through which Launch tells the adapter the
+// host's log level (trace, debug, info, warn or error), so that
+// sdk.Logger writes nothing the host would drop. Default: info.
+const EnvLogLevel = wire.EnvLogLevel
+
+// StreamDialOptions are the dial options for connections that carry token
+// streams (host to adapter, adapter to engine, router to worker): a static
+// HTTP/2 flow-control window, which turns off gRPC's BDP estimator and the
+// PING it sends for nearly every small message.
+func StreamDialOptions() []grpc.DialOption { return wire.StreamDialOptions() }
+
+// StreamServerOptions are the server options for servers of token streams,
+// with the window of StreamDialOptions.
+func StreamServerOptions() []grpc.ServerOption { return wire.StreamServerOptions() }
