@@ -254,14 +254,17 @@ type Capabilities struct {
 	Generate bool `protobuf:"varint,2,opt,name=generate,proto3" json:"generate,omitempty"`
 	// The adapter can abort a forwarded request by id.
 	Abort bool `protobuf:"varint,3,opt,name=abort,proto3" json:"abort,omitempty"`
-	// The adapter serves Multiplex. Every adapter built with an sdk that has
-	// Multiplex advertises it; a compatible addition to version 1.
+	// The adapter serves Multiplex. Every adapter built with the sdk that
+	// forwards requests advertises it; the host speaks plain Generate to an
+	// adapter without it.
 	Multiplex bool `protobuf:"varint,4,opt,name=multiplex,proto3" json:"multiplex,omitempty"`
-	// The GenerateRequest field numbers the adapter's sdk reads, set by the
-	// sdk itself. Empty: an sdk from before this field, which reads fields 1
-	// to 12. The host refuses a request that sets a field the adapter would
+	// The GenerateRequest field numbers the adapter reads, set by the sdk
+	// itself (an adapter written without the sdk lists the numbers it
+	// reads). The host refuses a request that sets a field the adapter would
 	// not read (INVALID_ARGUMENT naming it) rather than have it dropped, so a
 	// field added to GenerateRequest is a compatible addition to version 1.
+	// Required with generate: the host refuses an adapter that forwards
+	// requests but lists none, at Info, naming this field.
 	GenerateRequestFields []uint32 `protobuf:"varint,5,rep,packed,name=generate_request_fields,json=generateRequestFields,proto3" json:"generate_request_fields,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
