@@ -225,11 +225,7 @@ func (m *muxServer) finish(r *muxRequest, res Result, err error) {
 // turn, until done, or until a send fails, which fails every request's
 // puts.
 func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
-	// One message and its items, refilled for each send: Send marshals it
-	// before it returns. Token id slices are never reused.
-	msg := &pluginv1.MultiplexResponse{}
-	var slots []*pluginv1.MultiplexItem
-	var batch []*muxRequest
+	var out muxOut
 	for {
 		m.mu.Lock()
 		if len(m.pending) == 0 {
@@ -244,47 +240,16 @@ func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
 			runtime.Gosched()
 			continue
 		}
-		batch = append(batch[:0], m.pending...)
+		out.batch = append(out.batch[:0], m.pending...)
 		clear(m.pending)
 		m.pending = m.pending[:0]
-		msg.Items = msg.Items[:0]
-		used := 0 // slots used
-		for _, r := range batch {
-			r.queued = false
-			if r.waiting {
-				if len(slots) == used {
-					slots = append(slots, &pluginv1.MultiplexItem{Kind: &pluginv1.MultiplexItem_Chunk{Chunk: &pluginv1.Chunk{}}})
-				}
-				it := slots[used]
-				used++
-				it.Id = r.id
-				ch := it.GetChunk()
-				ch.TokenIds = r.ids
-				if len(r.texts) == 1 {
-					ch.Text = r.texts[0]
-				} else {
-					ch.Text = strings.Join(r.texts, "")
-				}
-				msg.Items = append(msg.Items, it)
-				full := r.size >= maxMerged
-				clear(r.texts)
-				r.ids, r.texts = nil, r.texts[:0]
-				r.size, r.waiting = 0, false
-				if full {
-					select {
-					case r.room <- struct{}{}:
-					default:
-					}
-				}
-			}
-			if r.end != nil {
-				msg.Items = append(msg.Items, r.end)
-				r.end = nil
-				delete(m.reqs, r.id)
-			}
+		out.msg.Items = out.msg.Items[:0]
+		out.used = 0
+		for _, r := range out.batch {
+			m.take(&out, r)
 		}
 		m.mu.Unlock()
-		if err := stream.Send(msg); err != nil {
+		if err := stream.Send(&out.msg); err != nil {
 			m.mu.Lock()
 			if m.err == nil {
 				m.err = err
@@ -296,6 +261,52 @@ func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
 			m.cancelAll()
 			return
 		}
+	}
+}
+
+// muxOut is the sender's message and its items, refilled for each send:
+// Send marshals it before it returns. Token id slices are never reused.
+type muxOut struct {
+	msg   pluginv1.MultiplexResponse
+	slots []*pluginv1.MultiplexItem
+	used  int // slots used in msg
+	batch []*muxRequest
+}
+
+// take moves r's waiting output, and its end once it has one, into out's
+// message; m.mu is held.
+func (m *muxServer) take(out *muxOut, r *muxRequest) {
+	r.queued = false
+	if r.waiting {
+		if len(out.slots) == out.used {
+			out.slots = append(out.slots, &pluginv1.MultiplexItem{Kind: &pluginv1.MultiplexItem_Chunk{Chunk: &pluginv1.Chunk{}}})
+		}
+		it := out.slots[out.used]
+		out.used++
+		it.Id = r.id
+		ch := it.GetChunk()
+		ch.TokenIds = r.ids
+		if len(r.texts) == 1 {
+			ch.Text = r.texts[0]
+		} else {
+			ch.Text = strings.Join(r.texts, "")
+		}
+		out.msg.Items = append(out.msg.Items, it)
+		full := r.size >= maxMerged
+		clear(r.texts)
+		r.ids, r.texts = nil, r.texts[:0]
+		r.size, r.waiting = 0, false
+		if full {
+			select {
+			case r.room <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if r.end != nil {
+		out.msg.Items = append(out.msg.Items, r.end)
+		r.end = nil
+		delete(m.reqs, r.id)
 	}
 }
 

@@ -142,34 +142,9 @@ func (cmd Command) badFlag(name, got string) error {
 }
 
 func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
-	if c.Args().Present() {
-		return cli.Exit(fmt.Sprintf("unexpected argument %q; %s takes flags only", c.Args().First(), cmd.Name), exitBadFlag)
-	}
-	for _, name := range []string{"startup-delay", "token-delay", "step-interval"} {
-		if d := c.Duration(name); d < 0 {
-			return cmd.badFlag(name, d.String())
-		}
-	}
-	if n := c.Int("tokens-per-message"); n < 1 {
-		return cmd.badFlag("tokens-per-message", fmt.Sprint(n))
-	}
-	eng, attrs, err := cmd.New(c, Config{
-		Model:            c.String("model"),
-		InstanceID:       c.String("instance-id"),
-		StartupDelay:     c.Duration("startup-delay"),
-		TokenDelay:       c.Duration("token-delay"),
-		StepInterval:     c.Duration("step-interval"),
-		TokensPerMessage: c.Int("tokens-per-message"),
-	})
-	var bad *BadFlag
-	if errors.As(err, &bad) {
-		return cmd.badFlag(bad.Name, bad.Value)
-	}
+	eng, attrs, err := cmd.build(c)
 	if err != nil {
-		return fmt.Errorf("building the engine: %w", err)
-	}
-	if c.Bool("stamp-tokens") {
-		eng.StampTokens()
+		return err
 	}
 	defer eng.Stop() // at once when already stopped
 
@@ -187,15 +162,60 @@ func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
 		return fmt.Errorf("listening on --control: %w", err)
 	}
 
-	httpSrv := &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	httpErr := make(chan error, 1)
-	go func() { httpErr <- httpSrv.Serve(ctlLis) }()
-	served := make(chan error, 1)
-	go func() { served <- eng.Serve(grpcLis) }()
+	srv := &servers{http: &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		httpErr: make(chan error, 1), served: make(chan error, 1)}
+	go func() { srv.httpErr <- srv.http.Serve(ctlLis) }()
+	go func() { srv.served <- eng.Serve(grpcLis) }()
 	st := eng.State()
 	log.Info("listening", append([]any{"grpc", grpcLis.Addr().String(), "control", ctlLis.Addr().String(),
 		"model", st.Model, "instance_id", st.InstanceID}, attrs...)...)
+	return srv.wait(ctx, stopSignals, eng, log)
+}
 
+// build checks the shared flags and builds the engine from them.
+func (cmd Command) build(c *cli.Context) (*Engine, []any, error) {
+	if c.Args().Present() {
+		return nil, nil, cli.Exit(fmt.Sprintf("unexpected argument %q; %s takes flags only", c.Args().First(), cmd.Name), exitBadFlag)
+	}
+	for _, name := range []string{"startup-delay", "token-delay", "step-interval"} {
+		if d := c.Duration(name); d < 0 {
+			return nil, nil, cmd.badFlag(name, d.String())
+		}
+	}
+	if n := c.Int("tokens-per-message"); n < 1 {
+		return nil, nil, cmd.badFlag("tokens-per-message", fmt.Sprint(n))
+	}
+	eng, attrs, err := cmd.New(c, Config{
+		Model:            c.String("model"),
+		InstanceID:       c.String("instance-id"),
+		StartupDelay:     c.Duration("startup-delay"),
+		TokenDelay:       c.Duration("token-delay"),
+		StepInterval:     c.Duration("step-interval"),
+		TokensPerMessage: c.Int("tokens-per-message"),
+	})
+	var bad *BadFlag
+	if errors.As(err, &bad) {
+		return nil, nil, cmd.badFlag(bad.Name, bad.Value)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the engine: %w", err)
+	}
+	if c.Bool("stamp-tokens") {
+		eng.StampTokens()
+	}
+	return eng, attrs, nil
+}
+
+// servers are a running mock's control surface and the ends of its two
+// servers.
+type servers struct {
+	http            *http.Server
+	httpErr, served chan error
+}
+
+// wait logs "serving" once the engine is ready and returns once the gRPC
+// server has stopped (after a signal or POST /stop) or either server failed.
+func (srv *servers) wait(ctx context.Context, stopSignals func(), eng *Engine, log *slog.Logger) error {
 	ready := eng.Ready()
 	for {
 		select {
@@ -207,19 +227,19 @@ func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
 			stopSignals()
 			go eng.Stop()
 			ctx = context.Background() // fire once
-		case err := <-httpErr:
+		case err := <-srv.httpErr:
 			eng.Stop()
-			<-served
+			<-srv.served
 			return fmt.Errorf("serving control surface: %w", err)
-		case err := <-served:
+		case err := <-srv.served:
 			if err != nil {
-				_ = httpSrv.Close()
+				_ = srv.http.Close()
 				return fmt.Errorf("serving gRPC: %w", err)
 			}
 			// Let a pending POST /stop answer before exiting.
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if err := httpSrv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			if err := srv.http.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("stopping control surface: %w", err)
 			}
 			log.Info("stopped")
