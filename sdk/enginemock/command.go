@@ -26,7 +26,7 @@ import (
 // 127.0.0.1:50052), --model, --instance-id, --startup-delay, --token-delay
 // (default 10ms), --step-interval (default 0: off; above 0 it replaces
 // --token-delay with one engine-wide decode step) and --tokens-per-message
-// (default 1), as in Config, and --stamp-tokens (see Engine.StampTokens).
+// (default 1), as in Config.
 type Command struct {
 	// Name is the command's name, as in "vllm-mock"; it prefixes errors.
 	Name string
@@ -43,6 +43,13 @@ type Command struct {
 	// the flag; other errors exit 1.
 	New func(c *cli.Context, cfg Config) (e *Engine, logAttrs []any, err error)
 }
+
+// envStampTokens, set to 1, makes every output token the time its message
+// was sent, Unix nanoseconds mod 2^31, instead of OutputToken's (stop
+// tokens still act on OutputToken's): for vigil's own benchmark
+// (bench/internal/load), which times each chunk from the engine to its
+// client. Not part of the package's API.
+const envStampTokens = "VIGIL_BENCH_STAMP_TOKENS"
 
 // exitBadFlag is a mock's exit code for bad flags and arguments: 78,
 // sysexits.h's EX_CONFIG, as vigil's own (not 2, which Go's runtime uses
@@ -77,7 +84,6 @@ func (cmd Command) flags() []Flag {
 		{&cli.DurationFlag{Name: "token-delay", Value: 10 * time.Millisecond, Usage: "pause between two stream messages (`DUR`)"}, "a non-negative Go duration such as 0s, 10ms or 1s"},
 		{&cli.DurationFlag{Name: "step-interval", Usage: "decode step (`DUR`): every step, each stream in flight gets its next token; replaces --token-delay (0: off)"}, "a non-negative Go duration such as 0s, 10ms or 30ms"},
 		{&cli.IntFlag{Name: "tokens-per-message", Value: 1, Usage: "output tokens per stream message (`N`)"}, "an integer from 1"},
-		{&cli.BoolFlag{Name: "stamp-tokens", Usage: "send each output token as its message's send time, Unix ns mod 2^31 (for latency benchmarks)"}, "true or false"},
 	}, cmd.Flags...)
 }
 
@@ -200,8 +206,8 @@ func (cmd Command) build(c *cli.Context) (*Engine, []any, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the engine: %w", err)
 	}
-	if c.Bool("stamp-tokens") {
-		eng.StampTokens()
+	if os.Getenv(envStampTokens) == "1" {
+		eng.stamp.Store(true)
 	}
 	return eng, attrs, nil
 }

@@ -35,12 +35,12 @@ type hopResult struct {
 }
 
 // hopLatency runs the vigil path and the direct path against a mock that
-// stamps its tokens with their send time (--stamp-tokens), and summarises
+// stamps its tokens with their send time (load.EnvStampTokens), and summarises
 // each path's engine→client latency over every chunk. It has a mock and a
 // vigil of its own, so that the stamped tokens never reach the rows that
 // measure CPU.
 func (e *env) hopLatency() (*hopResult, error) {
-	m, err := e.startMock("", "--token-delay", hopDelay.String(), "--stamp-tokens")
+	m, err := e.h.StartMockEnv(e.engine.Engine, "", []string{load.EnvStampTokens + "=1"}, "--token-delay", hopDelay.String())
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func b5HopSection(engine string, h *hopResult) report.Section {
 		Text:  b.String(),
 		Data:  data,
 		Notes: []string{"Every chunk is timed at the path's two ends: the mock engine sends each token as its send time " +
-			"(--stamp-tokens: Unix ns mod 2^31 in the token id, the engines' wire having no field for it), and the " +
+			"(VIGIL_BENCH_STAMP_TOKENS=1: Unix ns mod 2^31 in the token id, the engines' wire having no field for it), and the " +
 			"reference client takes its receive time; a chunk merged on the way is timed by its first token. " +
 			"All processes run on one machine and stamp with the wall clock (time.Now; a monotonic clock is not " +
 			"comparable across processes). vigil's processes carry no instrumentation. The run has its own mock and " +

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
-	"github.com/vigilhq/vigil/sdk/enginemock"
 	"google.golang.org/grpc"
 )
 
@@ -18,7 +17,7 @@ import (
 // latency less the direct path's.
 type Path struct {
 	// EngineSent comes from the mock engine's token stamp (run with
-	// --stamp-tokens), Client from this client after its receive.
+	// EnvStampTokens), Client from this client after its receive.
 	EngineSent, Client int64
 }
 
@@ -36,7 +35,24 @@ func (p Path) Latency(h Hop) time.Duration { return time.Duration(h.To(p) - h.Fr
 // client; on the direct path, its one hop.
 var EngineToClient = Hop{"engine→client", func(p Path) int64 { return p.EngineSent }, func(p Path) int64 { return p.Client }}
 
-// StampedWorker is Worker against a mock engine run with --stamp-tokens:
+// EnvStampTokens=1 in a mock engine's environment makes it send each
+// output token as its message's send time, Unix nanoseconds mod 2^31 (the
+// engines' wire has no field for a send time): the mocks' shared command,
+// sdk/enginemock, reads it, for this benchmark alone.
+const EnvStampTokens = "VIGIL_BENCH_STAMP_TOKENS"
+
+// stampMask is the stamp's width: 31 bits, as every engine's token id
+// type holds (SGLang's are int32).
+const stampMask = 1<<31 - 1
+
+// stampAge is how long before now (Unix nanoseconds, wall clock) the token
+// stamp was sent: exact for ages below 2^31 ns (about 2.1 s), which is
+// what latency along one machine's request path is.
+func stampAge(stamp uint32, now int64) time.Duration {
+	return time.Duration((now - int64(stamp)) & stampMask)
+}
+
+// StampedWorker is Worker against a mock engine run with EnvStampTokens:
 // each chunk's Path goes to Outcome.Paths, its engine send time that of its
 // first token (a chunk merged on the way holds its oldest token first).
 func StampedWorker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
@@ -65,7 +81,7 @@ func StampedWorker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 	}
 }
 
-// StampedVLLM is DirectVLLM against a mock run with --stamp-tokens, each
+// StampedVLLM is DirectVLLM against a mock run with EnvStampTokens, each
 // message's engine→client time going to Outcome.Paths (EngineSent and
 // Client only): one gRPC hop without vigil, beside the traced hops.
 func StampedVLLM(cc grpc.ClientConnInterface, maxTokens uint32) Request {
@@ -84,5 +100,5 @@ func stamped(paths []Path, ids []uint32) []Path {
 		return paths
 	}
 	now := time.Now().UnixNano()
-	return append(paths, Path{EngineSent: now - int64(enginemock.StampAge(ids[0], now)), Client: now})
+	return append(paths, Path{EngineSent: now - int64(stampAge(ids[0], now)), Client: now})
 }
