@@ -20,7 +20,7 @@ import (
 // cut; every cut says how many bytes it dropped. 256 KiB holds any
 // reasonable log entry (a prompt, a stack trace) and bounds the memory a
 // runaway line takes.
-const MaxLogLine = wire.MaxLogLine
+const MaxLogLine = 256 << 10
 
 // cutMarker ends a value or line that was cut; %d is the bytes dropped.
 const cutMarker = wire.CutMarker

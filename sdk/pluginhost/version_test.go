@@ -19,3 +19,11 @@ func TestProtocolVersionMatchesProtoPackage(t *testing.T) {
 		t.Errorf("no plugin set for ProtocolVersion %d", ProtocolVersion)
 	}
 }
+
+// What this package documents is what both sides of the sdk use.
+func TestHandshakeMatchesWire(t *testing.T) {
+	if Handshake != wire.Handshake || ProtocolVersion != wire.ProtocolVersion || PluginName != wire.PluginName || EnvLogLevel != wire.EnvLogLevel {
+		t.Errorf("pluginhost's handshake %+v, version %d, plugin %q, log variable %q differ from the sdk's %+v, %d, %q, %q",
+			Handshake, ProtocolVersion, PluginName, EnvLogLevel, wire.Handshake, wire.ProtocolVersion, wire.PluginName, wire.EnvLogLevel)
+	}
+}

@@ -14,10 +14,6 @@ import (
 // its log level; see pluginhost.EnvLogLevel.
 const EnvLogLevel = "VIGIL_PLUGIN_LOG_LEVEL"
 
-// MaxLogLine is the longest line that crosses from an adapter into the
-// host's log whole; see sdk.MaxLogLine.
-const MaxLogLine = 256 << 10
-
 // CutMarker ends a value or line that was cut; %d is the bytes dropped.
 const CutMarker = "…[cut %d bytes]"
 
