@@ -21,12 +21,13 @@ type engineClient struct {
 	// without a process.
 	exited func() bool
 	// multiplex: Info said the adapter serves Multiplex, so Generate uses
-	// it; an adapter built with an older sdk gets one Generate call per
-	// request.
+	// it; an adapter without it (written without the sdk, say) gets one
+	// Generate call per request.
 	multiplex atomic.Bool
 	mux       muxClient
 	// fields are the GenerateRequest fields the adapter reads, from Info;
-	// nil before Info (tests), which checks nothing.
+	// nil before Info (tests) or for an adapter that does not forward
+	// requests, which checks nothing.
 	fields atomic.Pointer[requestFields]
 }
 
@@ -53,8 +54,12 @@ func (c *engineClient) Info(ctx context.Context) (AdapterInfo, error) {
 	if err != nil {
 		return AdapterInfo{}, c.err(err)
 	}
-	c.multiplex.Store(resp.GetCapabilities().GetMultiplex())
-	c.fields.Store(newRequestFields(resp.GetName(), resp.GetCapabilities().GetGenerateRequestFields()))
+	caps := resp.GetCapabilities()
+	if caps.GetGenerate() && len(caps.GetGenerateRequestFields()) == 0 {
+		return AdapterInfo{}, fmt.Errorf("adapter %q: %w", resp.GetName(), errNoRequestFields)
+	}
+	c.multiplex.Store(caps.GetMultiplex())
+	c.fields.Store(newRequestFields(resp.GetName(), caps.GetGenerateRequestFields()))
 	return AdapterInfo{
 		Name:         resp.GetName(),
 		Version:      resp.GetVersion(),
@@ -220,7 +225,6 @@ func (c *engineClient) Generate(ctx context.Context, req GenerateRequest, send f
 func (c *engineClient) receive(ctx context.Context, stream pluginv1.Engine_GenerateClient, req GenerateRequest, q *chunkQueue) (Result, error) {
 	for {
 		msg, err := stream.Recv()
-		at := TraceNow(req.Trace)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return Result{}, fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
@@ -240,7 +244,7 @@ func (c *engineClient) receive(ctx context.Context, stream pluginv1.Engine_Gener
 			return resultFromProto(f), nil
 		}
 		ch := msg.GetChunk()
-		if err := q.put(ctx, Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText(), Trace: TraceStamp(req.Trace, ch.GetTraceUnixNano(), TraceHostReceived, at)}); err != nil {
+		if err := q.put(ctx, Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText()}); err != nil {
 			// The consumer failed (its error is Generate's) or ctx ended.
 			return Result{}, c.ctxErr(ctx, err)
 		}

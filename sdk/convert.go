@@ -96,7 +96,6 @@ func generateRequestToProto(r GenerateRequest) *pluginv1.GenerateRequest {
 		IgnoreEos:    r.IgnoreEOS,
 		MinTokens:    r.MinTokens,
 		MinP:         r.MinP,
-		Trace:        r.Trace,
 	}
 	if r.TokenIDs != nil {
 		p.Prompt = &pluginv1.GenerateRequest_TokenIds{TokenIds: &pluginv1.TokenIds{Ids: r.TokenIDs}}
@@ -120,7 +119,6 @@ func generateRequestFromProto(p *pluginv1.GenerateRequest) GenerateRequest {
 		IgnoreEOS:    p.GetIgnoreEos(),
 		MinTokens:    p.GetMinTokens(),
 		MinP:         p.GetMinP(),
-		Trace:        p.GetTrace(),
 	}
 	if ids := p.GetTokenIds(); ids != nil {
 		r.TokenIDs = ids.GetIds()

@@ -228,7 +228,7 @@ func TestGenerateRequestRoundTrip(t *testing.T) {
 		"full": {
 			RequestID: "r2", TokenIDs: []uint32{1, 2}, Temperature: &temp, TopP: &topP, TopK: &topK,
 			Seed: &seed, MaxTokens: 9, StopTokenIDs: []uint32{3}, Stop: []string{"x"}, IgnoreEOS: true,
-			MinTokens: 4, MinP: 0.05, Trace: true,
+			MinTokens: 4, MinP: 0.05,
 		},
 	}
 	for name, r := range tests {

@@ -3,7 +3,8 @@
 // An adapter implements [Engine] and calls [Serve] from its main function;
 // vigil runs it as a hashicorp/go-plugin subprocess and talks to it over gRPC
 // (the vigil.plugin.v1 API). The host side of the same connection is
-// [Launch], which returns an [Engine] backed by the subprocess.
+// package [github.com/vigilhq/vigil/sdk/pluginhost], whose Launch returns an
+// [Engine] backed by the subprocess; an adapter author does not need it.
 //
 // The life of an adapter, as the host drives it:
 //
@@ -36,4 +37,31 @@
 //     tests.
 //   - [github.com/vigilhq/vigil/sdk/enginemock] is the engine-independent
 //     half of a stand-in engine for those tests.
+//
+// # Compatibility
+//
+// From sdk/v0.1.0 on, the sdk module's tags (sdk/vX.Y.Z) follow semantic
+// versioning for the vigil.plugin.v1 protocol and for the Go API of the
+// packages sdk, sdk/pluginhost, sdk/adapterkit, sdk/healthwatch,
+// sdk/sdktest and sdk/enginemock: within a major version a release only
+// adds. sdktest and enginemock are frozen too, because adapter authors'
+// tests call them; sdktest may add conformance rules in a minor release,
+// each for something this documentation already says an adapter does.
+// Packages under sdk/internal are not part of the API.
+//
+// Hosts and adapters of different releases work together over
+// vigil.plugin.v1, which only grows by compatible additions (buf's
+// breaking check holds it to its last release). A new field of
+// GenerateRequest reaches only adapters that read it: an adapter lists the
+// fields it reads (Capabilities.generate_request_fields, which the sdk
+// fills), and the host refuses a request that sets another, with a 400
+// (INVALID_ARGUMENT) naming the field, rather than have it dropped; an
+// adapter that forwards requests but lists none is refused at startup. The
+// host speaks plain Generate to an adapter that does not advertise
+// Multiplex, such as one written without this sdk.
+//
+// The client-facing vigil.worker.v1 API and the discovery metadata a
+// worker publishes are compatible one release back: a router reads the
+// workers of its own release and the one before. Nothing is kept for
+// states before sdk/v0.1.0.
 package sdk

@@ -8,11 +8,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// legacyRequestFields is the last GenerateRequest field number of an sdk
-// from before Capabilities.generate_request_fields (trace): its adapters
-// read fields 1 to this one.
-const legacyRequestFields = 12
-
 // generateRequestFields are the GenerateRequest field numbers this sdk
 // reads: all of them, from its descriptor.
 var generateRequestFields = sync.OnceValue(func() []uint32 {
@@ -31,16 +26,22 @@ type requestFields struct {
 	known   map[protoreflect.FieldNumber]bool // nil: every field this sdk sends
 }
 
-// newRequestFields reads an adapter's Capabilities.generate_request_fields.
+// errNoRequestFields refuses, at Info, an adapter that forwards requests
+// but lists no Capabilities.generate_request_fields: every sdk from
+// v0.1.0 on lists them, and the host cannot tell which fields it would
+// drop.
+var errNoRequestFields = fmt.Errorf("%w: the adapter forwards requests (Capabilities.generate) but lists no Capabilities.generate_request_fields: "+
+	"rebuild it with vigil's sdk v0.1.0 or later, or, written without the sdk, list the GenerateRequest field numbers it reads", ErrUnimplemented)
+
+// newRequestFields reads an adapter's Capabilities.generate_request_fields;
+// nil when it reports none.
 func newRequestFields(adapter string, reported []uint32) *requestFields {
+	if len(reported) == 0 {
+		return nil
+	}
 	known := make(map[protoreflect.FieldNumber]bool)
 	for _, n := range reported {
 		known[protoreflect.FieldNumber(n)] = true
-	}
-	if len(reported) == 0 {
-		for n := protoreflect.FieldNumber(1); n <= legacyRequestFields; n++ {
-			known[n] = true
-		}
 	}
 	all := true
 	for _, n := range generateRequestFields() {
@@ -55,7 +56,7 @@ func newRequestFields(adapter string, reported []uint32) *requestFields {
 // check reports, wrapping ErrInvalidArgument, the first field set in p
 // that the adapter would not read, naming it: an adapter built with an
 // older sdk would drop it, and the client would get less than it asked
-// for without a word.
+// for without a word. A nil f (no Info yet, in tests) checks nothing.
 func (f *requestFields) check(p *pluginv1.GenerateRequest) error {
 	if f == nil || f.known == nil {
 		return nil

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hashicorp/go-plugin"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 )
 
 // recordingEngine is a Generator that records the requests reaching it
@@ -42,12 +45,12 @@ func fieldsEngine(t *testing.T, impl Engine, fields []uint32, mux bool) *engineC
 // TestUnreadRequestFields: a request field that the adapter's sdk does
 // not read is refused before it reaches the adapter, naming the field,
 // instead of being dropped there; the fields it reads pass, on both plugin
-// paths. An sdk from before the fields were reported reads fields 1-12.
+// paths.
 func TestUnreadRequestFields(t *testing.T) {
 	t.Parallel()
 	minTokens := GenerateRequest{RequestID: "a", TokenIDs: []uint32{1}, MaxTokens: 4, MinTokens: 2}
 	minP := GenerateRequest{RequestID: "b", TokenIDs: []uint32{1}, MaxTokens: 4, MinP: 0.5}
-	plain := GenerateRequest{RequestID: "c", TokenIDs: []uint32{1}, MaxTokens: 4, Trace: true}
+	plain := GenerateRequest{RequestID: "c", TokenIDs: []uint32{1}, MaxTokens: 4}
 	for _, path := range pluginPaths {
 		for _, tc := range []struct {
 			name    string
@@ -57,9 +60,9 @@ func TestUnreadRequestFields(t *testing.T) {
 		}{
 			{"this sdk: min_tokens", nil, minTokens, ""},
 			{"this sdk: min_p", nil, minP, ""},
-			{"older sdk: min_tokens", []uint32{}, minTokens, "min_tokens"},
-			{"older sdk: min_p", []uint32{}, minP, "min_p"},
-			{"older sdk: fields it reads", []uint32{}, plain, ""},
+			{"fields 1-11: min_tokens", []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, minTokens, "min_tokens"},
+			{"fields 1-11: min_p", []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, minP, "min_p"},
+			{"fields 1-11: fields it reads", []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, plain, ""},
 			{"min_tokens but not min_p: min_p", []uint32{1, 3, 8, 13}, minP, "min_p"},
 			{"min_tokens but not min_p: min_tokens", []uint32{1, 3, 8, 13}, minTokens, ""},
 		} {
@@ -87,6 +90,36 @@ func TestUnreadRequestFields(t *testing.T) {
 					t.Errorf("adapter got min_tokens %d, min_p %v; want %d, %v", got[0].MinTokens, got[0].MinP, tc.req.MinTokens, tc.req.MinP)
 				}
 			})
+		}
+	}
+}
+
+// TestNoRequestFields: an adapter that forwards requests but lists no
+// generate_request_fields is refused at Info, naming the field; one that
+// does not forward requests need not list them.
+func TestNoRequestFields(t *testing.T) {
+	t.Parallel()
+	for _, generate := range []bool{true, false} {
+		impl := &recordingEngine{stubEngine: stubEngine{info: func(context.Context) (AdapterInfo, error) {
+			return AdapterInfo{Name: "rec", Capabilities: Capabilities{Generate: generate}}, nil
+		}}}
+		client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{wire.PluginName: &countingPlugin{
+			srv: &countingServer{engineServer: &engineServer{impl: impl, requestFields: []uint32{}}},
+		}})
+		t.Cleanup(func() {
+			_ = client.Close()
+			<-server.DoneCh
+		})
+		raw, err := client.Dispense(wire.PluginName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = raw.(*engineClient).Info(t.Context())
+		switch {
+		case generate && (!errors.Is(err, ErrUnimplemented) || !strings.Contains(err.Error(), "generate_request_fields")):
+			t.Errorf("Info() of a forwarding adapter without request fields = %v, want ErrUnimplemented naming generate_request_fields", err)
+		case !generate && err != nil:
+			t.Errorf("Info() of an adapter that does not forward requests, without request fields = %v, want nil", err)
 		}
 	}
 }

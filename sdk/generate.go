@@ -65,10 +65,6 @@ type GenerateRequest struct {
 	// engine without it must refuse a non-zero MinP with
 	// ErrInvalidArgument naming min_p, not drop it.
 	MinP float32
-	// Trace asks each hop to stamp its wall-clock times into the request's
-	// chunks (Chunk.Trace). The sdk marks Generate's context too (see
-	// Tracing), so adapterkit.Relay stamps without the adapter's help.
-	Trace bool
 }
 
 // Chunk is new output: token ids and, when the engine detokenizes, their
@@ -76,12 +72,6 @@ type GenerateRequest struct {
 type Chunk struct {
 	TokenIDs []uint32
 	Text     string
-	// Trace is set only when the request asked (GenerateRequest.Trace): the
-	// wall-clock times, Unix nanoseconds, at which the hops so far handled
-	// the chunk, indexed by TraceAdapterReceived and the positions after
-	// it; 0 marks a time a hop did not record. A chunk merged from several
-	// keeps its first one's. Nil otherwise.
-	Trace []int64
 }
 
 // FinishReason says why a generation ended. The numbers match

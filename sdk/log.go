@@ -3,24 +3,17 @@ package sdk
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 )
 
-// EnvLogLevel is the variable through which Launch tells the adapter the
-// host's log level (trace, debug, info, warn or error), so that Logger
-// writes nothing the host would drop. Default: info.
-const EnvLogLevel = "VIGIL_PLUGIN_LOG_LEVEL"
-
 // MaxLogLine is the longest line, in bytes, that crosses from an adapter
-// into the host's log whole: Launch reads the adapter's stderr with a
+// into the host's log whole: the host reads the adapter's stderr with a
 // buffer this large (go-plugin's own, 64 KiB, splits longer lines into
 // pieces that it logs at DEBUG and no longer parses), Logger shortens a
 // longer entry's values, and a longer line written to stdout or stderr is
@@ -30,7 +23,7 @@ const EnvLogLevel = "VIGIL_PLUGIN_LOG_LEVEL"
 const MaxLogLine = 256 << 10
 
 // cutMarker ends a value or line that was cut; %d is the bytes dropped.
-const cutMarker = "…[cut %d bytes]"
+const cutMarker = wire.CutMarker
 
 // stderr is the process's own stderr, kept before Serve points os.Stderr
 // at go-plugin's stdio stream: JSON lines on it are what go-plugin relays
@@ -38,7 +31,7 @@ const cutMarker = "…[cut %d bytes]"
 var stderr = os.Stderr
 
 var adapterLogger = sync.OnceValue(func() hclog.Logger {
-	return newLogger(stderr, os.Getenv(EnvLogLevel))
+	return newLogger(stderr, os.Getenv(wire.EnvLogLevel))
 })
 
 // Logger returns the adapter's logger, the one Serve uses unless given
@@ -178,68 +171,5 @@ func fitEntry(fields map[string]any, limit, max int) ([]byte, bool) {
 	return append(out, '\n'), len(out) < max
 }
 
-// cutLine returns b when it is at most limit bytes long, else its first
-// limit bytes (to a character boundary) and the cut marker.
-func cutLine(b []byte, limit int) []byte {
-	if len(b) <= limit {
-		return b
-	}
-	n := max(limit, 0)
-	for n > 0 && !utf8.RuneStart(b[n]) {
-		n--
-	}
-	return fmt.Appendf(bytes.Clone(b[:n]), cutMarker, len(b)-n)
-}
-
-// lineLogger logs what is written to it a line at a time, at INFO with
-// args, each line held to max bytes (the rest of a longer line is dropped
-// and counted in the cut marker). It takes writes of any size, as
-// go-plugin's stdio stream delivers them.
-type lineLogger struct {
-	log  hclog.Logger
-	args []any
-	max  int
-
-	mu   sync.Mutex
-	line []byte
-	cut  int // bytes of the current line beyond max
-}
-
-func (l *lineLogger) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := len(p)
-	for len(p) > 0 {
-		chunk, rest, eol := bytes.Cut(p, []byte{'\n'})
-		if room := l.max - len(l.line); len(chunk) > room {
-			l.cut += len(chunk) - room
-			chunk = chunk[:room]
-		}
-		l.line = append(l.line, chunk...)
-		if !eol {
-			break
-		}
-		l.emit()
-		p = rest
-	}
-	return n, nil
-}
-
-// Flush logs a last line that has no newline yet.
-func (l *lineLogger) Flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.line) > 0 || l.cut > 0 {
-		l.emit()
-	}
-}
-
-func (l *lineLogger) emit() {
-	line := string(bytes.TrimSuffix(l.line, []byte{'\r'}))
-	if l.cut > 0 {
-		line = strings.ToValidUTF8(line, "") // the cut may split a character
-		line += fmt.Sprintf(cutMarker, l.cut)
-	}
-	l.log.Info(line, l.args...)
-	l.line, l.cut = l.line[:0], 0
-}
+// cutLine is wire.CutLine.
+func cutLine(b []byte, limit int) []byte { return wire.CutLine(b, limit) }

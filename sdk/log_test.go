@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 )
 
 // TestCapEntry: an entry within the bound is written as it is; a longer one
@@ -137,7 +138,7 @@ func (r *recorder) snapshot() ([]string, <-chan struct{}) {
 func TestLineLogger(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder()
-	l := &lineLogger{log: rec.logger("a", hclog.Info), args: []any{"stream", "stdout"}, max: 8}
+	l := &wire.LineLogger{Log: rec.logger("a", hclog.Info), Args: []any{"stream", "stdout"}, Max: 8}
 	for _, w := range []string{"one\ntw", "o\r\n", "", "a-long-line-here\nlast"} {
 		if n, err := l.Write([]byte(w)); n != len(w) || err != nil {
 			t.Fatalf("Write(%q) = %d, %v; want %d, nil", w, n, err, len(w))

@@ -29,7 +29,6 @@ type chunkQueue struct {
 	waiting bool // ids or texts hold output not yet taken
 	ids     []uint32
 	texts   []string
-	trace   []int64 // the first waiting chunk's trace stamps
 	size    int
 	closed  bool          // the producer is done
 	err     error         // the consumer stopped with err
@@ -124,9 +123,6 @@ func (q *chunkQueue) offer(c Chunk, limit int) bool {
 
 // add appends c to the output waiting; q.mu is held.
 func (q *chunkQueue) add(c Chunk) {
-	if !q.waiting {
-		q.trace = c.Trace
-	}
 	if q.owned && len(q.ids) == 0 {
 		q.ids = c.TokenIDs
 	} else {
@@ -144,7 +140,7 @@ func (q *chunkQueue) take() (Chunk, bool) {
 	for {
 		q.mu.Lock()
 		if q.waiting {
-			c := Chunk{TokenIDs: q.ids, Trace: q.trace}
+			c := Chunk{TokenIDs: q.ids}
 			if len(q.texts) == 1 {
 				c.Text = q.texts[0]
 			} else {
@@ -152,7 +148,7 @@ func (q *chunkQueue) take() (Chunk, bool) {
 			}
 			clear(q.texts)
 			q.texts = q.texts[:0]
-			q.ids, q.trace = nil, nil
+			q.ids = nil
 			full := q.size >= maxMerged
 			q.size, q.waiting = 0, false
 			q.mu.Unlock()

@@ -50,12 +50,11 @@ type muxStream struct {
 // its stream's calls (the receiver with its end, or Generate giving up)
 // sets res and err, then closes q.
 type muxCall struct {
-	ctx   context.Context
-	id    uint64
-	trace bool
-	q     *chunkQueue
-	res   Result
-	err   error
+	ctx context.Context
+	id  uint64
+	q   *chunkQueue
+	res Result
+	err error
 }
 
 // register returns the open Multiplex stream with call registered on it,
@@ -97,7 +96,7 @@ func (c *engineClient) generateMux(ctx context.Context, req GenerateRequest, p *
 	if err := ContextErr(ctx); err != nil {
 		return Result{}, err
 	}
-	call := &muxCall{ctx: ctx, trace: req.Trace, q: newChunkQueue(true)}
+	call := &muxCall{ctx: ctx, q: newChunkQueue(true)}
 	s, err := c.mux.register(c, call)
 	if err != nil {
 		return Result{}, c.ctxErr(ctx, err)
@@ -159,84 +158,93 @@ func (s *muxStream) end(call *muxCall, res Result, err error, cancel bool) {
 // would have failed.
 func (s *muxStream) receive(mc *muxClient) {
 	defer s.cancel()
-	type ending struct {
-		call *muxCall
-		res  Result
-		err  error
-	}
-	var ends []ending
-	var full []*muxCall
+	var b muxBatch
 	for {
 		msg, err := s.stream.Recv()
 		if err != nil {
-			s.mu.Lock()
-			s.ended = true
-			calls := s.calls
-			s.calls = nil
-			s.mu.Unlock()
-			mc.mu.Lock()
-			if mc.cur == s {
-				mc.cur = nil
-			}
-			mc.mu.Unlock()
-			// One error for all: when the adapter died, it says so
-			// (errAfterExit waits a moment to see the exit).
-			var fail error
-			if errors.Is(err, io.EOF) {
-				fail = fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
-			} else if len(calls) > 0 {
-				fail = s.c.errAfterExit(err)
-			}
-			for _, call := range calls {
-				call.err = fail
-				if cerr := ContextErr(call.ctx); cerr != nil {
-					call.err = &classError{cerr, fail.Error()}
-				}
-				call.q.close()
-			}
+			s.fail(mc, err)
 			return
 		}
-		var at int64
 		s.mu.Lock()
 		for _, it := range msg.GetItems() {
-			call := s.calls[it.GetId()]
-			if call == nil {
-				continue // ended here already
-			}
-			switch k := it.GetKind().(type) {
-			case *pluginv1.MultiplexItem_Chunk:
-				var stamps []int64
-				if call.trace {
-					if at == 0 {
-						at = TraceNow(true)
-					}
-					stamps = TraceStamp(true, k.Chunk.GetTraceUnixNano(), TraceHostReceived, at)
-				}
-				if !call.q.offer(Chunk{TokenIDs: k.Chunk.GetTokenIds(), Text: k.Chunk.GetText(), Trace: stamps}, maxMailbox) {
-					delete(s.calls, call.id)
-					ends = append(ends, ending{call, Result{}, errMailboxFull})
-					full = append(full, call)
-				}
-			case *pluginv1.MultiplexItem_Final:
-				delete(s.calls, call.id)
-				ends = append(ends, ending{call, resultFromProto(k.Final), nil})
-			case *pluginv1.MultiplexItem_Error:
-				delete(s.calls, call.id)
-				st := status.FromProto(&spb.Status{Code: k.Error.GetCode(), Message: k.Error.GetMessage(), Details: k.Error.GetDetails()})
-				ends = append(ends, ending{call, Result{}, s.c.ctxErr(call.ctx, st.Err())})
+			if call := s.calls[it.GetId()]; call != nil { // else ended here already
+				s.deliver(&b, call, it)
 			}
 		}
 		s.mu.Unlock()
-		for _, e := range ends {
+		for _, e := range b.ends {
 			e.call.res, e.call.err = e.res, e.err
 			e.call.q.close()
 		}
-		for _, call := range full {
+		for _, call := range b.full {
 			s.sendMu.Lock()
 			_ = s.stream.Send(&pluginv1.MultiplexRequest{Kind: &pluginv1.MultiplexRequest_Cancel{Cancel: call.id}})
 			s.sendMu.Unlock()
 		}
-		clear(ends)
-		ends, full = ends[:0], full[:0]
+		clear(b.ends)
+		b.ends, b.full = b.ends[:0], b.full[:0]
+	}
+}
+
+// muxBatch is what one received batch ended: the calls, each with its
+// result or error, to end once s.mu is released, and those of them whose
+// client fell too far behind, which the adapter is told to cancel.
+type muxBatch struct {
+	ends []muxEnding
+	full []*muxCall
+}
+
+type muxEnding struct {
+	call *muxCall
+	res  Result
+	err  error
+}
+
+// deliver hands item it to call, which it removes from the stream's calls
+// when it is call's end; s.mu is held.
+func (s *muxStream) deliver(b *muxBatch, call *muxCall, it *pluginv1.MultiplexItem) {
+	switch k := it.GetKind().(type) {
+	case *pluginv1.MultiplexItem_Chunk:
+		if !call.q.offer(Chunk{TokenIDs: k.Chunk.GetTokenIds(), Text: k.Chunk.GetText()}, maxMailbox) {
+			delete(s.calls, call.id)
+			b.ends = append(b.ends, muxEnding{call, Result{}, errMailboxFull})
+			b.full = append(b.full, call)
+		}
+	case *pluginv1.MultiplexItem_Final:
+		delete(s.calls, call.id)
+		b.ends = append(b.ends, muxEnding{call, resultFromProto(k.Final), nil})
+	case *pluginv1.MultiplexItem_Error:
+		delete(s.calls, call.id)
+		st := status.FromProto(&spb.Status{Code: k.Error.GetCode(), Message: k.Error.GetMessage(), Details: k.Error.GetDetails()})
+		b.ends = append(b.ends, muxEnding{call, Result{}, s.c.ctxErr(call.ctx, st.Err())})
+	}
+}
+
+// fail ends the stream after its receive failed with err: every call in
+// flight fails with one error, which says so when the adapter died
+// (errAfterExit waits a moment to see the exit).
+func (s *muxStream) fail(mc *muxClient, err error) {
+	s.mu.Lock()
+	s.ended = true
+	calls := s.calls
+	s.calls = nil
+	s.mu.Unlock()
+	mc.mu.Lock()
+	if mc.cur == s {
+		mc.cur = nil
+	}
+	mc.mu.Unlock()
+	var fail error
+	if errors.Is(err, io.EOF) {
+		fail = fmt.Errorf("%w: adapter ended the stream without a final message", ErrUnavailable)
+	} else if len(calls) > 0 {
+		fail = s.c.errAfterExit(err)
+	}
+	for _, call := range calls {
+		call.err = fail
+		if cerr := ContextErr(call.ctx); cerr != nil {
+			call.err = &classError{cerr, fail.Error()}
+		}
+		call.q.close()
 	}
 }

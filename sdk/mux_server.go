@@ -54,11 +54,7 @@ func (s *engineServer) Multiplex(stream pluginv1.Engine_MultiplexServer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rctx := r.ctx
-			if r.trace {
-				rctx = WithTracing(rctx)
-			}
-			res, err := g.Generate(rctx, generateRequestFromProto(start.GetRequest()), r.put)
+			res, err := g.Generate(r.ctx, generateRequestFromProto(start.GetRequest()), r.put)
 			m.finish(r, res, err)
 		}()
 	}
@@ -90,7 +86,6 @@ type muxServer struct {
 type muxRequest struct {
 	m      *muxServer
 	id     uint64
-	trace  bool
 	ctx    context.Context
 	cancel context.CancelFunc
 	room   chan struct{} // cap 1: the sender took this request's output
@@ -99,7 +94,6 @@ type muxRequest struct {
 	waiting   bool // ids or texts hold output not yet sent
 	ids       []uint32
 	texts     []string
-	stamps    []int64 // the first waiting chunk's trace stamps
 	size      int
 	returned  bool                    // Generate returned: sends are refused
 	cancelled bool                    // the host cancelled: no end is sent
@@ -114,7 +108,7 @@ func (m *muxServer) add(ctx context.Context, start *pluginv1.MultiplexStart) *mu
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	r := &muxRequest{
-		m: m, id: start.GetId(), trace: start.GetRequest().GetTrace(),
+		m: m, id: start.GetId(),
 		ctx: rctx, cancel: cancel, room: make(chan struct{}, 1),
 	}
 	m.reqs[r.id] = r
@@ -186,10 +180,7 @@ func (r *muxRequest) put(c Chunk) error {
 		m.mu.Unlock()
 		return nil
 	}
-	if !r.waiting {
-		r.stamps = c.Trace
-		r.waiting = true
-	}
+	r.waiting = true
 	// A copy: the adapter may reuse its slice once send returns.
 	r.ids = append(r.ids, c.TokenIDs...)
 	if c.Text != "" {
@@ -234,11 +225,7 @@ func (m *muxServer) finish(r *muxRequest, res Result, err error) {
 // turn, until done, or until a send fails, which fails every request's
 // puts.
 func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
-	// One message and its items, refilled for each send: Send marshals it
-	// before it returns. Token id slices are never reused.
-	msg := &pluginv1.MultiplexResponse{}
-	var slots []*pluginv1.MultiplexItem
-	var batch []*muxRequest
+	var out muxOut
 	for {
 		m.mu.Lock()
 		if len(m.pending) == 0 {
@@ -253,55 +240,16 @@ func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
 			runtime.Gosched()
 			continue
 		}
-		batch = append(batch[:0], m.pending...)
+		out.batch = append(out.batch[:0], m.pending...)
 		clear(m.pending)
 		m.pending = m.pending[:0]
-		msg.Items = msg.Items[:0]
-		var now int64
-		used := 0 // slots used
-		for _, r := range batch {
-			r.queued = false
-			if r.waiting {
-				if len(slots) == used {
-					slots = append(slots, &pluginv1.MultiplexItem{Kind: &pluginv1.MultiplexItem_Chunk{Chunk: &pluginv1.Chunk{}}})
-				}
-				it := slots[used]
-				used++
-				it.Id = r.id
-				ch := it.GetChunk()
-				ch.TokenIds = r.ids
-				if len(r.texts) == 1 {
-					ch.Text = r.texts[0]
-				} else {
-					ch.Text = strings.Join(r.texts, "")
-				}
-				ch.TraceUnixNano = nil
-				if r.trace {
-					if now == 0 {
-						now = TraceNow(true)
-					}
-					ch.TraceUnixNano = TraceStamp(true, r.stamps, TraceAdapterSent, now)
-				}
-				msg.Items = append(msg.Items, it)
-				full := r.size >= maxMerged
-				clear(r.texts)
-				r.ids, r.texts, r.stamps = nil, r.texts[:0], nil
-				r.size, r.waiting = 0, false
-				if full {
-					select {
-					case r.room <- struct{}{}:
-					default:
-					}
-				}
-			}
-			if r.end != nil {
-				msg.Items = append(msg.Items, r.end)
-				r.end = nil
-				delete(m.reqs, r.id)
-			}
+		out.msg.Items = out.msg.Items[:0]
+		out.used = 0
+		for _, r := range out.batch {
+			m.take(&out, r)
 		}
 		m.mu.Unlock()
-		if err := stream.Send(msg); err != nil {
+		if err := stream.Send(&out.msg); err != nil {
 			m.mu.Lock()
 			if m.err == nil {
 				m.err = err
@@ -313,6 +261,52 @@ func (m *muxServer) sendLoop(stream pluginv1.Engine_MultiplexServer) {
 			m.cancelAll()
 			return
 		}
+	}
+}
+
+// muxOut is the sender's message and its items, refilled for each send:
+// Send marshals it before it returns. Token id slices are never reused.
+type muxOut struct {
+	msg   pluginv1.MultiplexResponse
+	slots []*pluginv1.MultiplexItem
+	used  int // slots used in msg
+	batch []*muxRequest
+}
+
+// take moves r's waiting output, and its end once it has one, into out's
+// message; m.mu is held.
+func (m *muxServer) take(out *muxOut, r *muxRequest) {
+	r.queued = false
+	if r.waiting {
+		if len(out.slots) == out.used {
+			out.slots = append(out.slots, &pluginv1.MultiplexItem{Kind: &pluginv1.MultiplexItem_Chunk{Chunk: &pluginv1.Chunk{}}})
+		}
+		it := out.slots[out.used]
+		out.used++
+		it.Id = r.id
+		ch := it.GetChunk()
+		ch.TokenIds = r.ids
+		if len(r.texts) == 1 {
+			ch.Text = r.texts[0]
+		} else {
+			ch.Text = strings.Join(r.texts, "")
+		}
+		out.msg.Items = append(out.msg.Items, it)
+		full := r.size >= maxMerged
+		clear(r.texts)
+		r.ids, r.texts = nil, r.texts[:0]
+		r.size, r.waiting = 0, false
+		if full {
+			select {
+			case r.room <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if r.end != nil {
+		out.msg.Items = append(out.msg.Items, r.end)
+		r.end = nil
+		delete(m.reqs, r.id)
 	}
 }
 

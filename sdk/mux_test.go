@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -104,12 +105,12 @@ func countingEngine(t *testing.T, impl Engine, old bool) (*engineClient, *counti
 // call.
 func servedEngine(t *testing.T, srv *countingServer) *engineClient {
 	t.Helper()
-	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{PluginName: &countingPlugin{srv: srv}})
+	client, server := plugin.TestPluginGRPCConn(t, false, map[string]plugin.Plugin{wire.PluginName: &countingPlugin{srv: srv}})
 	t.Cleanup(func() {
 		_ = client.Close()
 		<-server.DoneCh
 	})
-	raw, err := client.Dispense(PluginName)
+	raw, err := client.Dispense(wire.PluginName)
 	if err != nil {
 		t.Fatalf("dispensing the engine plugin: %v", err)
 	}
@@ -306,51 +307,5 @@ func TestMultiplexSlowClient(t *testing.T) {
 	close(release)
 	if err := <-slowErr; !errors.Is(err, errMailboxFull) {
 		t.Errorf("stalled client's Generate() = %v, want %v", err, errMailboxFull)
-	}
-}
-
-// TestMultiplexAdapterExit: the adapter process exiting fails every
-// request in flight on the Multiplex stream with ErrPluginExited.
-func TestMultiplexAdapterExit(t *testing.T) {
-	t.Parallel()
-	p, err := launchTest(t, "generate-exit", newRecorder())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Engine.Info(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if !p.Engine.(*engineClient).multiplex.Load() {
-		t.Fatal("Info did not advertise Multiplex")
-	}
-	const n = 3
-	started := make(chan struct{}, n)
-	errs := make(chan error, n+1)
-	for i := range n {
-		go func() {
-			var once sync.Once
-			_, err := p.Engine.(Generator).Generate(t.Context(), GenerateRequest{RequestID: strconv.Itoa(i), TokenIDs: []uint32{1}}, func(Chunk) error {
-				once.Do(func() { started <- struct{}{} })
-				return nil
-			})
-			errs <- err
-		}()
-	}
-	for range n {
-		<-started
-	}
-	go func() {
-		_, err := p.Engine.(Generator).Generate(t.Context(), GenerateRequest{RequestID: "exit", TokenIDs: []uint32{1}}, func(Chunk) error { return nil })
-		errs <- err
-	}()
-	for range n + 1 {
-		select {
-		case err := <-errs:
-			if !errors.Is(err, ErrPluginExited) {
-				t.Errorf("Generate() in flight when the adapter exited = %v, want ErrPluginExited", err)
-			}
-		case <-time.After(waitFor):
-			t.Fatal("a request in flight did not end when the adapter exited")
-		}
 	}
 }

@@ -11,30 +11,26 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 	"google.golang.org/grpc"
 )
 
-// ProtocolVersion is the vigil.plugin API version this SDK speaks. Host and
-// adapter negotiate the highest version both list in their plugin sets.
-const ProtocolVersion = 1
-
-// PluginName is the key of the engine plugin in a plugin set.
-const PluginName = "engine"
-
-// Handshake is shared by host and adapters. The magic cookie is not a
-// security measure: it stops an adapter binary from being run by hand as if
-// it were a normal program.
-var Handshake = plugin.HandshakeConfig{
-	ProtocolVersion:  ProtocolVersion,
-	MagicCookieKey:   "VIGIL_PLUGIN_MAGIC_COOKIE",
-	MagicCookieValue: "0b1c8f7e6f3a4d2a9c5e7b1d3f5a7c9e",
+func init() {
+	wire.HostPluginSets = func() map[int]plugin.PluginSet { return pluginSets(nil) }
+	wire.BindExited = func(raw any, exited func() bool) bool {
+		ec, ok := raw.(*engineClient)
+		if ok {
+			ec.exited = exited
+		}
+		return ok
+	}
 }
 
 // pluginSets lists the API versions this SDK serves and dispenses. impl is
 // nil on the host side.
 func pluginSets(impl Engine) map[int]plugin.PluginSet {
 	return map[int]plugin.PluginSet{
-		1: {PluginName: &enginePlugin{impl: impl}},
+		1: {wire.PluginName: &enginePlugin{impl: impl}},
 	}
 }
 
@@ -118,10 +114,10 @@ func Serve(impl Engine, opts ...ServeOption) {
 		captureStdLog(cfg.logger)
 	}
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig:  Handshake,
+		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: pluginSets(impl),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return plugin.DefaultGRPCServer(append(opts, StreamServerOptions()...))
+			return plugin.DefaultGRPCServer(append(opts, wire.StreamServerOptions()...))
 		},
 		Logger: cfg.logger,
 		Test:   cfg.test,
@@ -135,7 +131,7 @@ func captureStdLog(logger hclog.Logger) {
 	if log.Writer() != stderr {
 		return // the adapter chose where its log goes
 	}
-	log.SetOutput(&lineLogger{log: logger, max: MaxLogLine})
+	log.SetOutput(&wire.LineLogger{Log: logger, Max: MaxLogLine})
 	log.SetFlags(log.Flags() &^ (log.Ldate | log.Ltime | log.Lmicroseconds))
 }
 
@@ -155,21 +151,4 @@ func watchParent(ppid int, every time.Duration, log hclog.Logger) {
 			os.Exit(1)
 		}
 	}
-}
-
-// streamWindow is the static HTTP/2 flow-control window of the connections
-// that carry token streams. A static window turns off gRPC's BDP estimator,
-// which sends a PING for nearly every small message; with one message per
-// token that doubles the writes and wake-ups per token on every hop.
-const streamWindow = 1 << 20
-
-// StreamDialOptions are the dial options for connections that carry token
-// streams (host to adapter, adapter to engine, router to worker).
-func StreamDialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow)}
-}
-
-// StreamServerOptions are the server options for servers of token streams.
-func StreamServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow)}
 }

@@ -100,13 +100,10 @@ func (s *engineServer) Generate(req *pluginv1.GenerateRequest, stream pluginv1.E
 	// slower than the engine, fewer, larger messages, and with an idle
 	// one, each chunk at once. A send after Generate returned is refused,
 	// since gRPC forbids a send after the handler's return.
-	ctx, trace := stream.Context(), req.GetTrace()
-	if trace {
-		ctx = WithTracing(ctx)
-	}
+	ctx := stream.Context()
 	q := newChunkQueue(false)
 	sent := make(chan error, 1)
-	go func() { sent <- sendChunks(q, stream, trace) }()
+	go func() { sent <- sendChunks(q, stream) }()
 	res, err := g.Generate(ctx, generateRequestFromProto(req), func(c Chunk) error {
 		return q.put(ctx, c)
 	})
@@ -124,7 +121,7 @@ func (s *engineServer) Generate(req *pluginv1.GenerateRequest, stream pluginv1.E
 
 // sendChunks sends q's chunks on stream until q closes or a send fails,
 // which it returns and makes q's puts return.
-func sendChunks(q *chunkQueue, stream pluginv1.Engine_GenerateServer, trace bool) error {
+func sendChunks(q *chunkQueue, stream pluginv1.Engine_GenerateServer) error {
 	// One message, refilled for each send: Send marshals it before it
 	// returns (go-plugin's server has no stats handler that keeps it).
 	chunk := &pluginv1.Chunk{}
@@ -135,7 +132,6 @@ func sendChunks(q *chunkQueue, stream pluginv1.Engine_GenerateServer, trace bool
 			return nil
 		}
 		chunk.TokenIds, chunk.Text = c.TokenIDs, c.Text
-		chunk.TraceUnixNano = TraceStampNow(trace, c.Trace, TraceAdapterSent)
 		err := stream.Send(msg)
 		if err != nil {
 			q.fail(err)

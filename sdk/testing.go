@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 )
 
 // TestPluginEngine returns an Engine that calls impl across a real plugin
 // boundary, for tests. The boundary is go-plugin's in-process gRPC pair
 // (plugin.TestPluginGRPCConn) with the same server and client adapters that
-// Serve and Launch use. Calls and errors therefore cross vigil.plugin.v1 as
+// Serve and pluginhost.Launch use. Calls and errors therefore cross vigil.plugin.v1 as
 // they would to and from an adapter subprocess, so a test can check that
 // error classes and events survive gRPC.
 //
@@ -19,7 +20,7 @@ import (
 // Shutdown through the returned Engine before that if the test needs it.
 func TestPluginEngine(t testing.TB, impl Engine) Engine {
 	t.Helper()
-	plugins := map[string]plugin.Plugin{PluginName: &enginePlugin{impl: impl}}
+	plugins := map[string]plugin.Plugin{wire.PluginName: &enginePlugin{impl: impl}}
 	client, server := plugin.TestPluginGRPCConn(t, false, plugins)
 	t.Cleanup(func() {
 		// Close asks the server to stop through go-plugin's controller.
@@ -33,7 +34,7 @@ func TestPluginEngine(t testing.TB, impl Engine) Engine {
 			<-server.DoneCh
 		}
 	})
-	raw, err := client.Dispense(PluginName)
+	raw, err := client.Dispense(wire.PluginName)
 	if err != nil {
 		t.Fatalf("dispensing the engine plugin: %v", err)
 	}

@@ -153,6 +153,8 @@ type MockOpts struct {
 	TokenDelay *time.Duration
 	// Extra are flags of this mock alone, after the others.
 	Extra []string
+	// Env is added to the mock's environment, which is the harness's.
+	Env []string
 }
 
 // mockAttempts is how many times StartMock tries fresh ports when a port
@@ -163,6 +165,11 @@ const mockAttempts = 3
 // built for) serving gRPC on grpcAddr (a fresh port when empty) and waits
 // until it listens; extra flags follow the defaults.
 func (h *Harness) StartMock(e Engine, grpcAddr string, extra ...string) (*Mock, error) {
+	return h.StartMockEnv(e, grpcAddr, nil, extra...)
+}
+
+// StartMockEnv is StartMock with env added to the mock's environment.
+func (h *Harness) StartMockEnv(e Engine, grpcAddr string, env []string, extra ...string) (*Mock, error) {
 	bin, ok := h.Bins.Mocks[e.Mock]
 	if !ok {
 		return nil, fmt.Errorf("harness: %s was not built (harness.New builds the mocks of the engines it is given)", e.Mock)
@@ -170,7 +177,7 @@ func (h *Harness) StartMock(e Engine, grpcAddr string, extra ...string) (*Mock, 
 	var err error
 	for range mockAttempts {
 		var m *Mock
-		o := MockOpts{GRPC: grpcAddr, Model: "bench-model", InstanceID: e.NewInstanceID(), Extra: extra}
+		o := MockOpts{GRPC: grpcAddr, Model: "bench-model", InstanceID: e.NewInstanceID(), Extra: extra, Env: env}
 		if m, err = StartMock(h, e, bin, o); err == nil {
 			return m, nil
 		}
@@ -194,7 +201,7 @@ func StartMock(s Starter, e Engine, bin string, o MockOpts) (*Mock, error) {
 		return nil, err
 	}
 	m := &Mock{GRPC: o.GRPC, Control: o.Control, InstanceID: o.InstanceID}
-	if m.Proc, err = s.Start(e.Mock, nil, bin, e.MockArgs(o)...); err != nil {
+	if m.Proc, err = s.Start(e.Mock, o.Env, bin, e.MockArgs(o)...); err != nil {
 		return nil, err
 	}
 	if _, err := m.WaitLine("listening", StartTimeout); err != nil {

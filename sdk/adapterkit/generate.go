@@ -67,10 +67,9 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 		}
 		return res, Classify(g.Engine, err, false)
 	}
-	sent, trace := false, sdk.Tracing(ctx)
+	sent := false
 	for {
 		msg, err := stream.Recv()
-		at := sdk.TraceNow(trace)
 		if errors.Is(err, io.EOF) {
 			if res.FinishReason == sdk.FinishUnknown {
 				return res, fmt.Errorf("%s ended request %s without a finish reason", g.Engine, g.RequestID)
@@ -85,7 +84,6 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 			return res, Classify(g.Engine, err, sent)
 		}
 		if c := g.Next(msg, &res); len(c.TokenIDs) > 0 || c.Text != "" {
-			c.Trace = sdk.TraceStamp(trace, c.Trace, sdk.TraceAdapterReceived, at)
 			if err := send(c); err != nil {
 				abort(ctx, g, fl)
 				return res, err

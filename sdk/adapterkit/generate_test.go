@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
@@ -97,38 +96,6 @@ func TestRelay(t *testing.T) {
 	}
 	if len(aborted) != 0 {
 		t.Errorf("aborted %v, want nothing aborted", aborted)
-	}
-}
-
-// TestRelayTrace: on the context of a request that asked for trace stamps,
-// each chunk carries the time the adapter received it from the engine,
-// taken after the receive; otherwise none.
-func TestRelayTrace(t *testing.T) {
-	t.Parallel()
-	for _, trace := range []bool{true, false} {
-		ctx := t.Context()
-		if trace {
-			ctx = sdk.WithTracing(ctx)
-		}
-		var recvd []int64
-		s := &script{msgs: []*msg{{ids: []uint32{1}}, {ids: []uint32{2}, finish: sdk.FinishStop}}}
-		s.recv = func() { recvd = append(recvd, time.Now().UnixNano()) }
-		var got [][]int64
-		var aborted []string
-		if _, err := adapterkit.Relay(ctx, generation(s, nil, &aborted), func(c sdk.Chunk) error {
-			got = append(got, c.Trace)
-			return nil
-		}); err != nil {
-			t.Fatalf("Relay() = %v, want nil", err)
-		}
-		for i, tr := range got {
-			switch {
-			case !trace && tr != nil:
-				t.Errorf("untraced chunk %d carries stamps %v", i, tr)
-			case trace && (len(tr) != 1 || tr[sdk.TraceAdapterReceived] < recvd[i]):
-				t.Errorf("chunk %d stamps = %v, want one, the receive time, after %d", i, tr, recvd[i])
-			}
-		}
 	}
 }
 

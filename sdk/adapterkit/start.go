@@ -15,6 +15,7 @@ import (
 
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/healthwatch"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 )
 
 // CheckStart reports the first bad field of req as a *sdk.FieldError that
@@ -67,14 +68,15 @@ func checkAddr(addr string) error {
 }
 
 // Dial returns a client for an engine's plaintext gRPC address; it does not
-// connect until the first call. Its options: sdk.StreamDialOptions for
-// token streams; gRPC's reconnect backoff capped at policy.RetryMax
+// connect until the first call. Its options: a static HTTP/2 flow-control
+// window for token streams, the plugin connection's, which turns off gRPC's
+// BDP pings; gRPC's reconnect backoff capped at policy.RetryMax
 // (healthwatch.ConnectParams), so an engine back after a long outage is
 // found within that; and no idle timeout, because a connection that left
 // READY is taken for an engine that went away (see Spec.LifetimeID). An
 // address gRPC cannot parse is an *sdk.FieldError for sdk.FieldEngineAddr.
 func Dial(addr string, policy sdk.HealthPolicy) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr, append(sdk.StreamDialOptions(),
+	conn, err := grpc.NewClient(addr, append(wire.StreamDialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		healthwatch.ConnectParams(policy.WithDefaults().RetryMax),
 		grpc.WithIdleTimeout(0),

@@ -26,7 +26,7 @@ import (
 // 127.0.0.1:50052), --model, --instance-id, --startup-delay, --token-delay
 // (default 10ms), --step-interval (default 0: off; above 0 it replaces
 // --token-delay with one engine-wide decode step) and --tokens-per-message
-// (default 1), as in Config, and --stamp-tokens (see Engine.StampTokens).
+// (default 1), as in Config.
 type Command struct {
 	// Name is the command's name, as in "vllm-mock"; it prefixes errors.
 	Name string
@@ -43,6 +43,13 @@ type Command struct {
 	// the flag; other errors exit 1.
 	New func(c *cli.Context, cfg Config) (e *Engine, logAttrs []any, err error)
 }
+
+// envStampTokens, set to 1, makes every output token the time its message
+// was sent, Unix nanoseconds mod 2^31, instead of OutputToken's (stop
+// tokens still act on OutputToken's): for vigil's own benchmark
+// (bench/internal/load), which times each chunk from the engine to its
+// client. Not part of the package's API.
+const envStampTokens = "VIGIL_BENCH_STAMP_TOKENS"
 
 // exitBadFlag is a mock's exit code for bad flags and arguments: 78,
 // sysexits.h's EX_CONFIG, as vigil's own (not 2, which Go's runtime uses
@@ -77,7 +84,6 @@ func (cmd Command) flags() []Flag {
 		{&cli.DurationFlag{Name: "token-delay", Value: 10 * time.Millisecond, Usage: "pause between two stream messages (`DUR`)"}, "a non-negative Go duration such as 0s, 10ms or 1s"},
 		{&cli.DurationFlag{Name: "step-interval", Usage: "decode step (`DUR`): every step, each stream in flight gets its next token; replaces --token-delay (0: off)"}, "a non-negative Go duration such as 0s, 10ms or 30ms"},
 		{&cli.IntFlag{Name: "tokens-per-message", Value: 1, Usage: "output tokens per stream message (`N`)"}, "an integer from 1"},
-		{&cli.BoolFlag{Name: "stamp-tokens", Usage: "send each output token as its message's send time, Unix ns mod 2^31 (for latency benchmarks)"}, "true or false"},
 	}, cmd.Flags...)
 }
 
@@ -142,34 +148,9 @@ func (cmd Command) badFlag(name, got string) error {
 }
 
 func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
-	if c.Args().Present() {
-		return cli.Exit(fmt.Sprintf("unexpected argument %q; %s takes flags only", c.Args().First(), cmd.Name), exitBadFlag)
-	}
-	for _, name := range []string{"startup-delay", "token-delay", "step-interval"} {
-		if d := c.Duration(name); d < 0 {
-			return cmd.badFlag(name, d.String())
-		}
-	}
-	if n := c.Int("tokens-per-message"); n < 1 {
-		return cmd.badFlag("tokens-per-message", fmt.Sprint(n))
-	}
-	eng, attrs, err := cmd.New(c, Config{
-		Model:            c.String("model"),
-		InstanceID:       c.String("instance-id"),
-		StartupDelay:     c.Duration("startup-delay"),
-		TokenDelay:       c.Duration("token-delay"),
-		StepInterval:     c.Duration("step-interval"),
-		TokensPerMessage: c.Int("tokens-per-message"),
-	})
-	var bad *BadFlag
-	if errors.As(err, &bad) {
-		return cmd.badFlag(bad.Name, bad.Value)
-	}
+	eng, attrs, err := cmd.build(c)
 	if err != nil {
-		return fmt.Errorf("building the engine: %w", err)
-	}
-	if c.Bool("stamp-tokens") {
-		eng.StampTokens()
+		return err
 	}
 	defer eng.Stop() // at once when already stopped
 
@@ -187,15 +168,60 @@ func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
 		return fmt.Errorf("listening on --control: %w", err)
 	}
 
-	httpSrv := &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	httpErr := make(chan error, 1)
-	go func() { httpErr <- httpSrv.Serve(ctlLis) }()
-	served := make(chan error, 1)
-	go func() { served <- eng.Serve(grpcLis) }()
+	srv := &servers{http: &http.Server{Handler: eng.Handler(), ReadHeaderTimeout: 10 * time.Second},
+		httpErr: make(chan error, 1), served: make(chan error, 1)}
+	go func() { srv.httpErr <- srv.http.Serve(ctlLis) }()
+	go func() { srv.served <- eng.Serve(grpcLis) }()
 	st := eng.State()
 	log.Info("listening", append([]any{"grpc", grpcLis.Addr().String(), "control", ctlLis.Addr().String(),
 		"model", st.Model, "instance_id", st.InstanceID}, attrs...)...)
+	return srv.wait(ctx, stopSignals, eng, log)
+}
 
+// build checks the shared flags and builds the engine from them.
+func (cmd Command) build(c *cli.Context) (*Engine, []any, error) {
+	if c.Args().Present() {
+		return nil, nil, cli.Exit(fmt.Sprintf("unexpected argument %q; %s takes flags only", c.Args().First(), cmd.Name), exitBadFlag)
+	}
+	for _, name := range []string{"startup-delay", "token-delay", "step-interval"} {
+		if d := c.Duration(name); d < 0 {
+			return nil, nil, cmd.badFlag(name, d.String())
+		}
+	}
+	if n := c.Int("tokens-per-message"); n < 1 {
+		return nil, nil, cmd.badFlag("tokens-per-message", fmt.Sprint(n))
+	}
+	eng, attrs, err := cmd.New(c, Config{
+		Model:            c.String("model"),
+		InstanceID:       c.String("instance-id"),
+		StartupDelay:     c.Duration("startup-delay"),
+		TokenDelay:       c.Duration("token-delay"),
+		StepInterval:     c.Duration("step-interval"),
+		TokensPerMessage: c.Int("tokens-per-message"),
+	})
+	var bad *BadFlag
+	if errors.As(err, &bad) {
+		return nil, nil, cmd.badFlag(bad.Name, bad.Value)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("building the engine: %w", err)
+	}
+	if os.Getenv(envStampTokens) == "1" {
+		eng.stamp.Store(true)
+	}
+	return eng, attrs, nil
+}
+
+// servers are a running mock's control surface and the ends of its two
+// servers.
+type servers struct {
+	http            *http.Server
+	httpErr, served chan error
+}
+
+// wait logs "serving" once the engine is ready and returns once the gRPC
+// server has stopped (after a signal or POST /stop) or either server failed.
+func (srv *servers) wait(ctx context.Context, stopSignals func(), eng *Engine, log *slog.Logger) error {
 	ready := eng.Ready()
 	for {
 		select {
@@ -207,19 +233,19 @@ func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
 			stopSignals()
 			go eng.Stop()
 			ctx = context.Background() // fire once
-		case err := <-httpErr:
+		case err := <-srv.httpErr:
 			eng.Stop()
-			<-served
+			<-srv.served
 			return fmt.Errorf("serving control surface: %w", err)
-		case err := <-served:
+		case err := <-srv.served:
 			if err != nil {
-				_ = httpSrv.Close()
+				_ = srv.http.Close()
 				return fmt.Errorf("serving gRPC: %w", err)
 			}
 			// Let a pending POST /stop answer before exiting.
 			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if err := httpSrv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			if err := srv.http.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("stopping control surface: %w", err)
 			}
 			log.Info("stopped")

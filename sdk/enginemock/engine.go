@@ -122,7 +122,7 @@ type Engine struct {
 	timer    *time.Timer
 	stopOnce sync.Once
 	stepStop chan struct{} // closed by Stop to end the step ticker
-	stamp    atomic.Bool   // StampTokens was called
+	stamp    atomic.Bool   // output tokens are send times (envStampTokens)
 
 	mu          sync.Mutex
 	cond        Condition

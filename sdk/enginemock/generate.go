@@ -31,18 +31,11 @@ func TokenText(id uint32) string { return fmt.Sprintf(" t%d", id) }
 // token id type (SGLang's are int32).
 const stampMask = 1<<31 - 1
 
-// StampToken is the token id a mock engine sends in place of each output
-// token once StampTokens was called: the send time t in Unix nanoseconds
-// (wall clock), modulo 2^31 (a cycle of about 2.1 s). The engines' wire has
-// no field for a send time, so the token carries it.
-func StampToken(t time.Time) uint32 { return uint32(t.UnixNano() & stampMask) }
-
-// StampAge is how long before now (Unix nanoseconds, wall clock) the token
-// stamp was sent: exact for ages below 2^31 ns (about 2.1 s), which is
-// what latency along one machine's request path is.
-func StampAge(stamp uint32, now int64) time.Duration {
-	return time.Duration((now - int64(stamp)) & stampMask)
-}
+// stampToken is the token id a mock engine sends in place of each output
+// token when stamping (see envStampTokens): the send time t in Unix
+// nanoseconds (wall clock), modulo 2^31 (a cycle of about 2.1 s). The
+// engines' wire has no field for a send time, so the token carries it.
+func stampToken(t time.Time) uint32 { return uint32(t.UnixNano() & stampMask) }
 
 func sum(ids []uint32) uint32 {
 	var s uint32
@@ -171,13 +164,6 @@ func (e *Engine) Script(tokens []uint32) {
 		e.script = append([]uint32(nil), tokens...)
 	}
 }
-
-// StampTokens makes every output token of generations that start from now
-// on the time its message was sent (StampToken) instead of OutputToken, for
-// benchmarks that measure latency from the engine to a client; the
-// --stamp-tokens flag calls it. Stop tokens still act on the tokens
-// OutputToken gives.
-func (e *Engine) StampTokens() { e.stamp.Store(true) }
 
 // begin counts the request and registers it in flight if the engine can serve it.
 func (e *Engine) begin(req Request) (*stream, error) {
@@ -319,7 +305,7 @@ type run struct {
 	perMsg int
 	// stepMode: tokens come at the engine's steps, not after delay.
 	stepMode bool
-	// stamp: every output token is its message's send time (StampToken).
+	// stamp: every output token is its message's send time (stampToken).
 	stamp bool
 
 	sent     int    // messages sent
@@ -453,7 +439,7 @@ func (r *run) check() error {
 // emit sends pending tokens now, with fin on the last message.
 func (r *run) emit(fin *Finish) error {
 	if r.stamp {
-		tok := StampToken(time.Now())
+		tok := stampToken(time.Now())
 		for i := range r.ids {
 			r.ids[i] = tok
 		}

@@ -297,14 +297,13 @@ func TestTokenDelay(t *testing.T) {
 	}
 }
 
-// TestStampTokens: after StampTokens every output token is its message's
-// send time, which StampAge turns back into a short age, and the
-// generation still ends after MaxNewTokens; before, tokens follow
-// OutputToken.
+// TestStampTokens: stamping, every output token is its message's send
+// time, taken back to a short age against the mask, and the generation
+// still ends after MaxNewTokens; otherwise tokens follow OutputToken.
 func TestStampTokens(t *testing.T) {
 	t.Parallel()
 	e := New(Config{TokensPerMessage: 2})
-	e.StampTokens()
+	e.stamp.Store(true)
 	before := time.Now()
 	got, err := collect(t.Context(), e, Request{ID: "r", Prompt: []uint32{1}, MaxNewTokens: 5})
 	after := time.Now().UnixNano()
@@ -316,23 +315,14 @@ func TestStampTokens(t *testing.T) {
 			if tok != c.Tokens[0] {
 				t.Errorf("chunk %d tokens %v: want one stamp for the whole message", i, c.Tokens)
 			}
-			if age := StampAge(tok, after); age > time.Duration(after-before.UnixNano()) {
+			if age := time.Duration((after - int64(tok)) & stampMask); age > time.Duration(after-before.UnixNano()) {
 				t.Errorf("chunk %d token %d is %s old at the end, want a send time within the generation", i, tok, age)
 			}
 		}
 	}
 	plain, err := collect(t.Context(), New(Config{}), Request{ID: "p", Prompt: []uint32{1}, MaxNewTokens: 1})
 	if err != nil || len(plain) != 1 || plain[0].Tokens[0] != OutputToken(0, []uint32{1}, 0) {
-		t.Errorf("without StampTokens: %+v, %v; want OutputToken", plain, err)
-	}
-}
-
-// TestStampAge: an age survives the stamp's wrap-around.
-func TestStampAge(t *testing.T) {
-	t.Parallel()
-	sent := time.Unix(0, 1<<31-100) // 100ns before the stamp wraps
-	if got := StampAge(StampToken(sent), sent.UnixNano()+3000); got != 3000 {
-		t.Errorf("StampAge across the wrap = %d, want 3000", got)
+		t.Errorf("without stamping: %+v, %v; want OutputToken", plain, err)
 	}
 }
 

@@ -10,9 +10,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
 )
 
-// launched starts h.Executable with sdk.Launch, as vigil starts an
+// launched starts h.Executable with pluginhost.Launch, as vigil starts an
 // adapter, and returns its Engine; the process is killed when t ends.
 func launched(t *testing.T, h Harness) sdk.Engine {
 	t.Helper()
@@ -22,17 +23,17 @@ func launched(t *testing.T, h Harness) sdk.Engine {
 	// The log goes quiet before t ends; registered first, it runs last.
 	log := &testLog{t: t}
 	t.Cleanup(log.stop)
-	p, err := sdk.Launch(t.Context(), sdk.LaunchConfig{
+	p, err := pluginhost.Launch(t.Context(), pluginhost.LaunchConfig{
 		Cmd:    exec.Command(h.Executable),
 		Name:   h.Name,
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: log}),
 	})
 	if err != nil {
-		t.Fatalf("sdk.Launch(%s) error = %v, want the adapter started through the plugin handshake", h.Executable, err)
+		t.Fatalf("pluginhost.Launch(%s) error = %v, want the adapter started through the plugin handshake", h.Executable, err)
 	}
 	t.Cleanup(p.Kill)
-	if p.Version != sdk.ProtocolVersion {
-		t.Errorf("sdk.Launch(%s) negotiated protocol version %d, want %d", h.Executable, p.Version, sdk.ProtocolVersion)
+	if p.Version != pluginhost.ProtocolVersion {
+		t.Errorf("pluginhost.Launch(%s) negotiated protocol version %d, want %d", h.Executable, p.Version, pluginhost.ProtocolVersion)
 	}
 	shutdownAtEnd(t, p.Engine)
 	return p.Engine
@@ -62,7 +63,7 @@ func (l *testLog) stop() {
 }
 
 // ServeAdapter lets a test binary stand in for an adapter executable. When
-// the process was started as an adapter (by sdk.Launch, which sets the
+// the process was started as an adapter (by pluginhost.Launch, which sets the
 // handshake's magic cookie in its environment), ServeAdapter serves the
 // Engine newEngine returns until the host ends it, and returns true.
 // Otherwise it returns false at once, having set GORACE to
@@ -71,7 +72,7 @@ func (l *testLog) stop() {
 // Call it first in TestMain, and set Harness.Executable to os.Args[0]: the
 // executable mode then needs no build step.
 func ServeAdapter(newEngine func() sdk.Engine) bool {
-	if os.Getenv(sdk.Handshake.MagicCookieKey) != sdk.Handshake.MagicCookieValue {
+	if os.Getenv(pluginhost.Handshake.MagicCookieKey) != pluginhost.Handshake.MagicCookieValue {
 		if _, ok := os.LookupEnv("GORACE"); !ok {
 			_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
 		}

@@ -19,7 +19,7 @@
 // up to three modes: on the Engine as New returns it ("direct"); across
 // go-plugin's in-memory pair ("plugin", see [sdk.TestPluginEngine]), where
 // errors have been through gRPC and must still wrap their class; and
-// against the built adapter executable, started with [sdk.Launch] through
+// against the built adapter executable, started with [pluginhost.Launch] through
 // go-plugin's real handshake ("executable", see Harness.Executable). A
 // violation is reported with what was got and what was wanted; a call that
 // does not return in time is reported, not waited for. A rule that needs a
@@ -98,7 +98,7 @@ type Harness struct {
 	New func() sdk.Engine
 
 	// Executable is the path of the built adapter executable for the
-	// "executable" mode: TestEngine starts it with sdk.Launch, through
+	// "executable" mode: TestEngine starts it with pluginhost.Launch, through
 	// go-plugin's handshake, once per subtest, and kills it when the
 	// subtest ends; its log reaches the test log. Empty skips the mode. A
 	// test binary can stand in for the executable: see ServeAdapter.

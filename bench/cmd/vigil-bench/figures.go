@@ -41,8 +41,8 @@ var figures = []figure{
 type benchEngine struct {
 	harness.Engine
 	direct func(cc grpc.ClientConnInterface, maxTokens uint32) load.Request
-	// stamped is direct reading the engine's token stamps (--stamp-tokens):
-	// B5's one-hop floor beside vigil's per-hop latency.
+	// stamped is direct reading the engine's token stamps (load.EnvStampTokens):
+	// B5's one-hop path, against which vigil's added latency is measured.
 	stamped func(cc grpc.ClientConnInterface, maxTokens uint32) load.Request
 	// figures are the figures measured with the engine; nil for all.
 	figures []string

@@ -19,7 +19,7 @@ type Outcome struct {
 	Tokens int
 	// Err is the request's failure, nil when it completed.
 	Err error
-	// Paths are the chunks' paths, from TracedWorker only.
+	// Paths are the chunks' paths, from the Stamped requests only.
 	Paths []Path
 }
 
@@ -71,7 +71,7 @@ type Result struct {
 	Sends []time.Time
 	// FirstErr is the first failure seen, for the report.
 	FirstErr error
-	// Paths are all the chunks' paths, from TracedWorker only.
+	// Paths are all the chunks' paths, from the Stamped requests only.
 	Paths []Path
 }
 

@@ -6,19 +6,19 @@ import (
 	"time"
 
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
-	"github.com/vigilhq/vigil/sdk/enginemock"
 	"google.golang.org/grpc"
 )
 
-// Path is one chunk's times along the path from the engine to the
-// reference client, wall clock (time.Now), Unix nanoseconds: every process
-// runs on one machine, so their clocks agree (a monotonic clock is not
-// comparable across processes).
+// Path is one chunk's times at the two ends of the path from the engine
+// to the reference client, wall clock (time.Now), Unix nanoseconds: every
+// process runs on one machine, so their clocks agree (a monotonic clock is
+// not comparable across processes). Only the ends are measured, so vigil's
+// processes carry no instrumentation: what vigil adds is its path's
+// latency less the direct path's.
 type Path struct {
 	// EngineSent comes from the mock engine's token stamp (run with
-	// --stamp-tokens), the adapter's and host's from the chunk's
-	// trace_unix_nano, Client from this client after its receive.
-	EngineSent, AdapterReceived, AdapterSent, HostReceived, HostSent, Client int64
+	// EnvStampTokens), Client from this client after its receive.
+	EngineSent, Client int64
 }
 
 // Hop names one segment of a Path.
@@ -31,41 +31,37 @@ type Hop struct {
 // Latency is the time the chunk took over hop h.
 func (p Path) Latency(h Hop) time.Duration { return time.Duration(h.To(p) - h.From(p)) }
 
-// Hops are the three hops whose added latency B5 reports: each runs from
-// the previous hop's send to this one's, so that a hop's receive, its
-// work and its queueing all count where they happen.
-var Hops = []Hop{
-	{"engine→adapter", func(p Path) int64 { return p.EngineSent }, func(p Path) int64 { return p.AdapterSent }},
-	{"adapter→host", func(p Path) int64 { return p.AdapterSent }, func(p Path) int64 { return p.HostSent }},
-	{"host→client", func(p Path) int64 { return p.HostSent }, func(p Path) int64 { return p.Client }},
-}
-
-// Segments split the path at every stamp: the wire between processes and
-// the time inside each, for telling where a hop's latency goes.
-var Segments = []Hop{
-	{"engine→adapter receive", func(p Path) int64 { return p.EngineSent }, func(p Path) int64 { return p.AdapterReceived }},
-	{"inside adapter", func(p Path) int64 { return p.AdapterReceived }, func(p Path) int64 { return p.AdapterSent }},
-	{"adapter→host receive", func(p Path) int64 { return p.AdapterSent }, func(p Path) int64 { return p.HostReceived }},
-	{"inside host", func(p Path) int64 { return p.HostReceived }, func(p Path) int64 { return p.HostSent }},
-	{"host→client receive", func(p Path) int64 { return p.HostSent }, func(p Path) int64 { return p.Client }},
-	EngineToClient,
-}
-
-// EngineToClient is the whole path, and the direct path's one hop.
+// EngineToClient is the whole path: through vigil, engine→adapter→host→
+// client; on the direct path, its one hop.
 var EngineToClient = Hop{"engine→client", func(p Path) int64 { return p.EngineSent }, func(p Path) int64 { return p.Client }}
 
-// TracedWorker is Worker asking vigil for trace stamps (trace in
-// vigil.worker.v1.GenerateRequest), against a mock engine run with
-// --stamp-tokens: each chunk's Path goes to Outcome.Paths. A chunk without
-// all four stamps fails the request.
-func TracedWorker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
+// EnvStampTokens=1 in a mock engine's environment makes it send each
+// output token as its message's send time, Unix nanoseconds mod 2^31 (the
+// engines' wire has no field for a send time): the mocks' shared command,
+// sdk/enginemock, reads it, for this benchmark alone.
+const EnvStampTokens = "VIGIL_BENCH_STAMP_TOKENS"
+
+// stampMask is the stamp's width: 31 bits, as every engine's token id
+// type holds (SGLang's are int32).
+const stampMask = 1<<31 - 1
+
+// stampAge is how long before now (Unix nanoseconds, wall clock) the token
+// stamp was sent: exact for ages below 2^31 ns (about 2.1 s), which is
+// what latency along one machine's request path is.
+func stampAge(stamp uint32, now int64) time.Duration {
+	return time.Duration((now - int64(stamp)) & stampMask)
+}
+
+// StampedWorker is Worker against a mock engine run with EnvStampTokens:
+// each chunk's Path goes to Outcome.Paths, its engine send time that of its
+// first token (a chunk merged on the way holds its oldest token first).
+func StampedWorker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 	c := workerv1.NewWorkerClient(cc)
 	return func(ctx context.Context, id string) Outcome {
 		stream, err := c.Generate(ctx, &workerv1.GenerateRequest{
 			RequestId: id,
 			Prompt:    &workerv1.GenerateRequest_TokenIds{TokenIds: &workerv1.TokenIds{Ids: prompt}},
 			Stopping:  &workerv1.Stopping{MaxTokens: maxTokens},
-			Trace:     true,
 		})
 		if err != nil {
 			return Outcome{Err: err}
@@ -73,46 +69,19 @@ func TracedWorker(cc grpc.ClientConnInterface, maxTokens uint32) Request {
 		var paths []Path
 		out := drain(ctx, func() (int, error) {
 			msg, err := stream.Recv()
-			at := time.Now().UnixNano()
 			if f := msg.GetFinal(); f != nil && f.GetFinishReason() == workerv1.FinishReason_FINISH_REASON_ERROR {
 				return 0, fmt.Errorf("final: %s", f.GetDescription())
 			}
-			ch := msg.GetChunk()
-			if ch == nil {
-				return 0, err
-			}
-			p, perr := pathOf(ch, at)
-			if perr != nil {
-				return 0, perr
-			}
-			paths = append(paths, p)
-			return len(ch.GetTokenIds()), err
+			ids := msg.GetChunk().GetTokenIds()
+			paths = stamped(paths, ids)
+			return len(ids), err
 		})
 		out.Paths = paths
 		return out
 	}
 }
 
-// pathOf reads a chunk's Path; the engine's send time is its first
-// token's stamp, taken back to a full time against the adapter's receive.
-func pathOf(ch *workerv1.Chunk, client int64) (Path, error) {
-	tr, ids := ch.GetTraceUnixNano(), ch.GetTokenIds()
-	if len(tr) != 4 || len(ids) == 0 {
-		return Path{}, fmt.Errorf("chunk with %d trace stamps and %d tokens, want 4 stamps and a token", len(tr), len(ids))
-	}
-	for i, t := range tr {
-		if t == 0 {
-			return Path{}, fmt.Errorf("chunk trace stamp %d missing (0): %v", i, tr)
-		}
-	}
-	return Path{
-		EngineSent:      tr[0] - int64(enginemock.StampAge(ids[0], tr[0])),
-		AdapterReceived: tr[0], AdapterSent: tr[1], HostReceived: tr[2], HostSent: tr[3],
-		Client: client,
-	}, nil
-}
-
-// StampedVLLM is DirectVLLM against a mock run with --stamp-tokens, each
+// StampedVLLM is DirectVLLM against a mock run with EnvStampTokens, each
 // message's engine→client time going to Outcome.Paths (EngineSent and
 // Client only): one gRPC hop without vigil, beside the traced hops.
 func StampedVLLM(cc grpc.ClientConnInterface, maxTokens uint32) Request {
@@ -131,5 +100,5 @@ func stamped(paths []Path, ids []uint32) []Path {
 		return paths
 	}
 	now := time.Now().UnixNano()
-	return append(paths, Path{EngineSent: now - int64(enginemock.StampAge(ids[0], now)), Client: now})
+	return append(paths, Path{EngineSent: now - int64(stampAge(ids[0], now)), Client: now})
 }

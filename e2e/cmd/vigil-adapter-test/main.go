@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"github.com/vigilhq/vigil/plugins/vllm"
 	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
 	"google.golang.org/grpc"
 )
 
@@ -55,11 +56,11 @@ func main() {
 	case "claims-generate":
 		sdk.Serve(&withoutGenerate{a: vllm.New(), name: name})
 	case "protocol-2":
-		hs := sdk.Handshake
+		hs := pluginhost.Handshake
 		hs.ProtocolVersion = 2
 		plugin.Serve(&plugin.ServeConfig{
 			HandshakeConfig:  hs,
-			VersionedPlugins: map[int]plugin.PluginSet{2: {sdk.PluginName: grpcPlugin{}}},
+			VersionedPlugins: map[int]plugin.PluginSet{2: {pluginhost.PluginName: grpcPlugin{}}},
 			GRPCServer:       plugin.DefaultGRPCServer,
 		})
 	default:

@@ -18,6 +18,7 @@ import (
 	"github.com/vigilhq/vigil/host/internal/builtin"
 	"github.com/vigilhq/vigil/host/internal/outcome"
 	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
 )
 
 // adapterFlags are the flags that find, pin and start an engine adapter,
@@ -31,7 +32,7 @@ func adapterFlags() []cli.Flag {
 			Usage: "SHA-256 (hex) the third-party adapter executable must have; nothing starts otherwise"},
 		&cli.StringSliceFlag{Name: "plugin-env", EnvVars: env("PLUGIN_ENV"),
 			Usage: "name of a variable of vigil's environment to pass to the adapter, besides PATH, HOME, TMPDIR, LANG, LC_* and TZ (repeatable; never CONSUL_* or VIGIL_*)"},
-		&cli.DurationFlag{Name: "plugin-start-timeout", Value: sdk.DefaultStartTimeout, EnvVars: env("PLUGIN_START_TIMEOUT"),
+		&cli.DurationFlag{Name: "plugin-start-timeout", Value: pluginhost.DefaultStartTimeout, EnvVars: env("PLUGIN_START_TIMEOUT"),
 			Usage: "how long the adapter may take to complete the plugin handshake before vigil exits 1"},
 	}
 }
@@ -239,7 +240,7 @@ func (s adapterSource) checkName(info sdk.AdapterInfo) error {
 // before Launch has returned: a stop while the adapter launches then ends
 // the launch at once and leaves no process. An executable that is no
 // adapter of this vigil's is a configuration error.
-func launchAdapter(ctx context.Context, src adapterSource, a adapterConfig, log hclog.Logger) (*sdk.Plugin, error) {
+func launchAdapter(ctx context.Context, src adapterSource, a adapterConfig, log hclog.Logger) (*pluginhost.Plugin, error) {
 	abort, cancel := context.WithCancel(context.Background())
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop() // once launched, the adapter outlives ctx
@@ -254,8 +255,8 @@ func launchAdapter(ctx context.Context, src adapterSource, a adapterConfig, log 
 			return nil, err
 		}
 	}
-	p, err := sdk.Launch(ctx, sdk.LaunchConfig{Cmd: cmd, Name: src.name(), Logger: log.Named("adapter"), StartTimeout: a.startTimeout})
-	if errors.Is(err, sdk.ErrNotPlugin) || errors.Is(err, sdk.ErrProtocolVersion) {
+	p, err := pluginhost.Launch(ctx, pluginhost.LaunchConfig{Cmd: cmd, Name: src.name(), Logger: log.Named("adapter"), StartTimeout: a.startTimeout})
+	if errors.Is(err, pluginhost.ErrNotPlugin) || errors.Is(err, pluginhost.ErrProtocolVersion) {
 		return nil, fmt.Errorf("%w: %s: %w", outcome.ErrConfig, src.label, err)
 	}
 	return p, err

@@ -15,7 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"github.com/vigilhq/vigil/host/internal/logwriter"
-	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
 )
 
 // Version is vigil's version, set at build time with
@@ -52,7 +52,7 @@ func versionCommand() *cli.Command {
 		Name:  "version",
 		Usage: "print vigil's version and plugin protocol version",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "vigil %s (plugin protocol %d)\n", Version, sdk.ProtocolVersion)
+			fmt.Fprintf(c.App.Writer, "vigil %s (plugin protocol %d)\n", Version, pluginhost.ProtocolVersion)
 			return nil
 		},
 	}

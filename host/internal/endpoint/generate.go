@@ -105,13 +105,13 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	}
 	// Clients may reuse ids; the engine must not see one twice.
 	engineReq := toEngine(req, ids, id+"-"+strconv.FormatUint(a.seq, 10))
-	var out *detokenizer
+	f := newForward(stream, id, uint32(len(ids)))
 	if a.tokenizer != nil {
 		// vigil detokenizes and matches stop strings itself: the engine
 		// would match them on its own text, which a token-only engine
 		// does not have.
 		engineReq.Stop = nil
-		out = &detokenizer{dec: a.tokenizer.NewDecoder(), stops: stopstring.New(req.GetStopping().GetStop())}
+		f.out = &detokenizer{dec: a.tokenizer.NewDecoder(), stops: stopstring.New(req.GetStopping().GetStop())}
 		if engineReq.MaxTokens == 0 && a.worker.MaxModelLen > 0 {
 			// The prompt's length is known: the default is the rest of
 			// the model's context, as OpenAI's and vLLM's, not the
@@ -122,68 +122,94 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		}
 	}
 	s.forwarding(a, engineReq.RequestID)
+	res, err := a.engine.Generate(a.ctx, engineReq, f.send)
+	if f.out != nil && f.out.stopped && stream.Context().Err() == nil {
+		// The engine's prompt count is lost with its result; ours is
+		// the same prompt.
+		e.outcome, e.prompt, e.completion = OutcomeOK, f.prompt, f.sentTokens
+		return stream.Send(final(id, workerv1.FinishReason_FINISH_REASON_STOP, "", f.prompt, f.sentTokens))
+	}
+	if err == nil {
+		return f.finish(res, e)
+	}
+	return s.failed(a, f, err, e)
+}
 
-	var sentTokens uint32
-	sent := false
+// forward is one request's output on its way to the client.
+type forward struct {
+	stream     workerv1.Worker_GenerateServer
+	id         string
+	prompt     uint32 // the prompt's tokens, as far as vigil knows them
+	out        *detokenizer
+	sent       bool
+	sentTokens uint32
 	// One message per request, refilled for each chunk: Send marshals it
 	// before it returns (the server has no stats handler that keeps it),
 	// which saves three allocations per token.
+	chunk *workerv1.Chunk
+	msg   *workerv1.GenerateResponse
+}
+
+func newForward(stream workerv1.Worker_GenerateServer, id string, prompt uint32) *forward {
 	chunk := &workerv1.Chunk{}
-	msg := &workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: chunk}}
-	res, err := a.engine.Generate(a.ctx, engineReq, func(c sdk.Chunk) error {
-		sent = true
-		ids, text := c.TokenIDs, c.Text
-		if out != nil {
-			ids, text = out.next(ids)
-		}
-		sentTokens += uint32(len(ids))
-		chunk.TokenIds, chunk.Text = ids, text
-		chunk.TraceUnixNano = sdk.TraceStampNow(engineReq.Trace, c.Trace, sdk.TraceHostSent)
-		if err := stream.Send(msg); err != nil {
-			return err
-		}
-		if out != nil && out.stopped {
-			// Failing send ends the adapter's stream, so the adapter
-			// aborts the engine request.
-			return errStopString
-		}
-		return nil
-	})
-	prompt := uint32(len(ids))
-	if out != nil && out.stopped && stream.Context().Err() == nil {
-		// The engine's prompt count is lost with its result; ours is
-		// the same prompt.
-		e.outcome, e.prompt, e.completion = OutcomeOK, prompt, sentTokens
-		return stream.Send(final(id, workerv1.FinishReason_FINISH_REASON_STOP, "", prompt, sentTokens))
+	return &forward{stream: stream, id: id, prompt: prompt, chunk: chunk,
+		msg: &workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: chunk}}}
+}
+
+// send is the engine's send function: it sends c to the client.
+func (f *forward) send(c sdk.Chunk) error {
+	f.sent = true
+	ids, text := c.TokenIDs, c.Text
+	if f.out != nil {
+		ids, text = f.out.next(ids)
 	}
-	if err == nil {
-		reason := finishToProto(res.FinishReason)
-		if out != nil {
-			if tail, stopped := out.flush(); tail != "" || stopped {
-				if tail != "" {
-					chunk.TokenIds, chunk.Text, chunk.TraceUnixNano = nil, tail, nil
-					if err := stream.Send(msg); err != nil {
-						return err
-					}
-				}
-				if stopped {
-					reason = workerv1.FinishReason_FINISH_REASON_STOP
+	f.sentTokens += uint32(len(ids))
+	f.chunk.TokenIds, f.chunk.Text = ids, text
+	if err := f.stream.Send(f.msg); err != nil {
+		return err
+	}
+	if f.out != nil && f.out.stopped {
+		// Failing send ends the adapter's stream, so the adapter
+		// aborts the engine request.
+		return errStopString
+	}
+	return nil
+}
+
+// finish sends the text held back, if any, and the final message of a
+// generation that ended with res.
+func (f *forward) finish(res sdk.Result, e *ended) error {
+	reason := finishToProto(res.FinishReason)
+	if f.out != nil {
+		if tail, stopped := f.out.flush(); tail != "" || stopped {
+			if tail != "" {
+				f.chunk.TokenIds, f.chunk.Text = nil, tail
+				if err := f.stream.Send(f.msg); err != nil {
+					return err
 				}
 			}
+			if stopped {
+				reason = workerv1.FinishReason_FINISH_REASON_STOP
+			}
 		}
-		e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
-		return stream.Send(final(id, reason, "", res.PromptTokens, res.CompletionTokens))
 	}
-	e.outcome, e.prompt, e.completion = OutcomeFailed, prompt, sentTokens
-	if stream.Context().Err() != nil {
+	e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
+	return f.stream.Send(final(f.id, reason, "", res.PromptTokens, res.CompletionTokens))
+}
+
+// failed ends a generation that failed with err: as a status before its
+// first chunk, else with an error final message.
+func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
+	e.outcome, e.prompt, e.completion = OutcomeFailed, f.prompt, f.sentTokens
+	if ctx := f.stream.Context(); ctx.Err() != nil {
 		e.outcome = OutcomeCancelled
-		return status.FromContextError(stream.Context().Err()).Err()
+		return status.FromContextError(ctx.Err()).Err()
 	}
 	graceEnded := errors.Is(context.Cause(a.ctx), errGraceEnded)
 	if graceEnded {
 		e.outcome = OutcomeCut
 	}
-	if !sent {
+	if !f.sent {
 		switch {
 		case graceEnded:
 			return status.Error(codes.Unavailable, errGraceEnded.Error())
@@ -193,14 +219,14 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		case errors.Is(err, sdk.ErrUnavailable), errors.Is(err, sdk.ErrPluginExited):
 			return status.Errorf(codes.Unavailable, "engine unavailable: %v", err)
 		}
-		s.log.Warn("request failed before its first token", "request_id", id, "error", err)
+		s.log.Warn("request failed before its first token", "request_id", f.id, "error", err)
 		return status.Errorf(codes.Unavailable, "engine request failed: %v", err)
 	}
 	desc := fmt.Sprintf("engine request failed mid-stream: %v", err)
 	if graceEnded {
 		desc = errGraceEnded.Error()
 	}
-	if sendErr := stream.Send(final(id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, prompt, sentTokens)); sendErr != nil {
+	if sendErr := f.stream.Send(final(f.id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, f.prompt, f.sentTokens)); sendErr != nil {
 		return sendErr
 	}
 	return status.Error(codes.Unavailable, desc)
@@ -283,42 +309,9 @@ func validate(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uin
 	if m := req.GetModel(); m != "" && m != w.ServedModelName {
 		return nil, status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
 	}
-	var ids []uint32
-	field := "prompt.token_ids"
-	switch p := req.GetPrompt().(type) {
-	case *workerv1.GenerateRequest_Text:
-		if p.Text == "" {
-			return nil, status.Error(codes.InvalidArgument, "prompt: must not be empty")
-		}
-		if tok != nil {
-			// Token ids to every engine: never text the engine
-			// tokenizes again with a second BOS.
-			var err error
-			if ids, err = tok.Encode(p.Text); err != nil {
-				return nil, status.Errorf(codes.InvalidArgument, "prompt.text: tokenizing: %v", err)
-			}
-			if len(ids) == 0 {
-				return nil, status.Error(codes.InvalidArgument, "prompt.text: encodes to no tokens")
-			}
-			field = "prompt.text"
-			break
-		}
-		if !w.SupportsTextInput {
-			return nil, status.Error(codes.InvalidArgument, "prompt.text: this worker's engine takes token ids only; send prompt.token_ids")
-		}
-	case *workerv1.GenerateRequest_TokenIds:
-		ids = p.TokenIds.GetIds()
-		if len(ids) == 0 {
-			return nil, status.Error(codes.InvalidArgument, "prompt: must not be empty")
-		}
-	case *workerv1.GenerateRequest_Messages:
-		var err error
-		if ids, err = chatTokens(p.Messages, tok); err != nil {
-			return nil, err
-		}
-		field = "prompt.messages"
-	default:
-		return nil, status.Error(codes.InvalidArgument, "prompt: must not be empty: set prompt.text, prompt.token_ids or prompt.messages")
+	ids, field, err := promptTokens(req, w, tok)
+	if err != nil {
+		return nil, err
 	}
 	promptLen := uint32(len(ids))
 	if max := w.MaxModelLen; max > 0 {
@@ -338,20 +331,65 @@ func validate(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uin
 	if st := req.GetStopping(); st.GetMaxTokens() > 0 && st.GetMinTokens() > st.GetMaxTokens() {
 		return nil, status.Errorf(codes.InvalidArgument, "stopping.min_tokens: %d exceeds stopping.max_tokens %d", st.GetMinTokens(), st.GetMaxTokens())
 	}
-	s := req.GetSampling()
-	if s == nil {
-		return ids, nil
-	}
-	if p := s.GetMinP(); !(p >= 0 && p <= 1) {
-		return nil, status.Errorf(codes.InvalidArgument, "sampling.min_p: %g: must be in [0, 1]", p)
-	}
-	if s.Temperature != nil && *s.Temperature < 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "sampling.temperature: %g: must be 0 or more", *s.Temperature)
-	}
-	if s.TopP != nil && (*s.TopP <= 0 || *s.TopP > 1) {
-		return nil, status.Errorf(codes.InvalidArgument, "sampling.top_p: %g: must be in (0, 1]", *s.TopP)
+	if err := validateSampling(req.GetSampling()); err != nil {
+		return nil, err
 	}
 	return ids, nil
+}
+
+// promptTokens is the prompt's token ids, given or rendered from messages
+// by tok (nil for a text prompt without tok), and the prompt field they
+// come from.
+func promptTokens(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uint32, string, error) {
+	switch p := req.GetPrompt().(type) {
+	case *workerv1.GenerateRequest_Text:
+		if p.Text == "" {
+			return nil, "", status.Error(codes.InvalidArgument, "prompt: must not be empty")
+		}
+		if tok != nil {
+			// Token ids to every engine: never text the engine
+			// tokenizes again with a second BOS.
+			ids, err := tok.Encode(p.Text)
+			if err != nil {
+				return nil, "", status.Errorf(codes.InvalidArgument, "prompt.text: tokenizing: %v", err)
+			}
+			if len(ids) == 0 {
+				return nil, "", status.Error(codes.InvalidArgument, "prompt.text: encodes to no tokens")
+			}
+			return ids, "prompt.text", nil
+		}
+		if !w.SupportsTextInput {
+			return nil, "", status.Error(codes.InvalidArgument, "prompt.text: this worker's engine takes token ids only; send prompt.token_ids")
+		}
+		return nil, "prompt.token_ids", nil
+	case *workerv1.GenerateRequest_TokenIds:
+		ids := p.TokenIds.GetIds()
+		if len(ids) == 0 {
+			return nil, "", status.Error(codes.InvalidArgument, "prompt: must not be empty")
+		}
+		return ids, "prompt.token_ids", nil
+	case *workerv1.GenerateRequest_Messages:
+		ids, err := chatTokens(p.Messages, tok)
+		return ids, "prompt.messages", err
+	}
+	return nil, "", status.Error(codes.InvalidArgument, "prompt: must not be empty: set prompt.text, prompt.token_ids or prompt.messages")
+}
+
+// validateSampling checks the sampling parameters that have a range.
+func validateSampling(s *workerv1.Sampling) error {
+	if s == nil {
+		return nil
+	}
+	if p := s.GetMinP(); !(p >= 0 && p <= 1) {
+		return status.Errorf(codes.InvalidArgument, "sampling.min_p: %g: must be in [0, 1]", p)
+	}
+	if s.Temperature != nil && *s.Temperature < 0 {
+		return status.Errorf(codes.InvalidArgument, "sampling.temperature: %g: must be 0 or more", *s.Temperature)
+	}
+	if s.TopP != nil && (*s.TopP <= 0 || *s.TopP > 1) {
+		return status.Errorf(codes.InvalidArgument, "sampling.top_p: %g: must be in (0, 1]", *s.TopP)
+	}
+	return nil
 }
 
 // toEngine is req as the adapter takes it, with ids (validate's) as its
@@ -366,7 +404,6 @@ func toEngine(req *workerv1.GenerateRequest, ids []uint32, engineID string) sdk.
 		Stop:         st.GetStop(),
 		IgnoreEOS:    st.GetIgnoreEos(),
 		MinTokens:    st.GetMinTokens(),
-		Trace:        req.GetTrace(),
 	}
 	if s := req.GetSampling(); s != nil {
 		r.Temperature, r.TopP, r.TopK, r.Seed, r.MinP = s.Temperature, s.TopP, s.TopK, s.Seed, s.GetMinP()

@@ -11,6 +11,7 @@ import (
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/outcome"
 	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
 )
 
 // Endpoint is the worker's request endpoint as the lifecycle drives it.
@@ -89,7 +90,7 @@ type Adapter struct {
 
 // FromPlugin adapts a launched go-plugin subprocess: Kill lets it exit
 // gracefully for stepTimeout, then kills it.
-func FromPlugin(p *sdk.Plugin) Adapter {
+func FromPlugin(p *pluginhost.Plugin) Adapter {
 	return Adapter{Engine: p.Engine, Version: p.Version, Kill: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()

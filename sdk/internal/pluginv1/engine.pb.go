@@ -254,14 +254,17 @@ type Capabilities struct {
 	Generate bool `protobuf:"varint,2,opt,name=generate,proto3" json:"generate,omitempty"`
 	// The adapter can abort a forwarded request by id.
 	Abort bool `protobuf:"varint,3,opt,name=abort,proto3" json:"abort,omitempty"`
-	// The adapter serves Multiplex. Every adapter built with an sdk that has
-	// Multiplex advertises it; a compatible addition to version 1.
+	// The adapter serves Multiplex. Every adapter built with the sdk that
+	// forwards requests advertises it; the host speaks plain Generate to an
+	// adapter without it.
 	Multiplex bool `protobuf:"varint,4,opt,name=multiplex,proto3" json:"multiplex,omitempty"`
-	// The GenerateRequest field numbers the adapter's sdk reads, set by the
-	// sdk itself. Empty: an sdk from before this field, which reads fields 1
-	// to 12. The host refuses a request that sets a field the adapter would
+	// The GenerateRequest field numbers the adapter reads, set by the sdk
+	// itself (an adapter written without the sdk lists the numbers it
+	// reads). The host refuses a request that sets a field the adapter would
 	// not read (INVALID_ARGUMENT naming it) rather than have it dropped, so a
 	// field added to GenerateRequest is a compatible addition to version 1.
+	// Required with generate: the host refuses an adapter that forwards
+	// requests but lists none, at Info, naming this field.
 	GenerateRequestFields []uint32 `protobuf:"varint,5,rep,packed,name=generate_request_fields,json=generateRequestFields,proto3" json:"generate_request_fields,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
@@ -817,17 +820,9 @@ type GenerateRequest struct {
 	StopTokenIds []uint32 `protobuf:"varint,9,rep,packed,name=stop_token_ids,json=stopTokenIds,proto3" json:"stop_token_ids,omitempty"`
 	Stop         []string `protobuf:"bytes,10,rep,name=stop,proto3" json:"stop,omitempty"`
 	IgnoreEos    bool     `protobuf:"varint,11,opt,name=ignore_eos,json=ignoreEos,proto3" json:"ignore_eos,omitempty"`
-	// Ask each hop to stamp its wall-clock times into this request's chunks
-	// (Chunk.trace_unix_nano), for measuring the latency each hop adds; off,
-	// no chunk carries stamps. A compatible addition to version 1 (the
-	// go-plugin protocol version is unchanged): an adapter built before it
-	// ignores the field and sends no stamps.
-	Trace bool `protobuf:"varint,12,opt,name=trace,proto3" json:"trace,omitempty"`
 	// Fewest tokens to generate before a stop token or end of sequence may
 	// end the generation; 0 means none. Drop tokens less likely than min_p
 	// times the most likely token's probability, in [0, 1]; 0 keeps all.
-	// Compatible additions to version 1, like trace: an adapter built before
-	// them ignores them.
 	MinTokens     uint32  `protobuf:"varint,13,opt,name=min_tokens,json=minTokens,proto3" json:"min_tokens,omitempty"`
 	MinP          float32 `protobuf:"fixed32,14,opt,name=min_p,json=minP,proto3" json:"min_p,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -948,13 +943,6 @@ func (x *GenerateRequest) GetStop() []string {
 func (x *GenerateRequest) GetIgnoreEos() bool {
 	if x != nil {
 		return x.IgnoreEos
-	}
-	return false
-}
-
-func (x *GenerateRequest) GetTrace() bool {
-	if x != nil {
-		return x.Trace
 	}
 	return false
 }
@@ -1116,15 +1104,9 @@ func (*GenerateResponse_Chunk) isGenerateResponse_Kind() {}
 func (*GenerateResponse_Final) isGenerateResponse_Kind() {}
 
 type Chunk struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	TokenIds []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
-	Text     string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	// Only when GenerateRequest.trace: wall-clock times, Unix nanoseconds, in
-	// this order: the adapter received the chunk from the engine, the adapter
-	// sent it. 0 marks a time the adapter did not record. A chunk merged from
-	// several engine messages carries its first one's. A compatible addition
-	// to version 1, like GenerateRequest.trace.
-	TraceUnixNano []int64 `protobuf:"varint,3,rep,packed,name=trace_unix_nano,json=traceUnixNano,proto3" json:"trace_unix_nano,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TokenIds      []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1171,13 +1153,6 @@ func (x *Chunk) GetText() string {
 		return x.Text
 	}
 	return ""
-}
-
-func (x *Chunk) GetTraceUnixNano() []int64 {
-	if x != nil {
-		return x.TraceUnixNano
-	}
-	return nil
 }
 
 type Final struct {
@@ -1727,7 +1702,7 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
-	"\x10ShutdownResponse\"\xed\x03\n" +
+	"\x10ShutdownResponse\"\xe4\x03\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1743,8 +1718,7 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x04stop\x18\n" +
 	" \x03(\tR\x04stop\x12\x1d\n" +
 	"\n" +
-	"ignore_eos\x18\v \x01(\bR\tignoreEos\x12\x14\n" +
-	"\x05trace\x18\f \x01(\bR\x05trace\x12\x1d\n" +
+	"ignore_eos\x18\v \x01(\bR\tignoreEos\x12\x1d\n" +
 	"\n" +
 	"min_tokens\x18\r \x01(\rR\tminTokens\x12\x13\n" +
 	"\x05min_p\x18\x0e \x01(\x02R\x04minPB\b\n" +
@@ -1752,17 +1726,16 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\f_temperatureB\b\n" +
 	"\x06_top_pB\b\n" +
 	"\x06_top_kB\a\n" +
-	"\x05_seed\"\x1c\n" +
+	"\x05_seedJ\x04\b\f\x10\rR\x05trace\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\rR\x03ids\"z\n" +
 	"\x10GenerateResponse\x12.\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x16.vigil.plugin.v1.ChunkH\x00R\x05chunk\x12.\n" +
 	"\x05final\x18\x02 \x01(\v2\x16.vigil.plugin.v1.FinalH\x00R\x05finalB\x06\n" +
-	"\x04kind\"`\n" +
+	"\x04kind\"O\n" +
 	"\x05Chunk\x12\x1b\n" +
 	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\x12&\n" +
-	"\x0ftrace_unix_nano\x18\x03 \x03(\x03R\rtraceUnixNano\"\x9d\x01\n" +
+	"\x04text\x18\x02 \x01(\tR\x04textJ\x04\b\x03\x10\x04R\x0ftrace_unix_nano\"\x9d\x01\n" +
 	"\x05Final\x12B\n" +
 	"\rfinish_reason\x18\x01 \x01(\x0e2\x1d.vigil.plugin.v1.FinishReasonR\ffinishReason\x12#\n" +
 	"\rprompt_tokens\x18\x02 \x01(\rR\fpromptTokens\x12+\n" +

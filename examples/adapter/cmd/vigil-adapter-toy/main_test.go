@@ -11,6 +11,7 @@ import (
 	"github.com/vigilhq/vigil/examples/adapter/engine"
 	"github.com/vigilhq/vigil/examples/adapter/toy"
 	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
 )
 
 // serveEnv makes this test binary the adapter (main), so that TestPlugin
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 }
 
 // TestPlugin starts the executable through go-plugin's handshake with
-// sdk.Launch, vigil's own way of starting an adapter, and drives it over
+// pluginhost.Launch, vigil's own way of starting an adapter, and drives it over
 // vigil.plugin.v1: what the in-process tests cannot show is that main
 // serves the adapter at all.
 func TestPlugin(t *testing.T) {
@@ -40,7 +41,7 @@ func TestPlugin(t *testing.T) {
 
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), serveEnv+"=1")
-	p, err := sdk.Launch(t.Context(), sdk.LaunchConfig{Cmd: cmd})
+	p, err := pluginhost.Launch(t.Context(), pluginhost.LaunchConfig{Cmd: cmd})
 	if err != nil {
 		t.Fatalf("Launch() = %v, want nil", err)
 	}

@@ -108,14 +108,9 @@ type GenerateRequest struct {
 	//	*GenerateRequest_Text
 	//	*GenerateRequest_TokenIds
 	//	*GenerateRequest_Messages
-	Prompt   isGenerateRequest_Prompt `protobuf_oneof:"prompt"`
-	Sampling *Sampling                `protobuf:"bytes,5,opt,name=sampling,proto3" json:"sampling,omitempty"`
-	Stopping *Stopping                `protobuf:"bytes,6,opt,name=stopping,proto3" json:"stopping,omitempty"`
-	// Ask each hop inside the worker to stamp its wall-clock times into this
-	// request's chunks (Chunk.trace_unix_nano), for measuring the latency
-	// each hop adds. Off (the default), no chunk carries stamps and tracing
-	// costs each hop a branch per chunk, no allocation.
-	Trace         bool `protobuf:"varint,8,opt,name=trace,proto3" json:"trace,omitempty"`
+	Prompt        isGenerateRequest_Prompt `protobuf_oneof:"prompt"`
+	Sampling      *Sampling                `protobuf:"bytes,5,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	Stopping      *Stopping                `protobuf:"bytes,6,opt,name=stopping,proto3" json:"stopping,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -210,13 +205,6 @@ func (x *GenerateRequest) GetStopping() *Stopping {
 		return x.Stopping
 	}
 	return nil
-}
-
-func (x *GenerateRequest) GetTrace() bool {
-	if x != nil {
-		return x.Trace
-	}
-	return false
 }
 
 type isGenerateRequest_Prompt interface {
@@ -648,15 +636,7 @@ type Chunk struct {
 	// New token ids.
 	TokenIds []uint32 `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
 	// Their text, when the engine detokenizes.
-	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	// Only when GenerateRequest.trace: wall-clock times (time.Now, Unix
-	// nanoseconds; comparable across processes of one machine only as far as
-	// their clocks agree), in this order: the adapter received the chunk from
-	// the engine, the adapter sent it, the host received it from the adapter,
-	// the host sent it. 0 marks a time a hop did not record (an adapter
-	// without tracing). A chunk merged from several engine messages carries
-	// its first one's.
-	TraceUnixNano []int64 `protobuf:"varint,3,rep,packed,name=trace_unix_nano,json=traceUnixNano,proto3" json:"trace_unix_nano,omitempty"`
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -703,13 +683,6 @@ func (x *Chunk) GetText() string {
 		return x.Text
 	}
 	return ""
-}
-
-func (x *Chunk) GetTraceUnixNano() []int64 {
-	if x != nil {
-		return x.TraceUnixNano
-	}
-	return nil
 }
 
 // Final ends a stream.
@@ -840,7 +813,7 @@ var File_vigil_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_vigil_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x1cvigil/worker/v1/worker.proto\x12\x0fvigil.worker.v1\"\xdd\x02\n" +
+	"\x1cvigil/worker/v1/worker.proto\x12\x0fvigil.worker.v1\"\xd4\x02\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -849,9 +822,8 @@ const file_vigil_worker_v1_worker_proto_rawDesc = "" +
 	"\ttoken_ids\x18\x04 \x01(\v2\x19.vigil.worker.v1.TokenIdsH\x00R\btokenIds\x127\n" +
 	"\bmessages\x18\a \x01(\v2\x19.vigil.worker.v1.MessagesH\x00R\bmessages\x125\n" +
 	"\bsampling\x18\x05 \x01(\v2\x19.vigil.worker.v1.SamplingR\bsampling\x125\n" +
-	"\bstopping\x18\x06 \x01(\v2\x19.vigil.worker.v1.StoppingR\bstopping\x12\x14\n" +
-	"\x05trace\x18\b \x01(\bR\x05traceB\b\n" +
-	"\x06prompt\"\x1c\n" +
+	"\bstopping\x18\x06 \x01(\v2\x19.vigil.worker.v1.StoppingR\bstoppingB\b\n" +
+	"\x06promptJ\x04\b\b\x10\tR\x05trace\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\rR\x03ids\"@\n" +
 	"\bMessages\x124\n" +
@@ -881,11 +853,10 @@ const file_vigil_worker_v1_worker_proto_rawDesc = "" +
 	"\x10GenerateResponse\x12.\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x16.vigil.worker.v1.ChunkH\x00R\x05chunk\x12.\n" +
 	"\x05final\x18\x02 \x01(\v2\x16.vigil.worker.v1.FinalH\x00R\x05finalB\x06\n" +
-	"\x04kind\"`\n" +
+	"\x04kind\"O\n" +
 	"\x05Chunk\x12\x1b\n" +
 	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04text\x12&\n" +
-	"\x0ftrace_unix_nano\x18\x03 \x03(\x03R\rtraceUnixNano\"\xba\x01\n" +
+	"\x04text\x18\x02 \x01(\tR\x04textJ\x04\b\x03\x10\x04R\x0ftrace_unix_nano\"\xba\x01\n" +
 	"\x05Final\x12B\n" +
 	"\rfinish_reason\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.FinishReasonR\ffinishReason\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12,\n" +

@@ -1,4 +1,4 @@
-package sdk
+package pluginhost
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 )
 
 // LaunchConfig configures Launch.
@@ -30,7 +32,7 @@ type LaunchConfig struct {
 	// choice, which for a built-in adapter is the host's own).
 	Name string
 	// Logger receives go-plugin's lines and, under Name, the adapter's:
-	// its Logger's entries at their level, and what it writes to stdout and
+	// its sdk.Logger's entries at their level, and what it writes to stdout and
 	// stderr after Serve at INFO. The adapter is told its level
 	// (EnvLogLevel). Default: discarded.
 	Logger hclog.Logger
@@ -44,7 +46,7 @@ type LaunchConfig struct {
 const DefaultStartTimeout = 30 * time.Second
 
 // Why Launch fails, besides its context ending and a config without a
-// command (ErrInvalidArgument).
+// command (sdk.ErrInvalidArgument).
 var (
 	// ErrNotPlugin: the executable is not a vigil engine adapter: it could
 	// not be run, or it exited or wrote something other than go-plugin's
@@ -60,14 +62,15 @@ var (
 
 // Plugin is a running adapter subprocess.
 type Plugin struct {
-	// Engine is the adapter, called over gRPC.
-	Engine Engine
+	// Engine is the adapter, called over gRPC. It is an sdk.Generator
+	// too: an adapter without Capabilities.Generate refuses its calls.
+	Engine sdk.Engine
 	// Version is the negotiated vigil.plugin API version.
 	Version int
 
 	client *plugin.Client
 	cmd    *exec.Cmd // go-plugin runs it: its Process is the adapter's
-	stdio  []*lineLogger
+	stdio  []*wire.LineLogger
 }
 
 // Launch starts an adapter subprocess with AutoMTLS and returns it ready for
@@ -77,7 +80,7 @@ type Plugin struct {
 // process is left running.
 func Launch(ctx context.Context, cfg LaunchConfig) (*Plugin, error) {
 	if cfg.Cmd == nil {
-		return nil, fmt.Errorf("%w: launch config has no command", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: launch config has no command", sdk.ErrInvalidArgument)
 	}
 	cfg = cfg.withDefaults()
 	p := &Plugin{cmd: cfg.Cmd}
@@ -90,18 +93,17 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Plugin, error) {
 		}
 		return nil, fmt.Errorf("starting adapter %s: %w", cfg.Cmd.Path, launchFailure(err, cfg.StartTimeout))
 	}
-	raw, err := rpc.Dispense(PluginName)
+	raw, err := rpc.Dispense(wire.PluginName)
 	if err != nil {
 		p.Kill()
 		return nil, fmt.Errorf("dispensing adapter %s: %w", cfg.Cmd.Path, err)
 	}
-	ec, ok := raw.(*engineClient)
-	if !ok {
+	e, ok := raw.(sdk.Engine)
+	if !ok || !wire.BindExited(raw, p.client.Exited) {
 		p.Kill()
 		return nil, fmt.Errorf("adapter %s: unexpected plugin type %T", cfg.Cmd.Path, raw)
 	}
-	ec.exited = p.client.Exited
-	p.Engine, p.Version = ec, p.client.NegotiatedVersion()
+	p.Engine, p.Version = e, p.client.NegotiatedVersion()
 	return p, nil
 }
 
@@ -122,25 +124,25 @@ func (cfg LaunchConfig) withDefaults() LaunchConfig {
 // command's environment and the loggers of the adapter's output.
 func (p *Plugin) clientConfig(cfg LaunchConfig) *plugin.ClientConfig {
 	adapter := cfg.Logger.Named(cfg.Name)
-	stdout := &lineLogger{log: adapter, args: []any{"stream", "stdout"}, max: MaxLogLine}
-	stderr := &lineLogger{log: adapter, args: []any{"stream", "stderr"}, max: MaxLogLine}
-	p.stdio = []*lineLogger{stdout, stderr}
+	stdout := &wire.LineLogger{Log: adapter, Args: []any{"stream", "stdout"}, Max: sdk.MaxLogLine}
+	stderr := &wire.LineLogger{Log: adapter, Args: []any{"stream", "stderr"}, Max: sdk.MaxLogLine}
+	p.stdio = []*wire.LineLogger{stdout, stderr}
 	if cfg.Cmd.Env == nil {
 		cfg.Cmd.Env = os.Environ()
 	}
 	cfg.Cmd.Env = append(cfg.Cmd.Env, EnvLogLevel+"="+cfg.Logger.GetLevel().String())
 	return &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: pluginSets(nil),
+		VersionedPlugins: wire.HostPluginSets(),
 		Cmd:              cfg.Cmd,
 		SkipHostEnv:      true, // Cmd.Env is the whole environment
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
-		GRPCDialOptions:  StreamDialOptions(),
+		GRPCDialOptions:  wire.StreamDialOptions(),
 		Logger:           relayLogger{Logger: cfg.Logger, exe: filepath.Base(cfg.Cmd.Path), name: cfg.Name},
 		StartTimeout:     cfg.StartTimeout,
-		// Whole lines up to MaxLogLine, which Logger keeps entries to.
-		PluginLogBufferSize: MaxLogLine,
+		// Whole lines up to MaxLogLine, which sdk.Logger keeps entries to.
+		PluginLogBufferSize: sdk.MaxLogLine,
 		SyncStdout:          stdout,
 		SyncStderr:          stderr,
 	}
@@ -213,7 +215,7 @@ func launchFailure(err error, timeout time.Duration) error {
 		if first == "" { // it closed stdout, as by exiting, without a line
 			return fmt.Errorf("%w: %s", ErrNotPlugin, exitedEarly)
 		}
-		return fmt.Errorf("%w: it wrote %q where the plugin handshake was due", ErrNotPlugin, string(cutLine([]byte(first), 80)))
+		return fmt.Errorf("%w: it wrote %q where the plugin handshake was due", ErrNotPlugin, string(wire.CutLine([]byte(first), 80)))
 	case strings.HasPrefix(msg, msgProtocol):
 		return fmt.Errorf("%w: it speaks go-plugin's net/rpc, not gRPC", ErrNotPlugin)
 	case errors.As(err, &pathErr), errors.As(err, &execErr):
@@ -231,7 +233,7 @@ var pluginVersion = regexp.MustCompile(`Plugin version: (\d+)`)
 // the host speaks, else the adapter.
 func versionMismatch(msg string) error {
 	var ours []int
-	for v := range pluginSets(nil) {
+	for v := range wire.HostPluginSets() {
 		ours = append(ours, v)
 	}
 	slices.Sort(ours)

@@ -1,4 +1,4 @@
-package sdk
+package pluginhost
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/internal/wire"
 )
 
 // envTestAdapter makes the test binary an adapter (see TestMain) of the
@@ -26,38 +29,40 @@ const envTestAdapter = "SDK_TEST_ADAPTER"
 func serveTestAdapter(kind string) {
 	switch kind {
 	case "logs":
-		Serve(&stubEngine{info: logOnInfo()})
+		sdk.Serve(&stubEngine{info: logOnInfo()})
 	case "claims-generate":
-		Serve(&stubEngine{info: func(context.Context) (AdapterInfo, error) {
-			return AdapterInfo{Name: "claims", Capabilities: Capabilities{Generate: true}}, nil
+		sdk.Serve(&stubEngine{info: func(context.Context) (sdk.AdapterInfo, error) {
+			return sdk.AdapterInfo{Name: "claims", Capabilities: sdk.Capabilities{Generate: true}}, nil
 		}})
 	case "generate-exit":
 		// Forwards requests: each sends a token and waits, except
 		// request "exit", which ends the process.
-		Serve(&stubGenerator{
-			stubEngine: stubEngine{info: func(context.Context) (AdapterInfo, error) {
-				return AdapterInfo{Name: "generate-exit", Capabilities: Capabilities{Generate: true}}, nil
+		sdk.Serve(&stubGenerator{
+			stubEngine: stubEngine{info: func(context.Context) (sdk.AdapterInfo, error) {
+				return sdk.AdapterInfo{Name: "generate-exit", Capabilities: sdk.Capabilities{Generate: true}}, nil
 			}},
-			generate: func(ctx context.Context, req GenerateRequest, send func(Chunk) error) (Result, error) {
+			generate: func(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
 				if req.RequestID == "exit" {
 					os.Exit(3)
 				}
-				if err := send(Chunk{TokenIDs: []uint32{1}}); err != nil {
-					return Result{}, err
+				if err := send(sdk.Chunk{TokenIDs: []uint32{1}}); err != nil {
+					return sdk.Result{}, err
 				}
 				<-ctx.Done()
-				return Result{}, ctx.Err()
+				return sdk.Result{}, ctx.Err()
 			},
 		})
 	case "serving":
 		// Serves until killed: Start succeeds, and the watch says
 		// SERVING once and then nothing.
-		Serve(&stubEngine{
-			info:  func(context.Context) (AdapterInfo, error) { return AdapterInfo{Name: "serving"}, nil },
-			start: func(context.Context, StartRequest) (Worker, error) { return Worker{ServedModelName: "m"}, nil },
-			watch: func(ctx context.Context) (<-chan Event, error) {
-				out := make(chan Event, 1)
-				out <- Event{Availability: Serving, Reason: "serving", Time: time.Now()}
+		sdk.Serve(&stubEngine{
+			info: func(context.Context) (sdk.AdapterInfo, error) { return sdk.AdapterInfo{Name: "serving"}, nil },
+			start: func(context.Context, sdk.StartRequest) (sdk.Worker, error) {
+				return sdk.Worker{ServedModelName: "m"}, nil
+			},
+			watch: func(ctx context.Context) (<-chan sdk.Event, error) {
+				out := make(chan sdk.Event, 1)
+				out <- sdk.Event{Availability: sdk.Serving, Reason: "serving", Time: time.Now()}
 				go func() { <-ctx.Done(); close(out) }()
 				return out, nil
 			},
@@ -69,7 +74,7 @@ func serveTestAdapter(kind string) {
 		hs.ProtocolVersion = 2
 		plugin.Serve(&plugin.ServeConfig{
 			HandshakeConfig:  hs,
-			VersionedPlugins: map[int]plugin.PluginSet{2: {PluginName: &enginePlugin{}}},
+			VersionedPlugins: map[int]plugin.PluginSet{2: wire.HostPluginSets()[1]},
 			GRPCServer:       plugin.DefaultGRPCServer,
 			Logger:           hclog.NewNullLogger(),
 		})
@@ -80,11 +85,11 @@ func serveTestAdapter(kind string) {
 }
 
 // logOnInfo is an Info that, the first time, logs and writes in every way
-// an adapter may: at each level through Logger, to stdout and stderr, with
-// the log package, and lines longer than go-plugin's buffer and MaxLogLine.
-func logOnInfo() func(context.Context) (AdapterInfo, error) {
+// an adapter may: at each level through sdk.Logger, to stdout and stderr, with
+// the log package, and lines longer than go-plugin's buffer and sdk.MaxLogLine.
+func logOnInfo() func(context.Context) (sdk.AdapterInfo, error) {
 	var once sync.Once
-	return func(context.Context) (AdapterInfo, error) {
+	return func(context.Context) (sdk.AdapterInfo, error) {
 		once.Do(func() {
 			var env []string
 			for _, kv := range os.Environ() {
@@ -92,16 +97,16 @@ func logOnInfo() func(context.Context) (AdapterInfo, error) {
 				env = append(env, name)
 			}
 			slices.Sort(env)
-			Logger().Warn("adapter warning", "env", strings.Join(env, ","))
-			Logger().Debug("adapter debug line")
+			sdk.Logger().Warn("adapter warning", "env", strings.Join(env, ","))
+			sdk.Logger().Debug("adapter debug line")
 			fmt.Println("adapter stdout line")
 			fmt.Fprintln(os.Stderr, "adapter stderr line")
 			log.Print("adapter log package line")
-			Logger().Info("adapter long line", "payload", strings.Repeat("x", 100<<10))
-			Logger().Error("adapter overlong line", "payload", strings.Repeat("y", 2*MaxLogLine))
-			Logger().Info("adapter done logging")
+			sdk.Logger().Info("adapter long line", "payload", strings.Repeat("x", 100<<10))
+			sdk.Logger().Error("adapter overlong line", "payload", strings.Repeat("y", 2*sdk.MaxLogLine))
+			sdk.Logger().Info("adapter done logging")
 		})
-		return AdapterInfo{Name: "logs"}, nil
+		return sdk.AdapterInfo{Name: "logs"}, nil
 	}
 }
 
@@ -184,7 +189,7 @@ func TestLaunchRelaysAdapterOutput(t *testing.T) {
 }
 
 // An adapter claiming a capability it does not implement is refused by
-// its own Info, with ErrUnimplemented naming the capability.
+// its own Info, with sdk.ErrUnimplemented naming the capability.
 func TestInfoRefusesFalseClaims(t *testing.T) {
 	t.Parallel()
 	p, err := launchTest(t, "claims-generate", newRecorder())
@@ -192,8 +197,8 @@ func TestInfoRefusesFalseClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = p.Engine.Info(t.Context())
-	if !errors.Is(err, ErrUnimplemented) || !strings.Contains(err.Error(), "claims Generate but does not implement sdk.Generator") {
-		t.Errorf("Info() error = %v, want ErrUnimplemented naming Generate", err)
+	if !errors.Is(err, sdk.ErrUnimplemented) || !strings.Contains(err.Error(), "claims Generate but does not implement sdk.Generator") {
+		t.Errorf("Info() error = %v, want sdk.ErrUnimplemented naming Generate", err)
 	}
 }
 
@@ -247,7 +252,7 @@ func TestVersionMismatchOlderAdapter(t *testing.T) {
 }
 
 // An adapter killed while its availability stream is open ends the stream
-// with a Lost event saying that the adapter process exited, not only that
+// with a sdk.Lost event saying that the adapter process exited, not only that
 // a read failed.
 func TestLostWhenAdapterKilled(t *testing.T) {
 	t.Parallel()
@@ -255,14 +260,14 @@ func TestLostWhenAdapterKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Engine.Start(t.Context(), StartRequest{EngineAddr: "127.0.0.1:1"}); err != nil {
+	if _, err := p.Engine.Start(t.Context(), sdk.StartRequest{EngineAddr: "127.0.0.1:1"}); err != nil {
 		t.Fatal(err)
 	}
 	events, err := p.Engine.WatchAvailability(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev := <-events; ev.Availability != Serving {
+	if ev := <-events; ev.Availability != sdk.Serving {
 		t.Fatalf("first event = %+v, want SERVING", ev)
 	}
 	proc, err := os.FindProcess(p.client.ReattachConfig().Pid)
@@ -274,8 +279,8 @@ func TestLostWhenAdapterKilled(t *testing.T) {
 	}
 	select {
 	case ev := <-events:
-		if ev.Availability != Lost || !strings.HasPrefix(ev.Reason, "adapter process exited: ") {
-			t.Errorf("event after the kill = %+v, want Lost saying the adapter process exited", ev)
+		if ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, "adapter process exited: ") {
+			t.Errorf("event after the kill = %+v, want sdk.Lost saying the adapter process exited", ev)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no event within 10s of the adapter's kill")
@@ -315,5 +320,48 @@ func TestKillContext(t *testing.T) {
 				t.Errorf("adapter killed by SIGKILL: %v, want %v (state %v)", killed, frozen, p.cmd.ProcessState)
 			}
 		})
+	}
+}
+
+// TestMultiplexAdapterExit: the adapter process exiting fails every
+// request in flight on the Multiplex stream with sdk.ErrPluginExited.
+func TestMultiplexAdapterExit(t *testing.T) {
+	t.Parallel()
+	p, err := launchTest(t, "generate-exit", newRecorder())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Engine.Info(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	started := make(chan struct{}, n)
+	errs := make(chan error, n+1)
+	for i := range n {
+		go func() {
+			var once sync.Once
+			_, err := p.Engine.(sdk.Generator).Generate(t.Context(), sdk.GenerateRequest{RequestID: strconv.Itoa(i), TokenIDs: []uint32{1}}, func(sdk.Chunk) error {
+				once.Do(func() { started <- struct{}{} })
+				return nil
+			})
+			errs <- err
+		}()
+	}
+	for range n {
+		<-started
+	}
+	go func() {
+		_, err := p.Engine.(sdk.Generator).Generate(t.Context(), sdk.GenerateRequest{RequestID: "exit", TokenIDs: []uint32{1}}, func(sdk.Chunk) error { return nil })
+		errs <- err
+	}()
+	for range n + 1 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, sdk.ErrPluginExited) {
+				t.Errorf("Generate() in flight when the adapter exited = %v, want ErrPluginExited", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request in flight did not end when the adapter exited")
+		}
 	}
 }

@@ -1,0 +1,41 @@
+package pluginhost_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/pluginhost"
+)
+
+// A host starts an adapter executable, asks what it is, and stops it;
+// a file that is not an adapter is told apart from one that failed.
+func ExampleLaunch() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := pluginhost.Launch(ctx, pluginhost.LaunchConfig{
+		Cmd:    exec.Command("./vigil-adapter-toy"),
+		Name:   "toy",
+		Logger: hclog.Default(),
+	})
+	if errors.Is(err, pluginhost.ErrNotPlugin) {
+		fmt.Println("not a vigil engine adapter:", err)
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.KillContext(ctx)
+	info, err := p.Engine.Info(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, forwards := p.Engine.(sdk.Generator)
+	fmt.Println(info.Name, info.Version, p.Version, forwards && info.Capabilities.Generate)
+}
