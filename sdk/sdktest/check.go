@@ -112,7 +112,7 @@ func Check(ctx context.Context, l Live, report func(Result)) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("sdktest: %s broke %d rules: %s", l.Name, len(failed), strings.Join(failed, ", "))
+		return fmt.Errorf("sdktest: %s failed %s", l.Name, strings.Join(failed, ", "))
 	}
 	return nil
 }

@@ -145,7 +145,7 @@ func checkConformance(ctx context.Context, c *cli.Context, cfg checkConfig, src 
 		counts[r.Outcome]++
 		printRule(w, r)
 	})
-	fmt.Fprintf(w, "conformance   %d passed, %d failed, %d skipped (a skipped rule needs a hook that steers the engine: see sdktest.TestEngine)\n",
+	fmt.Fprintf(w, "conformance   %d passed, %d failed, %d skipped (each skip says what the rule needs; a Go test gives hooks with sdktest.TestEngine)\n",
 		counts[sdktest.Passed], counts[sdktest.Failed], counts[sdktest.Skipped])
 	if err != nil {
 		return fmt.Errorf("conformance: %w", err)
