@@ -79,6 +79,10 @@
 //
 // TestEngine runs its rules one at a time, and starts a fresh adapter and
 // engine for each rule and mode.
+//
+// [Check] runs the same rules outside a Go test, against a built adapter
+// executable (in any language) and one engine already serving, with no
+// hooks: vigil plugin check --conformance is built on it.
 package sdktest
 
 import (
@@ -122,8 +126,9 @@ type Harness struct {
 	// returns its plaintext gRPC address as host:port. stop makes the
 	// engine lost by shutting it down, as the engine does on SIGTERM;
 	// TestEngine calls it at most once, from its own goroutine, and waits
-	// for it to return. Serving registers the engine's cleanup with t.
-	// Required.
+	// for it to return; a nil stop skips the rules that stop the engine
+	// (StoppedIsLost, GenerateUnavailable's "stopped"). Serving registers
+	// the engine's cleanup with t. Required.
 	//
 	// TestEngine runs its subtests one at a time, so Serving and the hooks
 	// need not be safe for concurrent use.
