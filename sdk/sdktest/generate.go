@@ -427,6 +427,8 @@ func checkGenerateIgnoreEOS(t tb, k *kit) {
 	switch {
 	case o.err == nil && o.res.FinishReason != sdk.FinishLength:
 		t.Errorf("Generate(IgnoreEOS: true, MaxTokens: %d) = %+v, want FinishReason length: only max tokens ends it", maxTokens, o.res)
+	case o.err == nil && rec.count() == 0:
+		t.Errorf("Generate(IgnoreEOS: true) = %+v with no chunk, want the output of %d tokens in chunks", o.res, maxTokens)
 	case o.err == nil:
 		rec.report(t)
 	case errors.Is(o.err, sdk.ErrInvalidArgument) && namesField(o.err, ignoreEOS):
