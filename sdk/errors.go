@@ -15,7 +15,10 @@ import (
 // wrapping one of them travels as its gRPC code and comes back wrapping the
 // same sentinel, with the message intact.
 var (
-	// ErrInvalidArgument: the request names a bad field or option.
+	// ErrInvalidArgument: the request names a bad field or option. A
+	// refused request field's message starts with its wire name and a
+	// colon, "invalid argument: min_p: ...", which the router turns into
+	// the OpenAI error's param.
 	ErrInvalidArgument = errors.New("invalid argument")
 	// ErrStartupDeadline: the engine did not serve within the startup deadline.
 	ErrStartupDeadline = errors.New("startup deadline exceeded")

@@ -36,10 +36,21 @@ type Spec struct {
 	// *sdk.FieldError for sdk.FieldOptions naming the key), which ends Start
 	// at once. Required.
 	Signals func(ctx context.Context, conn *grpc.ClientConn, options map[string]string) ([]Signal, error)
+	// CheckOptions checks the engine options' values, given only known
+	// keys: Start calls it once CheckStart found no unknown key (the
+	// likelier typo, so reported first), before it dials the engine. A bad
+	// value is an *sdk.FieldError for sdk.FieldOptions naming the key,
+	// value first (`max-tokens="many": want a number`). Optional; a value
+	// that only the engine can judge is checked in Signals.
+	CheckOptions func(options map[string]string) error
 	// ReadWorker reads what the engine reports about itself, once every
 	// signal serves, under a deadline of InfoTimeout. Its errors reach the
-	// host as sdk.ErrUnavailable. Required.
+	// host as sdk.ErrUnavailable. Required unless ReadWorkerFor is set.
 	ReadWorker func(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error)
+	// ReadWorkerFor is ReadWorker given Start's request, for an adapter
+	// whose worker depends on an engine option (req.Options). Set, it is
+	// called instead of ReadWorker.
+	ReadWorkerFor func(ctx context.Context, conn *grpc.ClientConn, req sdk.StartRequest) (sdk.Worker, error)
 	// LifetimeID reads the engine's lifetime id again (what ReadWorker
 	// returned as sdk.Worker.InstanceID). With it, and a non-empty id from
 	// ReadWorker, a reconnect to the engine is followed by a read, and a
@@ -120,6 +131,11 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 	if err := CheckStart(req, a.spec.Options...); err != nil {
 		return sdk.Worker{}, err
 	}
+	if a.spec.CheckOptions != nil {
+		if err := a.spec.CheckOptions(req.Options); err != nil {
+			return sdk.Worker{}, err
+		}
+	}
 	policy := req.Health.WithDefaults()
 	a.mu.Lock()
 	if a.conn != nil {
@@ -148,29 +164,49 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 	return worker, nil
 }
 
+// waitAndRead waits within the startup deadline until every signal
+// serves, then reads the worker.
 func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sdk.StartRequest, policy sdk.HealthPolicy) ([]Signal, sdk.Worker, error) {
 	deadline := req.StartupDeadline
 	if deadline == 0 {
 		deadline = sdk.DefaultStartupDeadline
 	}
+	signals, err := a.waitSignals(ctx, conn, req, policy, deadline)
+	if err != nil {
+		return nil, sdk.Worker{}, err
+	}
+	rctx, cancelRead := context.WithTimeout(ctx, InfoTimeout)
+	defer cancelRead()
+	worker, err := a.readWorker(rctx, conn, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, sdk.Worker{}, fmt.Errorf("reading %s engine information: %w", a.spec.Engine, ctx.Err())
+		}
+		// The engine's own status stays out of the chain: a timeout here
+		// is an unavailable engine, not the startup deadline.
+		return nil, sdk.Worker{}, fmt.Errorf("%w: reading %s engine information: %v", sdk.ErrUnavailable, a.spec.Engine, err)
+	}
+	settle(ctx, conn, policy.Timeout)
+	return signals, worker, nil
+}
+
+// readWorker calls Spec.ReadWorkerFor, or else Spec.ReadWorker.
+func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn, req sdk.StartRequest) (sdk.Worker, error) {
+	if a.spec.ReadWorkerFor != nil {
+		return a.spec.ReadWorkerFor(ctx, conn, req)
+	}
+	return a.spec.ReadWorker(ctx, conn)
+}
+
+// waitSignals gets the engine's signals and waits until every one serves,
+// within deadline; a bad option value from Spec.Signals ends it at once.
+func (a *Adapter) waitSignals(ctx context.Context, conn *grpc.ClientConn, req sdk.StartRequest, policy sdk.HealthPolicy, deadline time.Duration) ([]Signal, error) {
 	tctx, cancelTimeout := context.WithTimeout(ctx, deadline)
 	defer cancelTimeout()
 	// A bad option value ends the wait at once, as its cause.
 	wctx, cancel := context.WithCancelCause(tctx)
 	defer cancel(nil)
 	var signals []Signal
-	began := a.clock.Now()
-	var logged time.Time // of the last progress entry; zero: none yet
-	progress := func(retry int, err error) {
-		now := a.clock.Now()
-		if !logged.IsZero() && now.Sub(logged) < WaitLogInterval {
-			return
-		}
-		logged = now
-		a.log.Info("waiting for the engine to serve", "engine", a.spec.Engine, "engine_addr", req.EngineAddr,
-			"waited", now.Sub(began).Round(time.Millisecond).String(), "startup_deadline", deadline.String(),
-			"attempts", retry+1, "last_error", err)
-	}
 	err := healthwatch.Wait(wctx, func(ctx context.Context) error {
 		if signals == nil {
 			sctx, stop := context.WithTimeout(ctx, policy.Timeout)
@@ -184,35 +220,45 @@ func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sd
 			}
 			signals = s
 		}
-		for _, s := range signals {
-			sctx, cancel := context.WithTimeout(ctx, policy.Timeout)
-			err := s.Check(sctx)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.Name, err)
-			}
-		}
-		return nil
-	}, healthwatch.WaitOptions{Backoff: healthwatch.DefaultBackoff(policy.RetryMax), Clock: a.clock, OnAttempt: progress})
+		return checkAll(ctx, signals, policy.Timeout)
+	}, healthwatch.WaitOptions{Backoff: healthwatch.DefaultBackoff(policy.RetryMax), Clock: a.clock, OnAttempt: a.progress(req.EngineAddr, deadline)})
 	if cause := context.Cause(wctx); errors.Is(cause, sdk.ErrInvalidArgument) {
-		return nil, sdk.Worker{}, cause
+		return nil, cause
 	}
 	if err != nil {
-		return nil, sdk.Worker{}, startupError(ctx, err, a.spec.Engine, req.EngineAddr, deadline)
+		return nil, startupError(ctx, err, a.spec.Engine, req.EngineAddr, deadline)
 	}
-	rctx, cancelRead := context.WithTimeout(ctx, InfoTimeout)
-	defer cancelRead()
-	worker, err := a.spec.ReadWorker(rctx, conn)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, sdk.Worker{}, fmt.Errorf("reading %s engine information: %w", a.spec.Engine, ctx.Err())
+	return signals, nil
+}
+
+// checkAll checks every signal once, each within timeout.
+func checkAll(ctx context.Context, signals []Signal, timeout time.Duration) error {
+	for _, s := range signals {
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		err := s.Check(sctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name, err)
 		}
-		// The engine's own status stays out of the chain: a timeout here
-		// is an unavailable engine, not the startup deadline.
-		return nil, sdk.Worker{}, fmt.Errorf("%w: reading %s engine information: %v", sdk.ErrUnavailable, a.spec.Engine, err)
 	}
-	settle(ctx, conn, policy.Timeout)
-	return signals, worker, nil
+	return nil
+}
+
+// progress returns the startup wait's OnAttempt: it logs at the first
+// failed check and then once per WaitLogInterval.
+func (a *Adapter) progress(addr string, deadline time.Duration) func(retry int, err error) {
+	began := a.clock.Now()
+	var logged time.Time // of the last progress entry; zero: none yet
+	return func(retry int, err error) {
+		now := a.clock.Now()
+		if !logged.IsZero() && now.Sub(logged) < WaitLogInterval {
+			return
+		}
+		logged = now
+		a.log.Info("waiting for the engine to serve", "engine", a.spec.Engine, "engine_addr", addr,
+			"waited", now.Sub(began).Round(time.Millisecond).String(), "startup_deadline", deadline.String(),
+			"attempts", retry+1, "last_error", err)
+	}
 }
 
 // WatchAvailability implements sdk.Engine.WatchAvailability: Merge over

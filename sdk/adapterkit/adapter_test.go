@@ -463,3 +463,43 @@ func (b *logBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestStartOptions: an unknown option key, the likelier typo, is reported
+// before a bad value of a known one; Spec.CheckOptions judges the values
+// before anything is dialled; ReadWorkerFor sees the options.
+func TestStartOptions(t *testing.T) {
+	t.Parallel()
+	s := spec(false)
+	s.Options = []string{"mode"}
+	s.CheckOptions = func(o map[string]string) error {
+		if v, ok := o["mode"]; ok && v != "fast" {
+			return &sdk.FieldError{Field: sdk.FieldOptions, Problem: fmt.Sprintf("mode=%q: want fast", v)}
+		}
+		return nil
+	}
+	s.ReadWorkerFor = func(_ context.Context, _ *grpc.ClientConn, req sdk.StartRequest) (sdk.Worker, error) {
+		return sdk.Worker{ServedModelName: "toy-" + req.Options["mode"]}, nil
+	}
+	addr := serveEngine(t, nil, "a").addr
+	for _, tt := range []struct {
+		options map[string]string
+		want    string // the FieldError's Problem; "" for none
+	}{
+		{map[string]string{"mode": "slow", "tp": "2"}, `"tp": unknown key; this adapter accepts mode`},
+		{map[string]string{"mode": "slow"}, `mode="slow": want fast`},
+		{map[string]string{"mode": "fast"}, ""},
+	} {
+		a := adapterkit.New(s)
+		w, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: policy, Options: tt.options})
+		a.Shutdown(context.Background())
+		var fe *sdk.FieldError
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("Start(Options: %v) = %v, want nil", tt.options, err)
+		case tt.want == "" && w.ServedModelName != "toy-fast":
+			t.Errorf("Start(Options: %v) worker = %+v, want ServedModelName toy-fast from ReadWorkerFor", tt.options, w)
+		case tt.want != "" && (!errors.As(err, &fe) || fe.Field != sdk.FieldOptions || fe.Problem != tt.want):
+			t.Errorf("Start(Options: %v) = %v, want a *sdk.FieldError for %s: %s", tt.options, err, sdk.FieldOptions, tt.want)
+		}
+	}
+}

@@ -27,7 +27,18 @@
 //   - [Relay] forwards a generation, aborting the engine request when the
 //     caller goes away; [Classify] maps engine errors to the sdk's classes.
 //     A Generation that names [Adapter.InFlight] is also aborted by
-//     Shutdown if it is still in flight, before the connection closes.
+//     Shutdown if it is still in flight, before the connection closes. A
+//     Generation without Abort, for an engine that has no abort call,
+//     aborts by closing its stream.
+//
+// A request field the engine cannot honour is refused before any output
+// with an error wrapping sdk.ErrInvalidArgument whose message, after the
+// class's "invalid argument: ", starts with the field's wire name and a
+// colon: fmt.Errorf("%w: min_p: this engine has no min_p", sdk.ErrInvalidArgument).
+// The wire name is the vigil.plugin.v1 GenerateRequest field's (prompt,
+// max_tokens, temperature, top_p, top_k, seed, stop, stop_token_ids,
+// ignore_eos, min_tokens, min_p); vigil's router reads it to fill the
+// OpenAI error's "param" with the client's own field name.
 //
 // Every timing comes from sdk.HealthPolicy, whose defaults are written once
 // in package sdk.

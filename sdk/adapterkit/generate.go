@@ -38,7 +38,10 @@ type Generation[M any] struct {
 	// Abort ends the engine request by id. Relay calls it when the caller
 	// goes away or send fails, on a context that outlives the caller's,
 	// bounded by AbortTimeout; its error is ignored, since the engine may
-	// be gone.
+	// be gone. Nil: the engine has no abort call and takes its stream's
+	// close (an HTTP/2 RST_STREAM) for the abort, which Relay and
+	// Adapter.Shutdown then send; an engine that goes on generating
+	// after its client left needs Abort.
 	Abort func(ctx context.Context, id string) error
 	// InFlight, when set, is the adapter's set of generations in flight
 	// (Adapter.InFlight): Relay keeps this one in it while it runs, so
@@ -51,16 +54,23 @@ type Generation[M any] struct {
 // the stream, sends each message's output in order, and returns the result
 // once the stream ends. It returns an error when the stream ends without a
 // finish reason. When ctx ends, or send fails, it aborts the engine request
-// and returns ctx's or send's error. Engine errors are classified with
-// Classify, knowing whether output was sent.
+// (Generation.Abort) and returns ctx's or send's error. Engine errors are
+// classified with Classify, knowing whether output was sent. The stream's
+// context ends when Relay returns, so a stream still open is reset then.
 func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) error) (sdk.Result, error) {
 	var res sdk.Result
+	sctx, closeStream := context.WithCancel(ctx)
+	defer closeStream()
+	if g.Abort == nil {
+		// The stream's close is the abort.
+		g.Abort = func(context.Context, string) error { closeStream(); return nil }
+	}
 	var fl *flight
 	if g.InFlight != nil {
 		fl = g.InFlight.add(g.RequestID, g.Abort)
 		defer g.InFlight.remove(fl)
 	}
-	stream, err := g.Open(ctx)
+	stream, err := g.Open(sctx)
 	if err != nil {
 		if err := sdk.ContextErr(ctx); err != nil {
 			return res, err

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
@@ -300,4 +301,75 @@ func TestShutdownAbortsInFlight(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRelayWithoutAbort: with no Abort, the stream's close is the abort:
+// Relay ends the stream's context when the caller goes away, when send
+// fails, and when Shutdown aborts the generation in flight.
+func TestRelayWithoutAbort(t *testing.T) {
+	t.Parallel()
+	// open relays a stream that sends one token, then blocks until its
+	// context ends; streamCtx is that context, once open.
+	open := func(streamCtx chan<- context.Context) adapterkit.Generation[msg] {
+		first := true
+		return adapterkit.Generation[msg]{
+			Engine: "Toy", RequestID: "r1",
+			Open: func(ctx context.Context) (adapterkit.Stream[msg], error) {
+				streamCtx <- ctx
+				return &script{recv: func() {
+					if !first {
+						<-ctx.Done()
+					}
+					first = false
+				}, msgs: []*msg{{ids: []uint32{1}}}, err: status.Error(codes.Canceled, "context canceled")}, nil
+			},
+			Next: func(m *msg, _ *sdk.Result) sdk.Chunk { return sdk.Chunk{TokenIDs: m.ids} },
+		}
+	}
+	closed := func(t *testing.T, ctx context.Context) {
+		t.Helper()
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+			t.Error("the engine stream is still open, want it closed: the close is the abort")
+		}
+	}
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(t.Context())
+		streams := make(chan context.Context, 1)
+		_, err := adapterkit.Relay(ctx, open(streams), func(sdk.Chunk) error { cancel(); return nil })
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Relay() = %v, want context.Canceled", err)
+		}
+		closed(t, <-streams)
+	})
+	t.Run("send fails", func(t *testing.T) {
+		t.Parallel()
+		errSend := errors.New("client gone")
+		streams := make(chan context.Context, 1)
+		if _, err := adapterkit.Relay(t.Context(), open(streams), func(sdk.Chunk) error { return errSend }); !errors.Is(err, errSend) {
+			t.Errorf("Relay() = %v, want the send error", err)
+		}
+		closed(t, <-streams)
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		t.Parallel()
+		a := start(t, spec(true), serveEngine(t, nil, "a").addr)
+		streams := make(chan context.Context, 1)
+		g := open(streams)
+		g.InFlight = a.InFlight()
+		sent := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := adapterkit.Relay(t.Context(), g, func(sdk.Chunk) error { close(sent); return nil })
+			done <- err
+		}()
+		receive(t, sent, "first chunk")
+		if err := a.Shutdown(t.Context()); err != nil {
+			t.Fatalf("Shutdown() = %v, want nil", err)
+		}
+		closed(t, <-streams)
+		receive(t, done, "Relay return")
+	})
 }

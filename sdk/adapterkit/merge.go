@@ -34,71 +34,87 @@ type Source struct {
 func Merge(ctx context.Context, engine string, sources ...Source) <-chan sdk.Event {
 	out := make(chan sdk.Event)
 	ctx, cancel := context.WithCancel(ctx)
-	type report struct {
-		i  int
-		ev sdk.Event
-		ok bool
-	}
 	reports := make(chan report)
 	for i, src := range sources {
-		events := src.Follow(ctx)
-		go func() {
-			for {
-				ev, ok := <-events
-				select {
-				case reports <- report{i, ev, ok}:
-				case <-ctx.Done():
-					// Drain so the source, which also sees ctx, can close.
-					for range events {
-					}
-					return
-				}
-				if !ok {
-					return
-				}
-			}
-		}()
+		go forward(ctx, i, src.Follow(ctx), reports)
 	}
 	go func() {
 		defer close(out)
 		defer cancel()
-		latest := make([]*sdk.Event, len(sources))
-		sent := sdk.AvailabilityUnknown
-		for {
-			var r report
-			select {
-			case <-ctx.Done():
-				return
-			case r = <-reports:
-			}
-			if !r.ok {
-				if prev := latest[r.i]; prev != nil && rank(prev.Availability) == rank(sdk.Lost) {
-					continue // closed after its Lost, as it should
-				}
-				r.ev = event(sdk.Lost, timeNow(), "%s: its watch ended without a final state", sources[r.i].Name)
-			}
-			latest[r.i] = &r.ev
-			worst, known := worstOf(latest)
-			if !known || worst.Availability == sent {
-				continue
-			}
-			sent = worst.Availability
-			ev := *worst
-			switch sent {
-			case sdk.Serving:
-				ev.Reason = engine + " engine serving"
-			case sdk.NotReady:
-				ev.Reason = engine + " engine not ready: " + ev.Reason
-			default:
-				ev.Availability = sdk.Lost
-				ev.Reason = engine + " engine lost: " + ev.Reason
-			}
-			if !emit(ctx, out, ev) || ev.Availability == sdk.Lost {
-				return
-			}
-		}
+		merge(ctx, engine, sources, reports, out)
 	}()
 	return out
+}
+
+// report is one source's event, or its close (ok false).
+type report struct {
+	i  int
+	ev sdk.Event
+	ok bool
+}
+
+// forward passes source i's events on as reports until it closes or ctx
+// ends.
+func forward(ctx context.Context, i int, events <-chan sdk.Event, reports chan<- report) {
+	for {
+		ev, ok := <-events
+		select {
+		case reports <- report{i, ev, ok}:
+		case <-ctx.Done():
+			// Drain so the source, which also sees ctx, can close.
+			for range events {
+			}
+			return
+		}
+		if !ok {
+			return
+		}
+	}
+}
+
+// merge sends the worst latest state of the sources on out, on change,
+// until Lost or ctx ends.
+func merge(ctx context.Context, engine string, sources []Source, reports <-chan report, out chan<- sdk.Event) {
+	latest := make([]*sdk.Event, len(sources))
+	sent := sdk.AvailabilityUnknown
+	for {
+		var r report
+		select {
+		case <-ctx.Done():
+			return
+		case r = <-reports:
+		}
+		if !r.ok {
+			if prev := latest[r.i]; prev != nil && rank(prev.Availability) == rank(sdk.Lost) {
+				continue // closed after its Lost, as it should
+			}
+			r.ev = event(sdk.Lost, timeNow(), "%s: its watch ended without a final state", sources[r.i].Name)
+		}
+		latest[r.i] = &r.ev
+		worst, known := worstOf(latest)
+		if !known || worst.Availability == sent {
+			continue
+		}
+		sent = worst.Availability
+		ev := merged(engine, *worst)
+		if !emit(ctx, out, ev) || ev.Availability == sdk.Lost {
+			return
+		}
+	}
+}
+
+// merged is the merged stream's event for the worst source's ev.
+func merged(engine string, ev sdk.Event) sdk.Event {
+	switch ev.Availability {
+	case sdk.Serving:
+		ev.Reason = engine + " engine serving"
+	case sdk.NotReady:
+		ev.Reason = engine + " engine not ready: " + ev.Reason
+	default:
+		ev.Availability = sdk.Lost
+		ev.Reason = engine + " engine lost: " + ev.Reason
+	}
+	return ev
 }
 
 // worstOf returns the worst of the latest events, and whether every source

@@ -1,11 +1,10 @@
 package sdktest
 
 import (
+	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -15,16 +14,22 @@ import (
 
 // launched starts h.Executable with pluginhost.Launch, as vigil starts an
 // adapter, and returns its Engine; the process is killed when t ends.
-func launched(t *testing.T, h Harness) sdk.Engine {
+func launched(t tb, h config) sdk.Engine {
 	t.Helper()
-	if h.Executable == "" {
+	if h.Command == nil {
 		t.Skip("Harness.Executable is empty: no built adapter")
 	}
-	// The log goes quiet before t ends; registered first, it runs last.
-	log := &testLog{t: t}
-	t.Cleanup(log.stop)
+	var log io.Writer
+	if h.adapterLog != nil {
+		log = h.adapterLog(t)
+	} else {
+		// The log goes quiet before t ends; registered first, it runs last.
+		tl := &testLog{t: t}
+		t.Cleanup(tl.stop)
+		log = tl
+	}
 	p, err := pluginhost.Launch(t.Context(), pluginhost.LaunchConfig{
-		Cmd:    exec.Command(h.Executable),
+		Cmd:    h.Command(),
 		Name:   h.Name,
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: log}),
 	})
@@ -42,7 +47,7 @@ func launched(t *testing.T, h Harness) sdk.Engine {
 // testLog writes an adapter's log lines to the test log until stopped:
 // go-plugin may still log after the test's last cleanup has begun.
 type testLog struct {
-	t       *testing.T
+	t       tb
 	mu      sync.Mutex
 	stopped bool
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/vigilhq/vigil/sdk"
@@ -18,7 +18,7 @@ const maxTokens = 4
 // request is a generation every engine can serve: a few token ids in, a
 // few tokens out.
 func request(id string) sdk.GenerateRequest {
-	return sdk.GenerateRequest{RequestID: id, TokenIDs: []uint32{1, 2, 3}, MaxTokens: maxTokens, IgnoreEOS: true}
+	return sdk.GenerateRequest{RequestID: id, TokenIDs: []uint32{1, 2, 3}, MaxTokens: maxTokens}
 }
 
 // recorder is the send function the kit gives Generate. It counts the
@@ -66,7 +66,7 @@ func (r *recorder) count() int {
 }
 
 // report fails t with every problem seen so far.
-func (r *recorder) report(t *testing.T) {
+func (r *recorder) report(t tb) {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -96,7 +96,7 @@ func generate(g sdk.Generator, ctx context.Context, req sdk.GenerateRequest, rec
 }
 
 // generated runs one generation and returns its outcome.
-func generated(t *testing.T, g sdk.Generator, req sdk.GenerateRequest) (outcome, *recorder) {
+func generated(t tb, g sdk.Generator, req sdk.GenerateRequest) (outcome, *recorder) {
 	t.Helper()
 	rec := newRecorder(req.RequestID)
 	o, _ := receive(t, generate(g, t.Context(), req, rec), within, "return of Generate")
@@ -104,7 +104,7 @@ func generated(t *testing.T, g sdk.Generator, req sdk.GenerateRequest) (outcome,
 }
 
 // firstChunk waits for the first chunk of a generation the engine holds.
-func firstChunk(t *testing.T, rec *recorder, out <-chan outcome) {
+func firstChunk(t tb, rec *recorder, out <-chan outcome) {
 	t.Helper()
 	select {
 	case <-rec.first:
@@ -116,7 +116,7 @@ func firstChunk(t *testing.T, rec *recorder, out <-chan outcome) {
 }
 
 // returnsPromptly waits for Generate to return after what ended it.
-func returnsPromptly(t *testing.T, rec *recorder, out <-chan outcome, after string) outcome {
+func returnsPromptly(t tb, rec *recorder, out <-chan outcome, after string) outcome {
 	t.Helper()
 	select {
 	case o := <-out:
@@ -127,20 +127,9 @@ func returnsPromptly(t *testing.T, rec *recorder, out <-chan outcome, after stri
 	}
 }
 
-// engineSawAbort checks that the engine sees an abort of id within the
-// bound.
-func engineSawAbort(t *testing.T, aborted <-chan struct{}, id, after string) {
-	t.Helper()
-	select {
-	case <-aborted:
-	case <-time.After(promptly):
-		t.Errorf("the engine saw no abort of request %s within %v after %s, want the request aborted", id, promptly, after)
-	}
-}
-
 // generator returns e as the sdk.Generator it claims to be, with its
 // capabilities, skipping t when it claims not to be one.
-func (k *kit) generator(t *testing.T, e sdk.Engine) (sdk.Generator, sdk.Capabilities) {
+func (k *kit) generator(t tb, e sdk.Engine) (sdk.Generator, sdk.Capabilities) {
 	t.Helper()
 	c := k.info(t, e).Capabilities
 	if !c.Generate {
@@ -157,7 +146,7 @@ func (k *kit) generator(t *testing.T, e sdk.Engine) (sdk.Generator, sdk.Capabili
 // started against a serving engine that takes requests, as the Generator
 // it is, with its capabilities and the engine's address; it skips t
 // otherwise.
-func (k *kit) generating(t *testing.T) (sdk.Generator, sdk.Capabilities, string) {
+func (k *kit) generating(t tb) (sdk.Generator, sdk.Capabilities, string) {
 	t.Helper()
 	e := k.engine(t)
 	g, c := k.generator(t, e)
@@ -169,7 +158,7 @@ func (k *kit) generating(t *testing.T) (sdk.Generator, sdk.Capabilities, string)
 	return g, c, addr
 }
 
-func checkCapabilities(t *testing.T, k *kit) {
+func checkCapabilities(t tb, k *kit) {
 	e := k.engine(t)
 	info, err := await(t, "Info", func() (sdk.AdapterInfo, error) { return e.Info(t.Context()) })
 	if errors.Is(err, sdk.ErrUnimplemented) {
@@ -204,7 +193,7 @@ func checkCapabilities(t *testing.T, k *kit) {
 	}
 }
 
-func checkGenerate(t *testing.T, k *kit) {
+func checkGenerate(t tb, k *kit) {
 	g, _, _ := k.generating(t)
 
 	// Two at once, then one more: by its end, a send that a finished
@@ -240,7 +229,7 @@ func checkGenerate(t *testing.T, k *kit) {
 	}
 }
 
-func checkGenerateRejected(t *testing.T, k *kit) {
+func checkGenerateRejected(t tb, k *kit) {
 	e := k.engine(t)
 	g, _ := k.generator(t, e)
 	if k.h.GenerateUnavailable {
@@ -259,7 +248,7 @@ func checkGenerateRejected(t *testing.T, k *kit) {
 }
 
 // nothingSent checks that a generation that failed sent no chunk.
-func nothingSent(t *testing.T, rec *recorder, why string) {
+func nothingSent(t tb, rec *recorder, why string) {
 	t.Helper()
 	if n := rec.count(); n > 0 {
 		t.Errorf("Generate(%s) sent %d chunks %s, want none: an error class before any chunk means nothing was generated", rec.id, n, why)
@@ -267,8 +256,8 @@ func nothingSent(t *testing.T, rec *recorder, why string) {
 	rec.report(t)
 }
 
-func checkGenerateUnavailable(t *testing.T, k *kit) {
-	unavailable := func(t *testing.T, g sdk.Generator, why string) {
+func checkGenerateUnavailable(t tb, k *kit) {
+	unavailable := func(t tb, g sdk.Generator, why string) {
 		t.Helper()
 		o, rec := generated(t, g, request(newRequestID()))
 		if !errors.Is(o.err, sdk.ErrUnavailable) {
@@ -276,7 +265,7 @@ func checkGenerateUnavailable(t *testing.T, k *kit) {
 		}
 		nothingSent(t, rec, why)
 	}
-	t.Run("refused", func(t *testing.T) {
+	t.Run("refused", func(t tb) {
 		if !k.h.GenerateUnavailable {
 			t.Skip("Harness.GenerateUnavailable is false: the engine takes requests")
 		}
@@ -286,7 +275,7 @@ func checkGenerateUnavailable(t *testing.T, k *kit) {
 		k.started(t, e, addr)
 		unavailable(t, g, "to an engine that takes no requests")
 	})
-	t.Run("not ready", func(t *testing.T) {
+	t.Run("not ready", func(t tb) {
 		e := k.engine(t)
 		g, _ := k.generator(t, e)
 		k.needReadiness(t, e)
@@ -296,10 +285,11 @@ func checkGenerateUnavailable(t *testing.T, k *kit) {
 		w.expect(sdk.NotReady, "after the engine was made not ready")
 		unavailable(t, g, "with the engine not ready")
 	})
-	t.Run("stopped", func(t *testing.T) {
+	t.Run("stopped", func(t tb) {
 		e := k.engine(t)
 		g, _ := k.generator(t, e)
 		w, _, stop := k.watching(t, t.Context(), e)
+		needStop(t, stop)
 		stopped := stopInBackground(t, stop)
 		w.lost("after the engine shut down")
 		// Engines report failure before they stop taking requests (vLLM
@@ -313,68 +303,146 @@ func checkGenerateUnavailable(t *testing.T, k *kit) {
 	})
 }
 
-// held starts a generation that the engine holds after its first chunk,
-// with ctx, once Hold and Aborted have been checked for; it returns the
-// generation's outcome to come and the channel Aborted gives for it.
-func (k *kit) held(t *testing.T, ctx context.Context, g sdk.Generator, addr string, rec *recorder) (<-chan outcome, <-chan struct{}) {
+// heldGenerating returns an adapter that claims Capabilities.Generate,
+// started against a serving engine that takes requests, through the kit's
+// proxy, which follows its engine streams; with its capabilities, the
+// engine's address and the proxy. It skips t without Harness.Hold.
+func (k *kit) heldGenerating(t tb) (sdk.Generator, sdk.Capabilities, string, *proxy) {
+	t.Helper()
+	k.need(t, "Hold")
+	e := k.engine(t)
+	g, c := k.generator(t, e)
+	if k.h.GenerateUnavailable {
+		t.Skip("Harness.GenerateUnavailable: the engine takes no requests")
+	}
+	addr, _ := k.serving(t)
+	p := newProxy(t, addr)
+	k.started(t, e, p.addr())
+	return g, c, addr, p
+}
+
+// heldGen is a generation the engine holds after its first chunk.
+type heldGen struct {
+	rec     *recorder
+	out     <-chan outcome  // what Generate returns
+	aborted <-chan struct{} // from Harness.Aborted; nil without it
+	p       *proxy
+	mark    int // the proxy's first stream of the generation
+}
+
+// held starts a generation that the engine at addr holds after its first
+// chunk, with ctx, through p.
+func (k *kit) held(t tb, ctx context.Context, g sdk.Generator, addr string, p *proxy, rec *recorder) heldGen {
 	t.Helper()
 	k.h.Hold(t, addr)
-	aborted := k.h.Aborted(t, addr, rec.id)
-	out := generate(g, ctx, request(rec.id), rec)
-	firstChunk(t, rec, out)
-	return out, aborted
+	h := heldGen{rec: rec, p: p, mark: p.streams.mark()}
+	if k.h.Aborted != nil {
+		h.aborted = k.h.Aborted(t, addr, rec.id)
+	}
+	h.out = generate(g, ctx, request(rec.id), rec)
+	firstChunk(t, rec, h.out)
+	return h
+}
+
+// engineSawAbort checks that the engine sees the abort of a held
+// generation within the bound: each engine stream the generation opened
+// is reset or ended, and with Harness.Aborted the engine saw an abort of
+// its id.
+func engineSawAbort(t tb, h heldGen, after string) {
+	t.Helper()
+	if h.aborted != nil {
+		select {
+		case <-h.aborted:
+		case <-time.After(promptly):
+			t.Errorf("the engine saw no abort of request %s within %v after %s, want the request aborted", h.rec.id, promptly, after)
+		}
+	}
+	switch opened, open := h.p.streams.awaitEnded(h.mark, promptly); {
+	case opened == 0:
+		t.Errorf("Generate(%s) opened no engine stream at StartRequest.EngineAddr, want its engine request sent there", h.rec.id)
+	case len(open) > 0:
+		t.Errorf("engine streams %q of request %s still open %v after %s, want each reset or ended: an engine left with its stream open goes on generating", open, h.rec.id, promptly, after)
+	}
 }
 
 // endsAborted checks that a held generation, ended by what after says,
 // returns promptly with an error that is want, and that the engine sees
 // the abort.
-func endsAborted(t *testing.T, rec *recorder, out <-chan outcome, aborted <-chan struct{}, after string, want error) {
+func endsAborted(t tb, h heldGen, after string, want error) {
 	t.Helper()
-	if o := returnsPromptly(t, rec, out, after); !errors.Is(o.err, want) {
-		t.Errorf("Generate(%s) after %s: error = %v, want an error wrapping %q", rec.id, after, o.err, want)
+	if o := returnsPromptly(t, h.rec, h.out, after); !errors.Is(o.err, want) {
+		t.Errorf("Generate(%s) after %s: error = %v, want an error wrapping %q", h.rec.id, after, o.err, want)
 	}
-	engineSawAbort(t, aborted, rec.id, after)
-	rec.report(t)
+	engineSawAbort(t, h, after)
+	h.rec.report(t)
 }
 
-func checkGenerateCancel(t *testing.T, k *kit) {
-	k.need(t, "Hold", "Aborted")
-	g, _, addr := k.generating(t)
+func checkGenerateCancel(t tb, k *kit) {
+	g, _, addr, p := k.heldGenerating(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	rec := newRecorder(newRequestID())
-	out, aborted := k.held(t, ctx, g, addr, rec)
+	h := k.held(t, ctx, g, addr, p, newRecorder(newRequestID()))
 	cancel()
-	endsAborted(t, rec, out, aborted, "its ctx ended", context.Canceled)
+	endsAborted(t, h, "its ctx ended", context.Canceled)
 }
 
 // errSend is what send returns in GenerateSendError.
 var errSend = errors.New("sdktest: the caller went away")
 
-func checkGenerateSendError(t *testing.T, k *kit) {
-	k.need(t, "Hold", "Aborted")
-	g, _, addr := k.generating(t)
+func checkGenerateSendError(t tb, k *kit) {
+	g, _, addr, p := k.heldGenerating(t)
 	rec := newRecorder(newRequestID())
 	rec.err = errSend
-	out, aborted := k.held(t, t.Context(), g, addr, rec)
-	endsAborted(t, rec, out, aborted, "send failed", errSend)
+	h := k.held(t, t.Context(), g, addr, p, rec)
+	endsAborted(t, h, "send failed", errSend)
 }
 
-func checkAbort(t *testing.T, k *kit) {
-	k.need(t, "Hold", "Aborted")
-	g, c, addr := k.generating(t)
+func checkAbort(t tb, k *kit) {
+	g, c, addr, p := k.heldGenerating(t)
 	if !c.Abort {
 		t.Skip("Capabilities.Abort is false: the adapter aborts no requests")
 	}
-	rec := newRecorder(newRequestID())
-	out, aborted := k.held(t, t.Context(), g, addr, rec)
-	if _, err := await(t, "Abort", func() (struct{}, error) { return struct{}{}, g.Abort(t.Context(), []string{rec.id}) }); err != nil {
-		t.Errorf("Abort([%s]) of a generation in flight = %v, want nil", rec.id, err)
+	h := k.held(t, t.Context(), g, addr, p, newRecorder(newRequestID()))
+	id := h.rec.id
+	if _, err := await(t, "Abort", func() (struct{}, error) { return struct{}{}, g.Abort(t.Context(), []string{id}) }); err != nil {
+		t.Errorf("Abort([%s]) of a generation in flight = %v, want nil", id, err)
 	}
 	const after = "Abort named it"
-	engineSawAbort(t, aborted, rec.id, after)
-	if o := returnsPromptly(t, rec, out, after); o.err == nil && o.res.FinishReason != sdk.FinishCancelled {
-		t.Errorf("Generate(%s) after %s = %+v, want FinishReason cancelled (or an error)", rec.id, after, o.res)
+	if o := returnsPromptly(t, h.rec, h.out, after); o.err == nil && o.res.FinishReason != sdk.FinishCancelled {
+		t.Errorf("Generate(%s) after %s = %+v, want FinishReason cancelled (or an error)", id, after, o.res)
 	}
-	rec.report(t)
+	engineSawAbort(t, h, after)
+	h.rec.report(t)
+}
+
+// ignoreEOS is the wire name of GenerateRequest.IgnoreEOS, which a refusal
+// names first.
+const ignoreEOS = "ignore_eos"
+
+func checkGenerateIgnoreEOS(t tb, k *kit) {
+	g, _, _ := k.generating(t)
+	req := request(newRequestID())
+	req.IgnoreEOS = true
+	o, rec := generated(t, g, req)
+	switch {
+	case o.err == nil && o.res.FinishReason != sdk.FinishLength:
+		t.Errorf("Generate(IgnoreEOS: true, MaxTokens: %d) = %+v, want FinishReason length: only max tokens ends it", maxTokens, o.res)
+	case o.err == nil && rec.count() == 0:
+		t.Errorf("Generate(IgnoreEOS: true) = %+v with no chunk, want the output of %d tokens in chunks", o.res, maxTokens)
+	case o.err == nil:
+		rec.report(t)
+	case errors.Is(o.err, sdk.ErrInvalidArgument) && namesField(o.err, ignoreEOS):
+		t.Logf("Generate(IgnoreEOS: true) refused: %v", o.err)
+		nothingSent(t, rec, "with its refusal")
+	default:
+		t.Errorf("Generate(IgnoreEOS: true) error = %v, want the generation, or a refusal wrapping sdk.ErrInvalidArgument whose message starts %q: a field the engine cannot honour is refused, never dropped", o.err, "invalid argument: "+ignoreEOS+":")
+	}
+}
+
+// namesField reports whether err's message, past its class, starts with
+// the wire name field and a colon: the convention by which vigil's router
+// fills the OpenAI error's param.
+func namesField(err error, field string) bool {
+	msg := strings.TrimPrefix(err.Error(), sdk.ErrInvalidArgument.Error()+": ")
+	return strings.HasPrefix(msg, field+":")
 }

@@ -1,10 +1,10 @@
 package sdktest
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
@@ -13,8 +13,10 @@ import (
 // a hook. Slow, it delivers every byte a fixed latency after it arrived.
 // Frozen, it moves no byte either way and keeps every connection open, new
 // ones too: what a client sees of an engine process that is stopped
-// (SIGSTOP) or wedged.
+// (SIGSTOP) or wedged. It also follows the engine streams on its
+// connections (see streams).
 type proxy struct {
+	streams *streams
 	lis     net.Listener
 	target  string
 	latency atomic.Int64 // time.Duration each byte waits, one way
@@ -29,13 +31,13 @@ type proxy struct {
 }
 
 // newProxy forwards a new loopback port to target until t ends.
-func newProxy(t *testing.T, target string) *proxy {
+func newProxy(t tb, target string) *proxy {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listening for the kit's proxy: %v", err)
 	}
-	p := &proxy{lis: lis, target: target, frozen: make(chan struct{}), done: make(chan struct{})}
+	p := &proxy{lis: lis, target: target, frozen: make(chan struct{}), done: make(chan struct{}), streams: newStreams()}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.close)
@@ -77,9 +79,10 @@ func (p *proxy) accept() {
 			continue
 		}
 		p.track(up)
+		cn := p.streams.newConn()
 		p.wg.Add(2)
-		go p.pipe(up, c)
-		go p.pipe(c, up)
+		go p.pipe(up, c, cn, true)
+		go p.pipe(c, up, cn, false)
 	}
 }
 
@@ -103,9 +106,16 @@ type piece struct {
 // pipe copies src to dst, each piece the latency after it was read, until
 // either side fails; then it closes both, as the end of the engine's
 // connection ends the adapter's. Once frozen it drops what it reads and
-// waits for the test to end.
-func (p *proxy) pipe(dst, src net.Conn) {
+// waits for the test to end. What it forwards, cn follows: fromClient
+// says src is the adapter's side.
+func (p *proxy) pipe(dst, src net.Conn, cn *conn, fromClient bool) {
 	defer p.wg.Done()
+	observed, observe := io.Pipe()
+	p.wg.Go(func() { cn.follow(observed, fromClient) })
+	defer func() {
+		observe.Close()
+		cn.close() // the connection is gone, and its streams with it
+	}()
 	pieces := make(chan piece, 64)
 	written := make(chan struct{})
 	go func() {
@@ -136,6 +146,7 @@ func (p *proxy) pipe(dst, src net.Conn) {
 			return
 		}
 		if n > 0 {
+			_, _ = observe.Write(buf[:n])
 			due := time.Now().Add(time.Duration(p.latency.Load()))
 			select {
 			case pieces <- piece{append([]byte(nil), buf[:n]...), due}:

@@ -166,6 +166,11 @@ const (
 	faultLateChunk        fault = "chunk after the final one"
 	faultIgnoreCancel     fault = "Generate ignores ctx"
 	faultOwnTimeout       fault = "checks with a deadline of its own"
+	faultStreamLeftOpen   fault = "Generate returns on ctx and leaves the engine stream open"
+	faultRefusesIgnoreEOS fault = "refuses IgnoreEOS without naming it"
+	// noAbortCall is no fault: an adapter for an engine without an abort
+	// call, which takes the stream's close for the abort.
+	noAbortCall fault = "no abort call"
 )
 
 // ref is the reference adapter.
@@ -187,7 +192,7 @@ var (
 // newRef returns the reference adapter, broken by f.
 func newRef(f fault) sdk.Engine {
 	r := &ref{fault: f, Adapter: adapterkit.New(adapterkit.Spec{
-		Info:   sdk.AdapterInfo{Name: "ref", Version: "0.0.1", Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: true}},
+		Info:   sdk.AdapterInfo{Name: "ref", Version: "0.0.1", Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: f != noAbortCall}},
 		Engine: "Ref",
 		Signals: func(_ context.Context, conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
 			return []adapterkit.Signal{
@@ -296,9 +301,48 @@ func (r *ref) Generate(ctx context.Context, req sdk.GenerateRequest, send func(s
 	if req.TokenIDs == nil {
 		return sdk.Result{}, fmt.Errorf("%w: prompt: the reference engine takes token ids only", sdk.ErrInvalidArgument)
 	}
+	if req.IgnoreEOS && r.fault == faultRefusesIgnoreEOS {
+		return sdk.Result{}, fmt.Errorf("%w: the engine does not ignore the end of sequence", sdk.ErrInvalidArgument)
+	}
+	if r.fault == faultStreamLeftOpen {
+		return r.leaveOpen(ctx, req, send)
+	}
+	return r.relay(ctx, req, send)
+}
+
+// leaveOpen returns when ctx ends, telling the engine nothing: its stream,
+// opened without ctx, stays open.
+func (r *ref) leaveOpen(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	type outcome struct {
+		res sdk.Result
+		err error
+	}
+	out := make(chan outcome, 1)
+	go func() {
+		res, err := r.relay(context.WithoutCancel(ctx), req, send)
+		out <- outcome{res, err}
+	}()
+	select {
+	case o := <-out:
+		return o.res, o.err
+	case <-ctx.Done():
+		return sdk.Result{}, ctx.Err()
+	}
+}
+
+// relay forwards req to the engine with adapterkit.Relay.
+func (r *ref) relay(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
 	conn, err := r.Conn()
 	if err != nil {
 		return sdk.Result{}, err
+	}
+	var abort func(context.Context, string) error
+	switch r.fault {
+	case noAbortCall:
+	case faultStreamLeftOpen:
+		abort = func(context.Context, string) error { return nil }
+	default:
+		abort = func(ctx context.Context, id string) error { return r.Abort(ctx, []string{id}) }
 	}
 	return adapterkit.Relay(ctx, adapterkit.Generation[structpb.Struct]{
 		Engine:    "Ref",
@@ -340,7 +384,7 @@ func (r *ref) Generate(ctx context.Context, req sdk.GenerateRequest, send func(s
 			}
 			return c
 		},
-		Abort: func(ctx context.Context, id string) error { return r.Abort(ctx, []string{id}) },
+		Abort: abort,
 	}, send)
 }
 

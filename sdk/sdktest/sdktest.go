@@ -47,11 +47,23 @@
 //	ShutdownIdempotent   Shutdown twice: nil twice
 //	Capabilities         Generate claimed: an sdk.Generator that forwards; Abort: with Generate, unknown ids ignored
 //	Generate             two requests at once and one after: chunks of new output, none after the result, stop or length
+//	GenerateIgnoreEOS    IgnoreEOS set: a generation to max tokens (length), or a refusal, ErrInvalidArgument starting "ignore_eos:"
 //	GenerateRejected     text to an engine that takes token ids only: ErrInvalidArgument, no chunk
 //	GenerateUnavailable  an engine stopped, not ready [NotReady] or refusing: ErrUnavailable, no chunk
-//	GenerateCancel       ctx ending mid-generation: ctx's error, and the engine sees the abort [Hold, Aborted]
-//	GenerateSendError    send failing: send's error, and the engine sees the abort [Hold, Aborted]
-//	Abort                Abort by id mid-generation: it ends, and the engine sees the abort [Hold, Aborted]
+//	GenerateCancel       ctx ending mid-generation: ctx's error, and the engine sees the abort [Hold]
+//	GenerateSendError    send failing: send's error, and the engine sees the abort [Hold]
+//	Abort                Abort by id mid-generation: it ends, and the engine sees the abort [Hold]
+//
+// Only GenerateIgnoreEOS sets GenerateRequest.IgnoreEOS, which an engine
+// may not honour: the other generation rules ask for a few tokens of a
+// token-id prompt and nothing more.
+//
+// The engine sees an abort when each engine stream the generation opened
+// (an HTTP/2 stream, one per gRPC call, through the kit's proxy at
+// EngineAddr) is reset by either side or ended by the engine within 5 s:
+// the adapter's abort call ended it, or the adapter closed it, which is
+// the abort for an engine that has no abort call. With Harness.Aborted,
+// the engine must also have seen an abort of the request's id.
 //
 // FrozenIsLost and SlowIsNotLost need no hook: they start the adapter with
 // the address of a TCP proxy of the kit's, which delays every byte, or
@@ -67,13 +79,19 @@
 //
 // TestEngine runs its rules one at a time, and starts a fresh adapter and
 // engine for each rule and mode.
+//
+// [Check] runs the same rules outside a Go test, against a built adapter
+// executable (in any language) and one engine already serving, with no
+// hooks: vigil plugin check --conformance is built on it.
 package sdktest
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -108,8 +126,9 @@ type Harness struct {
 	// returns its plaintext gRPC address as host:port. stop makes the
 	// engine lost by shutting it down, as the engine does on SIGTERM;
 	// TestEngine calls it at most once, from its own goroutine, and waits
-	// for it to return. Serving registers the engine's cleanup with t.
-	// Required.
+	// for it to return; a nil stop skips the rules that stop the engine
+	// (StoppedIsLost, GenerateUnavailable's "stopped"). Serving registers
+	// the engine's cleanup with t. Required.
 	//
 	// TestEngine runs its subtests one at a time, so Serving and the hooks
 	// need not be safe for concurrent use.
@@ -140,16 +159,65 @@ type Harness struct {
 	// Hold makes the engine hold every generation it starts from now on
 	// after its first output token, until the generation is aborted or t
 	// ends, so that a rule can end it from outside. For GenerateCancel,
-	// GenerateSendError and Abort, with Aborted.
+	// GenerateSendError and Abort.
 	Hold func(t *testing.T, addr string)
 
 	// Aborted returns a channel that is closed once the engine has seen an
 	// abort of requestID (an Abort call naming it), whenever that comes.
+	// Optional: without it GenerateCancel, GenerateSendError and Abort
+	// judge the abort by the engine streams alone (see the package
+	// documentation), as for an engine that takes its stream's close for
+	// the abort.
 	Aborted func(t *testing.T, addr, requestID string) <-chan struct{}
+
+	// Options are the engine options (vigil's --engine-option) every Start
+	// the kit makes is given, for an adapter that needs some with this
+	// engine. Nil: none.
+	Options map[string]string
 }
 
-// hooks maps each hook's name to whether the Harness has it.
-func (h Harness) hooks() map[string]bool {
+// config is what the rules run with: a Harness, or Check's Live, with
+// hooks that take the kit's tb.
+type config struct {
+	Name                         string
+	New                          func() sdk.Engine
+	Executable                   string           // names the executable in messages
+	Command                      func() *exec.Cmd // nil: no executable mode
+	Unnamed, GenerateUnavailable bool
+	Options                      map[string]string
+
+	Serving                     func(t tb) (addr string, stop func())
+	Fail, NotReady, Ready, Hold func(t tb, addr string)
+	Aborted                     func(t tb, addr, requestID string) <-chan struct{}
+
+	// adapterLog is where the executable's log goes; nil: the test log.
+	adapterLog func(t tb) io.Writer
+}
+
+// config turns h's hooks into the kit's: each is called with the
+// *testing.T under the kit's tb.
+func (h Harness) config() config {
+	c := config{Name: h.Name, New: h.New, Executable: h.Executable, Unnamed: h.Unnamed,
+		GenerateUnavailable: h.GenerateUnavailable, Options: h.Options}
+	if h.Executable != "" {
+		c.Command = func() *exec.Cmd { return exec.Command(h.Executable) }
+	}
+	c.Serving = func(t tb) (string, func()) { return h.Serving(testingOf(t)) }
+	hook := func(f func(*testing.T, string)) func(tb, string) {
+		if f == nil {
+			return nil
+		}
+		return func(t tb, addr string) { f(testingOf(t), addr) }
+	}
+	c.Fail, c.NotReady, c.Ready, c.Hold = hook(h.Fail), hook(h.NotReady), hook(h.Ready), hook(h.Hold)
+	if h.Aborted != nil {
+		c.Aborted = func(t tb, addr, id string) <-chan struct{} { return h.Aborted(testingOf(t), addr, id) }
+	}
+	return c
+}
+
+// hooks maps each hook's name to whether the config has it.
+func (h config) hooks() map[string]bool {
 	return map[string]bool{
 		"Fail":     h.Fail != nil,
 		"NotReady": h.NotReady != nil,
@@ -187,19 +255,23 @@ var health = sdk.HealthPolicy{
 // is shut down when t ends, or skips t when h lacks what the mode needs.
 type mode struct {
 	name   string
-	engine func(t *testing.T, h Harness) sdk.Engine
+	engine func(t tb, h config) sdk.Engine
+	// has says whether h has what the mode needs.
+	has func(h config) bool
 }
 
 var modes = []mode{
-	{"direct", func(t *testing.T, h Harness) sdk.Engine { return inProcess(t, h, false) }},
-	{"plugin", func(t *testing.T, h Harness) sdk.Engine { return inProcess(t, h, true) }},
-	{"executable", launched},
+	{"direct", func(t tb, h config) sdk.Engine { return inProcess(t, h, false) }, hasNew},
+	{"plugin", func(t tb, h config) sdk.Engine { return inProcess(t, h, true) }, hasNew},
+	{"executable", launched, func(h config) bool { return h.Command != nil }},
 }
+
+func hasNew(h config) bool { return h.New != nil }
 
 // rule is one rule of the contract, checked in one mode.
 type rule struct {
 	name  string
-	check func(t *testing.T, k *kit)
+	check func(t tb, k *kit)
 }
 
 var rules = []rule{
@@ -221,6 +293,7 @@ var rules = []rule{
 	{"ShutdownIdempotent", checkShutdownIdempotent},
 	{"Capabilities", checkCapabilities},
 	{"Generate", checkGenerate},
+	{"GenerateIgnoreEOS", checkGenerateIgnoreEOS},
 	{"GenerateRejected", checkGenerateRejected},
 	{"GenerateUnavailable", checkGenerateUnavailable},
 	{"GenerateCancel", checkGenerateCancel},
@@ -241,11 +314,12 @@ func TestEngine(t *testing.T, h Harness) {
 	case h.Name == "":
 		t.Fatal("sdktest: Harness.Name is empty")
 	}
+	c := h.config()
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) {
 			for _, m := range modes {
 				t.Run(m.name, func(t *testing.T) {
-					r.check(t, &kit{h: h, mode: m})
+					r.check(testingT{t}, &kit{h: c, mode: m})
 				})
 			}
 		})
@@ -254,7 +328,7 @@ func TestEngine(t *testing.T, h Harness) {
 
 // inProcess returns a new Engine from h.New, called directly or across
 // go-plugin's in-memory pair, shut down when t ends.
-func inProcess(t *testing.T, h Harness, plugin bool) sdk.Engine {
+func inProcess(t tb, h config, plugin bool) sdk.Engine {
 	t.Helper()
 	if h.New == nil {
 		t.Skip("Harness.New is nil: no adapter in process")
@@ -264,7 +338,7 @@ func inProcess(t *testing.T, h Harness, plugin bool) sdk.Engine {
 		t.Fatal("Harness.New() = nil, want an sdk.Engine")
 	}
 	if plugin {
-		e = sdk.TestPluginEngine(t, e)
+		e = sdk.TestPluginEngine(testingOf(t), e)
 	}
 	shutdownAtEnd(t, e)
 	return e
@@ -272,7 +346,7 @@ func inProcess(t *testing.T, h Harness, plugin bool) sdk.Engine {
 
 // shutdownAtEnd calls e's Shutdown when t ends: registered after the plugin
 // pair's or the process's cleanup, so it runs before it.
-func shutdownAtEnd(t *testing.T, e sdk.Engine) {
+func shutdownAtEnd(t tb, e sdk.Engine) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), within)
 		defer cancel()
@@ -282,18 +356,18 @@ func shutdownAtEnd(t *testing.T, e sdk.Engine) {
 
 // kit is what a rule checks with: the harness and the subtest's mode.
 type kit struct {
-	h    Harness
+	h    config
 	mode mode
 }
 
 // engine returns a new Engine in the subtest's mode.
-func (k *kit) engine(t *testing.T) sdk.Engine {
+func (k *kit) engine(t tb) sdk.Engine {
 	t.Helper()
 	return k.mode.engine(t, k.h)
 }
 
 // need skips t unless the Harness has every hook named.
-func (k *kit) need(t *testing.T, hooks ...string) {
+func (k *kit) need(t tb, hooks ...string) {
 	t.Helper()
 	have := k.h.hooks()
 	var missing []string
@@ -308,7 +382,7 @@ func (k *kit) need(t *testing.T, hooks ...string) {
 }
 
 // info calls Info and fails t on an error.
-func (k *kit) info(t *testing.T, e sdk.Engine) sdk.AdapterInfo {
+func (k *kit) info(t tb, e sdk.Engine) sdk.AdapterInfo {
 	t.Helper()
 	info, err := await(t, "Info", func() (sdk.AdapterInfo, error) { return e.Info(t.Context()) })
 	if err != nil {
@@ -318,7 +392,7 @@ func (k *kit) info(t *testing.T, e sdk.Engine) sdk.AdapterInfo {
 }
 
 // needReadiness skips t unless the adapter claims Capabilities.Readiness.
-func (k *kit) needReadiness(t *testing.T, e sdk.Engine) {
+func (k *kit) needReadiness(t tb, e sdk.Engine) {
 	t.Helper()
 	if !k.info(t, e).Capabilities.Readiness {
 		t.Skip("Capabilities.Readiness is false: the adapter reports no NotReady")
@@ -326,16 +400,24 @@ func (k *kit) needReadiness(t *testing.T, e sdk.Engine) {
 }
 
 // serving starts an engine with h.Serving.
-func (k *kit) serving(t *testing.T) (addr string, stop func()) {
+func (k *kit) serving(t tb) (addr string, stop func()) {
 	t.Helper()
 	return k.h.Serving(t)
 }
 
+// needStop skips t unless the engine's stop is known.
+func needStop(t tb, stop func()) {
+	t.Helper()
+	if stop == nil {
+		t.Skip("needs the engine's stop from Harness.Serving: the rule shuts the engine down")
+	}
+}
+
 // started starts e against the serving engine at addr and fails t if Start
 // fails.
-func (k *kit) started(t *testing.T, e sdk.Engine, addr string) sdk.Worker {
+func (k *kit) started(t tb, e sdk.Engine, addr string) sdk.Worker {
 	t.Helper()
-	w, err := start(t, e, t.Context(), serving(addr))
+	w, err := start(t, e, t.Context(), k.startRequest(addr))
 	if err != nil {
 		t.Fatalf("Start(%s) error = %v, want nil", addr, err)
 	}
@@ -345,7 +427,7 @@ func (k *kit) started(t *testing.T, e sdk.Engine, addr string) sdk.Worker {
 // stopInBackground calls stop on its own goroutine: it may wait for the
 // adapter's connections to end, which they do once the adapter sees the
 // loss. It is waited for when t ends; the channel closes once stop returns.
-func stopInBackground(t *testing.T, stop func()) <-chan struct{} {
+func stopInBackground(t tb, stop func()) <-chan struct{} {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -361,26 +443,26 @@ func stopInBackground(t *testing.T, stop func()) <-chan struct{} {
 	return stopped
 }
 
-// serving is the request TestEngine starts a Serving engine with.
-func serving(addr string) sdk.StartRequest {
-	return sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health}
+// startRequest is the request the kit starts a Serving engine with.
+func (k *kit) startRequest(addr string) sdk.StartRequest {
+	return sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health, Options: k.h.Options}
 }
 
 // start calls Start, reporting a Start that does not return in time.
-func start(t *testing.T, e sdk.Engine, ctx context.Context, req sdk.StartRequest) (sdk.Worker, error) {
+func start(t tb, e sdk.Engine, ctx context.Context, req sdk.StartRequest) (sdk.Worker, error) {
 	t.Helper()
 	return await(t, "Start", func() (sdk.Worker, error) { return e.Start(ctx, req) })
 }
 
 // await runs f and returns its result, failing the test if f has not
 // returned within the bound; f is then left running.
-func await[T any](t *testing.T, what string, f func() (T, error)) (T, error) {
+func await[T any](t tb, what string, f func() (T, error)) (T, error) {
 	t.Helper()
 	return awaitFor(t, within, what, f)
 }
 
 // awaitFor is await with bound d.
-func awaitFor[T any](t *testing.T, d time.Duration, what string, f func() (T, error)) (T, error) {
+func awaitFor[T any](t tb, d time.Duration, what string, f func() (T, error)) (T, error) {
 	t.Helper()
 	type result struct {
 		v   T
@@ -404,7 +486,7 @@ func awaitFor[T any](t *testing.T, d time.Duration, what string, f func() (T, er
 
 // receive returns the next value from ch; ok is false when ch is closed.
 // It fails the test if nothing comes within d.
-func receive[T any](t *testing.T, ch <-chan T, d time.Duration, what string) (v T, ok bool) {
+func receive[T any](t tb, ch <-chan T, d time.Duration, what string) (v T, ok bool) {
 	t.Helper()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
@@ -418,7 +500,7 @@ func receive[T any](t *testing.T, ch <-chan T, d time.Duration, what string) (v 
 }
 
 // closedAddr returns a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
+func closedAddr(t tb) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

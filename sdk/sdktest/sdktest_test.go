@@ -28,8 +28,11 @@ func TestBrokenEngine(t *testing.T) {
 		t.Skip("run by TestEngineReportsViolations")
 	}
 	h := refHarness(fault(os.Getenv(faultEnv)))
-	if os.Getenv(childEnv) == "no hooks" {
+	switch os.Getenv(childEnv) {
+	case "no hooks":
 		h.Fail, h.NotReady, h.Ready, h.Hold, h.Aborted = nil, nil, nil, nil, nil
+	case "no aborted":
+		h.Aborted = nil
 	}
 	sdktest.TestEngine(t, h)
 }
@@ -45,11 +48,21 @@ func TestEngineReportsViolations(t *testing.T) {
 	}
 	all := []string{"direct", "plugin", "executable"}
 	tests := map[string]struct {
-		fault fault
-		rule  string
-		modes []string // where the rule fails
-		want  []string // in the output
+		fault     fault
+		rule      string
+		modes     []string // where the rule fails
+		want      []string // in the output
+		noAborted bool     // the Harness has no Aborted hook
 	}{
+		// Without the hook the kit's proxy sees the stream stay open.
+		"leaves the engine stream open": {
+			fault: faultStreamLeftOpen, rule: "GenerateCancel", modes: all, noAborted: true,
+			want: []string{`engine streams ["/sdktest.Ref/Generate"] of request sdktest-`, "still open 5s after its ctx ended, want each reset or ended"},
+		},
+		"refuses IgnoreEOS without naming it": {
+			fault: faultRefusesIgnoreEOS, rule: "GenerateIgnoreEOS", modes: all,
+			want: []string{`Generate(IgnoreEOS: true) error = invalid argument: the engine does not ignore the end of sequence, want the generation, or a refusal wrapping sdk.ErrInvalidArgument whose message starts "invalid argument: ignore_eos:"`},
+		},
 		"accepts unknown options": {
 			fault: faultOptions, rule: "StartUnknownOption", modes: all,
 			want: []string{`Start(Options: {"sdktest-unknown-option": "1"}) error = <nil>, want a *sdk.FieldError for StartRequest.Options naming "sdktest-unknown-option"`},
@@ -118,7 +131,11 @@ func TestEngineReportsViolations(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			out, ok := runChild(t, string(tt.fault), tt.fault, tt.rule)
+			child := string(tt.fault)
+			if tt.noAborted {
+				child = "no aborted"
+			}
+			out, ok := runChild(t, child, tt.fault, tt.rule)
 			if ok {
 				t.Fatalf("TestEngine passed the adapter broken by %q, want it to fail rule %s; output:\n%s", tt.fault, tt.rule, out)
 			}
@@ -140,8 +157,8 @@ func TestEngineReportsViolations(t *testing.T) {
 		rules := map[string]string{
 			"FailedIsLost":    "Harness.Fail",
 			"NotReadyAndBack": "Harness.NotReady, Harness.Ready",
-			"GenerateCancel":  "Harness.Hold, Harness.Aborted",
-			"Abort":           "Harness.Hold, Harness.Aborted",
+			"GenerateCancel":  "Harness.Hold",
+			"Abort":           "Harness.Hold",
 		}
 		var names []string
 		for r := range rules {
@@ -160,6 +177,28 @@ func TestEngineReportsViolations(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEngineAbortByStreamClose: an adapter for an engine without an abort
+// call, whose Generation closes the engine stream for the abort, passes the
+// rules about aborts with no Aborted hook (Abort is skipped: it claims no
+// Capabilities.Abort).
+func TestEngineAbortByStreamClose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs TestEngine in a child process")
+	}
+	t.Parallel()
+	out, ok := runChild(t, "no aborted", noAbortCall, "GenerateCancel|GenerateSendError|Abort")
+	if !ok {
+		t.Fatalf("TestEngine failed the adapter that aborts by closing its stream, want it passed; output:\n%s", out)
+	}
+	for _, rule := range []string{"GenerateCancel", "GenerateSendError"} {
+		for _, m := range []string{"direct", "plugin", "executable"} {
+			if name := "TestBrokenEngine/" + rule + "/" + m; !strings.Contains(out, "--- PASS: "+name+" ") {
+				t.Errorf("rule %s in mode %s did not pass; output:\n%s", rule, m, out)
+			}
+		}
+	}
 }
 
 // logOf returns what test name logged in -test.v output: the lines after

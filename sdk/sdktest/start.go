@@ -3,14 +3,14 @@ package sdktest
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/vigilhq/vigil/sdk"
 )
 
-func checkInfo(t *testing.T, k *kit) {
+func checkInfo(t tb, k *kit) {
 	e := k.engine(t)
 	info, err := await(t, "Info", func() (sdk.AdapterInfo, error) { return e.Info(t.Context()) })
 	if err != nil {
@@ -28,12 +28,12 @@ func checkInfo(t *testing.T, k *kit) {
 // to 65535.
 var badAddrs = []string{"", "no-port", "127.0.0.1:1:2", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:port"}
 
-func checkStartInvalidAddress(t *testing.T, k *kit) {
+func checkStartInvalidAddress(t tb, k *kit) {
 	for _, addr := range badAddrs {
 		e := k.engine(t)
 		// The short deadline makes an adapter that waits for such an
 		// address fail with the wrong error, not hang.
-		_, err := start(t, e, t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: shortDeadline, Health: health})
+		_, err := start(t, e, t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: shortDeadline, Health: health, Options: k.h.Options})
 		if !isFieldError(err, sdk.FieldEngineAddr, "") {
 			t.Errorf("Start(EngineAddr: %q) error = %v, want a *sdk.FieldError for %s (wrapping sdk.ErrInvalidArgument)", addr, err, sdk.FieldEngineAddr)
 		}
@@ -43,11 +43,15 @@ func checkStartInvalidAddress(t *testing.T, k *kit) {
 // unknownOption is an engine option key no adapter takes.
 const unknownOption = "sdktest-unknown-option"
 
-func checkStartUnknownOption(t *testing.T, k *kit) {
+func checkStartUnknownOption(t tb, k *kit) {
 	e := k.engine(t)
 	addr, _ := k.serving(t)
-	req := serving(addr)
-	req.Options = map[string]string{unknownOption: "1"}
+	req := k.startRequest(addr)
+	req.Options = maps.Clone(req.Options)
+	if req.Options == nil {
+		req.Options = map[string]string{}
+	}
+	req.Options[unknownOption] = "1"
 	_, err := start(t, e, t.Context(), req)
 	if !isFieldError(err, sdk.FieldOptions, unknownOption) {
 		t.Errorf("Start(Options: {%q: \"1\"}) error = %v, want a *sdk.FieldError for %s naming %q: an adapter rejects options it does not know", unknownOption, err, sdk.FieldOptions, unknownOption)
@@ -61,7 +65,7 @@ func isFieldError(err error, field, key string) bool {
 	return errors.Is(err, sdk.ErrInvalidArgument) && errors.As(err, &fe) && fe.Field == field && strings.Contains(fe.Problem, key)
 }
 
-func checkWatchBeforeStart(t *testing.T, k *kit) {
+func checkWatchBeforeStart(t tb, k *kit) {
 	e := k.engine(t)
 	events, err := await(t, "WatchAvailability", func() (<-chan sdk.Event, error) { return e.WatchAvailability(t.Context()) })
 	if !errors.Is(err, sdk.ErrNotStarted) {
@@ -72,7 +76,7 @@ func checkWatchBeforeStart(t *testing.T, k *kit) {
 	}
 }
 
-func checkStart(t *testing.T, k *kit) {
+func checkStart(t tb, k *kit) {
 	e := k.engine(t)
 	addr, _ := k.serving(t)
 	w := k.started(t, e, addr)
@@ -81,20 +85,20 @@ func checkStart(t *testing.T, k *kit) {
 	}
 }
 
-func checkStartTwice(t *testing.T, k *kit) {
+func checkStartTwice(t tb, k *kit) {
 	e := k.engine(t)
 	addr, _ := k.serving(t)
 	k.started(t, e, addr)
-	if _, err := start(t, e, t.Context(), serving(addr)); !errors.Is(err, sdk.ErrAlreadyStarted) {
+	if _, err := start(t, e, t.Context(), k.startRequest(addr)); !errors.Is(err, sdk.ErrAlreadyStarted) {
 		t.Errorf("second Start(%s) error = %v, want an error wrapping sdk.ErrAlreadyStarted", addr, err)
 	}
 }
 
-func checkStartupDeadline(t *testing.T, k *kit) {
+func checkStartupDeadline(t tb, k *kit) {
 	e := k.engine(t)
 	addr := closedAddr(t)
 	began := time.Now()
-	_, err := start(t, e, t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: shortDeadline, Health: health})
+	_, err := start(t, e, t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: shortDeadline, Health: health, Options: k.h.Options})
 	took := time.Since(began)
 	if !errors.Is(err, sdk.ErrStartupDeadline) {
 		t.Errorf("Start(%s, StartupDeadline: %v) with nothing listening: error = %v, want an error wrapping sdk.ErrStartupDeadline", addr, shortDeadline, err)
@@ -105,10 +109,10 @@ func checkStartupDeadline(t *testing.T, k *kit) {
 	}
 }
 
-func checkStartCanceled(t *testing.T, k *kit) {
+func checkStartCanceled(t tb, k *kit) {
 	// Nothing listens, so only ctx can end Start before its hour.
-	req := sdk.StartRequest{EngineAddr: closedAddr(t), StartupDeadline: time.Hour, Health: health}
-	t.Run("before Start", func(t *testing.T) {
+	req := sdk.StartRequest{EngineAddr: closedAddr(t), StartupDeadline: time.Hour, Health: health, Options: k.h.Options}
+	t.Run("before Start", func(t tb) {
 		e := k.engine(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
@@ -116,7 +120,7 @@ func checkStartCanceled(t *testing.T, k *kit) {
 			t.Errorf("Start() with a cancelled ctx: error = %v, want an error wrapping context.Canceled", err)
 		}
 	})
-	t.Run("while waiting", func(t *testing.T) {
+	t.Run("while waiting", func(t tb) {
 		e := k.engine(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer time.AfterFunc(100*time.Millisecond, cancel).Stop()
@@ -124,7 +128,7 @@ func checkStartCanceled(t *testing.T, k *kit) {
 			t.Errorf("Start() cancelled while waiting for the engine: error = %v, want an error wrapping context.Canceled", err)
 		}
 	})
-	t.Run("ctx deadline", func(t *testing.T) {
+	t.Run("ctx deadline", func(t tb) {
 		e := k.engine(t)
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
@@ -135,7 +139,7 @@ func checkStartCanceled(t *testing.T, k *kit) {
 	})
 }
 
-func checkShutdownIdempotent(t *testing.T, k *kit) {
+func checkShutdownIdempotent(t tb, k *kit) {
 	e := k.engine(t)
 	addr, _ := k.serving(t)
 	k.started(t, e, addr)

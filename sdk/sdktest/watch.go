@@ -2,7 +2,6 @@ package sdktest
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	"github.com/vigilhq/vigil/sdk"
@@ -11,7 +10,7 @@ import (
 // watcher reads an availability stream and holds every event to the rules
 // of the stream (see the package documentation).
 type watcher struct {
-	t         *testing.T
+	t         tb
 	ch        <-chan sdk.Event
 	readiness bool // Capabilities.Readiness
 	n         int  // events read
@@ -19,7 +18,7 @@ type watcher struct {
 }
 
 // watch calls e.WatchAvailability with ctx, failing t on an error.
-func (k *kit) watch(t *testing.T, e sdk.Engine, ctx context.Context) *watcher {
+func (k *kit) watch(t tb, e sdk.Engine, ctx context.Context) *watcher {
 	t.Helper()
 	readiness := k.info(t, e).Capabilities.Readiness
 	events, err := await(t, "WatchAvailability", func() (<-chan sdk.Event, error) { return e.WatchAvailability(ctx) })
@@ -105,14 +104,14 @@ func (w *watcher) closed(why string) {
 	}
 }
 
-func checkFirstEventIsCurrent(t *testing.T, k *kit) {
-	t.Run("serving", func(t *testing.T) {
+func checkFirstEventIsCurrent(t tb, k *kit) {
+	t.Run("serving", func(t tb) {
 		e := k.engine(t)
 		addr, _ := k.serving(t)
 		k.started(t, e, addr)
 		k.watch(t, e, t.Context()).expect(sdk.Serving, "first, with the engine serving")
 	})
-	t.Run("not ready", func(t *testing.T) {
+	t.Run("not ready", func(t tb) {
 		e := k.engine(t)
 		k.needReadiness(t, e)
 		k.need(t, "NotReady")
@@ -121,7 +120,7 @@ func checkFirstEventIsCurrent(t *testing.T, k *kit) {
 		k.h.NotReady(t, addr)
 		k.watch(t, e, t.Context()).expect(sdk.NotReady, "first, with the engine made not ready after Start")
 	})
-	t.Run("failed", func(t *testing.T) {
+	t.Run("failed", func(t tb) {
 		k.need(t, "Fail")
 		e := k.engine(t)
 		addr, _ := k.serving(t)
@@ -136,7 +135,7 @@ func checkFirstEventIsCurrent(t *testing.T, k *kit) {
 // watching starts e against a serving engine and watches it with ctx up to
 // the first event, Serving; it returns the watch and the engine's address
 // and stop.
-func (k *kit) watching(t *testing.T, ctx context.Context, e sdk.Engine) (w *watcher, addr string, stop func()) {
+func (k *kit) watching(t tb, ctx context.Context, e sdk.Engine) (w *watcher, addr string, stop func()) {
 	t.Helper()
 	addr, stop = k.serving(t)
 	k.started(t, e, addr)
@@ -145,13 +144,15 @@ func (k *kit) watching(t *testing.T, ctx context.Context, e sdk.Engine) (w *watc
 	return w, addr, stop
 }
 
-func checkStoppedIsLost(t *testing.T, k *kit) {
-	w, _, stop := k.watching(t, t.Context(), k.engine(t))
+func checkStoppedIsLost(t tb, k *kit) {
+	e := k.engine(t)
+	w, _, stop := k.watching(t, t.Context(), e)
+	needStop(t, stop)
 	stopInBackground(t, stop)
 	w.lost("after the engine shut down")
 }
 
-func checkFailedIsLost(t *testing.T, k *kit) {
+func checkFailedIsLost(t tb, k *kit) {
 	k.need(t, "Fail")
 	w, addr, _ := k.watching(t, t.Context(), k.engine(t))
 	k.h.Fail(t, addr)
@@ -164,11 +165,11 @@ var frozenHealth = sdk.HealthPolicy{Interval: health.Interval, Timeout: 300 * ti
 
 // proxied starts e against a serving engine behind the kit's proxy, with
 // policy, and watches it up to the first event, Serving.
-func (k *kit) proxied(t *testing.T, e sdk.Engine, policy sdk.HealthPolicy) (*watcher, *proxy) {
+func (k *kit) proxied(t tb, e sdk.Engine, policy sdk.HealthPolicy) (*watcher, *proxy) {
 	t.Helper()
 	addr, _ := k.serving(t)
 	p := newProxy(t, addr)
-	req := serving(p.addr())
+	req := k.startRequest(p.addr())
 	req.Health = policy
 	if _, err := start(t, e, t.Context(), req); err != nil {
 		t.Fatalf("Start(%s) error = %v, want nil", req.EngineAddr, err)
@@ -178,7 +179,7 @@ func (k *kit) proxied(t *testing.T, e sdk.Engine, policy sdk.HealthPolicy) (*wat
 	return w, p
 }
 
-func checkFrozenIsLost(t *testing.T, k *kit) {
+func checkFrozenIsLost(t tb, k *kit) {
 	w, p := k.proxied(t, k.engine(t), frozenHealth)
 	frozen := time.Now()
 	p.freeze()
@@ -199,7 +200,7 @@ const slowLatency = 250 * time.Millisecond
 // slowFor is how long SlowIsNotLost watches the slow engine: a few checks.
 const slowFor = 3 * 2 * slowLatency
 
-func checkSlowIsNotLost(t *testing.T, k *kit) {
+func checkSlowIsNotLost(t tb, k *kit) {
 	w, p := k.proxied(t, k.engine(t), slowHealth)
 	p.slow(slowLatency)
 	select {
@@ -212,7 +213,7 @@ func checkSlowIsNotLost(t *testing.T, k *kit) {
 	}
 }
 
-func checkNotReadyAndBack(t *testing.T, k *kit) {
+func checkNotReadyAndBack(t tb, k *kit) {
 	e := k.engine(t)
 	k.needReadiness(t, e)
 	k.need(t, "NotReady", "Ready")
@@ -223,7 +224,7 @@ func checkNotReadyAndBack(t *testing.T, k *kit) {
 	w.expect(sdk.Serving, "after the engine was made ready again")
 }
 
-func checkWatchCancel(t *testing.T, k *kit) {
+func checkWatchCancel(t tb, k *kit) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	w, _, _ := k.watching(t, ctx, k.engine(t))

@@ -55,8 +55,14 @@ func New(opts ...adapterkit.Option) *Adapter {
 			// readiness signal, and Generate and Abort below.
 			Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: true},
 		},
-		Engine:     engine,
-		Options:    []string{OptionMaxTokens},
+		Engine:  engine,
+		Options: []string{OptionMaxTokens},
+		// The kit checks the values once every key is known: an unknown
+		// key, the likelier typo, is reported first.
+		CheckOptions: func(options map[string]string) error {
+			_, err := parseMaxTokens(options)
+			return err
+		},
 		Signals:    signals,
 		ReadWorker: readWorker,
 		LifetimeID: lifetimeID,
@@ -64,17 +70,15 @@ func New(opts ...adapterkit.Option) *Adapter {
 	return a
 }
 
-// Start checks the engine options' values, then starts the kit's Adapter,
-// which rejects unknown option keys and a malformed address itself.
+// Start starts the kit's Adapter, which rejects a malformed address, an
+// unknown option key and (with CheckOptions) a bad value itself, and keeps
+// the options' values.
 func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, error) {
-	maxTokens, err := parseMaxTokens(req.Options)
-	if err != nil {
-		return sdk.Worker{}, err
-	}
 	w, err := a.Adapter.Start(ctx, req)
 	if err != nil {
 		return sdk.Worker{}, err
 	}
+	maxTokens, _ := parseMaxTokens(req.Options) // checked by CheckOptions
 	a.mu.Lock()
 	a.maxTokens = maxTokens
 	a.mu.Unlock()

@@ -2,6 +2,7 @@ package toy
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/vigilhq/vigil/examples/adapter/toypb"
 	"github.com/vigilhq/vigil/sdk"
@@ -12,8 +13,13 @@ import (
 // the kit's Relay, which aborts the engine request when ctx ends or send
 // fails and classifies the engine's errors (UNAVAILABLE while paused is
 // sdk.ErrUnavailable). The toy engine has no sampling: the sampling and stop
-// fields are ignored.
+// fields are ignored. It ends where its prompt ends, so IgnoreEOS is
+// refused, naming the field first (ignore_eos:), which lets vigil's router
+// name the client's field.
 func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	if req.IgnoreEOS {
+		return sdk.Result{}, fmt.Errorf("%w: ignore_eos: the toy engine ends where its prompt ends", sdk.ErrInvalidArgument)
+	}
 	conn, err := a.Conn()
 	if err != nil {
 		return sdk.Result{}, err

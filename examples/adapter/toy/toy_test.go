@@ -3,13 +3,12 @@ package toy_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vigilhq/vigil/examples/adapter/engine"
+	"github.com/vigilhq/vigil/examples/adapter/fakeengine"
 	"github.com/vigilhq/vigil/examples/adapter/toy"
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/sdktest"
@@ -18,23 +17,19 @@ import (
 // health checks often, so that the tests see changes quickly.
 var health = sdk.HealthPolicy{Interval: 50 * time.Millisecond, Timeout: time.Second, Failures: 2, RetryMax: 50 * time.Millisecond}
 
-// serve runs a toy engine on loopback until the test ends.
-func serve(t *testing.T, cfg engine.Config) (*engine.Server, string) {
+// serve runs a fake toy engine (fakeengine) until the test ends.
+func serve(t *testing.T) *fakeengine.Engine {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	e, err := fakeengine.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := engine.New(cfg)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(lis) }()
 	t.Cleanup(func() {
-		s.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("engine Serve() = %v, want nil", err)
+		if err := e.Stop(); err != nil {
+			t.Errorf("engine Stop() = %v, want nil", err)
 		}
 	})
-	return s, lis.Addr().String()
+	return e
 }
 
 // started returns an adapter started against addr with options, shut down
@@ -51,22 +46,24 @@ func started(t *testing.T, addr string, options map[string]string) *toy.Adapter 
 
 // TestConformance holds the adapter to the sdk's contract with the sdk's
 // conformance kit: directly, across the plugin boundary, and as an
-// executable (this test binary, see TestMain), with the hooks the toy
-// engine gives (pause is not ready). The rules that need other hooks are
-// skipped.
+// executable (this test binary, see TestMain), with every hook, which the
+// fake engine gives.
 func TestConformance(t *testing.T) {
-	servers := map[string]*engine.Server{}
+	engines := map[string]*fakeengine.Engine{}
 	sdktest.TestEngine(t, sdktest.Harness{
 		Name:       toy.Name,
 		New:        func() sdk.Engine { return toy.New() },
 		Executable: os.Args[0],
 		Serving: func(t *testing.T) (string, func()) {
-			s, addr := serve(t, engine.Config{})
-			servers[addr] = s
-			return addr, s.Stop
+			e := serve(t)
+			engines[e.Addr] = e
+			return e.Addr, func() { e.Stop() }
 		},
-		NotReady: func(_ *testing.T, addr string) { servers[addr].Pause(true) },
-		Ready:    func(_ *testing.T, addr string) { servers[addr].Pause(false) },
+		Fail:     func(_ *testing.T, addr string) { engines[addr].Fail() },
+		NotReady: func(_ *testing.T, addr string) { engines[addr].Pause(true) },
+		Ready:    func(_ *testing.T, addr string) { engines[addr].Pause(false) },
+		Hold:     func(t *testing.T, addr string) { engines[addr].Hold(); t.Cleanup(engines[addr].Release) },
+		Aborted:  func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
 	})
 }
 
@@ -83,8 +80,8 @@ func TestMain(m *testing.M) {
 // resumes; the watch goes on.
 func TestNotReady(t *testing.T) {
 	t.Parallel()
-	s, addr := serve(t, engine.Config{})
-	events := sdktest.Watch(t, started(t, addr, nil))
+	s := serve(t)
+	events := sdktest.Watch(t, started(t, s.Addr, nil))
 	events.Expect(sdk.Serving, "Toy engine serving")
 	s.Pause(true)
 	events.Expect(sdk.NotReady, `Toy engine not ready: health of "toy.v1.EngineService" is NOT_SERVING`)
@@ -129,8 +126,7 @@ func TestGenerate(t *testing.T) {
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, addr := serve(t, engine.Config{})
-			a := started(t, addr, tt.options)
+			a := started(t, serve(t).Addr, tt.options)
 			tt.req.RequestID = "r1"
 			var text strings.Builder
 			var tokens int
@@ -156,11 +152,15 @@ func TestGenerate(t *testing.T) {
 // error's class, so the adapter keeps the engine's meaning.
 func TestGenerateErrors(t *testing.T) {
 	t.Parallel()
-	s, addr := serve(t, engine.Config{})
-	a := started(t, addr, nil)
+	s := serve(t)
+	a := started(t, s.Addr, nil)
 	send := func(sdk.Chunk) error { return nil }
 	if _, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "empty"}, send); !errors.Is(err, sdk.ErrInvalidArgument) {
 		t.Errorf("Generate() with no prompt = %v, want sdk.ErrInvalidArgument", err)
+	}
+	_, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "eos", Text: "hi", IgnoreEOS: true}, send)
+	if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "invalid argument: ignore_eos: ") {
+		t.Errorf("Generate(IgnoreEOS: true) = %v, want sdk.ErrInvalidArgument naming ignore_eos first", err)
 	}
 	s.Pause(true)
 	if _, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "paused", Text: "hi"}, send); !errors.Is(err, sdk.ErrUnavailable) {
@@ -172,8 +172,9 @@ func TestGenerateErrors(t *testing.T) {
 // once, however long the engine would have gone on.
 func TestGenerateCancel(t *testing.T) {
 	t.Parallel()
-	_, addr := serve(t, engine.Config{TokenDelay: time.Minute})
-	a := started(t, addr, nil)
+	s := serve(t)
+	s.Hold()
+	a := started(t, s.Addr, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := a.Generate(ctx, sdk.GenerateRequest{RequestID: "slow", Text: "a b c"}, func(sdk.Chunk) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
@@ -182,18 +183,23 @@ func TestGenerateCancel(t *testing.T) {
 }
 
 // TestBadOption: a bad option value names the key, as an *sdk.FieldError
-// for the options, so vigil can point at its --engine-option flag.
+// for the options, so vigil can point at its --engine-option flag; an
+// unknown key, the likelier typo, is named before a bad value.
 func TestBadOption(t *testing.T) {
 	t.Parallel()
-	_, addr := serve(t, engine.Config{})
-	for _, options := range []map[string]string{
-		{toy.OptionMaxTokens: "many"},
-		{"tp": "2"},
+	addr := serve(t).Addr
+	for _, tt := range []struct {
+		options map[string]string
+		want    string
+	}{
+		{map[string]string{toy.OptionMaxTokens: "many"}, `max-tokens="many": want a number of tokens, 0 or more`},
+		{map[string]string{"tp": "2"}, `"tp": unknown key; this adapter accepts max-tokens`},
+		{map[string]string{toy.OptionMaxTokens: "many", "tp": "2"}, `"tp": unknown key; this adapter accepts max-tokens`},
 	} {
-		_, err := toy.New().Start(t.Context(), sdk.StartRequest{EngineAddr: addr, Options: options})
+		_, err := toy.New().Start(t.Context(), sdk.StartRequest{EngineAddr: addr, Options: tt.options})
 		var fe *sdk.FieldError
-		if !errors.As(err, &fe) || fe.Field != sdk.FieldOptions {
-			t.Errorf("Start(Options: %v) = %v, want an *sdk.FieldError for %s", options, err, sdk.FieldOptions)
+		if !errors.As(err, &fe) || fe.Field != sdk.FieldOptions || fe.Problem != tt.want {
+			t.Errorf("Start(Options: %v) = %v, want an *sdk.FieldError for %s: %s", tt.options, err, sdk.FieldOptions, tt.want)
 		}
 	}
 }

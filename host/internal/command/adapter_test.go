@@ -170,6 +170,7 @@ func TestPluginCheckRejectsBadInput(t *testing.T) {
 		{"two paths", []string{"/bin/true", "/bin/false"}, "got 2"},
 		{"missing", []string{"/no/such"}, `plugin check "/no/such": not an executable file`},
 		{"option without engine", []string{"--engine-option", "a=b", "/bin/true"}, "--engine-option: needs --engine-addr"},
+		{"conformance without engine", []string{"--conformance", "/bin/true"}, "--conformance: needs --engine-addr"},
 		{"engine address", []string{"--engine-addr", "x", "/bin/true"}, `--engine-addr "x": want host:port`},
 		{"reserved variable", []string{"--plugin-env", "CONSUL_HTTP_TOKEN", "/bin/true"}, "never passed to an adapter"},
 		{"not a plugin", []string{"/bin/true"}, "not a vigil engine adapter: it exited before the plugin handshake"},

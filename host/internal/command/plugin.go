@@ -4,13 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+	"github.com/vigilhq/vigil/host/internal/adapter"
 	"github.com/vigilhq/vigil/host/internal/supervisor"
 	"github.com/vigilhq/vigil/sdk"
+	"github.com/vigilhq/vigil/sdk/sdktest"
 )
 
 // pluginCommand is `vigil plugin`, for third-party engine adapters.
@@ -22,13 +27,17 @@ func pluginCommand() *cli.Command {
 			Name:      "check",
 			ArgsUsage: "PATH",
 			Usage: "start the adapter executable at PATH, complete the plugin handshake and print its name, version, protocol and capabilities; " +
-				"with --engine-addr, also start it against that live engine. Exits 0, or 78 when vigil could not use the adapter",
+				"with --engine-addr, also start it against that live engine, and with --conformance hold it to the sdk's conformance rules there. " +
+				"Exits 0, 1 when a conformance rule fails, or 78 when vigil could not use the adapter",
 			Flags: append(append([]cli.Flag{
 				&cli.StringFlag{Name: "engine-addr",
 					Usage: "a live engine's gRPC address, host:port: also start the adapter against it and report the worker and the first availability event"},
 				&cli.StringSliceFlag{Name: "engine-option", Usage: "engine-specific adapter option, key=value (repeatable)"},
 				&cli.DurationFlag{Name: "startup-deadline", Value: time.Minute,
 					Usage: "with --engine-addr: how long to wait for the engine to serve"},
+				&cli.BoolFlag{Name: "conformance",
+					Usage: "with --engine-addr: run every conformance rule of the sdk (sdktest) that needs no hook against the adapter, started afresh for each, " +
+						"and that engine, which must serve throughout; print each rule's outcome, the skipped ones by name; takes a minute or two"},
 			}, adapterFlags()...), logFlags()...),
 			Action:       checkAction,
 			OnUsageError: onUsageError,
@@ -38,9 +47,10 @@ func pluginCommand() *cli.Command {
 
 // checkConfig is the validated form of plugin check's flags.
 type checkConfig struct {
-	adapter adapterConfig
-	start   sdk.StartRequest // EngineAddr "": no live check
-	log     logConfig
+	adapter     adapterConfig
+	start       sdk.StartRequest // EngineAddr "": no live check
+	log         logConfig
+	conformance bool
 }
 
 func parseCheck(c *cli.Context) (checkConfig, error) {
@@ -56,9 +66,12 @@ func parseCheck(c *cli.Context) (checkConfig, error) {
 		return cfg, err
 	}
 	addr := c.String("engine-addr")
+	cfg.conformance = c.Bool("conformance")
 	if addr == "" {
-		if c.IsSet("engine-option") {
-			return cfg, usageErrorf("--engine-option: needs --engine-addr, the engine to start the adapter against")
+		for _, f := range []string{"engine-option", "conformance"} {
+			if c.IsSet(f) {
+				return cfg, usageErrorf("--%s: needs --engine-addr, the engine to start the adapter against", f)
+			}
 		}
 		return cfg, nil
 	}
@@ -100,7 +113,59 @@ func checkAction(c *cli.Context) error {
 	if cfg.start.EngineAddr == "" {
 		return nil
 	}
-	return exit(checkLive(ctx, c.App.Writer, p.Engine, cfg.start))
+	if err := checkLive(ctx, c.App.Writer, p.Engine, cfg.start); err != nil || !cfg.conformance {
+		return exit(err)
+	}
+	p.Kill() // each rule starts the adapter afresh
+	return exit(checkConformance(ctx, c, cfg, src, info.Name))
+}
+
+// checkConformance runs the sdk's conformance rules (sdktest.Check) against
+// the adapter at src and the engine of cfg.start, printing each rule's
+// outcome as it ends: a skipped rule with what it needs, a failed one with
+// what it found. A failed rule is an error.
+func checkConformance(ctx context.Context, c *cli.Context, cfg checkConfig, src adapterSource, name string) error {
+	w := c.App.Writer
+	live := sdktest.Live{
+		Name: name,
+		Command: func() *exec.Cmd {
+			cmd := exec.Command(src.path)
+			cmd.Env = adapter.Env(os.Environ(), cfg.adapter.env)
+			return cmd
+		},
+		EngineAddr: cfg.start.EngineAddr,
+		Options:    cfg.start.Options,
+	}
+	if cfg.log.level <= hclog.Debug {
+		live.AdapterLog = c.App.ErrWriter
+	}
+	fmt.Fprintln(w, "conformance   each rule against a new adapter process and the engine at "+cfg.start.EngineAddr)
+	counts := map[sdktest.Outcome]int{}
+	err := sdktest.Check(ctx, live, func(r sdktest.Result) {
+		counts[r.Outcome]++
+		printRule(w, r)
+	})
+	fmt.Fprintf(w, "conformance   %d passed, %d failed, %d skipped (each skip says what the rule needs; a Go test gives hooks with sdktest.TestEngine)\n",
+		counts[sdktest.Passed], counts[sdktest.Failed], counts[sdktest.Skipped])
+	if err != nil {
+		return fmt.Errorf("conformance: %w", err)
+	}
+	return nil
+}
+
+// printRule prints one rule's outcome: the reason of a skip on its line,
+// a failure's findings indented below it.
+func printRule(w io.Writer, r sdktest.Result) {
+	line := fmt.Sprintf("  %s  %-20s %s", r.Outcome, r.Rule, r.Elapsed.Round(10*time.Millisecond))
+	if r.Outcome == sdktest.Skipped && len(r.Log) > 0 {
+		line += "  " + r.Log[len(r.Log)-1]
+	}
+	fmt.Fprintln(w, line)
+	if r.Outcome == sdktest.Failed {
+		for _, l := range r.Log {
+			fmt.Fprintln(w, "        "+l)
+		}
+	}
 }
 
 // printAdapter prints what the adapter reported, a field a line.

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vigilhq/vigil/examples/adapter/engine"
+	"github.com/vigilhq/vigil/examples/adapter/fakeengine"
 	"github.com/vigilhq/vigil/examples/adapter/toy"
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/pluginhost"
@@ -31,13 +30,11 @@ func TestMain(m *testing.M) {
 // vigil.plugin.v1: what the in-process tests cannot show is that main
 // serves the adapter at all.
 func TestPlugin(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	e, err := fakeengine.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := engine.New(engine.Config{})
-	go s.Serve(lis)
-	defer s.Stop()
+	defer e.Stop()
 
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), serveEnv+"=1")
@@ -51,7 +48,7 @@ func TestPlugin(t *testing.T) {
 	if err != nil || info.Name != toy.Name {
 		t.Fatalf("Info() = %+v, %v; want name %q", info, err, toy.Name)
 	}
-	w, err := p.Engine.Start(t.Context(), sdk.StartRequest{EngineAddr: lis.Addr().String(), StartupDeadline: 10 * time.Second})
+	w, err := p.Engine.Start(t.Context(), sdk.StartRequest{EngineAddr: e.Addr, StartupDeadline: 10 * time.Second})
 	if err != nil || w.ServedModelName != "toy-model" {
 		t.Fatalf("Start() = %+v, %v; want the worker of toy-model", w, err)
 	}
