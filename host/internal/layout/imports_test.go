@@ -43,7 +43,7 @@ var rules = map[string]rule{
 	"command": {"the operator (the command line)", "flags, their validation, exit codes; wires the others together",
 		[]string{"adapter", "builtin", "discovery", "discovery/consul", "discovery/file", "endpoint", "logwriter", "metrics",
 			"outcome", "router", "supervisor", "tlsconfig", "tokenizer", "workerapi", "vigil/sdk", "vigil/sdk/pluginhost",
-			"github.com/hashicorp/consul/...", "github.com/urfave/cli/..."}},
+			"vigil/sdk/sdktest", "github.com/hashicorp/consul/...", "github.com/urfave/cli/..."}},
 	"discovery": {"every registry user", "the contract: Registration, its metadata, Registry, Discoverer, Announcer", nil},
 	"discovery/consul": {"command", "the Consul backend, both halves",
 		[]string{"discovery", "github.com/hashicorp/consul/..."}},
@@ -102,8 +102,10 @@ var exclusive = map[string][]string{
 	// The sdk: its root (the author's contract and the types) for all but
 	// the router; its host side for what runs and talks to adapters;
 	// go-plugin only behind it.
-	"vigil/sdk":                          {"builtin", "command", "endpoint", "metrics", "supervisor"},
-	"vigil/sdk/pluginhost":               {"command", "endpoint", "supervisor"},
+	"vigil/sdk":            {"builtin", "command", "endpoint", "metrics", "supervisor"},
+	"vigil/sdk/pluginhost": {"command", "endpoint", "supervisor"},
+	// vigil plugin check --conformance runs the author's conformance kit.
+	"vigil/sdk/sdktest":                  {"command"},
 	"github.com/hashicorp/go-plugin/...": nil,
 	// The command line and Prometheus each have one package.
 	"github.com/urfave/cli/...": {"command"},
