@@ -12,10 +12,10 @@ PKGS     := $(patsubst %,./%/...,$(filter-out e2e,$(MODULES)))
 ifeq ($(MODULES),)
 $(error no modules read from go.work: is go on PATH, and GOWORK not off?)
 endif
-# Every Go module, the workspace's and those outside it (the pinned tools,
-# the examples), for the tidy check.
-GOMODS   := $(MODULES) $(patsubst %/go.mod,%,$(wildcard tools/*/go.mod examples/*/go.mod))
-# The example adapter: its own module, outside go.work.
+# Every Go module, the workspace's and the pinned tools', for the tidy
+# check; the example is tidied in a copy, as make example builds it.
+GOMODS   := $(MODULES) $(patsubst %/go.mod,%,$(wildcard tools/*/go.mod))
+# The example adapter: its own module, outside go.work, with no replace.
 EXAMPLE  := examples/adapter
 # staticcheck's pin and the function-length test, outside go.work.
 LINTMOD  := tools/lint
@@ -23,7 +23,8 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: help build test unit example e2e soak lint lint-tools tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image tokenizer-models tokenizer-fixtures
+.PHONY: help build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image tokenizer-models tokenizer-fixtures \
+	lint-tools release-tools sdk-api release-sdk release-check
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
 	go build -ldflags '$(LDFLAGS)' -o $(BIN)/vigil ./host/cmd/vigil
@@ -32,7 +33,7 @@ build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adap
 	go build -o $(BIN)/trtllm-mock ./plugins/trtllm/cmd/trtllm-mock
 	go build -o $(BIN)/vigil-adapter-vllm ./plugins/vllm/cmd/vigil-adapter-vllm
 
-test: lint unit example e2e ## everything CI runs
+test: lint sdk-api unit example release-check e2e ## everything CI runs
 
 # The image (deploy/image/Containerfile): FROM scratch, so nothing is
 # pulled and the build runs nothing; its files are staged here. The binary
@@ -68,24 +69,28 @@ lint: tidy-check lint-tools ## gofmt, go vet, staticcheck, the function-length t
 # Each module is tidied alone (GOWORK=off), as `go get` sees it: the
 # workspace would hide a requirement missing from a module's own go.mod.
 # Local replaces resolve from their directories all the same.
-tidy: ## go mod tidy every module
+tidy: $(TOOLBIN)/sdkproxy ## go mod tidy every module
 	@set -e; for m in $(GOMODS); do echo "tidy $$m"; (cd $$m && GOWORK=off go mod tidy); done
+	@echo "tidy $(EXAMPLE)"; TOOLBIN=$(TOOLBIN) scripts/example.sh tidy $(EXAMPLE)
 
-# The sdk is fetched by authors, whose builds ignore its replaces: it has none.
-tidy-check: ## fail when any module's go.mod or go.sum is not tidy, or the sdk's has a replace
+# The sdk is fetched by authors, whose builds ignore its replaces: it has
+# none; nor has the example, built as an author's module (scripts/example.sh
+# refuses one, and tidies it with the sdk from the file GOPROXY).
+tidy-check: $(TOOLBIN)/sdkproxy ## fail when any module's go.mod or go.sum is not tidy, or the sdk's or the example's has a replace
 	@if (cd sdk && go mod edit -json) | grep -q '"Replace": \['; then echo "sdk/go.mod has a replace, which go get ignores"; exit 1; fi
 	@bad=; for m in $(GOMODS); do (cd $$m && GOWORK=off go mod tidy -diff) || bad="$$bad $$m"; done; \
 	  if [ -n "$$bad" ]; then echo "not tidy:$$bad: run make tidy and commit"; exit 1; fi
+	@TOOLBIN=$(TOOLBIN) scripts/example.sh tidy-check $(EXAMPLE)
 
 unit: ## unit and in-process tests, race detector on
 	go test -race -count=1 $(PKGS)
 
-# Built and tested as its author would: GOWORK=off, the sdk by its module
-# path (the example's one replace stands in for a tagged sdk/v* version).
-example: ## vet, test (the sdk's conformance kit included) and build the example adapter into bin/
-	cd $(EXAMPLE) && GOWORK=off go vet ./...
-	cd $(EXAMPLE) && GOWORK=off go test -race -count=1 ./...
-	cd $(EXAMPLE) && GOWORK=off go build -o $(CURDIR)/$(BIN)/ ./cmd/...
+# Built and tested as its author would (scripts/example.sh): a copy in a
+# temporary directory, GOWORK=off, no replace, the sdk fetched by its module
+# path from a file GOPROXY chained to the usual one, which serves this
+# tree's sdk at a pseudo-version derived from its content.
+example: $(TOOLBIN)/sdkproxy ## vet, test (the sdk's conformance kit included) and build the example adapter into bin/, the sdk from a file GOPROXY
+	TOOLBIN=$(TOOLBIN) scripts/example.sh build $(EXAMPLE)
 
 # The e2e tests start real processes and a Consul agent; one package at a
 # time keeps them steady on a 2-core machine.
@@ -127,7 +132,7 @@ help: ## list the targets with what each does
 demo: build ## a vllm-mock and vigil on the file registry: register, lose, exit 1
 	./scripts/demo.sh
 
-tools: consul proto-tools lint-tools
+tools: consul proto-tools lint-tools release-tools
 
 consul: $(TOOLBIN)/consul
 $(TOOLBIN)/consul: tools/consul/go.mod tools/consul/go.sum
@@ -151,15 +156,38 @@ proto-check: proto proto-breaking ## fail when the committed generated code is s
 	@untracked=$$(git ls-files --others --exclude-standard -- '*.pb.go'); \
 	  if [ -n "$$untracked" ]; then echo "uncommitted generated files: $$untracked"; exit 1; fi
 
-# vigil.plugin.v1 as first released, a buf image (made with `buf build --path
+# vigil.plugin.v1 as last released, a buf image (made with `buf build --path
 # proto/vigil/plugin/v1 --exclude-source-info -o ...`): hosts and adapters of
 # different releases talk over it, and authors generate code from it, so it
-# must stay compatible (buf's FILE rules). After the first sdk/v* tag, check
-# against that tag instead (README, "Releasing the sdk").
+# must stay compatible (buf's FILE rules). make release-sdk re-cuts it in the
+# commit it tags, so it is the last sdk/v* tag's image; from the first tag
+# on, proto-breaking fails if it differs from that tag's (docs/compatibility.md,
+# "Releasing the sdk").
 PLUGIN_RELEASED := proto/vigil/plugin/v1/released.binpb
 
-proto-breaking: proto-tools ## fail when vigil.plugin.v1 breaks compatibility with its first release
+proto-breaking: proto-tools ## fail when vigil.plugin.v1 breaks compatibility with its last release
+	@last=$$(scripts/sdk-last-tag.sh); if [ -n "$$last" ] && ! git diff --quiet "$$last" -- $(PLUGIN_RELEASED); then \
+	  echo "$(PLUGIN_RELEASED) differs from $$last's: only make release-sdk re-cuts it"; exit 1; fi
 	$(TOOLBIN)/buf breaking proto --against $(PLUGIN_RELEASED)
+
+# The sdk's release (docs/compatibility.md, "Releasing the sdk"): gorelease
+# holds its Go API to the last sdk/v* tag, make release-sdk cuts a tag, and
+# release-check (CI) runs make release-sdk in a scratch clone.
+release-tools: $(TOOLBIN)/gorelease $(TOOLBIN)/sdkproxy
+$(TOOLBIN)/gorelease: tools/release/go.mod tools/release/go.sum
+	cd tools/release && GOWORK=off go build -o $(TOOLBIN)/ golang.org/x/exp/cmd/gorelease
+$(TOOLBIN)/sdkproxy: tools/release/go.mod tools/release/go.sum $(wildcard tools/release/sdkproxy/*.go)
+	cd tools/release && GOWORK=off go build -o $(TOOLBIN)/ ./sdkproxy
+
+sdk-api: release-tools ## check the sdk's Go API against the last sdk/v* tag with gorelease (a note, and success, before the first)
+	TOOLBIN=$(TOOLBIN) scripts/sdk-api.sh
+
+release-sdk: proto-tools release-tools ## check, re-cut the released vigil.plugin.v1 image, commit and tag sdk/VERSION locally (VERSION=vX.Y.Z)
+	$(if $(filter command line environment,$(origin VERSION)),,$(error make release-sdk needs VERSION=vX.Y.Z))
+	TOOLBIN=$(TOOLBIN) scripts/release-sdk.sh $(VERSION)
+
+release-check: proto-tools release-tools ## make release-sdk with a test version in a scratch clone: the tag made, the tree clean, the refusals held
+	TOOLBIN=$(TOOLBIN) scripts/release-check.sh
 
 clean:
 	rm -rf $(BIN)

@@ -1,12 +1,15 @@
 // Module adapter is an example vigil engine adapter, with the toy engine it
 // adapts. It is built outside vigil's go.work, as an adapter author's module
-// would be.
+// would be, and has no replace: `make example` serves this tree's sdk from a
+// file GOPROXY and requires it at its version there. The sdk's version
+// below is the last release (none before the first, hence the zero
+// version); go.sum holds no sdk line.
 module github.com/vigilhq/vigil/examples/adapter
 
 go 1.26.8
 
 require (
-	github.com/vigilhq/vigil/sdk v0.0.0
+	github.com/vigilhq/vigil/sdk v0.0.0-00010101000000-000000000000
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
@@ -25,7 +28,3 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
-
-// Stands in for a tagged sdk/vX.Y.Z: an adapter of your own requires that
-// version, and has no replace.
-replace github.com/vigilhq/vigil/sdk => ../../sdk

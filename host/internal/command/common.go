@@ -2,7 +2,6 @@ package command
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -25,11 +24,11 @@ func env(name string) []string { return []string{envPrefix + name} }
 const envPrefix = "VIGIL_"
 
 // commandEnv gives every flag of command its own variables,
-// VIGIL_<COMMAND>_<NAME>, with the shared VIGIL_<NAME> read after it for
-// one release (deprecated; see warnDeprecatedEnv): vigil route's
-// VIGIL_ROUTE_LISTEN is not vigil run's VIGIL_LISTEN. Every flag type of
-// urfave/cli has an EnvVars field, set here by reflection so that flags
-// added later get the prefix too.
+// VIGIL_<COMMAND>_<NAME> in place of the shared VIGIL_<NAME>: vigil
+// route's VIGIL_ROUTE_LISTEN is not vigil run's VIGIL_LISTEN, and one
+// environment can hold both. Every flag type of urfave/cli has an EnvVars
+// field, set here by reflection so that flags added later get the prefix
+// too.
 func commandEnv(command string, flags []cli.Flag) []cli.Flag {
 	prefix := envPrefix + strings.ToUpper(command) + "_"
 	for _, f := range flags {
@@ -42,37 +41,15 @@ func commandEnv(command string, flags []cli.Flag) []cli.Flag {
 			continue
 		}
 		var vars []string
-		for _, old := range ev.Interface().([]string) {
-			if name, ok := strings.CutPrefix(old, envPrefix); ok {
-				vars = append(vars, prefix+name)
+		for _, name := range ev.Interface().([]string) {
+			if rest, ok := strings.CutPrefix(name, envPrefix); ok {
+				name = prefix + rest
 			}
+			vars = append(vars, name)
 		}
-		ev.Set(reflect.ValueOf(append(vars, ev.Interface().([]string)...)))
+		ev.Set(reflect.ValueOf(vars))
 	}
 	return flags
-}
-
-// warnDeprecatedEnv logs, once for each, the shared variables (VIGIL_<NAME>)
-// that c's command read in place of its own (VIGIL_<COMMAND>_<NAME>).
-func warnDeprecatedEnv(c *cli.Context, log hclog.Logger) {
-	prefix := envPrefix + strings.ToUpper(c.Command.Name) + "_"
-	for _, f := range c.Command.Flags {
-		ef, ok := f.(interface{ GetEnvVars() []string })
-		if !ok {
-			continue
-		}
-		vars := ef.GetEnvVars()
-		if len(vars) != 2 || !strings.HasPrefix(vars[0], prefix) {
-			continue
-		}
-		if _, ok := os.LookupEnv(vars[0]); ok {
-			continue
-		}
-		if _, ok := os.LookupEnv(vars[1]); ok {
-			log.Warn(fmt.Sprintf("%s is deprecated for vigil %s and will not be read after this release: set %s", vars[1], c.Command.Name, vars[0]),
-				"variable", vars[1], "use", vars[0])
-		}
-	}
 }
 
 // stopSignals stop vigil run and vigil route: withdraw, drain, exit 0.

@@ -178,7 +178,7 @@ func TestDryRunNotFromEnvironment(t *testing.T) {
 // nothing.
 func TestRouteDryRun(t *testing.T) {
 	listen, httpListen := busyAddr(t), busyAddr(t)
-	t.Setenv("VIGIL_RETRIES", "3")
+	t.Setenv("VIGIL_ROUTE_RETRIES", "3")
 	code, stdout, stderr := dryRun(t, "route", "--dry-run", "--listen", listen, "--http-listen", httpListen,
 		"--registry-dir", t.TempDir(), "--model", "m1,m2")
 	if code != 0 {

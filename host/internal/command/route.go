@@ -25,7 +25,8 @@ func routeCommand() *cli.Command {
 		Description: "route watches discovery for the workers of --service-name and serves the worker API\n" +
 			"(vigil.worker.v1.Worker) on --listen and OpenAI-compatible completions on --http-listen,\n" +
 			"choosing among the workers serving the requested model by --balance.",
-		// route's variables are VIGIL_ROUTE_*, run's VIGIL_* (commandEnv).
+		// route's variables are VIGIL_ROUTE_*, run's VIGIL_*: route reads
+		// only its own (commandEnv).
 		Flags: commandEnv("route", append(append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8480", EnvVars: env("LISTEN"),
 				Usage: "address of the gRPC worker API, host:port"},
@@ -78,7 +79,6 @@ func routeAction(c *cli.Context) error {
 		return err
 	}
 	log := cfg.log.logger(c.App.ErrWriter)
-	warnDeprecatedEnv(c, log)
 	logIgnored(log, ignored)
 	if cfg.apiKey, err = loadAPIKey(cfg.apiKey, cfg.apiKeyFile); err != nil {
 		return err

@@ -3,7 +3,6 @@ package command
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -60,7 +59,7 @@ func TestRouteRejectsBadInput(t *testing.T) {
 	}
 }
 
-// --model is repeatable and comma-separated, from the flag or VIGIL_MODEL.
+// --model is repeatable and comma-separated, from the flag or VIGIL_ROUTE_MODEL.
 func TestRouteModelFlag(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -74,7 +73,7 @@ func TestRouteModelFlag(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.env != "" {
-				t.Setenv("VIGIL_MODEL", tc.env)
+				t.Setenv("VIGIL_ROUTE_MODEL", tc.env)
 			}
 			cmd := routeCommand()
 			var cfg routeConfig
@@ -95,7 +94,7 @@ func TestRouteModelFlag(t *testing.T) {
 }
 
 func TestRouteFlagsFromEnvironment(t *testing.T) {
-	t.Setenv("VIGIL_HTTP_LISTEN", "nowhere")
+	t.Setenv("VIGIL_ROUTE_HTTP_LISTEN", "nowhere")
 	code, out := runArgs(t, "route", "--registry-dir", t.TempDir())
 	if code != ExitConfig || !strings.Contains(out, `--http-listen "nowhere"`) {
 		t.Errorf("got exit %d, output:\n%s\nwant exit 78 naming --http-listen", code, out)
@@ -192,57 +191,43 @@ func TestRouteListenFailure(t *testing.T) {
 	}
 }
 
-// routeEnv parses route's flags and environment as vigil route would, and
-// returns the configuration and what warnDeprecatedEnv logs.
-func routeEnv(t *testing.T, args ...string) (routeConfig, string) {
+// routeEnv parses route's flags and environment as vigil route would.
+func routeEnv(t *testing.T, args ...string) routeConfig {
 	t.Helper()
 	cmd := routeCommand()
 	var cfg routeConfig
 	var parseErr error
-	var logged strings.Builder
 	cmd.Action = func(c *cli.Context) error {
 		cfg, parseErr = parseRoute(c)
-		warnDeprecatedEnv(c, hclog.New(&hclog.LoggerOptions{Output: &logged}))
 		return nil
 	}
 	app := &cli.App{Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
 	if err := app.Run(append([]string{"vigil", "route", "--registry-dir", t.TempDir()}, args...)); err != nil || parseErr != nil {
 		t.Fatalf("route %v: %v, %v", args, err, parseErr)
 	}
-	return cfg, logged.String()
+	return cfg
 }
 
-// route reads VIGIL_ROUTE_*; run's VIGIL_LISTEN (its worker endpoint)
-// reaches route only when VIGIL_ROUTE_LISTEN is unset, for one release,
-// with a warning naming the variable to use.
+// route reads VIGIL_ROUTE_* only; run's VIGIL_LISTEN (its worker
+// endpoint) and the other shared names never reach it, so one environment
+// can hold both commands' variables.
 func TestRouteEnvironment(t *testing.T) {
 	t.Run("own variables", func(t *testing.T) {
 		t.Setenv("VIGIL_ROUTE_LISTEN", "127.0.0.1:1")
 		t.Setenv("VIGIL_LISTEN", "127.0.0.1:2")
 		t.Setenv("VIGIL_ROUTE_MODEL", "a,b")
-		cfg, logged := routeEnv(t)
+		cfg := routeEnv(t)
 		if cfg.listen != "127.0.0.1:1" || !slices.Equal(cfg.models, []string{"a", "b"}) {
 			t.Errorf("listen %q, models %q; want VIGIL_ROUTE_LISTEN's 127.0.0.1:1 and VIGIL_ROUTE_MODEL's a, b", cfg.listen, cfg.models)
 		}
-		if logged != "" {
-			t.Errorf("logged %q, want nothing: no deprecated variable was read", logged)
-		}
 	})
-	t.Run("deprecated variables", func(t *testing.T) {
+	t.Run("shared names unread", func(t *testing.T) {
 		t.Setenv("VIGIL_LISTEN", "127.0.0.1:2")
-		t.Setenv("VIGIL_LOG_LEVEL", "debug")
-		cfg, logged := routeEnv(t)
-		if cfg.listen != "127.0.0.1:2" {
-			t.Errorf("listen %q, want VIGIL_LISTEN's 127.0.0.1:2 while VIGIL_ROUTE_LISTEN is unset", cfg.listen)
-		}
-		for _, v := range []string{"LISTEN", "LOG_LEVEL"} {
-			want := fmt.Sprintf("VIGIL_%s is deprecated for vigil route and will not be read after this release: set VIGIL_ROUTE_%s", v, v)
-			if n := strings.Count(logged, want); n != 1 || !strings.Contains(logged, "[WARN]") {
-				t.Errorf("logged %q, want one WARN %q", logged, want)
-			}
-		}
-		if n := strings.Count(logged, "\n"); n != 2 {
-			t.Errorf("logged %d lines, want 2 (one per variable read):\n%s", n, logged)
+		t.Setenv("VIGIL_MODEL", "a")
+		t.Setenv("VIGIL_LOG_LEVEL", "nonsense") // read, it would fail the parse
+		cfg := routeEnv(t)
+		if cfg.listen != "127.0.0.1:8480" || len(cfg.models) != 0 {
+			t.Errorf("listen %q, models %q; want the defaults 127.0.0.1:8480 and none: route reads no VIGIL_* but its own", cfg.listen, cfg.models)
 		}
 	})
 	t.Run("run keeps VIGIL_LISTEN", func(t *testing.T) {

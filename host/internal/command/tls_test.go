@@ -94,9 +94,10 @@ func TestTLSFlagsRejectBadInput(t *testing.T) {
 	}
 }
 
-// The TLS flags are read from VIGIL_* variables, like the others.
+// The TLS flags are read from the environment, like the others (route's
+// from VIGIL_ROUTE_*).
 func TestTLSFlagsFromEnvironment(t *testing.T) {
-	t.Setenv("VIGIL_TLS_CERT_FILE", "/some/cert.pem")
+	t.Setenv("VIGIL_ROUTE_TLS_CERT_FILE", "/some/cert.pem")
 	code, out := runArgs(t, "route", "--registry-dir", t.TempDir(), "--listen", busyAddr(t))
 	if code != ExitConfig || !strings.Contains(out, `--tls-cert-file "/some/cert.pem": needs --tls-key-file`) {
 		t.Errorf("got exit %d, output:\n%s\nwant exit 78 naming --tls-cert-file", code, out)

@@ -64,20 +64,16 @@ type Registration struct {
 	// restarts.
 	InstanceID string
 	// TokensOnly: the worker takes prompts as token ids only, its engine
-	// taking no text. False for workers of older vigils too, which
-	// published no prompt kinds and served vLLM alone.
+	// taking no text.
 	TokensOnly bool
 	// Chat: the worker takes chat messages (vigil.worker.v1
-	// prompt.messages), having a chat template loaded. False for workers
-	// of older vigils, which took none.
+	// prompt.messages), having a chat template loaded.
 	Chat bool
 	// MaxModelLen is the model's maximum length in tokens, prompt plus
-	// completion, as the engine reports it; 0 when unknown (and for
-	// workers of older vigils).
+	// completion, as the engine reports it; 0 when unknown.
 	MaxModelLen uint32
 	// Owner is the owner token of the vigil run that publishes the
-	// registration: random per Announcer, set by Announce. Empty in
-	// registrations of older vigils.
+	// registration: random per Announcer, set by Announce.
 	Owner string
 }
 
@@ -117,8 +113,8 @@ type Registry interface {
 // Claim is what a backend holds of one worker's registration, as a writer
 // that may not own it sees it.
 type Claim struct {
-	// Owner is the owner token of the vigil that wrote it; empty when an
-	// older vigil did.
+	// Owner is the owner token of the vigil that wrote it; empty when the
+	// registration has none (not written by a vigil).
 	Owner string
 	// Address and Port are the worker endpoint it advertises.
 	Address string
@@ -160,7 +156,7 @@ func (e *ConflictError) Error() string {
 // ownerName is an owner token for messages.
 func ownerName(owner string) string {
 	if owner == "" {
-		return "none: an older vigil"
+		return "none"
 	}
 	return owner
 }

@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"regexp"
 	"slices"
@@ -132,40 +133,102 @@ func TestMeta(t *testing.T) {
 			// FromMeta reads back all but what backends keep outside meta.
 			want := tc.r
 			want.Service, want.Address, want.Port = "", "", 0
-			if diff := cmp.Diff(want, discovery.FromMeta(meta)); diff != "" {
+			got, err := discovery.FromMeta(meta)
+			if err != nil {
+				t.Fatalf("FromMeta(Meta): %v", err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("FromMeta(Meta) (-want +got):\n%s", diff)
 			}
 		})
 	}
-	if got := discovery.FromMeta(nil); got != (discovery.Registration{}) {
-		t.Errorf("FromMeta(nil) = %+v, want the zero Registration", got)
+}
+
+// TestPromptsMeta: a worker takes text unless its prompts say otherwise,
+// and chat messages only where listed.
+func TestPromptsMeta(t *testing.T) {
+	t.Parallel()
+	for prompts, want := range map[string]struct{ tokensOnly, chat bool }{
+		"text,token_ids":          {false, false},
+		"token_ids,text":          {false, false},
+		"token_ids":               {true, false},
+		"token_ids,audio":         {true, false},
+		"text":                    {false, false},
+		"token_ids,messages":      {true, true},
+		"text,token_ids,messages": {false, true},
+	} {
+		r, err := discovery.FromMeta(withMeta(discovery.MetaPrompts, prompts))
+		if err != nil || r.TokensOnly != want.tokensOnly || r.Chat != want.chat {
+			t.Errorf("FromMeta(prompts %q) = TokensOnly %v, Chat %v, error %v; want %v, %v, nil",
+				prompts, r.TokensOnly, r.Chat, err, want.tokensOnly, want.chat)
+		}
 	}
 }
 
-// TestPromptsMeta: a worker takes text unless its prompts say otherwise;
-// workers of older vigils published none and served vLLM, which takes text.
-func TestPromptsMeta(t *testing.T) {
+// withMeta is a current vigil's metadata with key set to value.
+func withMeta(key, value string) map[string]string {
+	meta := discovery.Registration{WorkerID: "w1", Owner: "tok"}.Meta()
+	meta[key] = value
+	return meta
+}
+
+// TestFromMetaRefuses: the metadata is compatible one release back and no
+// further, so metadata that no current vigil publishes (a key missing, as
+// from a vigil before v0.1.0, or prompts listing no kind a worker takes)
+// is refused, naming what is wrong, not read with defaults.
+func TestFromMetaRefuses(t *testing.T) {
 	t.Parallel()
-	for prompts, tokensOnly := range map[string]bool{
-		"":                false,
-		"text,token_ids":  false,
-		"token_ids,text":  false,
-		"token_ids":       true,
-		"token_ids,audio": true,
+	without := func(keys ...string) map[string]string {
+		meta := withMeta(discovery.MetaOwner, "tok")
+		for _, k := range keys {
+			delete(meta, k)
+		}
+		return meta
+	}
+	for name, tc := range map[string]struct {
+		meta map[string]string
+		want string
+	}{
+		"nil": {nil, "metadata lacks engine, model, model_id, instance_id, worker_id, prompts, max_model_len, owner, which every current vigil publishes"},
+		"no prompts, no owner": {without(discovery.MetaPrompts, discovery.MetaOwner),
+			"metadata lacks prompts, owner, which every current vigil publishes"},
+		"no max_model_len": {without(discovery.MetaMaxModelLen), "metadata lacks max_model_len, which every current vigil publishes"},
+		"empty prompts":    {withMeta(discovery.MetaPrompts, ""), `metadata prompts "" lists neither text nor token_ids`},
+		"messages only":    {withMeta(discovery.MetaPrompts, "messages"), `metadata prompts "messages" lists neither text nor token_ids`},
 	} {
-		if got := discovery.FromMeta(map[string]string{"prompts": prompts}).TokensOnly; got != tokensOnly {
-			t.Errorf("FromMeta(prompts %q).TokensOnly = %v, want %v", prompts, got, tokensOnly)
+		r, err := discovery.FromMeta(tc.meta)
+		if err == nil || err.Error() != tc.want || r != (discovery.Registration{}) {
+			t.Errorf("%s: FromMeta = %+v, %v; want the zero Registration and %q", name, r, err, tc.want)
 		}
 	}
-	// Chat only where listed: older vigils took no messages.
-	for prompts, chat := range map[string]bool{
-		"":                        false,
-		"text,token_ids":          false,
-		"token_ids,messages":      true,
-		"text,token_ids,messages": true,
-	} {
-		if got := discovery.FromMeta(map[string]string{"prompts": prompts}).Chat; got != chat {
-			t.Errorf("FromMeta(prompts %q).Chat = %v, want %v", prompts, got, chat)
+}
+
+// TestSkipsLogOncePerStay: a registration left out at every read is logged
+// at its first read and again only when its reason changes or it comes
+// back after a read without it.
+func TestSkipsLogOncePerStay(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
+	var s discovery.Skips
+	noOwner, noPrompts := errors.New("no owner"), errors.New("no prompts")
+	for _, read := range [][]error{{noOwner}, {noOwner}, {noPrompts}, {noPrompts}, {}, {noPrompts}} {
+		for _, err := range read {
+			s.Skip(log, "w1", err, "service", "llm")
 		}
+		s.Read()
+	}
+	var got []string
+	for l := range strings.Lines(buf.String()) {
+		_, msg, _ := strings.Cut(l, "] ")
+		got = append(got, strings.TrimSpace(msg))
+	}
+	want := []string{
+		`leaving out a registration that no current vigil wrote: service=llm id=w1 reason="no owner"`,
+		`leaving out a registration that no current vigil wrote: service=llm id=w1 reason="no prompts"`,
+		`leaving out a registration that no current vigil wrote: service=llm id=w1 reason="no prompts"`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
 	}
 }

@@ -36,3 +36,27 @@ func (f *Failures) Recover(log hclog.Logger, msg string, args ...any) {
 		f.n = 0
 	}
 }
+
+// Skips logs the registrations a Discoverer leaves out because FromMeta
+// refused their metadata: each once while it stays in the backend, not at
+// every read (the file registry is read every 100ms). The zero value is
+// ready; it is not safe for concurrent use.
+type Skips struct{ logged, read map[string]string }
+
+// Skip leaves out the registration id (the backend's name for it) for
+// err, logging it at warn level with args unless the last read left it out
+// for the same reason.
+func (s *Skips) Skip(log hclog.Logger, id string, err error, args ...any) {
+	if s.read == nil {
+		s.read = make(map[string]string)
+	}
+	reason := err.Error()
+	s.read[id] = reason
+	if s.logged[id] != reason {
+		log.Warn("leaving out a registration that no current vigil wrote", append(args, "id", id, "reason", reason)...)
+	}
+}
+
+// Read ends one read of the backend: what it did not leave out is
+// forgotten, so that a registration that comes back is logged again.
+func (s *Skips) Read() { s.logged, s.read = s.read, nil }

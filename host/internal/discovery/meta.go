@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,11 @@ import (
 // worker's identity from them (FromMeta). The table "Discovery
 // metadata" of docs/operating.md lists the same keys (TestMetaKeysInDocs). Consul refuses
 // values longer than 512 bytes.
+//
+// Every vigil publishes every key. The metadata is compatible one release
+// back: a key added later is optional to readers for one release, and
+// nothing is read from registrations older than that (FromMeta refuses
+// them).
 const (
 	// MetaEngine is the engine name, e.g. "vllm"; Consul also has it as the
 	// service's first tag.
@@ -25,16 +31,15 @@ const (
 	// MetaWorkerID is the worker id, stable across vigil restarts.
 	MetaWorkerID = "worker_id"
 	// MetaPrompts lists the prompt kinds the worker takes, comma-separated:
-	// PromptText, PromptTokenIDs and PromptMessages. Absent means text and
-	// token ids.
+	// PromptText, PromptTokenIDs and PromptMessages; it lists text or
+	// token ids, or both.
 	MetaPrompts = "prompts"
 	// MetaOwner is the owner token of the vigil run that registered the
 	// worker (Registration.Owner): random per run, so that a vigil tells
 	// its own registration from another's under the same worker id.
 	MetaOwner = "owner"
 	// MetaMaxModelLen is the model's maximum length in tokens (prompt plus
-	// completion), decimal, as the engine reports it; 0 (or absent, from
-	// older vigils) when unknown.
+	// completion), decimal, as the engine reports it; 0 when unknown.
 	MetaMaxModelLen = "max_model_len"
 )
 
@@ -76,20 +81,35 @@ func (r Registration) prompts() string {
 }
 
 // FromMeta returns the registration whose Meta is meta, but for Service,
-// Address and Port, which backends hold outside the metadata. Absent keys
-// leave their fields empty.
-func FromMeta(meta map[string]string) Registration {
+// Address and Port, which backends hold outside the metadata. It refuses
+// metadata that no current vigil publishes: a key of MetaKeys missing, or
+// prompts listing neither text nor token ids; readers leave such a
+// registration out (Skips).
+func FromMeta(meta map[string]string) (Registration, error) {
+	var missing []string
+	for _, k := range MetaKeys {
+		if _, ok := meta[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if missing != nil {
+		return Registration{}, fmt.Errorf("metadata lacks %s, which every current vigil publishes", strings.Join(missing, ", "))
+	}
+	prompts := meta[MetaPrompts]
+	if !hasPrompt(prompts, PromptText) && !hasPrompt(prompts, PromptTokenIDs) {
+		return Registration{}, fmt.Errorf("metadata %s %q lists neither %s nor %s", MetaPrompts, prompts, PromptText, PromptTokenIDs)
+	}
 	return Registration{
 		Engine:      meta[MetaEngine],
 		Model:       meta[MetaModel],
 		ModelID:     meta[MetaModelID],
 		InstanceID:  meta[MetaInstanceID],
 		WorkerID:    meta[MetaWorkerID],
-		TokensOnly:  tokensOnly(meta[MetaPrompts]),
-		Chat:        hasPrompt(meta[MetaPrompts], PromptMessages),
+		TokensOnly:  !hasPrompt(prompts, PromptText),
+		Chat:        hasPrompt(prompts, PromptMessages),
 		MaxModelLen: maxModelLen(meta[MetaMaxModelLen]),
 		Owner:       meta[MetaOwner],
-	}
+	}, nil
 }
 
 // hasPrompt reads MetaPrompts: whether it lists kind.
@@ -97,16 +117,11 @@ func hasPrompt(prompts, kind string) bool {
 	return slices.Contains(strings.Split(prompts, ","), kind)
 }
 
-// maxModelLen reads MetaMaxModelLen; absent or malformed is 0, unknown.
+// maxModelLen reads MetaMaxModelLen; malformed is 0, unknown.
 func maxModelLen(s string) uint32 {
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil {
 		return 0
 	}
 	return uint32(n)
-}
-
-// tokensOnly reads MetaPrompts: a list without PromptText; absent is both.
-func tokensOnly(prompts string) bool {
-	return prompts != "" && !slices.Contains(strings.Split(prompts, ","), PromptText)
 }

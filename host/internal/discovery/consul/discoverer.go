@@ -48,7 +48,8 @@ const (
 //
 // With Sharded, the watch is split into filtered blocking queries by the
 // owner token's first character (random per vigil run, so the workers
-// spread evenly), plus one for registrations without an owner token. Every
+// spread evenly), plus one for registrations without an owner token (left
+// out, and logged, as no current vigil's). Every
 // change wakes each query, but each answer carries a fifth of the workers
 // or less: Consul encodes, and the router decodes, a fraction of the set
 // before the change reaches the router, which at 1,000 workers is most of
@@ -142,6 +143,7 @@ func (d *Discoverer) watch(ctx context.Context, filter string, answer func([]dis
 		failures discovery.Failures
 		backoff  = backoffMin
 		filtered bool // said once that ACLs hid workers
+		skips    discovery.Skips
 	)
 	for {
 		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime, AllowStale: true, Filter: filter}).WithContext(ctx)
@@ -182,7 +184,10 @@ func (d *Discoverer) watch(ctx context.Context, filter string, answer func([]dis
 		} else {
 			index = meta.LastIndex
 		}
-		answer(fromEntries(entries))
+		answer(fromEntries(entries, func(id string, err error) {
+			skips.Skip(d.log, id, err, "service", d.service)
+		}))
+		skips.Read()
 	}
 }
 
@@ -194,7 +199,6 @@ type healthEntry struct {
 	}
 	Service *struct {
 		ID, Service, Address string
-		Tags                 []string
 		Port                 int
 		Meta                 map[string]string
 	}
@@ -204,27 +208,25 @@ type healthEntry struct {
 }
 
 // fromEntries reads registrations from health entries whose checks all
-// pass (Consul's ?passing): the worker's identity from the meta its
-// Registry wrote, falling back on the service id and first tag for
-// services registered without it.
-func fromEntries(entries []*healthEntry) []discovery.Registration {
+// pass (Consul's ?passing), the worker's identity from the meta its
+// Registry wrote; it hands skip the service id of each entry whose meta
+// no current vigil wrote, and leaves that entry out.
+func fromEntries(entries []*healthEntry, skip func(id string, err error)) []discovery.Registration {
 	rs := make([]discovery.Registration, 0, len(entries))
 	for _, e := range entries {
 		if e == nil || e.Service == nil || !passing(e) {
 			continue
 		}
 		svc := e.Service
-		r := discovery.FromMeta(svc.Meta)
+		r, err := discovery.FromMeta(svc.Meta)
+		if err != nil {
+			skip(svc.ID, err)
+			continue
+		}
 		r.Service, r.Address, r.Port = svc.Service, svc.Address, svc.Port
 		if r.Address == "" && e.Node != nil {
 			// Consul's convention: no service address means the node's.
 			r.Address = e.Node.Address
-		}
-		if r.WorkerID == "" {
-			r.WorkerID = svc.ID
-		}
-		if r.Engine == "" && len(svc.Tags) > 0 {
-			r.Engine = svc.Tags[0]
 		}
 		rs = append(rs, r)
 	}

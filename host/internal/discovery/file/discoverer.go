@@ -47,6 +47,7 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 	var (
 		failures discovery.Failures
 		tracker  Tracker
+		skips    discovery.Skips
 	)
 	for {
 		now := time.Now()
@@ -59,8 +60,14 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 			recs = tracker.Fresh(recs, now)
 			rs := make([]discovery.Registration, 0, len(recs))
 			for _, rec := range recs {
-				rs = append(rs, rec.registration())
+				r, err := rec.registration()
+				if err != nil {
+					skips.Skip(d.log, rec.ID, err, "dir", d.dir, "service", d.service)
+					continue
+				}
+				rs = append(rs, r)
 			}
+			skips.Read()
 			changed(rs)
 		}
 		select {

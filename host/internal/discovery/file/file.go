@@ -18,9 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -39,7 +41,7 @@ type Record struct {
 	InstanceID string            `json:"instance_id"`
 	Meta       map[string]string `json:"meta"`
 	// Owner is the owner token of the vigil run that wrote the record
-	// (discovery.Registration.Owner); empty from older vigils.
+	// (discovery.Registration.Owner).
 	Owner string `json:"owner,omitempty"`
 	// Heartbeat is when the record was last written, by the writer's
 	// clock.
@@ -166,16 +168,18 @@ func newRecord(r discovery.Registration, now time.Time, ttl time.Duration) Recor
 
 // registration is the inverse of newRecord: readers take the record's own
 // fields, which the writer fills from the same Registration as its meta,
-// and from the meta what has no field of its own.
-func (rec Record) registration() discovery.Registration {
-	r := discovery.Registration{
+// and from the meta what has no field of its own. It refuses a record
+// whose meta no current vigil writes (discovery.FromMeta).
+func (rec Record) registration() (discovery.Registration, error) {
+	meta, err := discovery.FromMeta(rec.Meta)
+	if err != nil {
+		return discovery.Registration{}, err
+	}
+	return discovery.Registration{
 		Service: rec.Service, WorkerID: rec.ID, Address: rec.Address, Port: rec.Port,
 		Engine: rec.Engine, Model: rec.Model, ModelID: rec.ModelID, InstanceID: rec.InstanceID,
-		Owner: rec.Owner,
-	}
-	meta := discovery.FromMeta(rec.Meta)
-	r.TokensOnly, r.Chat, r.MaxModelLen = meta.TokensOnly, meta.Chat, meta.MaxModelLen
-	return r
+		Owner: rec.Owner, TokensOnly: meta.TokensOnly, Chat: meta.Chat, MaxModelLen: meta.MaxModelLen,
+	}, nil
 }
 
 func (f *Registry) write(r discovery.Registration) error {
@@ -276,7 +280,7 @@ func (t *Tracker) Fresh(recs []Record, now time.Time) []Record {
 	seen := make(map[trackKey]sighting, len(recs))
 	out := recs[:0]
 	for _, rec := range recs {
-		k := trackKey{rec.ID, rec.registration().Addr()}
+		k := trackKey{rec.ID, net.JoinHostPort(rec.Address, strconv.Itoa(rec.Port))}
 		s, ok := t.seen[k]
 		if !ok || !s.heartbeat.Equal(rec.Heartbeat) {
 			s = sighting{heartbeat: rec.Heartbeat, since: now}
