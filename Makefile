@@ -63,7 +63,6 @@ lint: tidy-check lint-tools ## gofmt, go vet, staticcheck, the function-length t
 	@out=$$(gofmt -l $(MODULES) $(EXAMPLE) $(LINTMOD)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS) ./e2e/...
 	$(TOOLBIN)/staticcheck $(PKGS) ./e2e/...
-	cd $(EXAMPLE) && GOWORK=off $(TOOLBIN)/staticcheck ./...
 	cd $(LINTMOD) && GOWORK=off go vet ./... && GOWORK=off $(TOOLBIN)/staticcheck ./... && GOWORK=off go test -count=1 ./...
 
 # Each module is tidied alone (GOWORK=off), as `go get` sees it: the
@@ -89,7 +88,7 @@ unit: ## unit and in-process tests, race detector on
 # temporary directory, GOWORK=off, no replace, the sdk fetched by its module
 # path from a file GOPROXY chained to the usual one, which serves this
 # tree's sdk at a pseudo-version derived from its content.
-example: $(TOOLBIN)/sdkproxy ## vet, test (the sdk's conformance kit included) and build the example adapter into bin/, the sdk from a file GOPROXY
+example: $(TOOLBIN)/sdkproxy $(TOOLBIN)/staticcheck ## vet, staticcheck, test (the sdk's conformance kit included) and build the example adapter into bin/, the sdk from a file GOPROXY
 	TOOLBIN=$(TOOLBIN) scripts/example.sh build $(EXAMPLE)
 
 # The e2e tests start real processes and a Consul agent; one package at a

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/vigilhq/vigil/e2e/harness"
@@ -39,16 +41,22 @@ func TestMain(m *testing.M) {
 		}
 	}
 	for bin, pkg := range builds {
-		if err := goBuild("", bin, pkg); err != nil {
+		if err := goBuild("", "", bin, pkg); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			os.Exit(1)
 		}
 	}
-	// The example adapter is its own module, outside the workspace: built
-	// as its author would, by its module path.
+	// The example adapter is its own module, outside the workspace, whose
+	// go.mod names a released sdk: built here in a workspace of its own
+	// with this tree's sdk (make example builds it as its author would).
+	work, err := exampleWorkspace(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
 	toyAdapterBin, toyEngineBin = filepath.Join(dir, "vigil-adapter-toy"), filepath.Join(dir, "toy-engine")
 	for bin, pkg := range map[string]string{toyAdapterBin: "./cmd/vigil-adapter-toy", toyEngineBin: "./cmd/toy-engine"} {
-		if err := goBuild(exampleDir, bin, pkg); err != nil {
+		if err := goBuild(exampleDir, work, bin, pkg); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			os.Exit(1)
 		}
@@ -69,8 +77,9 @@ func TestMain(m *testing.M) {
 const exampleDir = "../examples/adapter"
 
 // goBuild builds pkg into bin, with the race detector when the tests have
-// it; in dir with GOWORK=off when dir is set (a module outside go.work).
-func goBuild(dir, bin, pkg string) error {
+// it; in dir, under the workspace file work, when dir is set (a module
+// outside go.work).
+func goBuild(dir, work, bin, pkg string) error {
 	args := []string{"build", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
@@ -78,12 +87,30 @@ func goBuild(dir, bin, pkg string) error {
 	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if dir != "" {
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK=off")
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK="+work)
 	}
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("building %s: %w", pkg, err)
 	}
 	return nil
+}
+
+// exampleWorkspace writes, in dir, a go.work of the example module with
+// this tree's sdk in place of the release its go.mod names, and returns its
+// path.
+func exampleWorkspace(dir string) (string, error) {
+	example, err := filepath.Abs(exampleDir)
+	if err != nil {
+		return "", err
+	}
+	sdk, err := filepath.Abs("../sdk")
+	if err != nil {
+		return "", err
+	}
+	work := filepath.Join(dir, "example.work")
+	text := fmt.Sprintf("go %s\n\nuse %s\n\nreplace github.com/vigilhq/vigil/sdk => %s\n",
+		strings.TrimPrefix(runtime.Version(), "go"), example, sdk)
+	return work, os.WriteFile(work, []byte(text), 0o644)
 }
 
 // freePort returns a loopback TCP port that was free a moment ago and that

@@ -4,7 +4,7 @@
 # by its module path from a file GOPROXY (chained to the usual one) that
 # serves this tree's sdk at a pseudo-version derived from its content.
 #
-#   scripts/example.sh build DIR        vet, test (-race) and build DIR's commands into bin/
+#   scripts/example.sh build DIR        vet, staticcheck, test (-race) and build DIR's commands into bin/
 #   scripts/example.sh tidy-check DIR   fail unless DIR's go.mod and go.sum are tidy
 #   scripts/example.sh tidy DIR         tidy DIR's go.mod and go.sum in place
 #
@@ -17,6 +17,7 @@ cd "$(dirname "$0")/.."
 mode=${1:?usage: $0 build|tidy-check|tidy DIR} ex=${2:?usage: $0 $mode DIR}
 root=$PWD
 sdkproxy=${TOOLBIN:-$root/.bin}/sdkproxy
+staticcheck=${TOOLBIN:-$root/.bin}/staticcheck
 sdk=github.com/vigilhq/vigil/sdk
 
 if (cd "$ex" && go mod edit -json) | grep -q '"Replace": \['; then
@@ -57,6 +58,7 @@ case $mode in
 build)
 	echo "example: $ex with $sdk@$version"
 	go vet ./...
+	"$staticcheck" ./...
 	go test -race -count=1 ./...
 	go build -o "$root/bin/" ./cmd/...
 	;;

@@ -1,8 +1,8 @@
-// Package fakeengine is a stand-in for the toy engine in the adapter's
-// tests: the toy engine's gRPC API (toy.v1.EngineService and
-// grpc.health.v1) served in the test's process, with what a test needs
-// and the engine lacks: failing, holding a generation, and seeing aborts.
-// It echoes its prompt back, a token per message, as the engine does.
+// Package fakeengine is the toy engine: its gRPC API (toy.v1.EngineService
+// and grpc.health.v1), "generating" by echoing its prompt back a token per
+// message, with what a test needs to steer it: pausing, failing, holding a
+// generation, and seeing aborts. The adapter's tests serve it in their own
+// process; cmd/toy-engine serves it as a process, for the demo.
 //
 // Your adapter's module keeps a package like it, for its own engine's API:
 // the conformance kit (sdktest) steers the engine through it.
@@ -10,11 +10,13 @@ package fakeengine
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"hash/fnv"
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,13 +27,27 @@ import (
 	"github.com/vigilhq/vigil/examples/adapter/toypb"
 )
 
-// Model is the model the fake engine reports.
+// Version is the engine's version, as Info reports it.
+const Version = "0.1.0"
+
+// Model is the model the engine reports unless Config.Model says another.
 const Model = "toy-model"
 
-// Engine is one run of the fake engine. Create it with Start.
+// Config configures an Engine; the zero value is what tests want.
+type Config struct {
+	// Model is the model name Info reports. Default Model.
+	Model string
+	// TokenDelay is the time between two tokens of a generation, so that
+	// a request lasts long enough to cancel by hand. Default 0.
+	TokenDelay time.Duration
+}
+
+// Engine is one run of the toy engine. Create it with Start or Serve.
 type Engine struct {
 	Addr string // its gRPC address, host:port
 
+	cfg      Config
+	instance string // Info's instance_id: a restarted engine has another
 	grpc     *grpc.Server
 	health   *health.Server
 	served   chan error
@@ -50,19 +66,27 @@ var readiness = toypb.EngineService_ServiceDesc.ServiceName
 
 var errAborted = errors.New("aborted")
 
-// Start serves a fake engine on a loopback port until Stop.
+// Start serves an engine on a loopback port until Stop.
 func Start() (*Engine, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{Addr: lis.Addr().String(), grpc: grpc.NewServer(), health: health.NewServer(), served: make(chan error, 1),
-		aborted: map[string]chan struct{}{}, inflight: map[string]context.CancelCauseFunc{}}
+	return Serve(lis, Config{}), nil
+}
+
+// Serve serves an engine on lis until Stop.
+func Serve(lis net.Listener, cfg Config) *Engine {
+	if cfg.Model == "" {
+		cfg.Model = Model
+	}
+	e := &Engine{Addr: lis.Addr().String(), cfg: cfg, instance: rand.Text(), grpc: grpc.NewServer(), health: health.NewServer(),
+		served: make(chan error, 1), aborted: map[string]chan struct{}{}, inflight: map[string]context.CancelCauseFunc{}}
 	e.health.SetServingStatus(readiness, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(e.grpc, e.health)
 	toypb.RegisterEngineServiceServer(e.grpc, &service{e: e})
 	go func() { e.served <- e.grpc.Serve(lis) }()
-	return e, nil
+	return e
 }
 
 // Stop reports every health service NOT_SERVING and closes every
@@ -139,7 +163,7 @@ type service struct {
 }
 
 func (s *service) Info(context.Context, *toypb.InfoRequest) (*toypb.InfoResponse, error) {
-	return &toypb.InfoResponse{Model: Model, Version: "fake", InstanceId: "fake-" + s.e.Addr}, nil
+	return &toypb.InfoResponse{Model: s.e.cfg.Model, Version: Version, InstanceId: s.e.instance}, nil
 }
 
 func (s *service) Abort(_ context.Context, req *toypb.AbortRequest) (*toypb.AbortResponse, error) {
@@ -187,7 +211,7 @@ func (s *service) Generate(req *toypb.GenerateRequest, stream grpc.ServerStreami
 			case <-ctx.Done():
 			}
 		}
-		if ctx.Err() != nil {
+		if !sleep(ctx, s.e.cfg.TokenDelay) {
 			break
 		}
 		if err := stream.Send(tok); err != nil {
@@ -203,13 +227,17 @@ func (s *service) Generate(req *toypb.GenerateRequest, stream grpc.ServerStreami
 	return stream.Send(final)
 }
 
-// begin records a request in flight, refusing it while paused; it returns
-// the hold the request waits at (nil: none) and done, which forgets it.
+// begin records a request in flight, refusing it while paused or when its
+// id is taken; it returns the hold the request waits at (nil: none) and
+// done, which forgets it.
 func (e *Engine) begin(ctx context.Context, id string) (context.Context, <-chan struct{}, func(), error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.paused {
 		return nil, nil, nil, status.Error(codes.Unavailable, "paused")
+	}
+	if _, ok := e.inflight[id]; ok {
+		return nil, nil, nil, status.Errorf(codes.AlreadyExists, "request %q is in flight", id)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	e.inflight[id] = cancel
@@ -241,4 +269,19 @@ func echo(req *toypb.GenerateRequest) ([]*toypb.GenerateResponse, error) {
 		out = append(out, &toypb.GenerateResponse{Text: w, TokenIds: []uint32{h.Sum32()}})
 	}
 	return out, nil
+}
+
+// sleep waits d, or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
