@@ -34,9 +34,10 @@ func App(stdout, stderr io.Writer) *cli.App {
 		Name:    "vigil",
 		Usage:   "keep service discovery honest for an LLM inference engine",
 		Version: Version,
-		Description: "vigil runs beside an inference engine (built in: vLLM; others as plugins), registers the\n" +
-			"worker in discovery only while the engine serves, and withdraws it and exits 1 the\n" +
-			"moment the engine is lost, so that its supervisor restarts it.",
+		Description: "vigil runs beside an inference engine (built in: vLLM, SGLang and TensorRT-LLM;\n" +
+			"others as plugins), registers the worker in discovery only while the engine serves,\n" +
+			"and withdraws it and exits 1 the moment the engine is lost, so that its supervisor\n" +
+			"restarts it.",
 		Writer:    stdout,
 		ErrWriter: stderr,
 		Commands:  []*cli.Command{runCommand(), routeCommand(), pluginCommand(), versionCommand()},

@@ -47,7 +47,7 @@ var exitCodes = []struct {
 	{outcome.ErrShutdownBudget, ExitShutdownBudget, "shutdown budget"},
 	{outcome.ErrEngineLost, ExitFailure, "engine lost"},
 	{outcome.ErrStartupDeadline, ExitFailure, "engine not serving within `--startup-deadline`"},
-	{outcome.ErrDrainCut, ExitFailure, "a second signal cut the drain short"},
+	{outcome.ErrDrainCut, ExitFailure, "a signal during a drain cut it short (a second signal, or one during the drain after a loss)"},
 	{errOther, ExitFailure, "adapter failed to start"},
 }
 

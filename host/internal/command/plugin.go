@@ -37,7 +37,7 @@ func pluginCommand() *cli.Command {
 					Usage: "with --engine-addr: how long to wait for the engine to serve"},
 				&cli.BoolFlag{Name: "conformance",
 					Usage: "with --engine-addr: run every conformance rule of the sdk (sdktest) that needs no hook against the adapter, started afresh for each, " +
-						"and that engine, which must serve throughout; print each rule's outcome, the skipped ones by name; takes a minute or two"},
+						"and that engine, which must serve throughout; print each rule's outcome, the skipped ones by name; takes seconds to a minute, depending on the engine"},
 			}, adapterFlags()...), logFlags()...),
 			Action:       checkAction,
 			OnUsageError: onUsageError,

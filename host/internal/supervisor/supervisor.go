@@ -317,7 +317,13 @@ func (s *supervisor) note(in Input, reason string) {
 	switch in {
 	case InputStop:
 		if s.state == StateDraining {
-			s.log.Warn("second signal: exiting without finishing the drain", "signal", reason)
+			// The first signal drains; any signal during a drain, the one
+			// after a loss included, cuts it.
+			what := "second signal"
+			if s.cause == InputLost {
+				what = "signal during the drain after the engine was lost"
+			}
+			s.log.Warn(what+": exiting without finishing the drain", "signal", reason)
 			s.outcome = errors.Join(s.outcome, outcome.ErrDrainCut)
 		} else {
 			s.log.Info("signal received; draining", "signal", reason, "grace_period", s.cfg.GracePeriod)
