@@ -109,8 +109,10 @@ func (f *standInFleet) register(w *standIn) error {
 	fmt.Sscan(port, &p)
 	err := f.agent.ServiceRegister(&api.AgentServiceRegistration{
 		ID: w.id, Name: f.service, Tags: []string{"stand-in"}, Address: host, Port: p,
-		// An owner token as vigil's own registrations carry (random per run).
-		Meta: map[string]string{"engine": "stand-in", "model": w.model, "worker_id": w.id, "owner": w.owner},
+		// Every key a vigil publishes (the router leaves out a registration
+		// that lacks one), with an owner token random per run as vigil's.
+		Meta: map[string]string{"engine": "stand-in", "model": w.model, "model_id": w.model, "instance_id": w.id,
+			"worker_id": w.id, "prompts": "text,token_ids", "max_model_len": "0", "owner": w.owner},
 		Check: &api.AgentServiceCheck{CheckID: f.checkID(w), TTL: standInTTL.String(), Status: api.HealthPassing,
 			DeregisterCriticalServiceAfter: "1m"},
 	})
