@@ -462,6 +462,8 @@ func TestAdapterFrozen(t *testing.T) {
 	}
 	if _, gone := waitFile(t, path, false, bound+exitBound); gone.Sub(frozen) > bound {
 		t.Errorf("record removed %s after the adapter froze, want within %s", gone.Sub(frozen), bound)
+	} else {
+		t.Logf("record removed %s after the adapter froze", gone.Sub(frozen).Round(time.Millisecond))
 	}
 	for i, r := range inflight.wait(t, bound) {
 		if status.Code(r.err) != codes.Unavailable || !strings.Contains(r.err.Error(), "not answering") {
@@ -476,6 +478,8 @@ func TestAdapterFrozen(t *testing.T) {
 	}
 	if d := time.Since(frozen); d > bound+time.Second {
 		t.Errorf("vigil exited %s after the adapter froze, want within %s", d, bound+time.Second)
+	} else {
+		t.Logf("vigil exited %s after the adapter froze", d.Round(time.Millisecond))
 	}
 	if l := v.findLine("engine lost"); !strings.Contains(l, "[ERROR]") || !strings.Contains(l, "not answering") {
 		t.Errorf("loss line %q, want an error saying the adapter is not answering", l)
