@@ -210,7 +210,7 @@ type supervisor struct {
 	stopPing context.CancelFunc
 
 	state       State
-	cause       Input // InputLost, InputStop or InputFailed, whichever came first
+	cause       Input // InputLost, InputStop, InputFailed or InputHung, whichever came first
 	outcome     error // what Run returns
 	drained     chan struct{}
 	cancelDrain context.CancelFunc
@@ -342,7 +342,7 @@ func (s *supervisor) note(in Input, reason string) {
 			// The first signal drains; any signal during a drain, the one
 			// after a loss included, cuts it.
 			what := "second signal"
-			if s.cause == InputLost {
+			if s.cause == InputLost || s.cause == InputHung {
 				what = "signal during the drain after the engine was lost"
 			}
 			s.log.Warn(what+": exiting without finishing the drain", "signal", reason)
