@@ -94,3 +94,44 @@ func TestAdapterHung(t *testing.T) {
 		})
 	}
 }
+
+// Only a ping unanswered within the timeout counts: one that fails at once
+// (the adapter exited, its connection broke, or it serves no go-plugin
+// health service) is left to the exit and the watch, which report it.
+func TestAdapterPingFailsFast(t *testing.T) {
+	t.Parallel()
+	pinged := make(chan struct{}, 1)
+	var pings atomic.Int32
+	killedNow := make(chan struct{})
+	e := newFakeEngine()
+	h := startHarnessWith(t, e, &fakeEndpoint{}, func(c *Config) {
+		launch := c.Launch
+		c.Start.Health = pingPolicy
+		c.Launch = func(ctx context.Context) (Adapter, error) {
+			ad, err := launch(ctx)
+			ad.Ping = func(context.Context) error {
+				if pings.Add(1) == 10 {
+					pinged <- struct{}{}
+				}
+				return errors.New("unknown service plugin")
+			}
+			ad.KillNow = func() { close(killedNow) }
+			return ad, err
+		}
+	})
+	h.send(sdk.Serving)
+	h.registered(true)
+	select { // ten pings: the pinging did not end at the second
+	case <-pinged:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the adapter was not pinged ten times: its failing pings were counted")
+	}
+	select {
+	case <-killedNow:
+		t.Fatal("an adapter whose pings fail at once was killed as hung")
+	default:
+	}
+	h.registered(true)
+	h.send(sdk.Lost)
+	h.ended(outcome.ErrEngineLost)
+}
