@@ -11,6 +11,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/vigilhq/vigil/e2e/harness"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Behavioural bounds, with slack for a loaded 2-core machine under -race;
@@ -414,6 +416,86 @@ func TestEngineFrozen(t *testing.T) {
 			t.Errorf("engine lost line %q, want %q at error level", lost, e.lostReason)
 		}
 	})
+}
+
+// TestAdapterFrozen: vLLM's adapter process (vigil re-executed) is
+// stopped (SIGSTOP, as a deadlock, a swap stall or a wedged server would
+// freeze it) while it serves requests: it answers nothing and closes
+// nothing, so go-plugin, which reports only an exit, never tells. vigil's
+// pings of the adapter find it within interval + failures × timeout:
+// the file record is gone, the requests in flight end with UNAVAILABLE,
+// vigil logs the loss, kills the adapter and exits 1 within that bound and
+// a moment, no process of its left behind; the engine, its streams closed
+// by the kill, stops generating them.
+func TestAdapterFrozen(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	e := firstEngine()
+	if e.Name != "vllm" {
+		t.Fatalf("first engine %s, want vllm", e.Name)
+	}
+	const (
+		interval = 200 * time.Millisecond
+		timeout  = 500 * time.Millisecond
+		failures = 2
+	)
+	bound := interval + failures*timeout + registerBound
+	dir := t.TempDir()
+	m := startMock(t, e, harness.MockOpts{TokenDelay: delay(20 * time.Millisecond)})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, discovery: "file", registry: dir, service: "llm", extra: []string{
+		"--health-interval", interval.String(), "--health-timeout", timeout.String(), "--health-failures", fmt.Sprint(failures)}})
+	path := filepath.Join(dir, "llm", v.WorkerID+".json")
+	waitFile(t, path, true, 30*time.Second)
+	adapters := children(v.pid())
+	if len(adapters) != 1 {
+		t.Fatalf("vigil has %d child processes, want its adapter alone", len(adapters))
+	}
+	t.Cleanup(func() { // a stopped process left by a failure
+		_ = syscall.Kill(adapters[0], syscall.SIGCONT)
+		_ = syscall.Kill(adapters[0], syscall.SIGKILL)
+	})
+	inflight := startLoad(t, e, v, 2)
+
+	frozen := time.Now()
+	if err := syscall.Kill(adapters[0], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if _, gone := waitFile(t, path, false, bound+exitBound); gone.Sub(frozen) > bound {
+		t.Errorf("record removed %s after the adapter froze, want within %s", gone.Sub(frozen), bound)
+	} else {
+		t.Logf("record removed %s after the adapter froze", gone.Sub(frozen).Round(time.Millisecond))
+	}
+	for i, r := range inflight.wait(t, bound) {
+		if status.Code(r.err) != codes.Unavailable || !strings.Contains(r.err.Error(), "not answering") {
+			t.Errorf("request in flight %d ended with %v after %d tokens, want Unavailable saying the adapter is not answering", i, r.err, len(r.tokens))
+		}
+	}
+	if d := time.Since(frozen); d > bound {
+		t.Errorf("the requests in flight ended %s after the adapter froze, want within %s", d, bound)
+	}
+	if code := v.wait(exitBound); code != 1 {
+		t.Fatalf("vigil exit code = %d after its adapter froze, want 1", code)
+	}
+	if d := time.Since(frozen); d > bound+time.Second {
+		t.Errorf("vigil exited %s after the adapter froze, want within %s", d, bound+time.Second)
+	} else {
+		t.Logf("vigil exited %s after the adapter froze", d.Round(time.Millisecond))
+	}
+	if l := v.findLine("engine lost"); !strings.Contains(l, "[ERROR]") || !strings.Contains(l, "not answering") {
+		t.Errorf("loss line %q, want an error saying the adapter is not answering", l)
+	}
+	if alive(adapters[0]) {
+		t.Errorf("the frozen adapter %d is still running", adapters[0])
+	}
+	if left := harness.GroupMembers(v.pid()); len(left) > 0 {
+		t.Errorf("processes %v of vigil's left running after it exited", left)
+	}
+	for m.state(t).InFlight > 0 {
+		if time.Since(frozen) > bound+exitBound {
+			t.Fatalf("the engine still generates %d requests %s after the adapter froze", m.state(t).InFlight, time.Since(frozen))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestStartupDeadline: an engine that never serves makes vigil exit 1

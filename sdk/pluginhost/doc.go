@@ -8,7 +8,9 @@
 // adapter across the process boundary: error classes, field errors and
 // availability events come back as the sdk defines them, an adapter's log
 // entries reach the host's logger at their level, and a request field the
-// adapter does not read is refused naming it. [Handshake], [PluginName] and
+// adapter does not read is refused naming it. [Plugin.Ping] tells an
+// adapter that answers from a frozen one (stopped, swapped out, its server
+// wedged), which go-plugin, reporting only an exit, does not. [Handshake], [PluginName] and
 // [ProtocolVersion] are the handshake an adapter written without this sdk
 // answers; [EnvLogLevel] tells it the host's log level.
 //

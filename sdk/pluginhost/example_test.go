@@ -39,3 +39,31 @@ func ExampleLaunch() {
 	_, forwards := p.Engine.(sdk.Generator)
 	fmt.Println(info.Name, info.Version, p.Version, forwards && info.Capabilities.Generate)
 }
+
+// A host that must tell a frozen adapter (stopped, swapped out, its server
+// wedged) from a busy one pings it under a deadline: a frozen adapter
+// answers nothing, so the ping fails when the deadline passes.
+func ExamplePlugin_Ping() {
+	ctx := context.Background()
+	p, err := pluginhost.Launch(ctx, pluginhost.LaunchConfig{Cmd: exec.Command("./vigil-adapter-toy")})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.KillContext(ctx)
+	for failures := 0; failures < 2; {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		if err := p.Ping(pctx); err != nil {
+			failures++
+			fmt.Println("adapter not answering:", err)
+		} else {
+			failures = 0
+		}
+		cancel()
+		time.Sleep(500 * time.Millisecond)
+	}
+	// Two pings in a row unanswered: kill it at once.
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	p.KillContext(expired)
+}

@@ -18,6 +18,8 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/internal/wire"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // LaunchConfig configures Launch.
@@ -69,7 +71,8 @@ type Plugin struct {
 	Version int
 
 	client *plugin.Client
-	cmd    *exec.Cmd // go-plugin runs it: its Process is the adapter's
+	conn   *grpc.ClientConn // go-plugin's connection to the adapter
+	cmd    *exec.Cmd        // go-plugin runs it: its Process is the adapter's
 	stdio  []*wire.LineLogger
 }
 
@@ -104,6 +107,9 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Plugin, error) {
 		return nil, fmt.Errorf("adapter %s: unexpected plugin type %T", cfg.Cmd.Path, raw)
 	}
 	p.Engine, p.Version = e, p.client.NegotiatedVersion()
+	if g, ok := rpc.(*plugin.GRPCClient); ok {
+		p.conn = g.Conn
+	}
 	return p, nil
 }
 
@@ -248,6 +254,31 @@ func versionMismatch(msg string) error {
 	}
 	return fmt.Errorf("%w: the adapter speaks vigil.plugin protocol %d, this host %v: rebuild the adapter with an sdk that speaks %d",
 		ErrProtocolVersion, theirs, ours, ours[len(ours)-1])
+}
+
+// Ping asks the adapter process whether it answers, under ctx: a Check of
+// the health service that every go-plugin server runs beside the plugin
+// (service "plugin", whatever language the adapter is written in), which
+// the server answers without the adapter's own code. Nil: it answered. An
+// adapter that is stopped (SIGSTOP), swapped out or whose gRPC server is
+// wedged answers nothing, and Ping returns ctx's error once ctx ends; an
+// adapter that has exited, sdk.ErrPluginExited. A deadlock inside the
+// adapter's Engine methods that leaves its server answering is not seen:
+// the calls stuck in it end by their own contexts.
+func (p *Plugin) Ping(ctx context.Context) error {
+	if p.client.Exited() {
+		return sdk.ErrPluginExited
+	}
+	_, err := healthpb.NewHealthClient(p.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: plugin.GRPCServiceName})
+	switch {
+	case err == nil:
+		return nil
+	case sdk.ContextErr(ctx) != nil:
+		return fmt.Errorf("adapter ping unanswered: %w", sdk.ContextErr(ctx))
+	case p.client.Exited():
+		return fmt.Errorf("%w: %v", sdk.ErrPluginExited, err)
+	}
+	return fmt.Errorf("adapter ping: %w", err)
 }
 
 // Exited reports whether the adapter process has exited.

@@ -365,3 +365,51 @@ func TestMultiplexAdapterExit(t *testing.T) {
 		}
 	}
 }
+
+// Ping answers while the adapter runs, fails within its context's bound
+// while the adapter process is stopped (SIGSTOP, as a swap stall or a
+// wedged server freezes it), answers again once it runs on, and says
+// ErrPluginExited once it is gone.
+func TestPingFrozenAdapter(t *testing.T) {
+	t.Parallel()
+	p, err := launchTest(t, "serving", newRecorder(), "GORACE=atexit_sleep_ms=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.cmd.Process.Pid
+	// Before launchTest's Kill, which waits for a graceful exit for good.
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	ping := func(bound time.Duration) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), bound)
+		defer cancel()
+		start := time.Now()
+		err := p.Ping(ctx)
+		return time.Since(start), err
+	}
+	if _, err := ping(10 * time.Second); err != nil {
+		t.Fatalf("Ping() of a running adapter = %v, want nil", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	const bound = 300 * time.Millisecond
+	took, err := ping(bound)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Ping() of a stopped adapter = %v, want context.DeadlineExceeded", err)
+	}
+	if took > bound+time.Second {
+		t.Errorf("Ping() of a stopped adapter returned after %s, want within %s and a moment", took, bound)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ping(10 * time.Second); err != nil {
+		t.Errorf("Ping() once the adapter runs on = %v, want nil", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	p.KillContext(ctx)
+	if _, err := ping(10 * time.Second); !errors.Is(err, sdk.ErrPluginExited) {
+		t.Errorf("Ping() of an exited adapter = %v, want sdk.ErrPluginExited", err)
+	}
+}

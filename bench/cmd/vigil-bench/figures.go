@@ -34,6 +34,8 @@ var figures = []figure{
 	{"B6", "footprint: memory and start to registered", figB6, false},
 	{"B7", "vigil route: throughput and withdrawal to no longer chosen", figB7, true},
 	{"B8", "vigil route at 1,000 workers: churn, spread, peak-ewma vs least-outstanding vs round-robin", figB8, true},
+	// The adapter's pings are go-plugin's, the same for every engine.
+	{"B9", "frozen adapter (SIGSTOP) to withdrawn from Consul", figB9, true},
 }
 
 // benchEngine is an engine the bench measures: how the harness runs it

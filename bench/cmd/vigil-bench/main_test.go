@@ -19,7 +19,7 @@ func TestParseFlags(t *testing.T) {
 		"defaults":         {nil, figureNames(), []string{"vllm", "sglang", "trtllm"}, false, false},
 		"quick subset":     {[]string{"-quick", "-figures", "b2, B1,B2"}, []string{"B2", "B1"}, engineNames(), true, false},
 		"engines in order": {[]string{"-engines", "SGLang, vllm,sglang"}, figureNames(), []string{"sglang", "vllm"}, false, false},
-		"unknown figure":   {[]string{"-figures", "B9"}, nil, nil, false, true},
+		"unknown figure":   {[]string{"-figures", "B99"}, nil, nil, false, true},
 		"unknown engine":   {[]string{"-engines", "tgi"}, nil, nil, false, true},
 		"stray argument":   {[]string{"extra"}, nil, nil, false, true},
 		"empty figure set": {[]string{"-figures", ""}, nil, nil, false, true},

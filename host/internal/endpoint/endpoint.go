@@ -57,9 +57,15 @@ import (
 // engine batches at once, so that it only stops a runaway client.
 const DefaultMaxInflight = 1024
 
+// cutError is the cause of a request the worker cut: its client is told
+// UNAVAILABLE with the message.
+type cutError struct{ msg string }
+
+func (e *cutError) Error() string { return e.msg }
+
 // errGraceEnded ends the requests still in flight when the drain's grace
 // period is over.
-var errGraceEnded = errors.New("worker draining: grace period ended")
+var errGraceEnded error = &cutError{"worker draining: grace period ended"}
 
 // Server is the worker endpoint.
 type Server struct {
@@ -249,6 +255,33 @@ func (s *Server) cut(timeout time.Duration) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Abandon is for an engine adapter that stopped answering: it stops
+// admitting, with reason given to refused clients, and ends every request
+// in flight at once, each with UNAVAILABLE and reason. The engine is
+// detached, so that no later Drain asks the adapter to abort anything: it
+// could not relay the abort (the engine sees the requests' streams close
+// when the adapter is killed), which is logged.
+func (s *Server) Abandon(reason string) {
+	s.mu.Lock()
+	s.admitting, s.refusal = false, reason
+	cause := &cutError{reason}
+	forwarded := 0
+	for _, r := range s.inflight {
+		r.cancel(cause)
+		if r.engineID != "" {
+			forwarded++
+		}
+	}
+	n := len(s.inflight)
+	s.engine = nil
+	s.mu.Unlock()
+	s.setHealth(false)
+	if n > 0 {
+		s.log.Warn("ending the requests in flight without aborting them at the engine: the adapter cannot relay the abort; the engine sees their streams close when the adapter is killed",
+			"requests", n, "forwarded", forwarded, "reason", reason)
+	}
 }
 
 // InFlight returns the number of requests in flight.

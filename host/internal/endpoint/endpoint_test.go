@@ -359,6 +359,48 @@ func TestDrainAbortUnanswered(t *testing.T) {
 	}
 }
 
+// Abandon, for an adapter that stopped answering, ends the requests in
+// flight at once with UNAVAILABLE and its reason, refuses new ones, and
+// asks the engine to abort nothing, then or in a later Drain: the adapter
+// could not relay it, and a Drain waiting for it would outlive its bound.
+func TestAbandon(t *testing.T) {
+	t.Parallel()
+	e := &fakeEngine{hold: make(chan struct{}), started: make(chan string, 2), abortBlock: make(chan struct{})}
+	defer close(e.abortBlock)
+	s, c := serve(t, e, worker, 0)
+	s.Admit(true, "")
+	results := make(chan result, 2)
+	for range 2 {
+		go func() { results <- run(t.Context(), c, prompt(1)) }()
+	}
+	<-e.started
+	<-e.started
+	const reason = "worker draining: engine adapter not answering"
+	s.Abandon(reason)
+	for range 2 {
+		select {
+		case r := <-results:
+			if status.Code(r.err) != codes.Unavailable || r.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_ERROR ||
+				r.final.GetDescription() != reason {
+				t.Errorf("request in flight when abandoned: %+v, want final ERROR %q then Unavailable", r, reason)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a request in flight did not end within 5s of Abandon")
+		}
+	}
+	if r := run(t.Context(), c, prompt(1)); status.Code(r.err) != codes.Unavailable || !strings.Contains(r.err.Error(), "not answering") {
+		t.Errorf("after Abandon: %v, want Unavailable saying why", r.err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Drain(ctx, 100*time.Millisecond); err != nil {
+		t.Errorf("Drain() after Abandon = %v, want nil", err)
+	}
+	if got := e.Aborted(); len(got) != 0 {
+		t.Errorf("engine asked to abort %v after Abandon, want nothing", got)
+	}
+}
+
 // sizedText is a text request whose encoded size is exactly n bytes.
 func sizedText(n int) *workerv1.GenerateRequest {
 	req := &workerv1.GenerateRequest{RequestId: "big"}

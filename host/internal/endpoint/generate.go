@@ -205,14 +205,15 @@ func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
 		e.outcome = OutcomeCancelled
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	graceEnded := errors.Is(context.Cause(a.ctx), errGraceEnded)
-	if graceEnded {
+	var cut *cutError
+	wasCut := errors.As(context.Cause(a.ctx), &cut)
+	if wasCut {
 		e.outcome = OutcomeCut
 	}
 	if !f.sent {
 		switch {
-		case graceEnded:
-			return status.Error(codes.Unavailable, errGraceEnded.Error())
+		case wasCut:
+			return status.Error(codes.Unavailable, cut.msg)
 		case errors.Is(err, sdk.ErrInvalidArgument):
 			e.outcome = OutcomeInvalid
 			return status.Error(codes.InvalidArgument, err.Error())
@@ -223,8 +224,8 @@ func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
 		return status.Errorf(codes.Unavailable, "engine request failed: %v", err)
 	}
 	desc := fmt.Sprintf("engine request failed mid-stream: %v", err)
-	if graceEnded {
-		desc = errGraceEnded.Error()
+	if wasCut {
+		desc = cut.msg
 	}
 	if sendErr := f.stream.Send(final(f.id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, f.prompt, f.sentTokens)); sendErr != nil {
 		return sendErr

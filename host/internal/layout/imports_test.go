@@ -60,7 +60,7 @@ var rules = map[string]rule{
 		[]string{"discovery", "outcome", "workerapi", "vigil/proto/vigil/worker/v1"}},
 	"stopstring": {"endpoint", "stop strings matched on streamed text", nil},
 	"supervisor": {"vigil run", "the lifecycle: adapter, engine, registration, drain",
-		[]string{"discovery", "outcome", "vigil/sdk", "vigil/sdk/pluginhost"}},
+		[]string{"discovery", "outcome", "vigil/sdk", "vigil/sdk/healthwatch", "vigil/sdk/pluginhost"}},
 	"tlsconfig":         {"command", "TLS configurations from PEM files, reloaded when they change", nil},
 	"tlsconfig/tlstest": {"tests", "certificates for tests", nil},
 	"tokenizer": {"endpoint", "a model's own tokenizer and chat template",

@@ -16,7 +16,8 @@ var (
 	// rejects), so restarting with it will not help.
 	ErrConfig = errors.New("invalid configuration")
 	// ErrEngineLost: the engine stopped serving after it had served, or its
-	// adapter died; a restarted vigil waits for it again.
+	// adapter died or stopped answering; a restarted vigil waits for it
+	// again.
 	ErrEngineLost = errors.New("engine lost")
 	// ErrStartupDeadline: the engine did not serve within the startup
 	// deadline.

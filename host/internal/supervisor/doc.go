@@ -38,12 +38,17 @@
 //	    second stop signal, or the drain outliving its budget, abandons it.
 //	  - Stopped: Run returns why.
 //
+// "hung" (from Waiting on) is the adapter process not answering its pings
+// (see hung.go), which unwinds as a loss does, but at once: its requests in
+// flight are ended without the grace period or an abort, and the adapter
+// is killed, not asked to shut down.
+//
 // Once started, "failed" is the announcer giving up: another live vigil
 // holds the worker's registration (a duplicate worker id). The drain then
 // withdraws nothing of the other's.
 //
 // Why it ended is the first of a stop (nil), an engine loss
-// (outcome.ErrEngineLost) or a failure (outcome.ErrStartupDeadline,
+// (outcome.ErrEngineLost, a hung adapter included) or a failure (outcome.ErrStartupDeadline,
 // outcome.ErrConfig, also for a duplicate worker id, or another error); an
 // abandoned drain adds outcome.ErrDrainCut or outcome.ErrShutdownBudget,
 // and so does a step of the drain abandoned at its bound (the engine's

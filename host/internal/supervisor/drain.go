@@ -77,7 +77,13 @@ func (s *supervisor) overdueAfter(delay time.Duration) time.Duration {
 // budget.
 func (s *supervisor) startDrain() {
 	delay := s.delay()
-	if delay == 0 && s.started {
+	if s.stopPing != nil {
+		s.stopPing()
+	}
+	switch {
+	case delay == 0 && s.started && s.cause == InputHung:
+		s.cfg.Endpoint.Abandon(s.refusal())
+	case delay == 0 && s.started:
 		s.cfg.Endpoint.Admit(false, s.refusal())
 	}
 	s.drained = make(chan struct{})
@@ -91,8 +97,11 @@ func (s *supervisor) startDrain() {
 
 // refusal is what refused clients are told while draining.
 func (s *supervisor) refusal() string {
-	if s.cause == InputLost {
+	switch s.cause {
+	case InputLost:
 		return "worker draining: engine lost"
+	case InputHung:
+		return "worker draining: engine adapter not answering"
 	}
 	return "worker draining"
 }
@@ -107,6 +116,10 @@ func (s *supervisor) drain(ctx context.Context, p *phase, delay time.Duration) {
 	defer s.cancelDrain()
 	var unfinished []error
 	shutdown := s.plugin.Engine != nil
+	killed := s.killHung()
+	if killed != nil {
+		shutdown = false // it would not answer
+	}
 	if p != nil {
 		if err := s.cancelPhase(p); err != nil {
 			unfinished = append(unfinished, err)
@@ -124,6 +137,9 @@ func (s *supervisor) drain(ctx context.Context, p *phase, delay time.Duration) {
 		if err := s.shutdownAdapter(); err != nil {
 			unfinished = append(unfinished, err)
 		}
+	}
+	if killed != nil {
+		<-killed
 	}
 	withdrawn()
 	s.unfinished = errors.Join(unfinished...)

@@ -62,6 +62,10 @@ const (
 	InputDrained
 	// InputOverdue: the drain outlived its shutdown budget.
 	InputOverdue
+	// InputHung: the adapter process stopped answering its pings (stopped,
+	// swapped out, its server wedged): a loss that the adapter can no
+	// longer report, nor help drain.
+	InputHung
 )
 
 func (i Input) String() string {
@@ -84,6 +88,8 @@ func (i Input) String() string {
 		return "drained"
 	case InputOverdue:
 		return "overdue"
+	case InputHung:
+		return "hung"
 	default:
 		return "unknown"
 	}
@@ -98,7 +104,7 @@ func next(s State, in Input) State {
 			return StateWaiting
 		case s == StateWaiting && in == InputStarted:
 			return StateStarted
-		case in == InputFailed, in == InputStop:
+		case in == InputFailed, in == InputStop, in == InputHung:
 			return StateDraining
 		}
 	case StateStarted, StateServing, StateNotReady:
@@ -107,7 +113,7 @@ func next(s State, in Input) State {
 			return StateServing
 		case InputNotReady:
 			return StateNotReady
-		case InputLost, InputStop, InputFailed:
+		case InputLost, InputStop, InputFailed, InputHung:
 			return StateDraining
 		}
 	case StateDraining:

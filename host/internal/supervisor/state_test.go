@@ -16,7 +16,7 @@ func TestStateString(t *testing.T) {
 	for in, want := range map[Input]string{
 		0: "unknown", InputLaunched: "launched", InputStarted: "started", InputFailed: "failed",
 		InputServing: "serving", InputNotReady: "not-ready", InputLost: "lost", InputStop: "stop",
-		InputDrained: "drained", InputOverdue: "overdue", InputOverdue + 1: "unknown",
+		InputDrained: "drained", InputOverdue: "overdue", InputHung: "hung", InputHung + 1: "unknown",
 	} {
 		if got := in.String(); got != want {
 			t.Errorf("Input(%d).String() = %q, want %q", int(in), got, want)
@@ -28,23 +28,25 @@ func TestStateString(t *testing.T) {
 func TestNext(t *testing.T) {
 	t.Parallel()
 	L, W, S, R, N, D, X := StateLaunching, StateWaiting, StateStarted, StateServing, StateNotReady, StateDraining, StateStopped
-	inputs := []Input{InputLaunched, InputStarted, InputFailed, InputServing, InputNotReady, InputLost, InputStop, InputDrained, InputOverdue}
+	inputs := []Input{InputLaunched, InputStarted, InputFailed, InputServing, InputNotReady, InputLost, InputStop, InputDrained, InputOverdue, InputHung}
 	// One row a state; one column an input, in the order of inputs.
 	want := map[State][]State{
 		// Startup: each phase's result moves on; a failure or a stop
-		// unwinds; the engine's events come only once it has started.
-		L: {W, L, D, L, L, L, D, L, L},
-		W: {W, S, D, W, W, W, D, W, W},
-		S: {S, S, D, R, N, D, D, S, S},
-		R: {R, R, D, R, N, D, D, R, R},
-		N: {N, N, D, R, N, D, D, N, N},
+		// unwinds, and so does an adapter that stopped answering; the
+		// engine's events come only once it has started.
+		L: {W, L, D, L, L, L, D, L, L, D},
+		W: {W, S, D, W, W, W, D, W, W, D},
+		S: {S, S, D, R, N, D, D, S, S, D},
+		R: {R, R, D, R, N, D, D, R, R, D},
+		N: {N, N, D, R, N, D, D, N, N, D},
 		// Once draining, only the end of the drain, a second signal or the
 		// budget moves on: a late SERVING must not register a worker that
-		// is on its way out.
-		D: {D, D, D, D, D, D, X, X, X},
-		X: {X, X, X, X, X, X, X, X, X},
+		// is on its way out, and the drain's steps are bounded whether the
+		// adapter answers or not.
+		D: {D, D, D, D, D, D, X, X, X, D},
+		X: {X, X, X, X, X, X, X, X, X, X},
 	}
-	if len(inputs) != int(InputOverdue) || len(want) != int(StateStopped) {
+	if len(inputs) != int(InputHung) || len(want) != int(StateStopped) {
 		t.Fatalf("the table covers %d inputs and %d states, want every one", len(inputs), len(want))
 	}
 	for from, row := range want {

@@ -31,6 +31,10 @@ type Endpoint interface {
 	// Stopping reports that vigil is stopping for good (the drain began),
 	// for the endpoint's liveness health.
 	Stopping()
+	// Abandon stops admitting and ends every request in flight at once
+	// with reason, asking the engine to abort nothing: the adapter has
+	// stopped answering and could not relay it.
+	Abandon(reason string)
 }
 
 // Observer is told of the lifecycle's events, for metrics. Its methods are
@@ -86,14 +90,25 @@ type Adapter struct {
 	// Kill stops the adapter process, within stepTimeout however the
 	// adapter behaves; it must be idempotent.
 	Kill func()
+	// Ping asks the adapter process whether it answers, under ctx; nil:
+	// it is not watched. From its launch until the drain, the lifecycle
+	// pings it under the health policy (see pingAdapter).
+	Ping func(ctx context.Context) error
+	// KillNow kills the adapter process at once (SIGKILL), for one that
+	// stopped answering, and returns once it has exited; nil: Kill.
+	KillNow func()
 }
 
 // FromPlugin adapts a launched go-plugin subprocess: Kill lets it exit
-// gracefully for stepTimeout, then kills it.
+// gracefully for stepTimeout, then kills it; KillNow kills it at once.
 func FromPlugin(p *pluginhost.Plugin) Adapter {
-	return Adapter{Engine: p.Engine, Version: p.Version, Kill: func() {
+	return Adapter{Engine: p.Engine, Version: p.Version, Ping: p.Ping, Kill: func() {
 		ctx, cancel := context.WithTimeout(context.Background(), stepTimeout)
 		defer cancel()
+		p.KillContext(ctx)
+	}, KillNow: func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
 		p.KillContext(ctx)
 	}}
 }
@@ -189,9 +204,13 @@ type supervisor struct {
 	// prompts it takes.
 	tokenized <-chan tokenizerDecision
 	held      *sdk.Event
+	// hung delivers why the adapter is taken for hung (its pings
+	// unanswered); nil when it is not pinged. stopPing ends the pings.
+	hung     <-chan string
+	stopPing context.CancelFunc
 
 	state       State
-	cause       Input // InputLost, InputStop or InputFailed, whichever came first
+	cause       Input // InputLost, InputStop, InputFailed or InputHung, whichever came first
 	outcome     error // what Run returns
 	drained     chan struct{}
 	cancelDrain context.CancelFunc
@@ -229,6 +248,9 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
 			s.step(InputDrained, "")
 		case <-s.overdue:
 			s.step(InputOverdue, "")
+		case reason := <-s.hung:
+			s.hung = nil
+			s.step(InputHung, reason)
 		}
 	}
 	return s.outcome
@@ -299,7 +321,7 @@ func (s *supervisor) counted(from, to State, in Input) {
 	case from == StateServing:
 		cause := CauseStop
 		switch in {
-		case InputLost:
+		case InputLost, InputHung:
 			cause = CauseLost
 		case InputFailed:
 			cause = CauseFailed
@@ -320,7 +342,7 @@ func (s *supervisor) note(in Input, reason string) {
 			// The first signal drains; any signal during a drain, the one
 			// after a loss included, cuts it.
 			what := "second signal"
-			if s.cause == InputLost {
+			if s.cause == InputLost || s.cause == InputHung {
 				what = "signal during the drain after the engine was lost"
 			}
 			s.log.Warn(what+": exiting without finishing the drain", "signal", reason)
@@ -339,21 +361,26 @@ func (s *supervisor) note(in Input, reason string) {
 			s.outcome = fmt.Errorf("%w: %s", outcome.ErrEngineLost, reason)
 		} else {
 			after := "a stop"
-			if s.cause == InputFailed {
+			switch s.cause {
+			case InputFailed:
 				after = "a failure" // a duplicate worker id
+			case InputHung:
+				after = "the adapter stopped answering"
 			}
 			s.log.Info("engine stopped serving while draining, as expected after "+after, "reason", reason)
 		}
 	case InputOverdue:
 		s.log.Error("the drain outlived its shutdown budget; exiting without finishing it", "budget", s.shutdownBudget(s.delay()))
 		s.outcome = errors.Join(s.outcome, outcome.ErrShutdownBudget)
+	case InputHung:
+		s.noteHung(reason)
 	case InputDrained:
 		if s.unfinished != nil {
 			s.log.Error("the drain abandoned steps that did not finish within the shutdown budget", "budget", s.shutdownBudget(s.delay()), "error", s.unfinished)
 			s.outcome = errors.Join(s.outcome, fmt.Errorf("%w: %w", outcome.ErrShutdownBudget, s.unfinished))
 		}
 	}
-	if (in == InputLost || in == InputStop || in == InputFailed) && s.cause == 0 {
+	if (in == InputLost || in == InputStop || in == InputFailed || in == InputHung) && s.cause == 0 {
 		s.cause = in
 	}
 }
@@ -370,6 +397,7 @@ func (s *supervisor) enter(st State) {
 		s.startPhase(func(ctx context.Context, p *phase) { p.adapter, p.info, p.err = s.launch(ctx) })
 	case StateWaiting:
 		s.log.Info("waiting for engine", "engine_addr", s.cfg.Start.EngineAddr, "startup_deadline", s.cfg.Start.StartupDeadline)
+		s.hung = s.pingAdapter()
 		s.startPhase(func(ctx context.Context, p *phase) { p.worker, p.err = s.start(ctx) })
 	case StateStarted:
 		s.serve()

@@ -108,7 +108,24 @@ type fakeEndpoint struct {
 	attached *sdk.Worker   // what Attach was given; nil before
 	release  chan struct{} // nil: nothing in flight
 	cutErr   error
+	// abandoned is Abandon's reason, which ends what release holds; ""
+	// before.
+	abandoned string
 }
+
+// Abandon ends the requests in flight, as the endpoint does at once.
+func (e *fakeEndpoint) Abandon(reason string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.serving = false
+	if e.abandoned == "" && e.release != nil {
+		close(e.release)
+	}
+	e.abandoned = reason
+}
+
+// Abandoned is Abandon's reason, or "".
+func (e *fakeEndpoint) Abandoned() string { e.mu.Lock(); defer e.mu.Unlock(); return e.abandoned }
 
 func (e *fakeEndpoint) Attach(_ sdk.Generator, w sdk.Worker) {
 	e.mu.Lock()
