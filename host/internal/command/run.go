@@ -189,7 +189,10 @@ func warnConsul(cfg runConfig, advertise string, log hclog.Logger) {
 }
 
 // lifecycleConfig is the supervisor's configuration for run's.
-func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Registry, ep supervisor.Endpoint, log hclog.Logger) supervisor.Config {
+func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Registry, ep *endpoint.Server, log hclog.Logger) supervisor.Config {
+	announcer := discovery.NewAnnouncer(registry, log)
+	// The registration health service follows what the registry holds.
+	announcer.OnState(func(st discovery.RegistrationState) { ep.Registered(st == discovery.Registered) })
 	return supervisor.Config{
 		Launch: func(ctx context.Context) (supervisor.Adapter, error) {
 			p, err := launchAdapter(ctx, src, cfg.adapter, log)
@@ -204,7 +207,7 @@ func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Regist
 			Address: cfg.advHost, Port: cfg.advPort,
 		},
 		ServedModelName: cfg.servedModelName,
-		Announcer:       discovery.NewAnnouncer(registry, log),
+		Announcer:       announcer,
 		Endpoint:        ep,
 		GracePeriod:     cfg.grace,
 		ShutdownDelay:   cfg.shutdownDelay,
