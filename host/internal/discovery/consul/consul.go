@@ -82,7 +82,9 @@ func New(client *api.Client, addr string, opts Options) *Registry {
 
 // MaintenanceCheckID is the id of the check Consul adds to a service the
 // operator puts in maintenance.
-func MaintenanceCheckID(r discovery.Registration) string { return "_service_maintenance:" + ServiceID(r) }
+func MaintenanceCheckID(r discovery.Registration) string {
+	return "_service_maintenance:" + ServiceID(r)
+}
 
 // ServiceID is the Consul service id of a worker: stable across restarts of
 // vigil, unique per service and worker.
