@@ -464,26 +464,28 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 		a.log.Debug("nothing to deregister: no registration reached the registry", "registry", a.reg.String(), "worker_id", r.WorkerID)
 		return nil
 	}
+	return a.deregister(ctx, r)
+}
+
+// deregister removes r, retrying a failure until it succeeds or ctx ends;
+// see Withdraw.
+func (a *Announcer) deregister(ctx context.Context, r *Registration) error {
 	delay := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		// Two calls' bound: a deregistration reads the owner first.
 		octx, cancel := context.WithTimeout(ctx, 2*a.callTimeout)
 		err := a.reg.Deregister(octx, *r)
 		cancel()
-		if errors.Is(err, ErrNotRegistered) {
+		if err == nil || errors.Is(err, ErrNotRegistered) {
 			a.mu.Lock()
 			a.registered = nil
 			a.setState(Unregistered)
 			a.mu.Unlock()
-			a.log.Info("the worker's registration is another vigil's now; left in place", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID, "reason", err)
-			return nil
-		}
-		if err == nil {
-			a.mu.Lock()
-			a.registered = nil
-			a.setState(Unregistered)
-			a.mu.Unlock()
-			a.log.Info("worker deregistered", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID)
+			if err != nil {
+				a.log.Info("the worker's registration is another vigil's now; left in place", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID, "reason", err)
+			} else {
+				a.log.Info("worker deregistered", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID)
+			}
 			return nil
 		}
 		a.obs.Failed(err)

@@ -173,15 +173,8 @@ func NewWorker(version string, src WorkerSources) *Worker {
 		Name: "vigil_worker_requests_in_flight",
 		Help: "Requests the worker endpoint has admitted and not yet answered.",
 	}, func() float64 { return float64(src.InFlight()) })
-	registered := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "vigil_worker_registered",
-		Help: "1 while the registry holds the worker's registration, as far as vigil knows; else 0.",
-	}, func() float64 {
-		if src.Registered() {
-			return 1
-		}
-		return 0
-	})
+	registered := flag("vigil_worker_registered",
+		"1 while the registry holds the worker's registration, as far as vigil knows; else 0.", src.Registered)
 	w.reg.MustRegister(state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, inflight, registered,
 		flag("vigil_worker_registration_refused",
 			"1 while the registry refuses the worker's registration for want of a permission (a Consul token without service:write), which retrying alone will not mend; else 0.",
