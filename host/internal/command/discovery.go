@@ -39,7 +39,7 @@ func newBackend(d discoveryConfig) (backend, error) {
 				return consul.New(client, conf.Address, consul.Options{TTL: ttl, DeregisterAfter: deregisterAfter, TokenFile: conf.TokenFile})
 			},
 			discoverer: func(log hclog.Logger) discovery.Discoverer {
-				return consul.NewDiscoverer(client.Raw(), d.service, log).Sharded()
+				return consul.NewDiscoverer(client.Raw(), d.service, log).Sharded().WithTokenFile(conf.TokenFile)
 			},
 		}, nil
 	default:

@@ -38,6 +38,9 @@ func (t *tokenFile) get() string {
 // reread reads the file again and reports whether it holds another token
 // than the one sent. An empty file keeps the token, as consul/api does.
 func (t *tokenFile) reread() (changed bool, err error) {
+	if t == nil {
+		return false, nil
+	}
 	data, err := os.ReadFile(t.path)
 	if err != nil {
 		return false, fmt.Errorf("re-reading the token file %s: %w", t.path, err)
