@@ -63,7 +63,7 @@ type Discoverer struct {
 	consul  Querier
 	service string
 	log     hclog.Logger
-	filters []string // one blocking query per filter; "" is unfiltered
+	filters []string   // one blocking query per filter; "" is unfiltered
 	token   *tokenFile // nil: the client's token
 }
 
