@@ -259,6 +259,9 @@ func TestFileRegistryUnreadableRecord(t *testing.T) {
 		"--service-name", svc, "--listen", r.GRPC, "--http-listen", r.HTTP)
 	r.waitLine("worker joined: addr="+v.Listen, 30*time.Second)
 
+	// vigil is stopped for the fault, so that its renewals (every third of
+	// the TTL) do not mend the record meanwhile.
+	v.signal(syscall.SIGSTOP)
 	path := v.RecordPath(dir, svc)
 	link := path + ".link"
 	if err := os.Symlink(filepath.Join(dir, "gone"), link); err != nil {
@@ -267,7 +270,9 @@ func TestFileRegistryUnreadableRecord(t *testing.T) {
 	if err := os.Rename(link, path); err != nil {
 		t.Fatal(err)
 	}
-	// vigil's next renewal (every third of the TTL) puts a record back.
+	time.Sleep(500 * time.Millisecond) // the fault lasts five of the router's polls
+	v.signal(syscall.SIGCONT)
+	// vigil's next renewal puts a record back.
 	deadline := time.Now().Add(checkTTL)
 	for {
 		fi, err := os.Lstat(path)
@@ -279,7 +284,6 @@ func TestFileRegistryUnreadableRecord(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond) // two of the router's polls of the new record
 	if l := r.findLine("worker left discovery"); l != "" {
 		t.Errorf("the router dropped the worker while its record could not be read: %s", l)
 	}

@@ -4,11 +4,14 @@
 // that follows a service's passing workers with blocking queries.
 //
 // The Registry uses the agent endpoints only (/v1/agent/service/register,
-// /v1/agent/check/update, /v1/agent/service/deregister, and
-// /v1/agent/health/service/id to read who owns a registration); with ACLs
+// /v1/agent/check/update, /v1/agent/service/deregister,
+// /v1/agent/health/service/id to read who owns a registration and whether
+// the operator has it in maintenance, and /v1/agent/service/maintenance to
+// restore that maintenance when it registers the service again); with ACLs
 // enabled its token needs service:write on the service name (which grants
-// service:read). The Discoverer reads /v1/health/service; see Health for
-// its ACLs.
+// service:read). With a token file (CONSUL_HTTP_TOKEN_FILE) both halves
+// read it again after each 403. The Discoverer reads /v1/health/service;
+// see Health for its ACLs.
 //
 // The owner token is the service meta "owner"; each renewal writes the TTL
 // check's output with a renewal count, which is how another vigil given the

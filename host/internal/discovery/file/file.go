@@ -7,6 +7,9 @@
 // clock alone, records whose heartbeat they have not seen change for one
 // TTL by their own clock ([Tracker]), so that a record left with times in
 // the future (a clock stepped back after its vigil crashed) drops out too.
+// A record listed but not read (ESTALE or ENOENT on a shared volume while
+// its writer renames a new one into place) counts, for a reader, as the one
+// it last read of that file until its own expiry ([Keeper]).
 //
 // A record holds its writer's owner token: the Registry rewrites or
 // removes only its own, and reads the record before each write.
