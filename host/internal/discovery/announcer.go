@@ -33,7 +33,8 @@ func CallTimeout(ttl time.Duration) time.Duration { return max(opTimeout, ttl-tt
 
 // Announcer keeps one worker's registration in step with what the host
 // wants. Backend failures never end it: they are logged and retried.
-// Another live vigil's registration of the worker does: see Done.
+// Another live vigil's registration of the worker does, and so does
+// metadata no registry takes: see Done.
 type Announcer struct {
 	reg   Registry
 	log   hclog.Logger
@@ -188,8 +189,9 @@ func (a *Announcer) Run(ctx context.Context) {
 }
 
 // Done is closed when the Announcer has given up for good: another live
-// vigil holds the worker's registration (Err says which). It has then
-// written nothing over the other's, and withdraws nothing of it.
+// vigil holds the worker's registration (Err says which; it has then
+// written nothing over the other's, and withdraws nothing of it), or a
+// metadata value cannot be fitted to the registry (never sent).
 func (a *Announcer) Done() <-chan struct{} { return a.done }
 
 // Err is the error that closed Done: a *ConflictError (another vigil

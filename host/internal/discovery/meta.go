@@ -165,7 +165,7 @@ func (e *MetaError) Error() string {
 // limit, Fit returns a *MetaError naming the key.
 func (r Registration) Fit() (fitted Registration, shortened []string, err error) {
 	for _, v := range []struct{ key, val, fixed string }{
-		{MetaEngine, r.Engine, "requests and routers name the engine by it"},
+		{MetaEngine, r.Engine, "it names the engine (in Consul, the service's tag too)"},
 		{MetaModel, r.Model, "requests name the model by it exactly: give a shorter --served-model-name"},
 		{MetaWorkerID, r.WorkerID, "it identifies the worker: give a shorter --worker-id"},
 	} {
