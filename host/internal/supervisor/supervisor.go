@@ -64,7 +64,8 @@ const (
 	CauseLost = "lost"
 	// CauseStop: a stop signal.
 	CauseStop = "stop"
-	// CauseFailed: the registration was given up (a duplicate worker id).
+	// CauseFailed: the registration was given up (a duplicate worker id, or
+	// metadata no registry takes).
 	CauseFailed = "failed"
 )
 
