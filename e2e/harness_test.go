@@ -24,7 +24,9 @@ func startMock(t *testing.T, e *engine, o harness.MockOpts) *mock {
 	if o.Model == "" {
 		o.Model = e.model
 	}
-	o.InstanceID = e.NewInstanceID()
+	if o.InstanceID == "" {
+		o.InstanceID = e.NewInstanceID()
+	}
 	hm, err := harness.StartMock(starter{t}, e.Engine, e.mockBin, o)
 	if err != nil {
 		t.Fatal(err)

@@ -194,7 +194,8 @@ func TestDNSLabel(t *testing.T) {
 
 // TestWorkerIDLimit: with the file registry, a worker id too long for a
 // file name is a configuration error at startup (it would otherwise fail
-// every registration with "file name too long"); Consul takes it.
+// every registration with "file name too long"); Consul takes it, up to
+// its 512 bytes of a meta value.
 func TestWorkerIDLimit(t *testing.T) {
 	long := strings.Repeat("w", 300)
 	_, err := parseRunArgs(t, "--worker-id", long)
@@ -208,5 +209,10 @@ func TestWorkerIDLimit(t *testing.T) {
 	}
 	if _, err := parseRunArgs(t, "--worker-id", long, "--discovery", "consul"); err != nil {
 		t.Errorf("parseRun(300-byte --worker-id, consul) = %v, want nil", err)
+	}
+	// Consul's limit on a meta value, which the worker id is.
+	if _, err := parseRunArgs(t, "--worker-id", strings.Repeat("w", 513), "--discovery", "consul"); err == nil ||
+		!strings.Contains(err.Error(), "513 bytes long, want at most 512") {
+		t.Errorf("parseRun(513-byte --worker-id, consul) = %v, want a configuration error naming the limit 512", err)
 	}
 }

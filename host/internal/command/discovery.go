@@ -35,10 +35,11 @@ func newBackend(d discoveryConfig) (backend, error) {
 		}
 		return backend{
 			registry: func(ttl, deregisterAfter time.Duration) discovery.Registry {
-				return consul.New(client, conf.Address, consul.Options{TTL: ttl, DeregisterAfter: deregisterAfter})
+				// CONSUL_HTTP_TOKEN_FILE is read again after a refusal.
+				return consul.New(client, conf.Address, consul.Options{TTL: ttl, DeregisterAfter: deregisterAfter, TokenFile: conf.TokenFile})
 			},
 			discoverer: func(log hclog.Logger) discovery.Discoverer {
-				return consul.NewDiscoverer(client.Raw(), d.service, log).Sharded()
+				return consul.NewDiscoverer(client.Raw(), d.service, log).Sharded().WithTokenFile(conf.TokenFile)
 			},
 		}, nil
 	default:

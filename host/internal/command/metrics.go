@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/endpoint"
 	"github.com/vigilhq/vigil/host/internal/metrics"
 	"github.com/vigilhq/vigil/host/internal/router"
@@ -61,7 +62,8 @@ func serveRunMetrics(m metricsConfig, lc *supervisor.Config, ep *endpoint.Server
 	if lis == nil {
 		return func() {}, err
 	}
-	w := metrics.NewWorker(Version, metrics.WorkerSources{InFlight: ep.InFlight, Registered: lc.Announcer.Registered})
+	w := metrics.NewWorker(Version, metrics.WorkerSources{InFlight: ep.InFlight, Registered: lc.Announcer.Registered,
+		Refused: func() bool { return lc.Announcer.State() == discovery.Refused }})
 	lc.Observer = w
 	lc.Announcer.Observe(w.Announcer())
 	ep.Observe(w)

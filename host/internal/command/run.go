@@ -189,7 +189,10 @@ func warnConsul(cfg runConfig, advertise string, log hclog.Logger) {
 }
 
 // lifecycleConfig is the supervisor's configuration for run's.
-func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Registry, ep supervisor.Endpoint, log hclog.Logger) supervisor.Config {
+func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Registry, ep *endpoint.Server, log hclog.Logger) supervisor.Config {
+	announcer := discovery.NewAnnouncer(registry, log)
+	// The registration health service follows what the registry holds.
+	announcer.OnState(func(st discovery.RegistrationState) { ep.Registered(st == discovery.Registered) })
 	return supervisor.Config{
 		Launch: func(ctx context.Context) (supervisor.Adapter, error) {
 			p, err := launchAdapter(ctx, src, cfg.adapter, log)
@@ -204,7 +207,7 @@ func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Regist
 			Address: cfg.advHost, Port: cfg.advPort,
 		},
 		ServedModelName: cfg.servedModelName,
-		Announcer:       discovery.NewAnnouncer(registry, log),
+		Announcer:       announcer,
 		Endpoint:        ep,
 		GracePeriod:     cfg.grace,
 		ShutdownDelay:   cfg.shutdownDelay,
@@ -264,18 +267,30 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	if cfg.workerID == "" {
 		cfg.workerID = defaultWorkerID(lhost, lport)
 	}
-	if !validName(cfg.workerID) {
-		return cfg, usageErrorf("--worker-id %q: %s", cfg.workerID, nameRule)
-	}
-	if cfg.discovery == "file" && len(cfg.workerID) > file.MaxWorkerID {
-		return cfg, usageErrorf("--worker-id %.40q...: %d bytes long, want at most %d with --discovery file (the record's file name holds at most 255 bytes)",
-			cfg.workerID, len(cfg.workerID), file.MaxWorkerID)
+	if err := checkWorkerID(cfg.workerID, cfg.discovery); err != nil {
+		return cfg, err
 	}
 	if cfg.tls, err = parseTLS(c); err != nil {
 		return cfg, err
 	}
 	cfg.log, err = parseLog(c)
 	return cfg, err
+}
+
+// checkWorkerID says what is wrong with a --worker-id under --discovery d,
+// if anything.
+func checkWorkerID(id, d string) error {
+	switch {
+	case !validName(id):
+		return usageErrorf("--worker-id %q: %s", id, nameRule)
+	case len(id) > discovery.MaxMetaValue:
+		return usageErrorf("--worker-id %.40q...: %d bytes long, want at most %d (the registry's limit on a metadata value)",
+			id, len(id), discovery.MaxMetaValue)
+	case d == "file" && len(id) > file.MaxWorkerID:
+		return usageErrorf("--worker-id %.40q...: %d bytes long, want at most %d with --discovery file (the record's file name holds at most 255 bytes)",
+			id, len(id), file.MaxWorkerID)
+	}
+	return nil
 }
 
 // parseStart validates what the adapter's Start is given: the engine
@@ -449,7 +464,7 @@ func dnsLabel(s string) bool {
 
 // maxModelName is the longest --served-model-name, in bytes: Consul refuses
 // meta values longer than 512, and the name is the meta "model".
-const maxModelName = 512
+const maxModelName = discovery.MaxMetaValue
 
 // checkModelName says what is wrong with a --served-model-name, if
 // anything. Empty is allowed (the flag is unset: the engine's own name);

@@ -33,7 +33,8 @@ func CallTimeout(ttl time.Duration) time.Duration { return max(opTimeout, ttl-tt
 
 // Announcer keeps one worker's registration in step with what the host
 // wants. Backend failures never end it: they are logged and retried.
-// Another live vigil's registration of the worker does: see Done.
+// Another live vigil's registration of the worker does, and so does
+// metadata no registry takes: see Done.
 type Announcer struct {
 	reg   Registry
 	log   hclog.Logger
@@ -52,8 +53,14 @@ type Announcer struct {
 	want       *Registration // nil: withdrawn
 	registered *Registration // what the backend holds, as far as we know
 	watching   *watch        // another owner's registration, being watched
-	err        *ConflictError
+	err        error         // why Done closed: a *ConflictError or a *MetaError
 	failures   Failures
+	// state is what OnState's funcs were last told; renewed is when a
+	// call last succeeded.
+	state    RegistrationState
+	renewed  time.Time
+	onState  []func(RegistrationState)
+	shortLog map[string]bool // the shortened values logged, by key and value
 	// reached: a Register call may have reached the backend (it was made,
 	// and neither refused for want of a permission nor left undialled);
 	// until then Withdraw has nothing to deregister.
@@ -97,6 +104,56 @@ func (nopObserver) Reregistered() {}
 // Run.
 func (a *Announcer) Observe(o AnnouncerObserver) { a.obs = o }
 
+// RegistrationState is whether the registry holds the worker, as the
+// Announcer's last call found it.
+type RegistrationState int
+
+const (
+	// Unregistered: the registry does not hold the worker: not yet
+	// registered, withdrawn, lost by the registry, or unrenewed for one
+	// TTL (the backend failing).
+	Unregistered RegistrationState = iota
+	// Registered: the registry holds the worker, renewed within one TTL.
+	Registered
+	// Refused: the registry refused the worker for want of a permission
+	// (ErrPermissionDenied), which retrying alone will not mend.
+	Refused
+)
+
+func (s RegistrationState) String() string {
+	switch s {
+	case Registered:
+		return "registered"
+	case Refused:
+		return "refused"
+	}
+	return "unregistered"
+}
+
+// OnState has f called with each new RegistrationState, in order, under
+// the Announcer's lock: f must not block nor call the Announcer. The state
+// is Unregistered until then. Call it before Run.
+func (a *Announcer) OnState(f func(RegistrationState)) { a.onState = append(a.onState, f) }
+
+// State is the RegistrationState now.
+func (a *Announcer) State() RegistrationState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state
+}
+
+// setState makes st the state, telling OnState's funcs of a change; a.mu
+// is held.
+func (a *Announcer) setState(st RegistrationState) {
+	if st == a.state {
+		return
+	}
+	a.state = st
+	for _, f := range a.onState {
+		f(st)
+	}
+}
+
 // Run renews the registration every third of reg's TTL until ctx ends or
 // the Announcer gives up (Done). It does not withdraw on return: call
 // Withdraw first.
@@ -132,33 +189,67 @@ func (a *Announcer) Run(ctx context.Context) {
 }
 
 // Done is closed when the Announcer has given up for good: another live
-// vigil holds the worker's registration (Err says which). It has then
-// written nothing over the other's, and withdraws nothing of it.
+// vigil holds the worker's registration (Err says which; it has then
+// written nothing over the other's, and withdraws nothing of it), or a
+// metadata value cannot be fitted to the registry (never sent).
 func (a *Announcer) Done() <-chan struct{} { return a.done }
 
-// Err is the *ConflictError that closed Done; nil before.
+// Err is the error that closed Done: a *ConflictError (another vigil
+// holds the worker's registration) or a *MetaError (a value the worker is
+// routed by does not fit the registry); nil before.
 func (a *Announcer) Err() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.err == nil {
-		return nil
-	}
 	return a.err
+}
+
+// giveUp closes Done for err; a.mu is held.
+func (a *Announcer) giveUp(err error) {
+	if a.err == nil {
+		a.err = err
+		close(a.done)
+	}
 }
 
 // Owner is the owner token the Announcer registers with.
 func (a *Announcer) Owner() string { return a.owner }
 
-// Announce asks for r to be registered, under the Announcer's owner token.
-// It returns at once; Run registers.
+// Announce asks for r to be registered, under the Announcer's owner token,
+// its metadata fitted to the registry (Registration.Fit; each value
+// shortened is logged once). It returns at once; Run registers. A value
+// that cannot be fitted is never sent: the Announcer gives up (Done, Err
+// a *MetaError).
 func (a *Announcer) Announce(r Registration) {
 	r.Owner = a.owner
+	fitted, shortened, err := r.Fit()
 	a.mu.Lock()
-	a.want = &r
+	if err != nil {
+		a.giveUp(err)
+		a.mu.Unlock()
+		return
+	}
+	a.logShortened(r, fitted, shortened)
+	a.want = &fitted
 	a.mu.Unlock()
 	select {
 	case a.kick <- struct{}{}:
 	default:
+	}
+}
+
+// logShortened logs each value Fit shortened, once per value; a.mu is
+// held.
+func (a *Announcer) logShortened(r, fitted Registration, keys []string) {
+	full, short := r.Meta(), fitted.Meta()
+	for _, k := range keys {
+		if seen := k + "\x00" + full[k]; !a.shortLog[seen] {
+			if a.shortLog == nil {
+				a.shortLog = make(map[string]bool)
+			}
+			a.shortLog[seen] = true
+			a.log.Warn("metadata value over the registry's limit; publishing a prefix and its SHA-256 instead",
+				"key", k, "length", len(full[k]), "limit", MaxMetaValue, "published", short[k], "value", full[k])
+		}
 	}
 }
 
@@ -199,6 +290,7 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 			// first would only be refused again.
 			a.mu.Lock()
 			a.registered = nil
+			a.setState(Unregistered)
 			a.mu.Unlock()
 			have, again = nil, true
 		}
@@ -231,18 +323,28 @@ func (a *Announcer) record(ctx context.Context, want *Registration, registered b
 	if errors.Is(err, ErrPermissionDenied) {
 		// Retrying will not mend it; the operator must fix the token.
 		a.obs.Failed(err)
+		a.setState(Refused)
 		a.failures.FailAt(a.log, hclog.Error, "the registry refused the worker for want of a permission; fix the token (with Consul: a token it knows, with service:write on the service); retrying",
 			"registry", a.reg.String(), "service", want.Service, "error", err)
 		return a.watching != nil
 	}
 	if err != nil {
 		a.obs.Failed(err)
+		if a.registered == nil || time.Since(a.renewed) >= a.reg.TTL() {
+			a.setState(Unregistered) // the registration has lapsed, if it was there
+		}
 		a.failures.Fail(a.log, "registry update failed; retrying", "registry", a.reg.String(), "error", err)
 		return a.watching != nil
 	}
 	a.failures.Recover(a.log, "registry reachable again", "registry", a.reg.String())
 	if registered && a.want != nil && *a.want == *want {
 		a.registered = want
+	}
+	if a.registered != nil {
+		a.renewed = time.Now()
+		a.setState(Registered)
+	} else {
+		a.setState(Unregistered) // watching another vigil's
 	}
 	return a.watching != nil && a.err == nil
 }
@@ -304,9 +406,8 @@ func (a *Announcer) takeOver(r Registration, c Claim, now time.Time) bool {
 			append(args, "ttl", max(a.reg.TTL(), c.TTL))...)
 		return false
 	case c != w.claim:
-		a.err = &ConflictError{Worker: r, Other: c, Watched: now.Sub(w.since)}
+		a.giveUp(&ConflictError{Worker: r, Other: c, Watched: now.Sub(w.since)})
 		a.watching = nil
-		close(a.done)
 		return false
 	case now.Sub(w.since) >= max(a.reg.TTL(), w.claim.TTL):
 		a.log.Warn("taking over the worker's registration from another vigil, which did not renew it for one TTL",
@@ -342,7 +443,8 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 		r = a.registered
 	}
 	a.want, a.watching = nil, nil
-	failed := a.err != nil
+	var conflict *ConflictError
+	failed := errors.As(a.err, &conflict) // nothing of the other's is touched
 	if a.cancelSync != nil {
 		a.cancelSync() // a renewal in flight is moot now
 	}
@@ -358,27 +460,34 @@ func (a *Announcer) Withdraw(ctx context.Context) error {
 	reached := a.reached
 	a.mu.Unlock()
 	if !reached {
+		a.mu.Lock()
+		a.setState(Unregistered)
+		a.mu.Unlock()
 		a.log.Debug("nothing to deregister: no registration reached the registry", "registry", a.reg.String(), "worker_id", r.WorkerID)
 		return nil
 	}
+	return a.deregister(ctx, r)
+}
+
+// deregister removes r, retrying a failure until it succeeds or ctx ends;
+// see Withdraw.
+func (a *Announcer) deregister(ctx context.Context, r *Registration) error {
 	delay := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		// Two calls' bound: a deregistration reads the owner first.
 		octx, cancel := context.WithTimeout(ctx, 2*a.callTimeout)
 		err := a.reg.Deregister(octx, *r)
 		cancel()
-		if errors.Is(err, ErrNotRegistered) {
+		if err == nil || errors.Is(err, ErrNotRegistered) {
 			a.mu.Lock()
 			a.registered = nil
+			a.setState(Unregistered)
 			a.mu.Unlock()
-			a.log.Info("the worker's registration is another vigil's now; left in place", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID, "reason", err)
-			return nil
-		}
-		if err == nil {
-			a.mu.Lock()
-			a.registered = nil
-			a.mu.Unlock()
-			a.log.Info("worker deregistered", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID)
+			if err != nil {
+				a.log.Info("the worker's registration is another vigil's now; left in place", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID, "reason", err)
+			} else {
+				a.log.Info("worker deregistered", "registry", a.reg.String(), "service", r.Service, "worker_id", r.WorkerID)
+			}
 			return nil
 		}
 		a.obs.Failed(err)

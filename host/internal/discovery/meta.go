@@ -1,17 +1,20 @@
 package discovery
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // The metadata keys a worker is published under: Consul's service meta and
 // the file record's "meta" hold them, and the Consul reader takes a
 // worker's identity from them (FromMeta). The table "Discovery
-// metadata" of docs/operating.md lists the same keys (TestMetaKeysInDocs). Consul refuses
-// values longer than 512 bytes.
+// metadata" of docs/operating.md lists the same keys (TestMetaKeysInDocs). Every
+// backend publishes values of at most MaxMetaValue bytes (Fit).
 //
 // Every vigil publishes every key. The metadata is compatible one release
 // back: a key added later is optional to readers for one release, and
@@ -124,4 +127,69 @@ func maxModelLen(s string) uint32 {
 		return 0
 	}
 	return uint32(n)
+}
+
+// Consul's limits on service meta (agent/structs validateMetaPair): at
+// most 64 pairs, keys of at most 128 characters, values of at most 512
+// bytes. A registration over them is refused with a 400, which no retry
+// cures. MetaKeys fit the first two (TestMetaKeysFitConsul); Fit holds
+// every backend's values to the third, so that a worker is published alike
+// whatever the backend.
+const (
+	MaxMetaPairs  = 64
+	MaxMetaKey    = 128
+	MaxMetaValue  = 512
+	hashSeparator = "#sha256:"
+)
+
+// MetaError is why a registration cannot be published: the value of Key,
+// which the worker is found or routed by, is over MaxMetaValue and cannot
+// be shortened. No retry will help.
+type MetaError struct {
+	Key   string
+	Len   int
+	Fixed string // what sets the value, for the message
+}
+
+func (e *MetaError) Error() string {
+	return fmt.Sprintf("metadata %s is %d bytes long, over the %d bytes a registry takes (Consul's limit on a meta value); it cannot be shortened, as %s",
+		e.Key, e.Len, MaxMetaValue, e.Fixed)
+}
+
+// Fit returns r with every metadata value within MaxMetaValue: model_id
+// (informational) and instance_id (compared only for equality) are
+// shortened, when over, to a prefix and the SHA-256 of the whole value,
+// so that distinct values stay distinct and one value always gives the
+// same; shortened lists the keys shortened. The values a worker is found
+// or routed by (engine, model, worker_id) are never changed: over the
+// limit, Fit returns a *MetaError naming the key.
+func (r Registration) Fit() (fitted Registration, shortened []string, err error) {
+	for _, v := range []struct{ key, val, fixed string }{
+		{MetaEngine, r.Engine, "it names the engine (in Consul, the service's tag too)"},
+		{MetaModel, r.Model, "requests name the model by it exactly: give a shorter --served-model-name"},
+		{MetaWorkerID, r.WorkerID, "it identifies the worker: give a shorter --worker-id"},
+	} {
+		if len(v.val) > MaxMetaValue {
+			return r, nil, &MetaError{Key: v.key, Len: len(v.val), Fixed: v.fixed}
+		}
+	}
+	if len(r.ModelID) > MaxMetaValue {
+		r.ModelID, shortened = shorten(r.ModelID), append(shortened, MetaModelID)
+	}
+	if len(r.InstanceID) > MaxMetaValue {
+		r.InstanceID, shortened = shorten(r.InstanceID), append(shortened, MetaInstanceID)
+	}
+	return r, shortened, nil
+}
+
+// shorten returns v's first bytes, cut at a character boundary, and its
+// SHA-256, in MaxMetaValue bytes at most: <prefix>#sha256:<64 hex digits>.
+func shorten(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	tail := hashSeparator + hex.EncodeToString(sum[:])
+	n := MaxMetaValue - len(tail)
+	for n > 0 && !utf8.RuneStart(v[n]) {
+		n--
+	}
+	return v[:n] + tail
 }

@@ -2,7 +2,7 @@
 // address: the vigil.worker.v1.Worker API, forwarded through the engine
 // adapter, and the standard grpc.health.v1 service reporting the worker's
 // own state (so grpc_health_probe, Kubernetes gRPC probes and Consul gRPC
-// checks work against it) under two service names:
+// checks work against it) under three service names:
 //
 //   - "" (and vigil.worker.v1.Worker): readiness. SERVING only while the
 //     worker admits requests; NOT_SERVING while it starts, waits for its
@@ -10,6 +10,9 @@
 //   - [workerapi.LivenessService]: liveness. SERVING from New for as long as the
 //     lifecycle runs, a long wait for the engine included; NOT_SERVING once
 //     vigil is stopping for good (Stopping: a drain began) and after Close.
+//   - [workerapi.RegistrationService]: the registration. SERVING while the
+//     registry holds the worker (Registered(true), which vigil run's
+//     announcer drives), NOT_SERVING otherwise.
 //
 // Admission is decided here: the endpoint refuses requests (UNAVAILABLE)
 // while the worker is starting, not ready or draining, and above
@@ -116,7 +119,18 @@ func New(lis net.Listener, maxInflight int, log hclog.Logger, opts ...grpc.Serve
 	reflection.Register(s.grpc)
 	s.setHealth(false)
 	s.health.SetServingStatus(workerapi.LivenessService, healthpb.HealthCheckResponse_SERVING)
+	s.Registered(false)
 	return s
+}
+
+// Registered reports whether the registry holds the worker, for the
+// registration service (workerapi.RegistrationService). It does not block.
+func (s *Server) Registered(held bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if held {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus(workerapi.RegistrationService, st)
 }
 
 // observer holds an Observer for atomic.Pointer.

@@ -166,3 +166,42 @@ func TestOutcomeStrings(t *testing.T) {
 		t.Errorf("Outcome(NumOutcomes) = %q, want unknown", got)
 	}
 }
+
+// The registration service is NOT_SERVING until the registry holds the
+// worker, and follows what it is told.
+func TestHealthRegistration(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(lis, 0, hclog.NewNullLogger())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve() }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { conn.Close(); s.Close(); <-done }()
+	h := healthpb.NewHealthClient(conn)
+	for _, step := range []struct {
+		held bool
+		want healthpb.HealthCheckResponse_ServingStatus
+	}{{false, healthpb.HealthCheckResponse_NOT_SERVING}, {true, healthpb.HealthCheckResponse_SERVING}, {false, healthpb.HealthCheckResponse_NOT_SERVING}} {
+		if step.held {
+			s.Attach(&fakeEngine{}, worker)
+			s.Admit(true, "")
+			s.Registered(true)
+		} else if step.want == healthpb.HealthCheckResponse_NOT_SERVING {
+			s.Registered(false)
+		}
+		r, err := h.Check(t.Context(), &healthpb.HealthCheckRequest{Service: workerapi.RegistrationService})
+		if err != nil || r.GetStatus() != step.want {
+			t.Errorf("registered %v: %s = %v, %v; want %v", step.held, workerapi.RegistrationService, r.GetStatus(), err, step.want)
+		}
+		// Readiness is the engine's business, not the registry's.
+		if r, _ := h.Check(t.Context(), &healthpb.HealthCheckRequest{}); step.held && r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("readiness %v while registered, want SERVING", r.GetStatus())
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -413,4 +414,28 @@ func labelNames(t *testing.T, regs ...*prometheus.Registry) map[string]string {
 		}
 	}
 	return out
+}
+
+// vigil_worker_registration_refused follows the announcer's state at
+// scrape time: 1 while the registry refuses the worker, 0 before and after.
+func TestRegistrationRefusedGauge(t *testing.T) {
+	t.Parallel()
+	var refused atomic.Bool
+	w := NewWorker("v1.2.3", WorkerSources{InFlight: func() int { return 0 }, Registered: func() bool { return false },
+		Refused: refused.Load})
+	for _, want := range []bool{false, true, false} {
+		refused.Store(want)
+		v := 0
+		if want {
+			v = 1
+		}
+		exp := fmt.Sprintf(`
+# HELP vigil_worker_registration_refused 1 while the registry refuses the worker's registration for want of a permission (a Consul token without service:write), which retrying alone will not mend; else 0.
+# TYPE vigil_worker_registration_refused gauge
+vigil_worker_registration_refused %d
+`, v)
+		if err := testutil.GatherAndCompare(w.Registry(), strings.NewReader(exp), "vigil_worker_registration_refused"); err != nil {
+			t.Errorf("refused %v: %v", want, err)
+		}
+	}
 }

@@ -107,6 +107,10 @@ type WorkerSources struct {
 	// Registered reports whether the registry holds the worker's
 	// registration (discovery.Announcer.Registered).
 	Registered func() bool
+	// Refused reports whether the registry refuses the worker's
+	// registration for a reason retrying alone will not mend (a Consul
+	// token without permission: discovery.Refused); nil: never.
+	Refused func() bool
 }
 
 // oneOf is a gauge vector whose one label takes a value per key, 1 for the
@@ -169,17 +173,23 @@ func NewWorker(version string, src WorkerSources) *Worker {
 		Name: "vigil_worker_requests_in_flight",
 		Help: "Requests the worker endpoint has admitted and not yet answered.",
 	}, func() float64 { return float64(src.InFlight()) })
-	registered := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "vigil_worker_registered",
-		Help: "1 while the registry holds the worker's registration, as far as vigil knows; else 0.",
-	}, func() float64 {
-		if src.Registered() {
+	registered := flag("vigil_worker_registered",
+		"1 while the registry holds the worker's registration, as far as vigil knows; else 0.", src.Registered)
+	w.reg.MustRegister(state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, inflight, registered,
+		flag("vigil_worker_registration_refused",
+			"1 while the registry refuses the worker's registration for want of a permission (a Consul token without service:write), which retrying alone will not mend; else 0.",
+			src.Refused))
+	return w
+}
+
+// flag is a gauge that reads 1 while f reports true; nil f: always 0.
+func flag(name, help string, f func() bool) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+		if f != nil && f() {
 			return 1
 		}
 		return 0
 	})
-	w.reg.MustRegister(state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, inflight, registered)
-	return w
 }
 
 // children resolves vec's child for each value of its one label.

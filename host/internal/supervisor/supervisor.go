@@ -68,7 +68,8 @@ const (
 	CauseLost = "lost"
 	// CauseStop: a stop signal.
 	CauseStop = "stop"
-	// CauseFailed: the registration was given up (a duplicate worker id).
+	// CauseFailed: the registration was given up (a duplicate worker id, or
+	// metadata no registry takes).
 	CauseFailed = "failed"
 )
 
@@ -283,13 +284,20 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 
 // duplicate ends the lifecycle when the announcer has given up: another
 // live vigil holds the worker's registration, so two were given one worker
-// id. No restart will help; the other's registration is left alone.
+// id (the other's registration is left alone), or a metadata value the
+// worker is routed by is too long for the registry. No restart will help.
 func (s *supervisor) duplicate() {
 	err := s.cfg.Announcer.Err()
 	if s.state == StateDraining {
 		// Draining already: what the drain withdraws is the Announcer's
 		// business, which leaves the other's registration alone.
 		s.log.Warn("another vigil holds the worker's registration", "error", err)
+		return
+	}
+	if meta := (*discovery.MetaError)(nil); errors.As(err, &meta) {
+		s.log.Error("the registry cannot take the worker's metadata; no retry will help", "key", meta.Key, "error", err)
+		s.outcome = fmt.Errorf("%w: registration refused: %w", outcome.ErrConfig, err)
+		s.step(InputFailed, "registration refused: metadata "+meta.Key+" too long")
 		return
 	}
 	s.log.Error("duplicate worker id: another vigil holds the worker's registration; give each vigil its own --worker-id",

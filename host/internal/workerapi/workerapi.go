@@ -1,6 +1,6 @@
 // Package workerapi provides the facts of the vigil.worker.v1 contract that
 // both sides of a worker connection must agree on: the request size limit,
-// the keepalive minimum, the liveness service name, the error domain,
+// the keepalive minimum, the liveness and registration service names, the error domain,
 // reasons and metadata keys, and the gRPC options of a connection that
 // carries token streams.
 //
@@ -35,6 +35,14 @@ const KeepaliveMinTime = 5 * time.Second
 // liveness (Kubernetes `grpc: {port, service: vigil.liveness}`), and ""
 // for readiness.
 const LivenessService = "vigil.liveness"
+
+// RegistrationService is the grpc.health.v1 service name of a worker's
+// registration: SERVING while the registry holds the worker (registered,
+// renewed within its TTL), NOT_SERVING otherwise: before it registers,
+// while withdrawn, and while the registry refuses it (a token without
+// permission) or cannot be reached, however well the engine serves. An
+// operator's check for "serving but not in discovery".
+const RegistrationService = "vigil.registration"
 
 // ErrorDomain is the google.rpc.ErrorInfo domain of the worker's errors.
 const ErrorDomain = "vigil.worker.v1"

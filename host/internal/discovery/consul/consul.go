@@ -4,11 +4,14 @@
 // that follows a service's passing workers with blocking queries.
 //
 // The Registry uses the agent endpoints only (/v1/agent/service/register,
-// /v1/agent/check/update, /v1/agent/service/deregister, and
-// /v1/agent/health/service/id to read who owns a registration); with ACLs
+// /v1/agent/check/update, /v1/agent/service/deregister,
+// /v1/agent/health/service/id to read who owns a registration and whether
+// the operator has it in maintenance, and /v1/agent/service/maintenance to
+// restore that maintenance when it registers the service again); with ACLs
 // enabled its token needs service:write on the service name (which grants
-// service:read). The Discoverer reads /v1/health/service; see Health for
-// its ACLs.
+// service:read). With a token file (CONSUL_HTTP_TOKEN_FILE) both halves
+// read it again after each 403. The Discoverer reads /v1/health/service;
+// see Health for its ACLs.
 //
 // The owner token is the service meta "owner"; each renewal writes the TTL
 // check's output with a renewal count, which is how another vigil given the
@@ -40,6 +43,12 @@ type Options struct {
 	// DeregisterAfter removes a service whose check stayed critical this
 	// long (vigil killed, never deregistered). At least MinDeregisterAfter.
 	DeregisterAfter time.Duration
+	// TokenFile is the file the client's token was read from
+	// (CONSUL_HTTP_TOKEN_FILE, api.Config.TokenFile): it is read again
+	// after each refusal (HTTP 403), and a new token in it used from then
+	// on, so that a token rotated in the file is taken up without a
+	// restart. Empty: the client's token, always.
+	TokenFile string
 }
 
 // Registry is a discovery.Registry over a Consul agent.
@@ -48,15 +57,36 @@ type Registry struct {
 	acl   *api.ACL
 	addr  string
 	opts  Options
+	token *tokenFile // nil without Options.TokenFile
 
 	renewals uint64 // Heartbeats so far; the Announcer calls one at a time
+
+	// mu guards maint, which Heartbeat's read of the owner sets beside its
+	// update.
+	mu sync.Mutex
+	// maint is the reason of the operator's maintenance of the worker's
+	// service (consul maint -service), as vigil last read its own
+	// registration; nil: not in maintenance. Register restores it, so that
+	// maintenance outlives vigil's own withdrawals (engine not ready) and
+	// the agent's loss of the service, for as long as this process runs.
+	maint *string
 }
 
 var _ discovery.Registry = (*Registry)(nil)
 
 // New returns a Registry over client's agent.
 func New(client *api.Client, addr string, opts Options) *Registry {
-	return &Registry{agent: client.Agent(), acl: client.ACL(), addr: addr, opts: opts}
+	c := &Registry{agent: client.Agent(), acl: client.ACL(), addr: addr, opts: opts}
+	if opts.TokenFile != "" {
+		c.token = newTokenFile(opts.TokenFile)
+	}
+	return c
+}
+
+// MaintenanceCheckID is the id of the check Consul adds to a service the
+// operator puts in maintenance.
+func MaintenanceCheckID(r discovery.Registration) string {
+	return "_service_maintenance:" + ServiceID(r)
 }
 
 // ServiceID is the Consul service id of a worker: stable across restarts of
@@ -72,8 +102,16 @@ func (c *Registry) String() string { return "consul " + c.addr }
 func (c *Registry) TTL() time.Duration { return c.opts.TTL }
 
 // Register registers the service with its TTL check already passing, so the
-// worker is in the passing list at once.
+// worker is in the passing list at once. A service the operator had put in
+// maintenance is registered with its check critical, put back in
+// maintenance with the reason it had, and only then passed, so that it is
+// never passing in between.
 func (c *Registry) Register(ctx context.Context, r discovery.Registration) error {
+	reason, inMaint := c.maintenance()
+	status := api.HealthPassing
+	if inMaint {
+		status = api.HealthCritical
+	}
 	reg := &api.AgentServiceRegistration{
 		ID:      ServiceID(r),
 		Name:    r.Service,
@@ -86,14 +124,57 @@ func (c *Registry) Register(ctx context.Context, r discovery.Registration) error
 			Name:                           "vigil engine health",
 			Notes:                          "passing while the " + r.Engine + " engine serves; kept by vigil",
 			TTL:                            c.opts.TTL.String(),
-			Status:                         api.HealthPassing,
+			Status:                         status,
 			DeregisterCriticalServiceAfter: c.opts.DeregisterAfter.String(),
 		},
 	}
-	if err := c.agent.ServiceRegisterOpts(reg, api.ServiceRegisterOpts{}.WithContext(ctx)); err != nil {
+	err := c.authorized(func(token string) error {
+		return c.agent.ServiceRegisterOpts(reg, api.ServiceRegisterOpts{Token: token}.WithContext(ctx))
+	})
+	if err != nil {
 		return fmt.Errorf("registering %s in consul: %w", ServiceID(r), denied(err))
 	}
+	if inMaint {
+		return c.restoreMaintenance(ctx, r, reason)
+	}
 	return nil
+}
+
+// restoreMaintenance puts r's service back in maintenance for reason, and
+// then passes its check.
+func (c *Registry) restoreMaintenance(ctx context.Context, r discovery.Registration, reason string) error {
+	err := c.authorized(func(token string) error {
+		return c.agent.EnableServiceMaintenanceOpts(ServiceID(r), reason, c.query(ctx, token))
+	})
+	if err != nil {
+		return fmt.Errorf("putting %s back in the operator's maintenance: %w", ServiceID(r), denied(err))
+	}
+	return c.pass(ctx, r)
+}
+
+// pass passes r's TTL check, counting a renewal.
+func (c *Registry) pass(ctx context.Context, r discovery.Registration) error {
+	c.renewals++
+	return c.authorized(func(token string) error {
+		return c.agent.UpdateTTLOpts(CheckID(r), renewalOutput(r.Owner, c.renewals), api.HealthPassing, c.query(ctx, token))
+	})
+}
+
+// query is the options of one call under ctx with token ("": the
+// client's).
+func (c *Registry) query(ctx context.Context, token string) *api.QueryOptions {
+	return (&api.QueryOptions{Token: token}).WithContext(ctx)
+}
+
+// maintenance is the reason of the operator's maintenance as last read;
+// ok is false when the service was not in maintenance.
+func (c *Registry) maintenance() (reason string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.maint == nil {
+		return "", false
+	}
+	return *c.maint, true
 }
 
 // Heartbeat passes the TTL check, with an output that counts renewals. A
@@ -107,7 +188,6 @@ func (c *Registry) Register(ctx context.Context, r discovery.Registration) error
 // passed its check, and the Announcer stops renewing and watches that
 // owner's renewals from a read taken after this update.
 func (c *Registry) Heartbeat(ctx context.Context, r discovery.Registration) error {
-	c.renewals++
 	var (
 		wg                  sync.WaitGroup
 		claim               discovery.Claim
@@ -115,8 +195,7 @@ func (c *Registry) Heartbeat(ctx context.Context, r discovery.Registration) erro
 		claimErr, updateErr error
 	)
 	wg.Go(func() { claim, found, claimErr = c.Claim(ctx, r) })
-	q := (&api.QueryOptions{}).WithContext(ctx)
-	updateErr = c.agent.UpdateTTLOpts(CheckID(r), renewalOutput(r.Owner, c.renewals), api.HealthPassing, q)
+	updateErr = c.pass(ctx, r)
 	wg.Wait()
 	switch {
 	case isNotFound(updateErr):
@@ -149,8 +228,8 @@ func (c *Registry) Deregister(ctx context.Context, r discovery.Registration) err
 		return fmt.Errorf("%w: consul service %s is another vigil's, advertising %s (owner %s)",
 			discovery.ErrNotRegistered, ServiceID(r), claim.Addr(), claim.Owner)
 	}
-	q := (&api.QueryOptions{}).WithContext(ctx)
-	if err := c.agent.ServiceDeregisterOpts(ServiceID(r), q); err != nil && !isNotFound(err) {
+	err = c.authorized(func(token string) error { return c.agent.ServiceDeregisterOpts(ServiceID(r), c.query(ctx, token)) })
+	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("deregistering %s from consul: %w", ServiceID(r), denied(err))
 	}
 	return nil
@@ -159,24 +238,38 @@ func (c *Registry) Deregister(ctx context.Context, r discovery.Registration) err
 // Claim reads the agent's registration of r's worker: its owner from the
 // service meta, its renewals from the TTL check's output, and stale when
 // the check is critical (not renewed for a TTL, as the agent measures it).
+// Reading r's own registration, it also notes whether the operator has it
+// in maintenance, for Register to restore.
 func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discovery.Claim, bool, error) {
-	q := (&api.QueryOptions{}).WithContext(ctx)
-	_, info, err := c.agent.AgentHealthServiceByIDOpts(ServiceID(r), q)
-	if err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			err = c.explain(ctx, err)
+	var info *api.AgentServiceChecksInfo
+	err := c.authorized(func(token string) (err error) {
+		_, info, err = c.agent.AgentHealthServiceByIDOpts(ServiceID(r), c.query(ctx, token))
+		if syn := (*json.SyntaxError)(nil); errors.As(err, &syn) {
+			err = c.explain(ctx, token, err)
 		}
+		return err
+	})
+	if err != nil {
 		return discovery.Claim{}, false, fmt.Errorf("reading consul service %s: %w", ServiceID(r), denied(err))
 	}
 	if info == nil || info.Service == nil {
 		return discovery.Claim{}, false, nil
 	}
 	claim := discovery.Claim{Owner: info.Service.Meta[discovery.MetaOwner], Address: info.Service.Address, Port: info.Service.Port}
+	var maint *string
 	for _, ch := range info.Checks {
-		if ch != nil && ch.CheckID == CheckID(r) {
+		switch {
+		case ch == nil:
+		case ch.CheckID == CheckID(r):
 			claim.Renewal, claim.Stale = ch.Output, ch.Status == api.HealthCritical
+		case ch.CheckID == MaintenanceCheckID(r):
+			maint = &ch.Notes
 		}
+	}
+	if claim.Owner == r.Owner {
+		c.mu.Lock()
+		c.maint = maint
+		c.mu.Unlock()
 	}
 	return claim, true, nil
 }
@@ -185,8 +278,8 @@ func (c *Registry) Claim(ctx context.Context, r discovery.Registration) (discove
 // refuses the token itself: consul/api reads the agent's health endpoint's
 // refusal ("ACL not found", for an unknown token) as JSON and reports only
 // that it is not, so the token is asked about once to learn why.
-func (c *Registry) explain(ctx context.Context, err error) error {
-	_, _, terr := c.acl.TokenReadSelf((&api.QueryOptions{}).WithContext(ctx))
+func (c *Registry) explain(ctx context.Context, token string, err error) error {
+	_, _, terr := c.acl.TokenReadSelf(c.query(ctx, token))
 	var se api.StatusError
 	if errors.As(terr, &se) && se.Code == http.StatusForbidden {
 		return terr
@@ -205,6 +298,12 @@ func denied(err error) error {
 		return fmt.Errorf("%w: %w", discovery.ErrPermissionDenied, err)
 	}
 	return err
+}
+
+// isForbidden reports whether err is Consul's 403.
+func isForbidden(err error) bool {
+	var se api.StatusError
+	return errors.As(err, &se) && se.Code == http.StatusForbidden
 }
 
 func isNotFound(err error) bool {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,8 @@ type fakeAgent struct {
 	service *api.AgentService // nil: none
 	check   api.HealthCheck
 	writes  []string // method and path of each write
+	// token, when set, is the only token the agent takes; others get 403.
+	token string
 }
 
 func (f *fakeAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -31,7 +35,16 @@ func (f *fakeAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		f.writes = append(f.writes, r.Method+" "+r.URL.Path)
 	}
+	if f.token != "" && r.Header.Get("X-Consul-Token") != f.token {
+		http.Error(w, "Permission denied: token with AccessorID '' lacks permission 'service:write' on \"llm\"", http.StatusForbidden)
+		return
+	}
 	switch {
+	case r.URL.Path == "/v1/agent/service/register":
+		var reg api.AgentServiceRegistration
+		json.NewDecoder(r.Body).Decode(&reg)
+		f.service = &api.AgentService{ID: reg.ID, Service: reg.Name, Address: reg.Address, Port: reg.Port, Meta: reg.Meta}
+		f.check = api.HealthCheck{CheckID: reg.Check.CheckID, Status: reg.Check.Status}
 	case strings.HasPrefix(r.URL.Path, "/v1/agent/health/service/id/"):
 		if f.service == nil || f.service.ID != strings.TrimPrefix(r.URL.Path, "/v1/agent/health/service/id/") {
 			http.Error(w, "ServiceId not found", http.StatusNotFound)
@@ -142,5 +155,36 @@ func TestOwnRegistration(t *testing.T) {
 	}
 	if err := reg.Heartbeat(ctx, me); !errors.Is(err, discovery.ErrNotRegistered) {
 		t.Errorf("Heartbeat after Deregister = %v, want ErrNotRegistered", err)
+	}
+}
+
+// A token rotated in CONSUL_HTTP_TOKEN_FILE is taken up after the agent
+// refuses the old one, in the same call, without a restart.
+func TestTokenFileReread(t *testing.T) {
+	t.Parallel()
+	f := &fakeAgent{token: "new-token"}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("old-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client, err := api.NewClient(&api.Config{Address: strings.TrimPrefix(srv.URL, "http://"), TokenFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := New(client, srv.URL, Options{TTL: 5 * time.Second, DeregisterAfter: time.Minute, TokenFile: path})
+	ctx := context.Background()
+	if err := reg.Register(ctx, me); !errors.Is(err, discovery.ErrPermissionDenied) {
+		t.Fatalf("Register with the old token = %v, want ErrPermissionDenied", err)
+	}
+	if err := os.WriteFile(path, []byte("new-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(ctx, me); err != nil {
+		t.Fatalf("Register after the token file was rotated = %v, want nil", err)
+	}
+	if err := reg.Heartbeat(ctx, me); err != nil {
+		t.Fatalf("Heartbeat with the new token = %v", err)
 	}
 }

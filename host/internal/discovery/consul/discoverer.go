@@ -63,7 +63,8 @@ type Discoverer struct {
 	consul  Querier
 	service string
 	log     hclog.Logger
-	filters []string // one blocking query per filter; "" is unfiltered
+	filters []string   // one blocking query per filter; "" is unfiltered
+	token   *tokenFile // nil: the client's token
 }
 
 // ownerShards are Sharded's Consul filters: the owner token is base32
@@ -93,6 +94,17 @@ func NewDiscoverer(consul Querier, service string, log hclog.Logger) *Discoverer
 func (d *Discoverer) Sharded() *Discoverer {
 	s := *d
 	s.filters = ownerShards
+	return &s
+}
+
+// WithTokenFile returns d reading path (CONSUL_HTTP_TOKEN_FILE, which the
+// client read once) again after each refusal (403), and sending a new
+// token it holds from then on; "" leaves d as it is.
+func (d *Discoverer) WithTokenFile(path string) *Discoverer {
+	s := *d
+	if path != "" {
+		s.token = newTokenFile(path)
+	}
 	return &s
 }
 
@@ -146,7 +158,7 @@ func (d *Discoverer) watch(ctx context.Context, filter string, answer func([]dis
 		skips    discovery.Skips
 	)
 	for {
-		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime, AllowStale: true, Filter: filter}).WithContext(ctx)
+		q := (&api.QueryOptions{WaitIndex: index, WaitTime: WaitTime, AllowStale: true, Filter: filter, Token: d.token.get()}).WithContext(ctx)
 		var entries []*healthEntry
 		meta, err := d.consul.Query(endpoint, &entries, q)
 		if ctx.Err() != nil {
@@ -156,6 +168,7 @@ func (d *Discoverer) watch(ctx context.Context, filter string, answer func([]dis
 			level, msg := hclog.Warn, "consul query failed; keeping the last set of workers"
 			if err = denied(err); errors.Is(err, discovery.ErrPermissionDenied) {
 				level, msg = hclog.Error, "consul refused the query for want of a permission; fix the token (service:read on the service, node:read on the workers' nodes); keeping the last set of workers"
+				d.token.reread() // a rotated token is sent from the next query on
 			}
 			failures.FailAt(d.log, level, msg, "service", d.service, "filter", filter, "retry_in", backoff, "error", err)
 			// A failed query may have lost track of the index (an agent

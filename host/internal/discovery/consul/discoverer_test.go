@@ -3,6 +3,8 @@ package consul
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +24,7 @@ type fakeHealth struct {
 	answers []consulAnswer
 	indexes []uint64 // WaitIndex of each query
 	stale   []bool   // AllowStale of each query
+	tokens  []string // Token of each query
 	// blocked is closed when the script has run out and a query blocks.
 	blocked     chan struct{}
 	blockedOnce sync.Once
@@ -41,6 +44,7 @@ func (h *fakeHealth) Query(endpoint string, out any, q *api.QueryOptions) (*api.
 	h.mu.Lock()
 	h.indexes = append(h.indexes, q.WaitIndex)
 	h.stale = append(h.stale, q.AllowStale)
+	h.tokens = append(h.tokens, q.Token)
 	if endpoint != "/v1/health/service/llm" {
 		h.mu.Unlock()
 		return nil, errors.New("unexpected query")
@@ -294,5 +298,33 @@ func TestShardedDiscoverer(t *testing.T) {
 	want = []discovery.Registration{worker("w1", "10.0.0.1"), worker("w3", "10.0.0.3")}
 	if diff := cmp.Diff(want, discoverytest.Next(t, sets)); diff != "" {
 		t.Fatalf("after w2 left (-want +got):\n%s", diff)
+	}
+}
+
+// A router's token rotated in CONSUL_HTTP_TOKEN_FILE is sent from the
+// query after the one Consul refused.
+func TestDiscovererTokenFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := &fakeHealth{blocked: make(chan struct{}), answers: []consulAnswer{
+		{err: api.StatusError{Code: 403, Body: "Permission denied"}},
+		{entries: []*api.ServiceEntry{entry("w1", "10.0.0.1", "", 8470, "m")}, index: 5},
+	}}
+	d := NewDiscoverer(h, "llm", nil).WithTokenFile(path)
+	if err := os.WriteFile(path, []byte("new\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sets := discoverytest.Watch(t, d)
+	if rs := discoverytest.Next(t, sets); len(rs) != 1 {
+		t.Fatalf("set %v, want w1", rs)
+	}
+	<-h.blocked
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if diff := cmp.Diff([]string{"old", "new", "new"}, h.tokens); diff != "" {
+		t.Errorf("tokens sent (-want +got):\n%s", diff)
 	}
 }

@@ -2,6 +2,8 @@ package file
 
 import (
 	"context"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -20,8 +22,13 @@ const PollInterval = 100 * time.Millisecond
 // one TTL after its last heartbeat; and a record whose heartbeat the
 // Discoverer has not seen change for one TTL drops out too (Tracker), so
 // that future timestamps cannot keep a dead worker listed.
+//
+// A record listed but not read (ESTALE or ENOENT on a shared volume while
+// its writer renames a new one into place) counts as the record last read
+// of that file until its own expiry (Keeper).
 type Discoverer struct {
 	dir, service string
+	fsys         fs.FS // the directory; tests inject read failures
 	interval     time.Duration
 	log          hclog.Logger
 }
@@ -34,7 +41,7 @@ func NewDiscoverer(dir, service string, log hclog.Logger) *Discoverer {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Discoverer{dir: dir, service: service, interval: PollInterval, log: log}
+	return &Discoverer{dir: dir, service: service, fsys: os.DirFS(dir), interval: PollInterval, log: log}
 }
 
 func (d *Discoverer) String() string { return "file " + d.dir }
@@ -47,17 +54,21 @@ func (d *Discoverer) Run(ctx context.Context, update func([]discovery.Registrati
 	var (
 		failures discovery.Failures
 		tracker  Tracker
+		keeper   Keeper
 		skips    discovery.Skips
 	)
 	for {
 		now := time.Now()
-		recs, err := List(d.dir, d.service, now)
+		read, unread, err := list(d.fsys, d.service)
 		if err != nil {
 			failures.Fail(d.log, "cannot list the file registry; keeping the last set of workers",
 				"dir", d.dir, "service", d.service, "error", err)
 		} else {
 			failures.Recover(d.log, "file registry readable again", "dir", d.dir)
-			recs = tracker.Fresh(recs, now)
+			if unread != nil {
+				d.log.Debug("worker records listed but not read; keeping the last read of each", "dir", d.dir, "files", unread)
+			}
+			recs := tracker.Fresh(keeper.Keep(read, unread, now), now)
 			rs := make([]discovery.Registration, 0, len(recs))
 			for _, rec := range recs {
 				r, err := rec.registration()

@@ -7,6 +7,9 @@
 // clock alone, records whose heartbeat they have not seen change for one
 // TTL by their own clock ([Tracker]), so that a record left with times in
 // the future (a clock stepped back after its vigil crashed) drops out too.
+// A record listed but not read (ESTALE or ENOENT on a shared volume while
+// its writer renames a new one into place) counts, for a reader, as the one
+// it last read of that file until its own expiry ([Keeper]).
 //
 // A record holds its writer's owner token: the Registry rewrites or
 // removes only its own, and reads the record before each write.
@@ -20,6 +23,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -225,30 +229,77 @@ func (f *Registry) write(r discovery.Registration) error {
 // not fail because one writer crashed mid-way on a filesystem without
 // atomic rename.
 func List(dir, service string, now time.Time) ([]Record, error) {
-	entries, err := os.ReadDir(filepath.Join(dir, service))
+	read, _, err := list(os.DirFS(dir), service)
+	if err != nil {
+		return nil, err
+	}
+	return unexpired(read, now), nil
+}
+
+// list reads the records of service in fsys, by file name; it also returns
+// the names of those listed but not read (a read error, or malformed
+// content), for a reader to keep what it last read of them (Keeper).
+func list(fsys fs.FS, service string) (read map[string]Record, unread []string, err error) {
+	entries, err := fs.ReadDir(fsys, service)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("listing workers of %s: %w", service, err)
+		return nil, nil, fmt.Errorf("listing workers of %s: %w", service, err)
 	}
-	var out []Record
+	read = make(map[string]Record, len(entries))
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, service, e.Name()))
-		if err != nil {
-			continue
-		}
+		data, err := fs.ReadFile(fsys, path.Join(service, e.Name()))
 		var rec Record
-		if json.Unmarshal(data, &rec) != nil || !now.Before(rec.Expires) {
+		if err != nil || json.Unmarshal(data, &rec) != nil {
+			unread = append(unread, e.Name())
 			continue
 		}
-		out = append(out, rec)
+		read[e.Name()] = rec
+	}
+	return read, unread, nil
+}
+
+// unexpired returns the records of read whose expiry is after now, sorted
+// by id.
+func unexpired(read map[string]Record, now time.Time) []Record {
+	var out []Record
+	for _, rec := range read {
+		if now.Before(rec.Expires) {
+			out = append(out, rec)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return out
+}
+
+// Keeper keeps, for one reader, the last record read of each file: a
+// record listed but not read this time (ESTALE or ENOENT on a shared
+// volume while its writer renames a new one into place, a torn write) is
+// taken as last read until that record's own expiry, so that one failed
+// read does not drop a live worker for a poll. A file no longer listed is
+// forgotten at once: its writer removed it. The zero value is ready; it is
+// not safe for concurrent use.
+type Keeper struct {
+	last map[string]Record // by file name
+}
+
+// Keep returns the unexpired records of read (by file name) and, for each
+// file of unread, of the last record read of it, sorted by id.
+func (k *Keeper) Keep(read map[string]Record, unread []string, now time.Time) []Record {
+	if read == nil {
+		read = make(map[string]Record, len(unread))
+	}
+	for _, name := range unread {
+		if rec, ok := k.last[name]; ok {
+			read[name] = rec
+		}
+	}
+	k.last = read
+	return unexpired(read, now)
 }
 
 // Tracker bounds the life of the records one reader lists by what it
