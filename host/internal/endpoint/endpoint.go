@@ -61,6 +61,10 @@ const DefaultMaxInflight = 1024
 // period is over.
 var errGraceEnded = errors.New("worker draining: grace period ended")
 
+// errStalled ends a request that made no progress for the stall timeout
+// while its engine drains on purpose.
+var errStalled = errors.New("worker draining: no output within the stall timeout (--stall-timeout)")
+
 // Server is the worker endpoint.
 type Server struct {
 	workerv1.UnimplementedWorkerServer
@@ -86,6 +90,10 @@ type Server struct {
 // request is one request in flight.
 type request struct {
 	cancel context.CancelCauseFunc
+	// progress is when it was admitted or last sent a chunk, Unix
+	// nanoseconds; cut is set once Finish cut it for a stall.
+	progress atomic.Int64
+	cut      bool
 	// engineID is its engine-side request id once it is forwarded to the
 	// engine, for Abort; "" before.
 	engineID string

@@ -7,7 +7,7 @@ func TestStateString(t *testing.T) {
 	for s, want := range map[State]string{
 		0: "unknown", StateLaunching: "launching", StateWaiting: "waiting", StateStarted: "started",
 		StateServing: "serving", StateNotReady: "not-ready", StateDraining: "draining", StateStopped: "stopped",
-		StateStopped + 1: "unknown",
+		StateEngineDraining: "engine-draining", StateEngineDraining + 1: "unknown",
 	} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", int(s), got, want)
@@ -16,7 +16,7 @@ func TestStateString(t *testing.T) {
 	for in, want := range map[Input]string{
 		0: "unknown", InputLaunched: "launched", InputStarted: "started", InputFailed: "failed",
 		InputServing: "serving", InputNotReady: "not-ready", InputLost: "lost", InputStop: "stop",
-		InputDrained: "drained", InputOverdue: "overdue", InputOverdue + 1: "unknown",
+		InputDrained: "drained", InputOverdue: "overdue", InputDraining: "draining", InputDraining + 1: "unknown",
 	} {
 		if got := in.String(); got != want {
 			t.Errorf("Input(%d).String() = %q, want %q", int(in), got, want)
@@ -27,24 +27,30 @@ func TestStateString(t *testing.T) {
 // TestNext covers every state and input.
 func TestNext(t *testing.T) {
 	t.Parallel()
-	L, W, S, R, N, D, X := StateLaunching, StateWaiting, StateStarted, StateServing, StateNotReady, StateDraining, StateStopped
-	inputs := []Input{InputLaunched, InputStarted, InputFailed, InputServing, InputNotReady, InputLost, InputStop, InputDrained, InputOverdue}
+	L, W, S, R, N, D, X, E := StateLaunching, StateWaiting, StateStarted, StateServing, StateNotReady, StateDraining, StateStopped, StateEngineDraining
+	inputs := []Input{InputLaunched, InputStarted, InputFailed, InputServing, InputNotReady, InputLost, InputStop, InputDrained, InputOverdue, InputDraining}
 	// One row a state; one column an input, in the order of inputs.
 	want := map[State][]State{
 		// Startup: each phase's result moves on; a failure or a stop
 		// unwinds; the engine's events come only once it has started.
-		L: {W, L, D, L, L, L, D, L, L},
-		W: {W, S, D, W, W, W, D, W, W},
-		S: {S, S, D, R, N, D, D, S, S},
-		R: {R, R, D, R, N, D, D, R, R},
-		N: {N, N, D, R, N, D, D, N, N},
+		L: {W, L, D, L, L, L, D, L, L, L},
+		W: {W, S, D, W, W, W, D, W, W, W},
+		// An engine that drains on purpose lets its requests finish.
+		S: {S, S, D, R, N, D, D, S, S, E},
+		R: {R, R, D, R, N, D, D, R, R, E},
+		N: {N, N, D, R, N, D, D, N, N, E},
 		// Once draining, only the end of the drain, a second signal or the
 		// budget moves on: a late SERVING must not register a worker that
 		// is on its way out.
-		D: {D, D, D, D, D, D, X, X, X},
-		X: {X, X, X, X, X, X, X, X, X},
+		D: {D, D, D, D, D, D, X, X, X, D},
+		X: {X, X, X, X, X, X, X, X, X, X},
+		// The engine's drain: a late SERVING registers nothing, a
+		// duplicate id changes nothing (the worker is withdrawn); a real
+		// loss or a stop cuts what is left after the grace period; the
+		// end of the drain or its budget stops.
+		E: {E, E, E, E, E, D, D, X, X, E},
 	}
-	if len(inputs) != int(InputOverdue) || len(want) != int(StateStopped) {
+	if len(inputs) != int(InputDraining) || len(want) != int(StateEngineDraining) {
 		t.Fatalf("the table covers %d inputs and %d states, want every one", len(inputs), len(want))
 	}
 	for from, row := range want {

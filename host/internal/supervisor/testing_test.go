@@ -108,6 +108,7 @@ type fakeEndpoint struct {
 	attached *sdk.Worker   // what Attach was given; nil before
 	release  chan struct{} // nil: nothing in flight
 	cutErr   error
+	stall    time.Duration // what Finish was given; 0 before
 }
 
 func (e *fakeEndpoint) Attach(_ sdk.Generator, w sdk.Worker) {
