@@ -59,7 +59,7 @@ func TestLifecycleEngineDrains(t *testing.T) {
 func TestLifecycleEngineDrainTimeout(t *testing.T) {
 	t.Parallel()
 	ep := &fakeEndpoint{release: make(chan struct{})} // never released
-	h := startHarnessWith(t, newFakeEngine(), ep, func(c *Config) { c.GracePeriod, c.DrainTimeout = time.Hour, 100 * time.Millisecond })
+	h := startHarnessWith(t, newFakeEngine(), ep, func(c *Config) { c.GracePeriod, c.DrainTimeout = time.Hour, 100*time.Millisecond })
 	h.send(sdk.Serving)
 	h.registered(true)
 	h.send(sdk.Draining)

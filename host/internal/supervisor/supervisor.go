@@ -218,8 +218,8 @@ type supervisor struct {
 	shorten chan struct{}
 	// shortened: shorten is closed.
 	shortened bool
-	budget      time.Duration    // 0: overdueAfter's own; tests shorten it
-	lost        chan struct{}    // closed on the first loss
+	budget    time.Duration // 0: overdueAfter's own; tests shorten it
+	lost      chan struct{} // closed on the first loss
 }
 
 func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
