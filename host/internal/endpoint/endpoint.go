@@ -65,6 +65,11 @@ var errGraceEnded = errors.New("worker draining: grace period ended")
 // while its engine drains on purpose.
 var errStalled = errors.New("worker draining: no output within the stall timeout (--stall-timeout)")
 
+// errDrainEnded ends the requests still in flight when the drain of an
+// engine that drains on purpose ends: --drain-timeout, or the grace period
+// after a loss or a stop during it.
+var errDrainEnded = errors.New("worker draining: the engine's drain ended (--drain-timeout, or the grace period after a loss or a stop)")
+
 // Server is the worker endpoint.
 type Server struct {
 	workerv1.UnimplementedWorkerServer
@@ -208,26 +213,26 @@ func (s *Server) Drain(ctx context.Context, cutTimeout time.Duration) error {
 		return nil
 	case <-ctx.Done():
 	}
-	return s.cut(cutTimeout)
+	return s.cut(errGraceEnded, cutTimeout)
 }
 
-// cut ends the requests in flight and has the engine abort them, within
-// timeout; see Drain.
-func (s *Server) cut(timeout time.Duration) error {
+// cut ends the requests in flight with cause and has the engine abort
+// them, within timeout; see Drain.
+func (s *Server) cut(cause error, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	s.mu.Lock()
 	var ids []string
 	for _, r := range s.inflight {
-		r.cancel(errGraceEnded)
+		r.cancel(cause)
 		if r.engineID != "" {
 			ids = append(ids, r.engineID)
 		}
 	}
 	n, engine, idle := len(s.inflight), s.engine, s.idle
 	s.mu.Unlock()
-	s.log.Info("grace period ended; ending the requests in flight and aborting them at the engine",
-		"requests", n, "forwarded", len(ids))
+	s.log.Info("ending the requests in flight and aborting them at the engine",
+		"why", cause.Error(), "requests", n, "forwarded", len(ids))
 
 	var abortErr error
 	aborted := make(chan struct{})

@@ -16,7 +16,8 @@ import (
 // long prefill under way gets stall from the start of the drain), is cut
 // alone: it ends with a final error (UNAVAILABLE, "no output within the
 // stall timeout") and the engine aborts it. When ctx ends first, those
-// left are cut as Drain cuts them, within cutTimeout. Its error says what
+// left are cut as Drain cuts them, within cutTimeout, their final error
+// saying the drain ended. Its error says what
 // did not finish (wrapping context.DeadlineExceeded when time ran out) or
 // that an abort failed.
 func (s *Server) Finish(ctx context.Context, stall, cutTimeout time.Duration) error {
@@ -45,7 +46,7 @@ func (s *Server) Finish(ctx context.Context, stall, cutTimeout time.Duration) er
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return errors.Join(append(errs, s.cut(cutTimeout))...)
+			return errors.Join(append(errs, s.cut(errDrainEnded, cutTimeout))...)
 		}
 	}
 }

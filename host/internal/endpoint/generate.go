@@ -242,11 +242,11 @@ func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
 	return status.Error(codes.Unavailable, desc)
 }
 
-// cutBy is what cut the request of ctx, if a drain did: errGraceEnded or
-// errStalled; nil otherwise.
+// cutBy is what cut the request of ctx, if a drain did: errGraceEnded,
+// errStalled or errDrainEnded; nil otherwise.
 func cutBy(ctx context.Context) error {
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errGraceEnded), errors.Is(cause, errStalled):
+	case errors.Is(cause, errGraceEnded), errors.Is(cause, errStalled), errors.Is(cause, errDrainEnded):
 		return cause
 	}
 	return nil
