@@ -49,7 +49,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "grace-period", Value: 5 * time.Second, EnvVars: env("GRACE_PERIOD"),
 				Usage: "how long requests in flight may finish after the worker is withdrawn"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: supervisor.DefaultDrainTimeout, EnvVars: env("DRAIN_TIMEOUT"),
-				Usage: "how long requests in flight may run on after an engine that drains on purpose (vLLM's shutdown grace period, SGLang's runtime) stopped serving; vigil exits 1 after the last"},
+				Usage: "how long requests in flight may run on after an engine that drains on purpose (vLLM's shutdown grace period, SGLang's runtime) stopped serving; vigil exits 1 after the last (0: a drain is a loss: the grace period)"},
 			&cli.DurationFlag{Name: "stall-timeout", Value: supervisor.DefaultStallTimeout, EnvVars: env("STALL_TIMEOUT"),
 				Usage: "while the engine drains on purpose, cut a request that has sent no token this long"},
 			&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("SHUTDOWN_DELAY"),
@@ -304,7 +304,7 @@ func parseStart(c *cli.Context) (sdk.StartRequest, error) {
 		min  time.Duration
 	}{
 		{"grace-period", 0}, {"shutdown-delay", 0}, {"startup-deadline", time.Nanosecond}, {"check-ttl", time.Second},
-		{"drain-timeout", time.Nanosecond}, {"stall-timeout", time.Nanosecond},
+		{"drain-timeout", 0}, {"stall-timeout", time.Nanosecond},
 		{"deregister-after", consul.MinDeregisterAfter}, {"health-interval", time.Millisecond},
 		{"health-timeout", time.Millisecond}, {"engine-retry-max", time.Millisecond},
 	} {

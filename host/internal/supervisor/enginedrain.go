@@ -27,14 +27,11 @@ const (
 	DefaultStallTimeout = 10 * time.Second
 )
 
-// drainTimeout and stallTimeout are the Config's, or their defaults.
-func (s *supervisor) drainTimeout() time.Duration {
-	if s.cfg.DrainTimeout > 0 {
-		return s.cfg.DrainTimeout
-	}
-	return DefaultDrainTimeout
-}
+// drainTimeout is the Config's; the engine's drain runs only when it is
+// set.
+func (s *supervisor) drainTimeout() time.Duration { return s.cfg.DrainTimeout }
 
+// stallTimeout is the Config's, or its default.
 func (s *supervisor) stallTimeout() time.Duration {
 	if s.cfg.StallTimeout > 0 {
 		return s.cfg.StallTimeout

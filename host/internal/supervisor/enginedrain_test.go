@@ -93,9 +93,24 @@ func TestLifecycleEngineDrainThenLossOrStop(t *testing.T) {
 func TestLifecycleEngineDrainsNotReady(t *testing.T) {
 	t.Parallel()
 	ep := &fakeEndpoint{}
-	h := startHarness(t, newFakeEngine(), ep, time.Second)
+	h := startHarnessWith(t, newFakeEngine(), ep, func(c *Config) { c.DrainTimeout = time.Hour })
 	h.send(sdk.NotReady)
 	h.send(sdk.Draining)
 	h.ended(outcome.ErrEngineLost)
 	h.registered(false)
+}
+
+// Without a drain timeout (--drain-timeout 0) a drain is a loss: the
+// grace period bounds the requests in flight.
+func TestLifecycleEngineDrainOff(t *testing.T) {
+	t.Parallel()
+	ep := &fakeEndpoint{release: make(chan struct{})} // never released
+	h := startHarnessWith(t, newFakeEngine(), ep, func(c *Config) { c.GracePeriod, c.StallTimeout = 100*time.Millisecond, time.Hour })
+	h.send(sdk.Serving)
+	h.registered(true)
+	h.send(sdk.Draining)
+	h.ended(outcome.ErrEngineLost)
+	if got := ep.finishStall(); got != 0 {
+		t.Errorf("Finish called (stall %s) with the drain off, want the loss's Drain", got)
+	}
 }

@@ -131,7 +131,8 @@ type Config struct {
 	GracePeriod time.Duration
 	// DrainTimeout bounds the drain of an engine that drains on purpose
 	// (sdk.Draining, --drain-timeout): requests in flight run on this long
-	// at most. 0: DefaultDrainTimeout.
+	// at most. 0: no such drain: Draining is taken for a loss, as hosts
+	// before it took it.
 	DrainTimeout time.Duration
 	// StallTimeout cuts a request of an engine that drains on purpose
 	// once it has sent no chunk this long (--stall-timeout). 0:
@@ -273,10 +274,14 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 		s.cfg.Observer.Availability(ev.Availability)
 		s.held = nil
 		s.step(InputNotReady, ev.Reason)
-	case ev.Availability == sdk.Draining:
+	case ev.Availability == sdk.Draining && s.cfg.DrainTimeout > 0:
 		s.cfg.Observer.Availability(ev.Availability)
 		s.held = nil
 		s.step(InputDraining, ev.Reason)
+	case ev.Availability == sdk.Draining:
+		s.cfg.Observer.Availability(ev.Availability)
+		s.events = nil
+		s.step(InputLost, ev.Reason+" (--drain-timeout 0: a drain is a loss)")
 	default:
 		s.cfg.Observer.Availability(sdk.Lost)
 		s.events = nil
