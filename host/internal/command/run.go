@@ -234,10 +234,8 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		ttl:           c.Duration("check-ttl"),
 		deregAft:      c.Duration("deregister-after"),
 		shutdownDelay: c.Duration("shutdown-delay"),
-		drainTimeout:  c.Duration("drain-timeout"),
-		stallTimeout:  c.Duration("stall-timeout"),
 		maxInflight:   c.Int("max-inflight"),
-
+		drainTimeout:  c.Duration("drain-timeout"), stallTimeout: c.Duration("stall-timeout"),
 		servedModelName: c.String("served-model-name"),
 		tokenizerDir:    c.String("tokenizer-dir"),
 		chatTemplate:    c.String("chat-template"),
