@@ -50,9 +50,11 @@ var engines = []*engine{
 		tokenText:     vllmmock.TokenText,
 		unhealthy:     serverNotServing,
 		livenessFails: serverLivenessFails(`health of \"\"`), // as hclog quotes it in the error
-		lostReason:    "vLLM engine lost",
-		drains:        true, // its shutdown grace period
-		watchModes:    vllmWatchModes,
+		// "lost", or "draining" taken for a loss by the suite's
+		// --drain-timeout 0 (its NOT_SERVING).
+		lostReason: "vLLM engine ",
+		drains:     true, // its shutdown grace period
+		watchModes: vllmWatchModes,
 		// Every one of vllm-mock's other Watch modes leaves vigil polling.
 		pollOnly: vllmWatchModes,
 		notReady: []notReadyWay{
