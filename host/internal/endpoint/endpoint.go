@@ -17,6 +17,9 @@
 // flight, up to the grace period, then ends the rest with a final error
 // and has the engine abort them (Generator.Abort) before it returns, so
 // that the engine stops generating before the adapter is shut down.
+// Finish drains for an engine that drains on purpose: requests in flight
+// run on while they make progress, and one with no chunk for the stall
+// timeout is cut alone.
 // With a [Tokenizer] given with SetTokenizer, every engine gets token ids:
 // a text prompt is encoded (special tokens added once), a chat prompt
 // (prompt.messages) rendered with the chat template and encoded; the
