@@ -50,8 +50,11 @@ var engines = []*engine{
 		tokenText:     vllmmock.TokenText,
 		unhealthy:     serverNotServing,
 		livenessFails: serverLivenessFails(`health of \"\"`), // as hclog quotes it in the error
-		lostReason:    "vLLM engine lost",
-		watchModes:    vllmWatchModes,
+		// "lost", or "draining" taken for a loss by the suite's
+		// --drain-timeout 0 (its NOT_SERVING).
+		lostReason: "vLLM engine ",
+		drains:     true, // its shutdown grace period
+		watchModes: vllmWatchModes,
 		// Every one of vllm-mock's other Watch modes leaves vigil polling.
 		pollOnly: vllmWatchModes,
 		notReady: []notReadyWay{
@@ -80,6 +83,7 @@ var engines = []*engine{
 		unhealthy:     serverNotServing,
 		livenessFails: serverLivenessFails("HealthCheck: healthy is false"),
 		lostReason:    "SGLang engine lost",
+		drains:        true, // Tonic's graceful shutdown
 		// SGLang has no sleep; PauseGeneration and ContinueGeneration.
 		notReady: []notReadyWay{{"pause", "/pause", "/resume"}},
 		specific: []engineCase{
@@ -206,6 +210,11 @@ type engine struct {
 	livenessFails healthToggle
 	// lostReason begins vigil's "engine lost" reason, from the adapter.
 	lostReason string
+	// drains: the engine drains on purpose (POST /drain on its mock:
+	// NOT_SERVING while it finishes the streams it has), and its adapter
+	// reports Draining. SGLang's Python server ends its generations before
+	// its grace period; TensorRT-LLM has no NOT_SERVING phase.
+	drains bool
 	// watchModes are the ways the mock can answer a health Watch other
 	// than the engine's usual one (mock flags); the adapter must see the
 	// engine's loss under each. Empty when the engine has one way.

@@ -102,8 +102,12 @@ func startVigil(t *testing.T, o vigilOpts) *vigil {
 	ho := harness.VigilOpts{Engine: o.engine.Name, EngineAddr: o.engineAddr, RegistryDir: o.registry, Service: o.service,
 		Listen: listen, WorkerID: workerID, DefaultWorkerID: o.defaultID,
 		// GORACE (process_test.go sets it) reaches the adapter too: a
-		// race-built adapter would otherwise sleep 1s at exit.
-		Extra: append([]string{"--check-ttl", "5s", "--grace-period", "5s", "--plugin-env", "GORACE"}, o.extra...), Env: o.env}
+		// race-built adapter would otherwise sleep 1s at exit. The suite's
+		// engines report a failure by NOT_SERVING with their process up
+		// (engine.unhealthy), which vLLM's adapter takes for a drain on
+		// purpose: --drain-timeout 0 keeps it a loss; TestEngineDrains
+		// turns the drain on.
+		Extra: append([]string{"--check-ttl", "5s", "--grace-period", "5s", "--drain-timeout", "0", "--plugin-env", "GORACE"}, o.extra...), Env: o.env}
 	if o.discovery != "file" {
 		if o.consul == nil {
 			t.Fatal("vigilOpts: consul discovery without an agent")

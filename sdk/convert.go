@@ -77,7 +77,7 @@ func eventToProto(e Event) *pluginv1.AvailabilityEvent {
 
 func eventFromProto(e *pluginv1.AvailabilityEvent) Event {
 	a := Availability(e.GetAvailability())
-	if a < Serving || a > Lost {
+	if a < Serving || a > Draining {
 		a = Lost // an unknown state cannot be trusted to serve
 	}
 	return Event{Availability: a, Reason: e.GetReason(), Time: e.GetTime().AsTime()}

@@ -98,6 +98,7 @@ func TestEventRoundTrip(t *testing.T) {
 		"serving":   {Availability: Serving, Reason: "vLLM engine serving", Time: at},
 		"not ready": {Availability: NotReady, Reason: "paused", Time: at},
 		"lost":      {Availability: Lost, Reason: "vLLM engine lost: health status NOT_SERVING", Time: at},
+		"draining":  {Availability: Draining, Reason: "vLLM engine draining", Time: at},
 		"no reason": {Availability: Serving, Time: at},
 		"zero time": {Availability: Lost},
 	}
@@ -119,7 +120,7 @@ func TestEventFromProtoUnknown(t *testing.T) {
 	at := time.Date(2025, 6, 1, 12, 30, 0, 0, time.UTC)
 	tests := map[string]pluginv1.Availability{
 		"unspecified":     pluginv1.Availability_AVAILABILITY_UNSPECIFIED,
-		"from the future": pluginv1.Availability(4),
+		"from the future": pluginv1.Availability(5),
 		"large":           pluginv1.Availability(1 << 20),
 		"negative":        pluginv1.Availability(-1),
 	}
@@ -146,6 +147,7 @@ func TestAvailabilityNumbers(t *testing.T) {
 		Serving:             pluginv1.Availability_AVAILABILITY_SERVING,
 		NotReady:            pluginv1.Availability_AVAILABILITY_NOT_READY,
 		Lost:                pluginv1.Availability_AVAILABILITY_LOST,
+		Draining:            pluginv1.Availability_AVAILABILITY_DRAINING,
 	}
 	for a, w := range want {
 		if int32(a) != int32(w) {
@@ -161,6 +163,7 @@ func TestAvailabilityString(t *testing.T) {
 		Serving:             "SERVING",
 		NotReady:            "NOT_READY",
 		Lost:                "LOST",
+		Draining:            "DRAINING",
 		Availability(42):    "UNKNOWN",
 		Availability(-1):    "UNKNOWN",
 	}

@@ -33,7 +33,9 @@ type Engine interface {
 	// what Start saw. Later events are sent on change only, each with the
 	// Time it was observed. NotReady comes only from an adapter with
 	// Capabilities.Readiness, for an engine alive but taking no work;
-	// Serving follows when it takes work again. Lost comes for an engine
+	// Serving follows when it takes work again. Draining comes for an
+	// engine that drains on purpose (see Draining); Lost may follow it, and
+	// nothing else does that the host acts on. Lost comes for an engine
 	// that failed (it reports so), shut down, or froze (found within the
 	// HealthPolicy); it is the last event, and the adapter closes the
 	// channel after it. When ctx ends the adapter closes the channel
@@ -212,6 +214,14 @@ const (
 	// Lost: the engine failed or shut down; the worker is withdrawn and
 	// vigil exits 1.
 	Lost
+	// Draining: the engine drains on purpose: it reports that it no longer
+	// serves while its connection and lifetime id hold, and finishes the
+	// requests it has (vLLM's shutdown grace period, SGLang's runtime).
+	// The worker is withdrawn at once and admits nothing new; requests in
+	// flight run on while they make progress, and vigil exits 1 after the
+	// last. Not terminal: Lost may follow. A host older than Draining takes
+	// it for Lost.
+	Draining
 )
 
 func (a Availability) String() string {
@@ -222,6 +232,8 @@ func (a Availability) String() string {
 		return "NOT_READY"
 	case Lost:
 		return "LOST"
+	case Draining:
+		return "DRAINING"
 	default:
 		return "UNKNOWN"
 	}

@@ -20,7 +20,7 @@ var rootNames = []string{
 	"AdapterInfo", "Availability", "Availability.String", "AvailabilityUnknown",
 	"Capabilities", "CheckCapabilities", "Chunk", "ContextErr",
 	"DefaultHealthFailures", "DefaultHealthInterval", "DefaultHealthTimeout", "DefaultRetryMax", "DefaultStartupDeadline",
-	"DurationStrings", "Engine", "ErrAlreadyStarted", "ErrInvalidArgument", "ErrNotStarted",
+	"Draining", "DurationStrings", "Engine", "ErrAlreadyStarted", "ErrInvalidArgument", "ErrNotStarted",
 	"ErrPluginExited", "ErrStartupDeadline", "ErrUnavailable", "ErrUnimplemented", "Event",
 	"FieldEngineAddr", "FieldError", "FieldError.Error", "FieldError.Unwrap",
 	"FieldHealthFailures", "FieldHealthInterval", "FieldHealthRetryMax", "FieldHealthTimeout",

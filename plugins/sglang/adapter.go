@@ -92,6 +92,9 @@ func (a *Adapter) signals(ctx context.Context, conn *grpc.ClientConn, options ma
 	a.mu.Unlock()
 	if api == apiScheduler {
 		return []adapterkit.Signal{
+			// Lost, not a drain: NOT_SERVING also stands for a silent
+			// scheduler, and upstream's Python server ends its generations
+			// before its grace period anyway.
 			adapterkit.HealthService(conn, "", adapterkit.Liveness),
 			adapterkit.HealthService(conn, SchedulerService, adapterkit.Readiness),
 		}, nil
@@ -117,7 +120,27 @@ func (a *Adapter) signals(ctx context.Context, conn *grpc.ClientConn, options ma
 				return a.watchState(ctx, conn)
 			},
 		},
+		drainSignal(conn),
 	}, nil
+}
+
+// drainSignal is the runtime's grpc.health.v1 service, polled (its Watch
+// is UNIMPLEMENTED): NOT_SERVING once the server stops, which then lets
+// open calls finish (Tonic's graceful shutdown), so a drain. A runtime
+// without the service serves as far as this signal goes.
+func drainSignal(conn *grpc.ClientConn) adapterkit.Signal {
+	sig := adapterkit.DrainingHealthService(conn, sglangpb.SglangService_ServiceDesc.ServiceName)
+	check := sig.Check
+	sig.Check = func(ctx context.Context) error {
+		err := check(ctx)
+		switch status.Code(err) {
+		case codes.Unimplemented, codes.NotFound:
+			return nil
+		}
+		return err
+	}
+	sig.Watch = nil
+	return sig
 }
 
 // pickAPI returns the API option names, or the one the engine answers.

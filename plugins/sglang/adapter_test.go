@@ -201,7 +201,8 @@ func TestLost(t *testing.T) {
 				go tt.lose(e)
 			}
 			ev := events.Next()
-			if ev.Availability == sdk.NotReady { // a stop may show readiness first
+			// A stop may show readiness, and the runtime's drain, first.
+			for ev.Availability == sdk.NotReady || ev.Availability == sdk.Draining {
 				ev = events.Next()
 			}
 			if ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, tt.want) {
@@ -210,6 +211,27 @@ func TestLost(t *testing.T) {
 			events.Closed()
 		})
 	}
+}
+
+// TestRuntimeDraining: the runtime's grpc.health.v1 NOT_SERVING while its
+// state stream, connection and lifetime id hold is a server that stops and
+// lets open calls finish: Draining, and the watch goes on; the engine
+// replaced is Lost. The older scheduler's "" NOT_SERVING stays Lost
+// (TestLost): its Python server ends generations before its grace period.
+func TestRuntimeDraining(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{API: mock.APIRuntime})
+	events := sdktest.Watch(t, started(t, addr, nil))
+	events.Expect(sdk.Serving, "SGLang engine serving")
+	post(t, e, "/drain", "")
+	events.Expect(sdk.Draining, `SGLang engine draining: health of "sglang.runtime.v1.SglangService": not serving: NOT_SERVING`)
+	if err := e.Replace(""); err != nil {
+		t.Fatal(err)
+	}
+	if ev := events.Next(); ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, "SGLang engine lost: engine replaced") {
+		t.Fatalf("event after the draining engine was replaced = %v %q, want Lost", ev.Availability, ev.Reason)
+	}
+	events.Closed()
 }
 
 // TestUnhealthyIsLost: "healthy" false in the state stream is Lost at once.

@@ -46,10 +46,13 @@ func New(opts ...adapterkit.Option) *Adapter {
 }
 
 // signals: "" is liveness and "vllm.Inference" readiness; Start also waits
-// for "vllm.Control", which serves the information it reads.
+// for "vllm.Control", which serves the information it reads. vLLM turns ""
+// NOT_SERVING at shutdown and then finishes the requests it has (its gRPC
+// shutdown grace period, --shutdown-timeout): a drain on purpose while the
+// connection holds.
 func signals(_ context.Context, conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
 	return []adapterkit.Signal{
-		adapterkit.HealthService(conn, "", adapterkit.Liveness),
+		adapterkit.DrainingHealthService(conn, ""),
 		adapterkit.HealthService(conn, vllmpb.Inference_ServiceDesc.ServiceName, adapterkit.Readiness),
 		adapterkit.HealthService(conn, vllmpb.Control_ServiceDesc.ServiceName, adapterkit.Startup),
 	}, nil

@@ -56,7 +56,12 @@ func TestConformance(t *testing.T) {
 			engines[addr] = e
 			return addr, e.Stop
 		},
-		Fail:     func(t *testing.T, addr string) { setHealth(t, engines[addr], "", "NOT_SERVING") },
+		// vLLM reports a failed engine NOT_SERVING and exits about 2 s
+		// later; NOT_SERVING alone is a drain.
+		Fail: func(t *testing.T, addr string) {
+			setHealth(t, engines[addr], "", "NOT_SERVING")
+			engines[addr].Stop()
+		},
 		NotReady: func(t *testing.T, addr string) { post(t, engines[addr], "/sleep", "") },
 		Ready:    func(t *testing.T, addr string) { post(t, engines[addr], "/wake", "") },
 		Hold:     func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
@@ -214,13 +219,10 @@ func TestEngineReplaced(t *testing.T) {
 
 			old.Stop()
 			serveMockOn(t, addr, mock.Config{Model: "m", InstanceID: "new", WatchMode: mode})
-			// Stop reports every service NOT_SERVING first, as vLLM does;
-			// a check racing it may see "vllm.Inference" go first.
-			ev := events.Next()
-			if ev.Availability == sdk.NotReady {
-				ev = events.Next()
-			}
-			if ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, "vLLM engine lost") {
+			// Stop reports every service NOT_SERVING first, as vLLM does
+			// (a drain; a check racing it may see "vllm.Inference" go
+			// first); the new lifetime id is the loss.
+			if ev := nextLost(events); ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, "vLLM engine lost") {
 				t.Fatalf("event after the engine was replaced = %v %q, want Lost", ev.Availability, ev.Reason)
 			}
 			events.Closed()
@@ -260,16 +262,38 @@ func TestSleepIsNotReady(t *testing.T) {
 	events.Expect(sdk.Serving, "vLLM engine serving")
 }
 
-// TestLostWhenServerNotServing: "" NOT_SERVING is engine failure or
-// shutdown: Lost, and the channel closes.
-func TestLostWhenServerNotServing(t *testing.T) {
+// nextLost skips the NotReady and Draining events an engine's Stop may
+// give before it is Lost, and returns the next.
+func nextLost(events *sdktest.Events) sdk.Event {
+	for {
+		if ev := events.Next(); ev.Availability != sdk.NotReady && ev.Availability != sdk.Draining {
+			return ev
+		}
+	}
+}
+
+// TestDrainingWhenServerNotServing: "" NOT_SERVING while the connection
+// and the lifetime id hold is vLLM draining on purpose (its shutdown grace
+// period): Draining, and the watch goes on; the engine gone is Lost.
+func TestDrainingWhenServerNotServing(t *testing.T) {
 	t.Parallel()
 	e, addr := serveMock(t, mock.Config{Model: "m"})
 	events := sdktest.Watch(t, started(t, addr))
 
 	events.Expect(sdk.Serving, "vLLM engine serving")
-	setHealth(t, e, "", "NOT_SERVING")
-	events.Expect(sdk.Lost, "vLLM engine lost")
+	post(t, e, "/drain", "")
+	// Every service turns NOT_SERVING, "vllm.Inference" possibly seen first.
+	ev := events.Next()
+	if ev.Availability == sdk.NotReady {
+		ev = events.Next()
+	}
+	if ev.Availability != sdk.Draining || ev.Reason != `vLLM engine draining: health of "" is NOT_SERVING` {
+		t.Fatalf("event after the drain began = %v %q, want Draining", ev.Availability, ev.Reason)
+	}
+	e.Stop()
+	if ev := events.Next(); ev.Availability != sdk.Lost {
+		t.Fatalf("event after the draining engine stopped = %v %q, want Lost", ev.Availability, ev.Reason)
+	}
 	events.Closed()
 }
 
@@ -296,12 +320,9 @@ func TestLostAfterStop(t *testing.T) {
 					t.Errorf("mock Stop() did not return within %v", within)
 				}
 			})
-			// Lost may follow a NotReady: Stop turns every service
-			// NOT_SERVING, in no set order.
-			ev := events.Next()
-			if ev.Availability == sdk.NotReady {
-				ev = events.Next()
-			}
+			// Lost may follow a NotReady and a Draining: Stop turns every
+			// service NOT_SERVING, in no set order, before it goes.
+			ev := nextLost(events)
 			if ev.Availability != sdk.Lost || !strings.HasPrefix(ev.Reason, "vLLM engine lost") {
 				t.Fatalf("event after Stop = %v %q, want %v with a reason starting %q", ev.Availability, ev.Reason, sdk.Lost, "vLLM engine lost")
 			}

@@ -503,3 +503,47 @@ func TestStartOptions(t *testing.T) {
 		}
 	}
 }
+
+// drainingSpec is spec with "" a liveness service that drains on purpose.
+func drainingSpec(polled bool) adapterkit.Spec {
+	s := spec(true)
+	s.Signals = func(_ context.Context, conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
+		live := adapterkit.DrainingHealthService(conn, "")
+		if polled {
+			live.Watch = nil
+		}
+		return []adapterkit.Signal{live, adapterkit.HealthService(conn, inference, adapterkit.Readiness)}, nil
+	}
+	return s
+}
+
+// TestWatchDraining: a liveness service that drains on purpose turns
+// NOT_SERVING while its connection and lifetime id hold: Draining, and the
+// watch goes on; the engine replaced after it is still Lost. Watched or
+// polled alike.
+func TestWatchDraining(t *testing.T) {
+	t.Parallel()
+	for name, polled := range map[string]bool{"watched": false, "polled": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			lis := listen(t)
+			e := serveEngine(t, lis, "a")
+			events := sdktest.Watch(t, start(t, drainingSpec(polled), e.addr))
+
+			events.Expect(sdk.Serving, "Toy engine serving")
+			e.SetServingStatus(inference, notServing)
+			events.Expect(sdk.NotReady, `Toy engine not ready: health of "toy.Inference" is NOT_SERVING`)
+			e.SetServingStatus("", notServing)
+			ev := events.Next()
+			if ev.Availability != sdk.Draining || !strings.HasPrefix(ev.Reason, `Toy engine draining: health of ""`) {
+				t.Fatalf("event after \"\" turned NOT_SERVING = %v %q, want Draining", ev.Availability, ev.Reason)
+			}
+			e.stop()
+			serveEngine(t, lis, "b")
+			if ev := events.Next(); ev.Availability != sdk.Lost {
+				t.Fatalf("event after the draining engine was replaced = %v %q, want Lost", ev.Availability, ev.Reason)
+			}
+			events.Closed()
+		})
+	}
+}

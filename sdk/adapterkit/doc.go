@@ -16,7 +16,9 @@
 //     retried.
 //   - WatchAvailability follows the same signals ([Merge]): liveness
 //     signals that stop serving are Lost, readiness ones NotReady, and Lost
-//     is terminal. One list drives both, so nothing the watch takes for
+//     is terminal; a liveness signal that drains ([DrainingHealthService],
+//     Signal.Drains) is Draining instead, while the connection and the
+//     lifetime id hold. One list drives both, so nothing the watch takes for
 //     loss can hold while Start reports the engine serving. Signals come
 //     from a grpc.health.v1 service ([HealthService]), a unary health RPC
 //     polled with the health policy's interval, deadline and failure count

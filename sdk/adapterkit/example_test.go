@@ -69,3 +69,42 @@ func Example() {
 	// Toy engine not ready: health of "toy.Inference" is NOT_SERVING
 	// Toy engine lost: health of "" is NOT_SERVING
 }
+
+// An engine that turns "" NOT_SERVING when it stops and then finishes the
+// requests it has, as vLLM does, drains on purpose: Draining while the
+// connection holds, and the watch goes on.
+func ExampleDrainingHealthService() {
+	lis, _ := net.Listen("tcp", "127.0.0.1:0")
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	healthgrpc.RegisterHealthServer(srv, hs)
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	ctx := context.Background()
+	a := adapterkit.New(adapterkit.Spec{
+		Info:   sdk.AdapterInfo{Name: "toy", Version: "0.1.0"},
+		Engine: "Toy",
+		Signals: func(_ context.Context, conn *grpc.ClientConn, _ map[string]string) ([]adapterkit.Signal, error) {
+			return []adapterkit.Signal{adapterkit.DrainingHealthService(conn, "")}, nil
+		},
+		ReadWorker: func(context.Context, *grpc.ClientConn) (sdk.Worker, error) {
+			return sdk.Worker{ServedModelName: "toy-model"}, nil
+		},
+	})
+	defer a.Shutdown(ctx)
+	if _, err := a.Start(ctx, sdk.StartRequest{EngineAddr: lis.Addr().String()}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	watch, cancel := context.WithCancel(ctx)
+	defer cancel() // the watch goes on after Draining
+	events, _ := a.WatchAvailability(watch)
+	fmt.Println((<-events).Availability)
+	hs.SetServingStatus("", healthgrpc.HealthCheckResponse_NOT_SERVING)
+	ev := <-events
+	fmt.Println(ev.Availability, ev.Reason)
+	// Output:
+	// SERVING
+	// DRAINING Toy engine draining: health of "" is NOT_SERVING
+}

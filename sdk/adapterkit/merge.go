@@ -20,12 +20,12 @@ type Source struct {
 
 // Merge follows several signals of one engine as one availability stream,
 // the way sdk.Engine.WatchAvailability sends it. Each source sends the
-// state of one signal (Serving, NotReady or Lost), the current one first,
+// state of one signal (Serving, NotReady, Draining or Lost), the current one first,
 // and closes its channel after Lost or when its context ends; Merge starts
 // every source with a context of its own and ends them all when it ends.
 //
 // The merged state is the worst latest state of all sources, Lost over
-// NotReady over Serving. Merge sends it first once every source has
+// Draining over NotReady over Serving. Merge sends it first once every source has
 // reported, so nothing is called serving before every signal says so, and
 // then on every change. Reasons start with engine ("vLLM engine lost: ...").
 // Lost is terminal: a source that reports it, or closes without it, ends
@@ -110,6 +110,8 @@ func merged(engine string, ev sdk.Event) sdk.Event {
 		ev.Reason = engine + " engine serving"
 	case sdk.NotReady:
 		ev.Reason = engine + " engine not ready: " + ev.Reason
+	case sdk.Draining:
+		ev.Reason = engine + " engine draining: " + ev.Reason
 	default:
 		ev.Availability = sdk.Lost
 		ev.Reason = engine + " engine lost: " + ev.Reason
@@ -139,8 +141,10 @@ func rank(a sdk.Availability) int {
 		return 0
 	case sdk.NotReady:
 		return 1
+	case sdk.Draining:
+		return 2
 	}
-	return 2
+	return 3
 }
 
 // timeNow is time.Now; events carry the time of the observation.

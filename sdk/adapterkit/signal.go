@@ -37,10 +37,14 @@ func (r Role) String() string {
 	return fmt.Sprintf("Role(%d)", int(r))
 }
 
-// down is the availability a signal in role r that does not serve stands for.
-func (r Role) down() sdk.Availability {
-	if r == Readiness {
+// down is the availability a signal in role r that does not serve stands
+// for; drains: a Liveness signal's not serving is a drain on purpose.
+func (r Role) down(drains bool) sdk.Availability {
+	switch {
+	case r == Readiness:
 		return sdk.NotReady
+	case drains:
+		return sdk.Draining
 	}
 	return sdk.Lost
 }
@@ -59,6 +63,13 @@ type Signal struct {
 	Name string
 	// Role says what the signal not serving means.
 	Role Role
+	// Drains, for a Liveness signal: the engine's answer that it does not
+	// serve is a drain on purpose (sdk.Draining), not a loss: the engine
+	// finishes what it has (vLLM's shutdown grace period, SGLang's
+	// runtime). A check that fails, the connection closing or another
+	// lifetime id (LifetimeSource) are still Lost. Set by
+	// DrainingHealthService; default false.
+	Drains bool
 	// Check asks once, under ctx's deadline (HealthPolicy.Timeout). It
 	// returns nil when the signal serves; an error wrapping ErrNotServing
 	// when the engine answers that it does not; any other error when the
@@ -80,11 +91,24 @@ type Signal struct {
 // reconnect after it listens. Watch is healthwatch.Watch: a status other
 // than SERVING is Role's down state, a failed watch is Lost.
 func HealthService(conn grpc.ClientConnInterface, service string, role Role) Signal {
+	return healthService(conn, service, role, false)
+}
+
+// DrainingHealthService is HealthService for a liveness service that
+// turns NOT_SERVING when the engine drains on purpose, before it finishes
+// the requests it has (Signal.Drains): NOT_SERVING is sdk.Draining while
+// the connection holds.
+func DrainingHealthService(conn grpc.ClientConnInterface, service string) Signal {
+	return healthService(conn, service, Liveness, true)
+}
+
+func healthService(conn grpc.ClientConnInterface, service string, role Role, drains bool) Signal {
 	name := fmt.Sprintf("health of %q", service)
 	check := healthwatch.ReadyChecker(conn)
 	return Signal{
-		Name: name,
-		Role: role,
+		Name:   name,
+		Role:   role,
+		Drains: drains,
 		Check: func(ctx context.Context) error {
 			st, err := check(ctx, service)
 			if err == nil && st != healthpb.HealthCheckResponse_SERVING {
@@ -99,7 +123,7 @@ func HealthService(conn grpc.ClientConnInterface, service string, role Role) Sig
 				case u.Err != nil:
 					return event(sdk.Lost, u.Time, "%v", u.Err)
 				case u.Status != healthpb.HealthCheckResponse_SERVING:
-					return event(role.down(), u.Time, "%s is %s", name, u.Status)
+					return event(role.down(drains), u.Time, "%s is %s", name, u.Status)
 				}
 				return event(sdk.Serving, u.Time, "%s is SERVING", name)
 			})
@@ -124,7 +148,7 @@ func (s Signal) Source(policy sdk.HealthPolicy) Source {
 					emit(ctx, out, event(sdk.Serving, timeNow(), "%s serves", s.Name))
 				case errors.Is(err, ErrNotServing):
 					// An answer, not a failed check.
-					emit(ctx, out, event(s.Role.down(), timeNow(), "%s: %v", s.Name, err))
+					emit(ctx, out, event(s.Role.down(s.Drains), timeNow(), "%s: %v", s.Name, err))
 					return nil
 				}
 				return err

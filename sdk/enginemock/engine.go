@@ -57,7 +57,7 @@ type Config struct {
 	// Health derives a signal's status from the engine's condition; it is
 	// never asked while the engine is stopped (then every signal is
 	// NOT_SERVING) nor for a signal pinned through POST /health. Default:
-	// SERVING once ready, NOT_SERVING before.
+	// SERVING once ready, NOT_SERVING before and while draining.
 	Health func(signal string, c Condition) Status
 	// Publish, if set, hears of every change to health or to the condition,
 	// the initial state included, in order. It runs under the engine's lock:
@@ -84,7 +84,7 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Health == nil {
 		c.Health = func(_ string, c Condition) Status {
-			if c.Ready {
+			if c.Ready && !c.Draining {
 				return healthpb.HealthCheckResponse_SERVING
 			}
 			return healthpb.HealthCheckResponse_NOT_SERVING
@@ -110,6 +110,11 @@ type Condition struct {
 	// Sleeping and Paused are set and cleared by SetSleeping and SetPaused.
 	Sleeping bool
 	Paused   bool
+	// Draining is set by SetDraining or POST /drain: the engine drains on
+	// purpose, as vLLM in its shutdown grace period: its health says so
+	// (as the engine's Health derives it) while gRPC serves on, and the
+	// generations in flight run on.
+	Draining bool
 }
 
 // Engine is the engine-independent half of one mock engine. Create it with
@@ -263,6 +268,16 @@ func (e *Engine) SetSleeping(on bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.cond.Sleeping = on
+	e.applyLocked()
+}
+
+// SetDraining starts (or ends) a drain on purpose: see Condition.Draining.
+// Generations in flight run on, and new ones are still taken, as vLLM
+// takes them during its grace period; POST /stop ends it.
+func (e *Engine) SetDraining(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cond.Draining = on
 	e.applyLocked()
 }
 

@@ -21,6 +21,7 @@ import (
 //
 //	POST /health  {"service": "", "status": "NOT_SERVING"}  pin a health signal (SERVING, NOT_SERVING, SERVICE_UNKNOWN)
 //	POST /sleep, /wake, /pause, /resume                   SetSleeping or SetPaused; in-flight requests run on
+//	POST /drain                                           SetDraining: health as the engine drains on purpose; gRPC and streams in flight run on
 //	POST /stop                                            all NOT_SERVING, then stop gRPC; Serve returns nil
 //	POST /replace {"instance_id": "x"}                    Replace: a new lifetime id, "x" or random without a body
 //	POST /hold    {"at_token": N}                         hold every new stream before output token N
@@ -46,6 +47,7 @@ func (e *Engine) Handler() http.Handler {
 		"/wake":    {http.MethodPost, set(e.SetSleeping, false)},
 		"/pause":   {http.MethodPost, set(e.SetPaused, true)},
 		"/resume":  {http.MethodPost, set(e.SetPaused, false)},
+		"/drain":   {http.MethodPost, set(e.SetDraining, true)},
 		"/stop":    {http.MethodPost, func(*http.Request) error { e.shutdown(); return nil }},
 		"/replace": {http.MethodPost, e.postReplace},
 		"/hold":    {http.MethodPost, e.postHold},

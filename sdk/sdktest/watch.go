@@ -41,8 +41,8 @@ func (w *watcher) next(what string) (ev sdk.Event, ok bool) {
 	}
 	w.n++
 	switch {
-	case ev.Availability != sdk.Serving && ev.Availability != sdk.NotReady && ev.Availability != sdk.Lost:
-		w.t.Errorf("event %d = %v (%q), want Serving, NotReady or Lost", w.n, ev.Availability, ev.Reason)
+	case ev.Availability != sdk.Serving && ev.Availability != sdk.NotReady && ev.Availability != sdk.Lost && ev.Availability != sdk.Draining:
+		w.t.Errorf("event %d = %v (%q), want Serving, NotReady, Draining or Lost", w.n, ev.Availability, ev.Reason)
 	case ev.Availability == sdk.NotReady && !w.readiness:
 		w.t.Errorf("event %d = %v (%q) from an adapter without Capabilities.Readiness, want Serving or Lost", w.n, ev.Availability, ev.Reason)
 	case w.n > 1 && w.last.Availability == sdk.Lost:
@@ -74,7 +74,8 @@ func (w *watcher) expect(want sdk.Availability, why string) sdk.Event {
 	return ev
 }
 
-// lost reads events until Lost, allowing a NotReady before it, then checks
+// lost reads events until Lost, allowing a NotReady or a Draining (an
+// engine that drains before it stops) before it, then checks
 // that the channel closes; why says what made the engine lost. It returns
 // when Lost was received.
 func (w *watcher) lost(why string) time.Time {
@@ -87,7 +88,7 @@ func (w *watcher) lost(why string) time.Time {
 		if ev.Availability == sdk.Lost {
 			break
 		}
-		if ev.Availability != sdk.NotReady {
+		if ev.Availability != sdk.NotReady && ev.Availability != sdk.Draining {
 			w.t.Errorf("event %d = %v (%q) %s, want Lost", w.n, ev.Availability, ev.Reason, why)
 		}
 	}

@@ -42,6 +42,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"port 0 listen", []string{"--listen", "127.0.0.1:0"}, "port 0"},
 		{"negative grace", []string{"--grace-period", "-1s"}, "--grace-period -1s: must be a positive duration"},
 		{"zero deadline", []string{"--startup-deadline", "0s"}, "--startup-deadline 0s: must be a positive duration"},
+		{"negative drain timeout", []string{"--drain-timeout", "-1s"}, "--drain-timeout -1s: must be a positive duration"},
+		{"negative stall timeout", []string{"--stall-timeout", "-1s"}, "--stall-timeout -1s: must be a positive duration"},
 		{"short ttl", []string{"--check-ttl", "100ms"}, "--check-ttl 100ms: must be a duration of at least 1s"},
 		{"short deregister", []string{"--deregister-after", "30s"}, "--deregister-after 30s: must be a duration of at least 1m0s"},
 		{"health failures", []string{"--health-failures", "0"}, "--health-failures 0: must be 1 or more"},

@@ -89,7 +89,8 @@ func flagValue(c *cli.Context, f cli.Flag, name string) any {
 
 // runResolved is what vigil run works out beyond its flags' values, for
 // --dry-run: the worker id and advertised address it defaulted to, the
-// adapter it found, the registry, and its shutdown budget.
+// adapter it found, the registry, its shutdown budget and that of an
+// engine's drain on purpose.
 func runResolved(cfg runConfig, src adapterSource, registry discovery.Registry) map[string]any {
 	adapter := "built in"
 	if src.path != "" {
@@ -102,6 +103,8 @@ func runResolved(cfg runConfig, src adapterSource, registry discovery.Registry) 
 		"adapter":         adapter,
 		"registry":        registry.String(),
 		"shutdown-budget": supervisor.ShutdownBudget(cfg.shutdownDelay, cfg.grace).String(),
+		// From an engine's drain on purpose, not from a signal.
+		"engine-drain-budget": supervisor.EngineDrainBudget(cfg.drainTimeout).String(),
 	}
 	if src.sum != "" {
 		r["adapter-sha256"] = src.sum

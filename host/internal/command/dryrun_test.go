@@ -79,20 +79,24 @@ func TestRunDryRun(t *testing.T) {
 	host, _ := os.Hostname()
 	_, port, _ := net.SplitHostPort(listen)
 	for key, want := range map[string]any{
-		"grace-period":     "30s", // from the environment
-		"shutdown-delay":   "5s",  // from the flag
-		"check-ttl":        "5s",  // the default
-		"max-inflight":     1024.0,
-		"engine-option":    []any{"a=b"},
-		"plugin-env":       []any{},
-		"engine":           "", // the name the adapter reports
-		"engine-plugin":    exe,
-		"adapter":          exe,
-		"worker-id":        host + "-127.0.0.1-" + port,
-		"advertise-addr":   listen,
-		"registry":         "file " + reg,
-		"shutdown-budget":  "37s",
-		"deregister-after": "1m0s",
+		"grace-period":    "30s", // from the environment
+		"shutdown-delay":  "5s",  // from the flag
+		"check-ttl":       "5s",  // the default
+		"max-inflight":    1024.0,
+		"engine-option":   []any{"a=b"},
+		"plugin-env":      []any{},
+		"engine":          "", // the name the adapter reports
+		"engine-plugin":   exe,
+		"adapter":         exe,
+		"worker-id":       host + "-127.0.0.1-" + port,
+		"advertise-addr":  listen,
+		"registry":        "file " + reg,
+		"shutdown-budget": "37s",
+		"drain-timeout":   "5m0s", // the default
+		"stall-timeout":   "10s",
+		// --drain-timeout + 2s, from the engine's drain.
+		"engine-drain-budget": "5m2s",
+		"deregister-after":    "1m0s",
 	} {
 		if g, ok := got[key]; !ok || !jsonEqual(g, want) {
 			t.Errorf("%s = %#v (present %v), want %#v", key, g, ok, want)

@@ -3,6 +3,7 @@ package command
 import (
 	"bufio"
 	"encoding/json"
+	"github.com/vigilhq/vigil/host/internal/supervisor"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -185,7 +186,23 @@ func TestRecipesPassDryRun(t *testing.T) {
 			if margin := 3 * time.Second; stop < budget+margin {
 				t.Errorf("stop timeout %s, want at least vigil's shutdown budget %s + %s", stop, budget, margin)
 			}
-			t.Logf("vigil %s: shutdown budget %s, stop timeout %s", strings.Join(args, " "), budget, stop)
+			// An engine that drains on purpose: vigil exits within the drain
+			// timeout + 2s of it, and a stop signal meanwhile within the grace
+			// period + 2s of the signal (the worker is withdrawn already, so no
+			// shutdown delay), which the stop timeout must outlast too.
+			drain, err := time.ParseDuration(got["engine-drain-budget"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			drainTimeout, _ := time.ParseDuration(got["drain-timeout"].(string))
+			grace, _ := time.ParseDuration(got["grace-period"].(string))
+			if want := supervisor.EngineDrainBudget(drainTimeout); drain != want || want != drainTimeout+2*time.Second {
+				t.Errorf("engine-drain-budget %s, want --drain-timeout %s + 2s", drain, drainTimeout)
+			}
+			if during := supervisor.ShutdownBudget(0, grace); stop < during+3*time.Second {
+				t.Errorf("stop timeout %s, want at least the budget of a stop during the engine's drain %s + 3s", stop, during)
+			}
+			t.Logf("vigil %s: shutdown budget %s, engine drain budget %s, stop timeout %s", strings.Join(args, " "), budget, drain, stop)
 			for _, h := range tc.has {
 				if !strings.Contains(text, h) {
 					t.Errorf("the recipe does not hold %q", h)

@@ -48,6 +48,10 @@ func runCommand() *cli.Command {
 				Usage: "worker id, stable across restarts and unique per service: two vigils given one id are refused (the later exits 78) (default: NOMAD_ALLOC_ID-NOMAD_TASK_NAME under Nomad, else host name-listen host-listen port, the listen host left out when it is a wildcard address)"},
 			&cli.DurationFlag{Name: "grace-period", Value: 5 * time.Second, EnvVars: env("GRACE_PERIOD"),
 				Usage: "how long requests in flight may finish after the worker is withdrawn"},
+			&cli.DurationFlag{Name: "drain-timeout", Value: supervisor.DefaultDrainTimeout, EnvVars: env("DRAIN_TIMEOUT"),
+				Usage: "how long requests in flight may run on after an engine that drains on purpose (vLLM's shutdown grace period, SGLang's runtime) stopped serving; vigil exits 1 after the last (0: a drain is a loss: the grace period)"},
+			&cli.DurationFlag{Name: "stall-timeout", Value: supervisor.DefaultStallTimeout, EnvVars: env("STALL_TIMEOUT"),
+				Usage: "while the engine drains on purpose, cut a request that has sent no token this long"},
 			&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("SHUTDOWN_DELAY"),
 				Usage: "after SIGTERM, keep admitting requests this long after the withdrawal while the engine serves, for load balancers that learn of it late"},
 			&cli.IntFlag{Name: "max-inflight", Value: endpoint.DefaultMaxInflight, EnvVars: env("MAX_INFLIGHT"),
@@ -102,6 +106,8 @@ type runConfig struct {
 	workerID             string
 	grace, ttl, deregAft time.Duration
 	shutdownDelay        time.Duration
+	drainTimeout         time.Duration // --drain-timeout
+	stallTimeout         time.Duration // --stall-timeout
 	maxInflight          int
 	servedModelName      string // "": the engine's own
 	tokenizerDir         string // "": the engine's model path, if a directory
@@ -210,6 +216,8 @@ func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Regist
 		Announcer:       announcer,
 		Endpoint:        ep,
 		GracePeriod:     cfg.grace,
+		DrainTimeout:    cfg.drainTimeout,
+		StallTimeout:    cfg.stallTimeout,
 		ShutdownDelay:   cfg.shutdownDelay,
 		ExplainRejected: namingFlags,
 		CheckAdapter:    src.checkName,
@@ -230,7 +238,7 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		deregAft:      c.Duration("deregister-after"),
 		shutdownDelay: c.Duration("shutdown-delay"),
 		maxInflight:   c.Int("max-inflight"),
-
+		drainTimeout:  c.Duration("drain-timeout"), stallTimeout: c.Duration("stall-timeout"),
 		servedModelName: c.String("served-model-name"),
 		tokenizerDir:    c.String("tokenizer-dir"),
 		chatTemplate:    c.String("chat-template"),
@@ -309,6 +317,7 @@ func parseStart(c *cli.Context) (sdk.StartRequest, error) {
 		min  time.Duration
 	}{
 		{"grace-period", 0}, {"shutdown-delay", 0}, {"startup-deadline", time.Nanosecond}, {"check-ttl", time.Second},
+		{"drain-timeout", 0}, {"stall-timeout", time.Nanosecond},
 		{"deregister-after", consul.MinDeregisterAfter}, {"health-interval", time.Millisecond},
 		{"health-timeout", time.Millisecond}, {"engine-retry-max", time.Millisecond},
 	} {

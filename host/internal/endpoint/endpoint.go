@@ -20,6 +20,9 @@
 // flight, up to the grace period, then ends the rest with a final error
 // and has the engine abort them (Generator.Abort) before it returns, so
 // that the engine stops generating before the adapter is shut down.
+// Finish drains for an engine that drains on purpose: requests in flight
+// run on while they make progress, and one with no chunk for the stall
+// timeout is cut alone.
 // With a [Tokenizer] given with SetTokenizer, every engine gets token ids:
 // a text prompt is encoded (special tokens added once), a chat prompt
 // (prompt.messages) rendered with the chat template and encoded; the
@@ -70,6 +73,15 @@ func (e *cutError) Error() string { return e.msg }
 // period is over.
 var errGraceEnded error = &cutError{"worker draining: grace period ended"}
 
+// errStalled ends a request that made no progress for the stall timeout
+// while its engine drains on purpose.
+var errStalled error = &cutError{"worker draining: no output within the stall timeout (--stall-timeout)"}
+
+// errDrainEnded ends the requests still in flight when the drain of an
+// engine that drains on purpose ends: --drain-timeout, or the grace period
+// after a loss or a stop during it.
+var errDrainEnded error = &cutError{"worker draining: the engine's drain ended (--drain-timeout, or the grace period after a loss or a stop)"}
+
 // Server is the worker endpoint.
 type Server struct {
 	workerv1.UnimplementedWorkerServer
@@ -95,6 +107,10 @@ type Server struct {
 // request is one request in flight.
 type request struct {
 	cancel context.CancelCauseFunc
+	// progress is when it was admitted or last sent a chunk, Unix
+	// nanoseconds; cut is set once Finish cut it for a stall.
+	progress atomic.Int64
+	cut      bool
 	// engineID is its engine-side request id once it is forwarded to the
 	// engine, for Abort; "" before.
 	engineID string
@@ -220,26 +236,26 @@ func (s *Server) Drain(ctx context.Context, cutTimeout time.Duration) error {
 		return nil
 	case <-ctx.Done():
 	}
-	return s.cut(cutTimeout)
+	return s.cut(errGraceEnded, cutTimeout)
 }
 
-// cut ends the requests in flight and has the engine abort them, within
-// timeout; see Drain.
-func (s *Server) cut(timeout time.Duration) error {
+// cut ends the requests in flight with cause and has the engine abort
+// them, within timeout; see Drain.
+func (s *Server) cut(cause error, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	s.mu.Lock()
 	var ids []string
 	for _, r := range s.inflight {
-		r.cancel(errGraceEnded)
+		r.cancel(cause)
 		if r.engineID != "" {
 			ids = append(ids, r.engineID)
 		}
 	}
 	n, engine, idle := len(s.inflight), s.engine, s.idle
 	s.mu.Unlock()
-	s.log.Info("grace period ended; ending the requests in flight and aborting them at the engine",
-		"requests", n, "forwarded", len(ids))
+	s.log.Info("ending the requests in flight and aborting them at the engine",
+		"why", cause.Error(), "requests", n, "forwarded", len(ids))
 
 	var abortErr error
 	aborted := make(chan struct{})

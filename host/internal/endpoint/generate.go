@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/vigilhq/vigil/host/internal/stopstring"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
@@ -23,6 +25,7 @@ type admission struct {
 	worker    sdk.Worker
 	tokenizer Tokenizer
 	ctx       context.Context
+	progress  *atomic.Int64 // the request's last chunk, Unix nanoseconds
 }
 
 // admit admits a request or says why not, as a gRPC status.
@@ -37,11 +40,13 @@ func (s *Server) admit(parent context.Context) (admission, error) {
 	}
 	s.seq++
 	ctx, cancel := context.WithCancelCause(parent)
-	s.inflight[s.seq] = &request{cancel: cancel}
+	r := &request{cancel: cancel}
+	r.progress.Store(time.Now().UnixNano())
+	s.inflight[s.seq] = r
 	if s.idle == nil {
 		s.idle = make(chan struct{})
 	}
-	return admission{seq: s.seq, engine: s.engine, worker: s.worker, tokenizer: s.tokenizer, ctx: ctx}, nil
+	return admission{seq: s.seq, engine: s.engine, worker: s.worker, tokenizer: s.tokenizer, ctx: ctx, progress: &r.progress}, nil
 }
 
 // forwarding records the engine-side id of a request about to be
@@ -106,6 +111,7 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	// Clients may reuse ids; the engine must not see one twice.
 	engineReq := toEngine(req, ids, id+"-"+strconv.FormatUint(a.seq, 10))
 	f := newForward(stream, id, uint32(len(ids)))
+	f.progress = a.progress
 	if a.tokenizer != nil {
 		// vigil detokenizes and matches stop strings itself: the engine
 		// would match them on its own text, which a token-only engine
@@ -141,6 +147,7 @@ type forward struct {
 	id         string
 	prompt     uint32 // the prompt's tokens, as far as vigil knows them
 	out        *detokenizer
+	progress   *atomic.Int64 // set to the time of every chunk, for Finish's stall cut
 	sent       bool
 	sentTokens uint32
 	// One message per request, refilled for each chunk: Send marshals it
@@ -159,6 +166,9 @@ func newForward(stream workerv1.Worker_GenerateServer, id string, prompt uint32)
 // send is the engine's send function: it sends c to the client.
 func (f *forward) send(c sdk.Chunk) error {
 	f.sent = true
+	if f.progress != nil {
+		f.progress.Store(time.Now().UnixNano())
+	}
 	ids, text := c.TokenIDs, c.Text
 	if f.out != nil {
 		ids, text = f.out.next(ids)
@@ -205,15 +215,14 @@ func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
 		e.outcome = OutcomeCancelled
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	var cut *cutError
-	wasCut := errors.As(context.Cause(a.ctx), &cut)
-	if wasCut {
+	cut := cutBy(a.ctx)
+	if cut != nil {
 		e.outcome = OutcomeCut
 	}
 	if !f.sent {
 		switch {
-		case wasCut:
-			return status.Error(codes.Unavailable, cut.msg)
+		case cut != nil:
+			return status.Error(codes.Unavailable, cut.Error())
 		case errors.Is(err, sdk.ErrInvalidArgument):
 			e.outcome = OutcomeInvalid
 			return status.Error(codes.InvalidArgument, err.Error())
@@ -224,13 +233,24 @@ func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
 		return status.Errorf(codes.Unavailable, "engine request failed: %v", err)
 	}
 	desc := fmt.Sprintf("engine request failed mid-stream: %v", err)
-	if wasCut {
-		desc = cut.msg
+	if cut != nil {
+		desc = cut.Error()
 	}
 	if sendErr := f.stream.Send(final(f.id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, f.prompt, f.sentTokens)); sendErr != nil {
 		return sendErr
 	}
 	return status.Error(codes.Unavailable, desc)
+}
+
+// cutBy is what cut the request of ctx, if the worker did (a *cutError:
+// the grace period, a stall, the engine's drain ending, an abandon); nil
+// otherwise.
+func cutBy(ctx context.Context) error {
+	var cut *cutError
+	if errors.As(context.Cause(ctx), &cut) {
+		return cut
+	}
+	return nil
 }
 
 // errStopString ends the engine's stream once a stop string matched.

@@ -62,8 +62,9 @@ func TestWorkerCollectors(t *testing.T) {
 	w.EngineStarted(2 * time.Second)
 
 	want := `
-# HELP vigil_engine_availability 1 for the engine's availability as the adapter last reported it (serving, not_ready, lost), 0 for the others; all 0 before its first report.
+# HELP vigil_engine_availability 1 for the engine's availability as the adapter last reported it (serving, not_ready, draining: on purpose, lost), 0 for the others; all 0 before its first report.
 # TYPE vigil_engine_availability gauge
+vigil_engine_availability{availability="draining"} 0
 vigil_engine_availability{availability="lost"} 0
 vigil_engine_availability{availability="not_ready"} 1
 vigil_engine_availability{availability="serving"} 0
@@ -82,8 +83,9 @@ vigil_worker_prompt_tokens_total 6
 # HELP vigil_worker_completion_tokens_total Completion tokens the engine generated for the worker's requests.
 # TYPE vigil_worker_completion_tokens_total counter
 vigil_worker_completion_tokens_total 9
-# HELP vigil_worker_withdrawals_total Times the worker, serving, was withdrawn from discovery, by cause (not_ready: the engine asleep or paused; lost; stop; failed).
+# HELP vigil_worker_withdrawals_total Times the worker, serving, was withdrawn from discovery, by cause (not_ready: the engine asleep or paused; lost; stop; failed; draining: the engine drains on purpose).
 # TYPE vigil_worker_withdrawals_total counter
+vigil_worker_withdrawals_total{cause="draining"} 0
 vigil_worker_withdrawals_total{cause="failed"} 0
 vigil_worker_withdrawals_total{cause="lost"} 0
 vigil_worker_withdrawals_total{cause="not_ready"} 1
@@ -114,11 +116,40 @@ vigil_worker_registered 1
 	}
 	states := gatherGauges(t, w.Registry(), "vigil_lifecycle_state", "state")
 	if diff := cmp.Diff(map[string]float64{"launching": 0, "waiting": 0, "started": 0, "serving": 0,
-		"not_ready": 1, "draining": 0, "stopped": 0}, states); diff != "" {
+		"not_ready": 1, "engine_draining": 0, "draining": 0, "stopped": 0}, states); diff != "" {
 		t.Errorf("vigil_lifecycle_state (-want +got):\n%s", diff)
 	}
 	if n := histogramCount(t, w.Registry(), "vigil_engine_startup_wait_seconds"); n != 1 {
 		t.Errorf("vigil_engine_startup_wait_seconds count = %d, want 1", n)
+	}
+}
+
+// An engine that drains on purpose shows as such: its availability, the
+// lifecycle state and the withdrawal's cause.
+func TestWorkerEngineDraining(t *testing.T) {
+	w := newTestWorker(0, false)
+	w.Entered(supervisor.StateServing)
+	w.Availability(sdk.Serving)
+	w.Availability(sdk.Draining)
+	w.Withdrawn(supervisor.CauseDraining)
+	w.Entered(supervisor.StateEngineDraining)
+	if got := gatherGauges(t, w.Registry(), "vigil_engine_availability", "availability"); got["draining"] != 1 || got["lost"] != 0 {
+		t.Errorf("vigil_engine_availability = %v, want draining 1 and lost 0", got)
+	}
+	if got := gatherGauges(t, w.Registry(), "vigil_lifecycle_state", "state"); got["engine_draining"] != 1 || got["draining"] != 0 {
+		t.Errorf("vigil_lifecycle_state = %v, want engine_draining 1", got)
+	}
+	want := `
+# HELP vigil_worker_withdrawals_total Times the worker, serving, was withdrawn from discovery, by cause (not_ready: the engine asleep or paused; lost; stop; failed; draining: the engine drains on purpose).
+# TYPE vigil_worker_withdrawals_total counter
+vigil_worker_withdrawals_total{cause="draining"} 1
+vigil_worker_withdrawals_total{cause="failed"} 0
+vigil_worker_withdrawals_total{cause="lost"} 0
+vigil_worker_withdrawals_total{cause="not_ready"} 0
+vigil_worker_withdrawals_total{cause="stop"} 0
+`
+	if err := testutil.GatherAndCompare(w.Registry(), strings.NewReader(want), "vigil_worker_withdrawals_total"); err != nil {
+		t.Error(err)
 	}
 }
 

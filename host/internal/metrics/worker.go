@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -55,10 +56,10 @@ func ErrorKind(err error) string {
 }
 
 var (
-	availabilities = []sdk.Availability{sdk.Serving, sdk.NotReady, sdk.Lost}
+	availabilities = []sdk.Availability{sdk.Serving, sdk.NotReady, sdk.Draining, sdk.Lost}
 	states         = []supervisor.State{supervisor.StateLaunching, supervisor.StateWaiting, supervisor.StateStarted,
-		supervisor.StateServing, supervisor.StateNotReady, supervisor.StateDraining, supervisor.StateStopped}
-	withdrawCauses = []string{supervisor.CauseNotReady, supervisor.CauseLost, supervisor.CauseStop, supervisor.CauseFailed}
+		supervisor.StateServing, supervisor.StateNotReady, supervisor.StateEngineDraining, supervisor.StateDraining, supervisor.StateStopped}
+	withdrawCauses = []string{supervisor.CauseNotReady, supervisor.CauseLost, supervisor.CauseStop, supervisor.CauseFailed, supervisor.CauseDraining}
 	reregCauses    = []string{supervisor.CauseNotReady, CauseRegistryLost}
 	errorKinds     = []string{KindTimeout, KindUnreachable, KindPermissionDenied, KindNotRegistered, KindOther}
 )
@@ -70,6 +71,8 @@ func availabilityLabel(a sdk.Availability) string {
 		return "serving"
 	case sdk.NotReady:
 		return "not_ready"
+	case sdk.Draining:
+		return "draining"
 	default:
 		return "lost"
 	}
@@ -77,10 +80,7 @@ func availabilityLabel(a sdk.Availability) string {
 
 // stateLabel is st's label value: its name with _ for -.
 func stateLabel(st supervisor.State) string {
-	if st == supervisor.StateNotReady {
-		return "not_ready"
-	}
-	return st.String()
+	return strings.ReplaceAll(st.String(), "-", "_")
 }
 
 // Worker is the metrics of `vigil run`. It is a supervisor.Observer and an
@@ -129,10 +129,10 @@ func NewWorker(version string, src WorkerSources) *Worker {
 	w := &Worker{reg: newRegistry(version)}
 	var state, avail *prometheus.GaugeVec
 	state, w.states = oneOf("vigil_lifecycle_state",
-		"1 for the lifecycle state vigil is in, 0 for the others (launching, waiting, started, serving, not_ready, draining, stopped).",
+		"1 for the lifecycle state vigil is in, 0 for the others (launching, waiting, started, serving, not_ready, engine_draining, draining, stopped).",
 		"state", states, stateLabel)
 	avail, w.availability = oneOf("vigil_engine_availability",
-		"1 for the engine's availability as the adapter last reported it (serving, not_ready, lost), 0 for the others; all 0 before its first report.",
+		"1 for the engine's availability as the adapter last reported it (serving, not_ready, draining: on purpose, lost), 0 for the others; all 0 before its first report.",
 		"availability", availabilities, availabilityLabel)
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_worker_requests_total",
@@ -151,7 +151,7 @@ func NewWorker(version string, src WorkerSources) *Worker {
 	})
 	withdrawals := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_worker_withdrawals_total",
-		Help: "Times the worker, serving, was withdrawn from discovery, by cause (not_ready: the engine asleep or paused; lost; stop; failed).",
+		Help: "Times the worker, serving, was withdrawn from discovery, by cause (not_ready: the engine asleep or paused; lost; stop; failed; draining: the engine drains on purpose).",
 	}, []string{"cause"})
 	w.withdrawals = children(withdrawals, withdrawCauses)
 	rereg := prometheus.NewCounterVec(prometheus.CounterOpts{

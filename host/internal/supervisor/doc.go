@@ -19,6 +19,11 @@
 //
 //	(and Started ──NOT_READY──▶ NotReady)
 //
+//	Started/Serving/NotReady ──DRAINING──▶ EngineDraining ──drained / overdue──▶ Stopped
+//	                                            │ LOST / stop
+//	                                            ▼
+//	                                         Draining (the requests left get the grace period)
+//
 //	  - Launching: the adapter process starts and tells what it is.
 //	  - Waiting: the adapter's Start waits, up to the startup deadline, for
 //	    the engine to serve.
@@ -36,6 +41,18 @@
 //	    all fits the shutdown budget, the shutdown delay + the grace period
 //	    + 2s, each step after the grace period bounded (see drain.go). A
 //	    second stop signal, or the drain outliving its budget, abandons it.
+//	  - EngineDraining: the engine drains on purpose (sdk.Draining: it
+//	    stopped serving while its connection and lifetime id hold, and
+//	    finishes what it has). The endpoint's liveness turns NOT_SERVING,
+//	    the worker is withdrawn at once and admits nothing, and the
+//	    requests in flight run on while they make progress
+//	    (Endpoint.Finish): one with no chunk for the stall timeout is cut
+//	    alone, those left at the drain timeout are cut; then the adapter
+//	    is shut down, and Run returns a loss (exit 1). Its budget is the
+//	    drain timeout + 2s (EngineDrainBudget). A real loss or a stop
+//	    moves to Draining, which starts no second drain but cuts this one
+//	    after the grace period, under the grace period's budget.
+//	    Config.DrainTimeout 0 turns the path off: DRAINING is LOST.
 //	  - Stopped: Run returns why.
 //
 // "hung" (from Waiting on) is the adapter process not answering its pings

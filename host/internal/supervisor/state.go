@@ -12,6 +12,8 @@ const (
 	StateNotReady
 	StateDraining
 	StateStopped
+	// StateEngineDraining: the engine drains on purpose (sdk.Draining).
+	StateEngineDraining
 )
 
 func (s State) String() string {
@@ -30,6 +32,8 @@ func (s State) String() string {
 		return "draining"
 	case StateStopped:
 		return "stopped"
+	case StateEngineDraining:
+		return "engine-draining"
 	default:
 		return "unknown"
 	}
@@ -66,6 +70,9 @@ const (
 	// swapped out, its server wedged): a loss that the adapter can no
 	// longer report, nor help drain.
 	InputHung
+	// InputDraining: the engine drains on purpose: it stopped serving
+	// while its connection and lifetime id hold, and finishes what it has.
+	InputDraining
 )
 
 func (i Input) String() string {
@@ -90,6 +97,8 @@ func (i Input) String() string {
 		return "overdue"
 	case InputHung:
 		return "hung"
+	case InputDraining:
+		return "draining"
 	default:
 		return "unknown"
 	}
@@ -113,8 +122,19 @@ func next(s State, in Input) State {
 			return StateServing
 		case InputNotReady:
 			return StateNotReady
+		case InputDraining:
+			return StateEngineDraining
 		case InputLost, InputStop, InputFailed, InputHung:
 			return StateDraining
+		}
+	case StateEngineDraining:
+		// Requests in flight finish while they make progress; a real loss
+		// or a stop gives them the grace period, as any drain does.
+		switch in {
+		case InputLost, InputStop:
+			return StateDraining
+		case InputDrained, InputOverdue:
+			return StateStopped
 		}
 	case StateDraining:
 		switch in {

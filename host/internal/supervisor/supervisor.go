@@ -35,6 +35,12 @@ type Endpoint interface {
 	// with reason, asking the engine to abort nothing: the adapter has
 	// stopped answering and could not relay it.
 	Abandon(reason string)
+	// Finish refuses new requests and returns when none is in flight, as
+	// Drain does, but for an engine that drains on purpose: a request
+	// that has sent no chunk for stall (counted from the later of its
+	// last chunk and the call) is cut alone and aborted at the engine;
+	// when ctx ends, those left are cut as Drain cuts them.
+	Finish(ctx context.Context, stall, cutTimeout time.Duration) error
 }
 
 // Observer is told of the lifecycle's events, for metrics. Its methods are
@@ -71,6 +77,8 @@ const (
 	// CauseFailed: the registration was given up (a duplicate worker id, or
 	// metadata no registry takes).
 	CauseFailed = "failed"
+	// CauseDraining: the engine drains on purpose.
+	CauseDraining = "draining"
 )
 
 // nopObserver is the Observer of a Config without one.
@@ -137,6 +145,15 @@ type Config struct {
 	Endpoint Endpoint
 	// GracePeriod bounds the drain.
 	GracePeriod time.Duration
+	// DrainTimeout bounds the drain of an engine that drains on purpose
+	// (sdk.Draining, --drain-timeout): requests in flight run on this long
+	// at most. 0: no such drain: Draining is taken for a loss, as hosts
+	// before it took it.
+	DrainTimeout time.Duration
+	// StallTimeout cuts a request of an engine that drains on purpose
+	// once it has sent no chunk this long (--stall-timeout). 0:
+	// DefaultStallTimeout.
+	StallTimeout time.Duration
 	// ShutdownDelay keeps admitting requests this long after a stop
 	// signal's withdrawal, while the engine serves, for load balancers that
 	// learn of the withdrawal late (as Nomad's shutdown_delay). 0: none.
@@ -211,14 +228,19 @@ type supervisor struct {
 	stopPing context.CancelFunc
 
 	state       State
-	cause       Input // InputLost, InputStop, InputFailed or InputHung, whichever came first
+	cause       Input // InputLost, InputStop, InputFailed, InputHung or InputDraining, whichever came first
 	outcome     error // what Run returns
 	drained     chan struct{}
 	cancelDrain context.CancelFunc
 	unfinished  error            // the drain's steps abandoned at their bound; set before drained closes
 	overdue     <-chan time.Time // fires when the drain outlives its budget
-	budget      time.Duration    // 0: overdueAfter's own; tests shorten it
-	lost        chan struct{}    // closed on the first loss
+	// shorten is closed when a loss or a stop cuts the engine's drain
+	// (StateEngineDraining) to the grace period; nil before that drain.
+	shorten chan struct{}
+	// shortened: shorten is closed.
+	shortened bool
+	budget    time.Duration // 0: overdueAfter's own; tests shorten it
+	lost      chan struct{} // closed on the first loss
 }
 
 func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
@@ -275,6 +297,14 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 		s.cfg.Observer.Availability(ev.Availability)
 		s.held = nil
 		s.step(InputNotReady, ev.Reason)
+	case ev.Availability == sdk.Draining && s.cfg.DrainTimeout > 0:
+		s.cfg.Observer.Availability(ev.Availability)
+		s.held = nil
+		s.step(InputDraining, ev.Reason)
+	case ev.Availability == sdk.Draining:
+		s.cfg.Observer.Availability(ev.Availability)
+		s.events = nil
+		s.step(InputLost, ev.Reason+" (--drain-timeout 0: a drain is a loss)")
 	default:
 		s.cfg.Observer.Availability(sdk.Lost)
 		s.events = nil
@@ -288,7 +318,7 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 // worker is routed by is too long for the registry. No restart will help.
 func (s *supervisor) duplicate() {
 	err := s.cfg.Announcer.Err()
-	if s.state == StateDraining {
+	if s.state == StateDraining || s.state == StateEngineDraining {
 		// Draining already: what the drain withdraws is the Announcer's
 		// business, which leaves the other's registration alone.
 		s.log.Warn("another vigil holds the worker's registration", "error", err)
@@ -333,6 +363,8 @@ func (s *supervisor) counted(from, to State, in Input) {
 			cause = CauseLost
 		case InputFailed:
 			cause = CauseFailed
+		case InputDraining:
+			cause = CauseDraining
 		}
 		s.cfg.Observer.Withdrawn(cause)
 	case from == StateNotReady && to == StateServing:
@@ -350,8 +382,11 @@ func (s *supervisor) note(in Input, reason string) {
 			// The first signal drains; any signal during a drain, the one
 			// after a loss included, cuts it.
 			what := "second signal"
-			if s.cause == InputLost || s.cause == InputHung {
+			switch s.cause {
+			case InputLost, InputHung:
 				what = "signal during the drain after the engine was lost"
+			case InputDraining:
+				what = "signal during the engine's drain, after its loss or a first signal"
 			}
 			s.log.Warn(what+": exiting without finishing the drain", "signal", reason)
 			s.outcome = errors.Join(s.outcome, outcome.ErrDrainCut)
@@ -359,37 +394,50 @@ func (s *supervisor) note(in Input, reason string) {
 			s.log.Info("signal received; draining", "signal", reason, "grace_period", s.cfg.GracePeriod)
 		}
 	case InputLost:
-		select {
-		case <-s.lost:
-		default:
-			close(s.lost)
-		}
-		if s.cause == 0 {
-			s.log.Error("engine lost", "reason", reason)
-			s.outcome = fmt.Errorf("%w: %s", outcome.ErrEngineLost, reason)
-		} else {
-			after := "a stop"
-			switch s.cause {
-			case InputFailed:
-				after = "a failure" // a duplicate worker id
-			case InputHung:
-				after = "the adapter stopped answering"
-			}
-			s.log.Info("engine stopped serving while draining, as expected after "+after, "reason", reason)
-		}
+		s.noteLost(reason)
 	case InputOverdue:
-		s.log.Error("the drain outlived its shutdown budget; exiting without finishing it", "budget", s.shutdownBudget(s.delay()))
+		s.log.Error("the drain outlived its shutdown budget; exiting without finishing it", "budget", s.budgetNow())
 		s.outcome = errors.Join(s.outcome, outcome.ErrShutdownBudget)
 	case InputHung:
 		s.noteHung(reason)
 	case InputDrained:
 		if s.unfinished != nil {
-			s.log.Error("the drain abandoned steps that did not finish within the shutdown budget", "budget", s.shutdownBudget(s.delay()), "error", s.unfinished)
+			s.log.Error("the drain abandoned steps that did not finish within the shutdown budget", "budget", s.budgetNow(), "error", s.unfinished)
 			s.outcome = errors.Join(s.outcome, fmt.Errorf("%w: %w", outcome.ErrShutdownBudget, s.unfinished))
 		}
+	case InputDraining:
+		s.noteDraining(reason)
 	}
-	if (in == InputLost || in == InputStop || in == InputFailed || in == InputHung) && s.cause == 0 {
+	if (in == InputLost || in == InputStop || in == InputFailed || in == InputHung || in == InputDraining) && s.cause == 0 {
 		s.cause = in
+	}
+}
+
+// noteLost logs what a loss means, and records it: the outcome when it
+// comes first.
+func (s *supervisor) noteLost(reason string) {
+	select {
+	case <-s.lost:
+	default:
+		close(s.lost)
+	}
+	switch {
+	case s.cause == 0:
+		s.log.Error("engine lost", "reason", reason)
+		s.outcome = fmt.Errorf("%w: %s", outcome.ErrEngineLost, reason)
+	case s.cause == InputDraining && s.state == StateEngineDraining:
+		s.log.Info("the draining engine is gone; the requests still in flight get the grace period", "reason", reason, "grace_period", s.cfg.GracePeriod)
+	case s.cause == InputDraining:
+		s.log.Info("the draining engine is gone", "reason", reason)
+	default:
+		after := "a stop"
+		switch s.cause {
+		case InputFailed:
+			after = "a failure" // a duplicate worker id
+		case InputHung:
+			after = "the adapter stopped answering"
+		}
+		s.log.Info("engine stopped serving while draining, as expected after "+after, "reason", reason)
 	}
 }
 
@@ -425,7 +473,14 @@ func (s *supervisor) enter(st State) {
 		if s.cfg.Endpoint != nil {
 			s.cfg.Endpoint.Stopping()
 		}
+		if s.drained != nil {
+			s.shortenDrain() // the engine's drain runs: cut it after the grace period
+			return
+		}
 		s.startDrain()
+	case StateEngineDraining:
+		s.cfg.Endpoint.Stopping()
+		s.startEngineDrain()
 	case StateStopped:
 		s.cancelDrain() // a second signal or the budget: the drain is abandoned
 	}

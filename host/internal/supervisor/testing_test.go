@@ -111,6 +111,7 @@ type fakeEndpoint struct {
 	// abandoned is Abandon's reason, which ends what release holds; ""
 	// before.
 	abandoned string
+	stall     time.Duration // what Finish was given; 0 before
 }
 
 // Abandon ends the requests in flight, as the endpoint does at once.

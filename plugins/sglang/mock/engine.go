@@ -5,7 +5,10 @@
 // [github.com/vigilhq/vigil/sdk/enginemock]. POST /pause and /resume stand
 // for PauseGeneration and ContinueGeneration, POST /health on "" for an
 // engine that turns unhealthy, POST /replace for a new engine process
-// (a new instance_id) on the same address. Generation is deterministic
+// (a new instance_id) on the same address, POST /drain for a server that
+// stops (its grpc.health.v1 NOT_SERVING, the runtime's own health and the
+// streams in flight left alone, as Tonic's graceful shutdown lets open
+// calls finish). Generation is deterministic
 // ([enginemock.OutputToken]).
 //
 // This package holds what is SGLang's: its wire, its state stream and how
@@ -73,8 +76,12 @@ type Engine struct {
 	*enginemock.Engine
 	cfg    Config
 	state  *stateStream   // APIRuntime
-	health *health.Server // APIScheduler
+	health *health.Server // grpc.health.v1: APIScheduler's, and APIRuntime's Check
 }
+
+// runtimeService is the runtime's grpc.health.v1 service: NOT_SERVING once
+// the server is stopping (and drains), as "" is; Watch is UNIMPLEMENTED.
+var runtimeService = sglangpb.SglangService_ServiceDesc.ServiceName
 
 // New builds an engine and starts its StartupDelay timer. A Config that
 // cannot be served (an unknown API, an instance id that is not a number) is
@@ -106,7 +113,17 @@ func New(cfg Config) *Engine {
 		}
 	default:
 		e.state = newStateStream()
-		kit.Publish = func(c enginemock.Change) { e.state.publish(e.snapshot(c), c.Condition.Stopped) }
+		e.health = health.NewServer()
+		// "" stands for the runtime's own health check (healthy, the
+		// snapshot's status), which a drain leaves alone; the runtime's
+		// grpc.health.v1 says the server is stopping.
+		kit.Signals = []string{"", runtimeService}
+		kit.Health = runtimeStatus
+		kit.Publish = func(c enginemock.Change) {
+			e.state.publish(e.snapshot(c), c.Condition.Stopped)
+			e.health.SetServingStatus("", c.Health[runtimeService])
+			e.health.SetServingStatus(runtimeService, c.Health[runtimeService])
+		}
 	}
 	e.Engine = enginemock.New(kit)
 	return e
@@ -123,6 +140,11 @@ func (e *Engine) register(s *grpc.Server) error {
 	switch e.cfg.API {
 	case APIRuntime:
 		sglangpb.RegisterSglangServiceServer(s, &server{e: e})
+		hs, err := enginemock.HealthServer(enginemock.WatchUnimplemented, e.health)
+		if err != nil {
+			return err
+		}
+		healthpb.RegisterHealthServer(s, hs)
 	case APIScheduler:
 		hs, err := enginemock.HealthServer(enginemock.WatchOnce, e.health)
 		if err != nil {
@@ -135,11 +157,21 @@ func (e *Engine) register(s *grpc.Server) error {
 	return nil
 }
 
+// runtimeStatus is the runtime's rule: nothing serves before the model is
+// loaded; the grpc.health.v1 service does not while the server drains.
+func runtimeStatus(svc string, c enginemock.Condition) enginemock.Status {
+	switch {
+	case !c.Ready, svc == runtimeService && c.Draining:
+		return healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	return healthpb.HealthCheckResponse_SERVING
+}
+
 // schedulerStatus is an older server's rule: nothing serves before the
 // model is loaded; the scheduler's service is not ready while paused.
 func schedulerStatus(svc string, c enginemock.Condition) enginemock.Status {
 	switch {
-	case !c.Ready, svc == SchedulerService && c.Paused:
+	case !c.Ready, c.Draining, svc == SchedulerService && c.Paused:
 		return healthpb.HealthCheckResponse_NOT_SERVING
 	}
 	return healthpb.HealthCheckResponse_SERVING

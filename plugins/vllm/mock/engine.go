@@ -145,11 +145,13 @@ func (e *Engine) publish(c enginemock.Change) {
 	}
 }
 
-// servingStatus is vLLM's rule: nothing serves before the model is loaded;
-// then "vllm.Inference" follows readiness and "" and "vllm.Control" stay up.
+// servingStatus is vLLM's rule: nothing serves before the model is loaded
+// nor while it drains (its shutdown grace period: the streams in flight run
+// on); then "vllm.Inference" follows readiness and "" and "vllm.Control"
+// stay up.
 func servingStatus(svc string, c enginemock.Condition) enginemock.Status {
 	switch {
-	case !c.Ready:
+	case !c.Ready, c.Draining:
 		return healthpb.HealthCheckResponse_NOT_SERVING
 	case svc == serviceInference && (c.Sleeping || c.Paused):
 		return healthpb.HealthCheckResponse_NOT_SERVING

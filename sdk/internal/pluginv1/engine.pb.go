@@ -45,6 +45,13 @@ const (
 	Availability_AVAILABILITY_NOT_READY Availability = 2
 	// The engine failed or shut down: the worker is withdrawn and vigil exits 1.
 	Availability_AVAILABILITY_LOST Availability = 3
+	// The engine drains on purpose: it reports that it no longer serves while
+	// its connection and lifetime id hold, and finishes the requests it has
+	// (vLLM's shutdown grace period, SGLang's runtime). The worker is withdrawn
+	// at once and admits nothing new; requests in flight run on while they
+	// make progress, and vigil exits 1 after the last. Not terminal: LOST may
+	// follow. A host older than this value takes it for LOST.
+	Availability_AVAILABILITY_DRAINING Availability = 4
 )
 
 // Enum value maps for Availability.
@@ -54,12 +61,14 @@ var (
 		1: "AVAILABILITY_SERVING",
 		2: "AVAILABILITY_NOT_READY",
 		3: "AVAILABILITY_LOST",
+		4: "AVAILABILITY_DRAINING",
 	}
 	Availability_value = map[string]int32{
 		"AVAILABILITY_UNSPECIFIED": 0,
 		"AVAILABILITY_SERVING":     1,
 		"AVAILABILITY_NOT_READY":   2,
 		"AVAILABILITY_LOST":        3,
+		"AVAILABILITY_DRAINING":    4,
 	}
 )
 
@@ -1762,12 +1771,13 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x06Status\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
-	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails*y\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.google.protobuf.AnyR\adetails*\x94\x01\n" +
 	"\fAvailability\x12\x1c\n" +
 	"\x18AVAILABILITY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14AVAILABILITY_SERVING\x10\x01\x12\x1a\n" +
 	"\x16AVAILABILITY_NOT_READY\x10\x02\x12\x15\n" +
-	"\x11AVAILABILITY_LOST\x10\x03*\x95\x01\n" +
+	"\x11AVAILABILITY_LOST\x10\x03\x12\x19\n" +
+	"\x15AVAILABILITY_DRAINING\x10\x04*\x95\x01\n" +
 	"\fFinishReason\x12\x1d\n" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
