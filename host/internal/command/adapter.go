@@ -256,7 +256,7 @@ func launchAdapter(ctx context.Context, src adapterSource, a adapterConfig, log 
 		}
 	}
 	p, err := pluginhost.Launch(ctx, pluginhost.LaunchConfig{Cmd: cmd, Name: src.name(), Logger: log.Named("adapter"), StartTimeout: a.startTimeout})
-	if errors.Is(err, pluginhost.ErrNotPlugin) || errors.Is(err, pluginhost.ErrProtocolVersion) {
+	if errors.Is(err, pluginhost.ErrNotPlugin) || errors.Is(err, pluginhost.ErrProtocolVersion) || errors.Is(err, pluginhost.ErrSocketPath) {
 		return nil, fmt.Errorf("%w: %s: %w", outcome.ErrConfig, src.label, err)
 	}
 	return p, err
