@@ -245,11 +245,17 @@ func checkAll(ctx context.Context, signals []Signal, timeout time.Duration) erro
 }
 
 // progress returns the startup wait's OnAttempt: it logs at the first
-// failed check and then once per WaitLogInterval.
+// failed check and then once per WaitLogInterval, and once that the engine
+// address answers HTTP/1.x, which gRPC's error does not say.
 func (a *Adapter) progress(addr string, deadline time.Duration) func(retry int, err error) {
 	began := a.clock.Now()
 	var logged time.Time // of the last progress entry; zero: none yet
+	warnedHTTP1 := false
 	return func(retry int, err error) {
+		if !warnedHTTP1 && answersHTTP1(err) {
+			warnedHTTP1 = true
+			a.log.Warn(msgHTTP1, "engine", a.spec.Engine, "engine_addr", addr)
+		}
 		now := a.clock.Now()
 		if !logged.IsZero() && now.Sub(logged) < WaitLogInterval {
 			return

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -501,5 +503,25 @@ func TestStartOptions(t *testing.T) {
 		case tt.want != "" && (!errors.As(err, &fe) || fe.Field != sdk.FieldOptions || fe.Problem != tt.want):
 			t.Errorf("Start(Options: %v) = %v, want a *sdk.FieldError for %s: %s", tt.options, err, sdk.FieldOptions, tt.want)
 		}
+	}
+}
+
+// TestStartNamesHTTP1: an engine address that answers HTTP/1.1 (the
+// engine's HTTP port given for its gRPC one) is named as such, once,
+// rather than only gRPC's "http2: frame too large" every WaitLogInterval.
+func TestStartNamesHTTP1(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	var buf logBuffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
+	a := adapterkit.New(spec(true), adapterkit.WithLogger(log))
+	defer a.Shutdown(context.Background())
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: time.Second, Health: policy}); err == nil {
+		t.Fatal("Start() against an HTTP/1.1 server succeeded")
+	}
+	if n := strings.Count(buf.String(), "answers HTTP/1.1, not gRPC: is --engine-addr the engine's HTTP port?"); n != 1 {
+		t.Errorf("log says %d times that the address answers HTTP/1.1, want once:\n%s", n, buf.String())
 	}
 }
