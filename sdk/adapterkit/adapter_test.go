@@ -468,7 +468,8 @@ func (b *logBuffer) String() string {
 
 // TestStartOptions: an unknown option key, the likelier typo, is reported
 // before a bad value of a known one; Spec.CheckOptions judges the values
-// before anything is dialled; ReadWorkerFor sees the options.
+// before anything is dialled, and Adapter.CheckOptions as Start does;
+// ReadWorkerFor sees the options.
 func TestStartOptions(t *testing.T) {
 	t.Parallel()
 	s := spec(false)
@@ -492,8 +493,13 @@ func TestStartOptions(t *testing.T) {
 		{map[string]string{"mode": "fast"}, ""},
 	} {
 		a := adapterkit.New(s)
+		// CheckOptions, without an engine, judges as Start does.
+		checked := a.CheckOptions(tt.options)
 		w, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: policy, Options: tt.options})
 		a.Shutdown(context.Background())
+		if fmt.Sprint(checked) != fmt.Sprint(err) && !(checked == nil && tt.want == "") {
+			t.Errorf("CheckOptions(%v) = %v, Start = %v: want the same", tt.options, checked, err)
+		}
 		var fe *sdk.FieldError
 		switch {
 		case tt.want == "" && err != nil:
