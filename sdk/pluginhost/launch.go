@@ -84,7 +84,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Plugin, error) {
 		return nil, fmt.Errorf("%w: launch config has no command", sdk.ErrInvalidArgument)
 	}
 	cfg = cfg.withDefaults()
-	if err := checkSocketPath(cfg.Cmd.Env); err != nil {
+	if err := CheckSocketPath(cfg.Cmd.Env); err != nil {
 		return nil, fmt.Errorf("starting adapter %s: %w", cfg.Cmd.Path, err)
 	}
 	p := &Plugin{cmd: cfg.Cmd}

@@ -18,9 +18,12 @@ var ErrSocketPath = errors.New("the adapter's Unix socket directory is too long"
 // suffix, a uint32 in decimal (go-plugin v1.8.0, serverListener_unix).
 const socketNameLen = len("/plugin") + len("4294967295")
 
-// checkSocketPath returns an error wrapping ErrSocketPath when the socket
-// an adapter with environment env makes would not fit in a sockaddr_un.
-func checkSocketPath(env []string) error {
+// CheckSocketPath returns an error wrapping ErrSocketPath, naming the
+// variable, its length and the limit, when the go-plugin socket an adapter
+// with environment env (KEY=VALUE entries) makes would not fit in a Unix
+// socket address. Launch calls it; a host calls it to refuse such a
+// configuration before launching anything.
+func CheckSocketPath(env []string) error {
 	limit := maxSocketPath()
 	if limit == 0 { // no Unix sockets: go-plugin listens on TCP
 		return nil

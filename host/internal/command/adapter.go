@@ -75,9 +75,13 @@ func parseAdapter(c *cli.Context) (adapterConfig, error) {
 }
 
 // checkSocketDir refuses a directory for the adapter's Unix socket (see
-// adapter.SocketDir) where no file can be made, naming the variable that
-// chose it: a container image without a writable /tmp, say.
+// adapter.SocketDir) too long for a socket path, or where no file can be
+// made, naming the variable that chose it: a container image without a
+// writable /tmp, say.
 func checkSocketDir(env []string) error {
+	if err := pluginhost.CheckSocketPath(env); err != nil {
+		return usageErrorf("%v", err)
+	}
 	dir, from := adapter.SocketDir(env)
 	err := adapter.CheckWritable(dir)
 	if err == nil {

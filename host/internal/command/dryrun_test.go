@@ -185,10 +185,15 @@ func TestRunDryRunConfigError(t *testing.T) {
 
 // --dry-run checks what a start would find wrong before the engine: a
 // built-in engine's options in process (nothing started), a third-party
-// adapter by its handshake (an executable that is none is refused), and
-// the Consul client's variables, each error naming what to change.
+// adapter by its handshake (an executable that is none is refused), a
+// TMPDIR too long for the adapter's socket, and the Consul client's
+// variables, each error naming what to change.
 func TestRunDryRunAdapterAndConsul(t *testing.T) {
 	notAdapter, _ := markerAdapter(t)
+	longTmp := filepath.Join(t.TempDir(), strings.Repeat("d", 120))[:120]
+	if err := os.MkdirAll(longTmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -200,6 +205,8 @@ func TestRunDryRunAdapterAndConsul(t *testing.T) {
 		{"bad option value of a built-in engine", nil, []string{"--engine", "sglang", "--engine-option", "api=grpc"},
 			`--engine-option api="grpc": want auto, runtime or scheduler`},
 		{"not an adapter", nil, []string{"--engine-plugin", notAdapter}, "not a vigil engine adapter"},
+		{"TMPDIR too long for a socket path", map[string]string{"TMPDIR": longTmp}, []string{"--engine", "vllm"},
+			"TMPDIR is 120 bytes long"},
 		{"CONSUL_HTTP_SSL", map[string]string{"CONSUL_HTTP_SSL": "maybe"}, []string{"--engine", "vllm", "--discovery", "consul"},
 			`CONSUL_HTTP_SSL="maybe": want true or false`},
 		{"CONSUL_HTTP_SSL_VERIFY", map[string]string{"CONSUL_HTTP_SSL_VERIFY": "perhaps"}, []string{"--engine", "vllm", "--discovery", "consul"},
@@ -212,10 +219,11 @@ func TestRunDryRunAdapterAndConsul(t *testing.T) {
 			`CONSUL_HTTP_ADDR="ftp://127.0.0.1:8500": scheme "ftp"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			reg := t.TempDir()
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			args := append([]string{"run", "--dry-run", "--registry-dir", t.TempDir(), "--listen", "127.0.0.1:8470"}, tc.args...)
+			args := append([]string{"run", "--dry-run", "--registry-dir", reg, "--listen", "127.0.0.1:8470"}, tc.args...)
 			code, stdout, stderr := dryRun(t, args...)
 			if code != ExitConfig || !strings.Contains(stderr, tc.want) || stdout != "" {
 				t.Errorf("exit code %d, stdout %q; want %d and nothing on stdout, the error saying %q; stderr:\n%s", code, stdout, ExitConfig, tc.want, stderr)
