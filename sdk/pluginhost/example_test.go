@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -38,4 +39,16 @@ func ExampleLaunch() {
 	}
 	_, forwards := p.Engine.(sdk.Generator)
 	fmt.Println(info.Name, info.Version, p.Version, forwards && info.Capabilities.Generate)
+}
+
+// A host refuses a temporary directory too long for the adapter's socket
+// before it launches anything (Launch would refuse it too).
+func ExampleCheckSocketPath() {
+	long := "/tmp/" + strings.Repeat("d", 115)
+	err := pluginhost.CheckSocketPath([]string{"PATH=/bin", "TMPDIR=" + long})
+	fmt.Println(errors.Is(err, pluginhost.ErrSocketPath))
+	fmt.Println(pluginhost.CheckSocketPath([]string{"TMPDIR=/tmp"}))
+	// Output:
+	// true
+	// <nil>
 }
