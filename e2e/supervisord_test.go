@@ -243,7 +243,8 @@ func isClosed(c <-chan struct{}) bool {
 // programs (the engine, a mock, under vigil-engine-wrapper) under the real
 // supervisord, with a request in flight, and stops them all: with
 // `supervisorctl stop all`, which signals every program at once, and with
-// `supervisorctl shutdown`, which stops them by priority. Either way vigil
+// `supervisorctl shutdown`, which stops them by priority, and with the
+// engine's program alone, whose wrapper stops vigil's. Each way vigil
 // drains first (exit 0, not cut by a second signal), the request finishes
 // whole through the engine, and only then does the engine stop.
 func TestSupervisordStopsVigilFirst(t *testing.T) {
@@ -254,7 +255,7 @@ func TestSupervisordStopsVigilFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := firstEngine()
-	for _, stop := range []string{"stop all", "shutdown"} {
+	for _, stop := range []string{"stop all", "shutdown", "stop engine"} {
 		t.Run(stop, func(t *testing.T) {
 			t.Parallel()
 			c := consulFor(t)
@@ -304,7 +305,7 @@ func TestSupervisordStopsVigilFirst(t *testing.T) {
 					t.Fatalf("supervisord did not exit after shutdown: %v", err)
 				}
 			} else {
-				ctl("stop", "all")
+				ctl(strings.Fields(stop)...)
 			}
 			if r := <-res; r.err != nil || len(r.tokens) != 100 {
 				t.Errorf("request in flight: %d tokens, err %v; want all 100: the engine must outlive vigil's drain", len(r.tokens), r.err)
