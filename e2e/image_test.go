@@ -287,3 +287,24 @@ func TestNoTempDir(t *testing.T) {
 		}
 	}
 }
+
+// TestLongTempDir: a TMPDIR too long for the adapter's Unix socket path
+// (sun_path is 108 bytes on Linux) exits 78 at startup naming TMPDIR, its
+// length and the limit, starting nothing, not "not a vigil engine
+// adapter" once the adapter has failed to listen (terraform #22198).
+func TestLongTempDir(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	long := filepath.Join(t.TempDir(), strings.Repeat("d", 120))[:120]
+	if err := os.MkdirAll(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := startProcEnv(t, "vigil", []string{"TMPDIR=" + long}, vigilBin, "run", "--engine", firstEngine().Name,
+		"--engine-addr", addr(freePort(t)), "--listen", addr(freePort(t)), "--registry-dir", t.TempDir())
+	out := p.exits(78, 10*time.Second, "TMPDIR is 120 bytes long", "platform's limit of")
+	for _, not := range []string{"starting engine adapter", "not a vigil engine adapter"} {
+		if strings.Contains(out, not) {
+			t.Errorf("output holds %q:\n%s", not, out)
+		}
+	}
+}

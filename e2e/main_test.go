@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vigilhq/vigil/e2e/harness"
@@ -19,6 +21,10 @@ import (
 var vigilBin string
 
 func TestMain(m *testing.M) {
+	defaultSIGHUPForChildren()
+	if os.Getenv(envHUPProbe) != "" {
+		hupProbe()
+	}
 	flag.Parse()
 	if testing.Short() {
 		fmt.Println("e2e: skipped with -short")
@@ -131,4 +137,29 @@ func skipShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: skipped with -short")
 	}
+}
+
+// defaultSIGHUPForChildren makes the processes the tests start take
+// SIGHUP's default action even when the suite itself runs with it ignored
+// (under nohup): an ignored signal stays ignored across exec, and
+// signal.Reset would restore just that. A signal Go handles is reset to
+// its default in a child, so the test binary handles SIGHUP (dropping it:
+// the suite stays as immune as nohup made it) and its children are the
+// ones a terminal would have started.
+func defaultSIGHUPForChildren() {
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	}
+}
+
+// envHUPProbe makes the test binary a probe (see TestSIGHUPUnderNohup):
+// it starts a shell that sends itself SIGHUP and prints what became of it.
+const envHUPProbe = "E2E_HUP_PROBE"
+
+// hupProbe is the test binary as a probe of the SIGHUP disposition its
+// children get.
+func hupProbe() {
+	err := exec.Command("/bin/sh", "-c", "kill -HUP $$; exit 0").Run()
+	fmt.Printf("child: %v\n", err)
+	os.Exit(0)
 }

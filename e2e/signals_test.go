@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -127,6 +128,23 @@ func TestSIGHUP(t *testing.T) {
 			t.Fatalf("vigil route exit code = %d after SIGHUP, want 0", code)
 		}
 	})
+}
+
+// TestSIGHUPUnderNohup: the suite run under nohup (SIGHUP ignored, which
+// its children would inherit) still starts its processes with SIGHUP's
+// default, so that TestSIGHUP's vigils heed it: the test binary, started
+// from a parent that ignores SIGHUP, starts a child that a SIGHUP ends.
+func TestSIGHUPUnderNohup(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("/bin/sh", "-c", `trap '' HUP; exec "$0"`, os.Args[0])
+	cmd.Env = append(os.Environ(), envHUPProbe+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "child: signal: hangup" {
+		t.Errorf("the test binary's child under nohup: %q, want it ended by SIGHUP (%q)", got, "child: signal: hangup")
+	}
 }
 
 // logPipe is a pipe for a process's stderr, its log, whose reader the test

@@ -68,8 +68,11 @@ func New(opts ...adapterkit.Option) *Adapter {
 			Version:      Version,
 			Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: true},
 		},
-		Engine:     engine,
-		Options:    []string{OptionAPI},
+		Engine:  engine,
+		Options: []string{OptionAPI},
+		CheckOptions: func(options map[string]string) error {
+			return checkAPI(options[OptionAPI])
+		},
 		Signals:    a.signals,
 		ReadWorker: a.readWorker,
 		LifetimeID: func(ctx context.Context, conn *grpc.ClientConn) (string, error) {
@@ -143,14 +146,22 @@ func drainSignal(conn *grpc.ClientConn) adapterkit.Signal {
 	return sig
 }
 
+// checkAPI refuses a value of OptionAPI that names no API.
+func checkAPI(option string) error {
+	switch option {
+	case "", apiAuto, apiRuntime, apiScheduler:
+		return nil
+	}
+	return &sdk.FieldError{Field: sdk.FieldOptions, Problem: fmt.Sprintf("%s=%q: want %s, %s or %s", OptionAPI, option, apiAuto, apiRuntime, apiScheduler)}
+}
+
 // pickAPI returns the API option names, or the one the engine answers.
 func pickAPI(ctx context.Context, conn *grpc.ClientConn, option string) (string, error) {
-	switch option {
-	case apiRuntime, apiScheduler:
+	if err := checkAPI(option); err != nil {
+		return "", err
+	}
+	if option == apiRuntime || option == apiScheduler {
 		return option, nil
-	case "", apiAuto:
-	default:
-		return "", &sdk.FieldError{Field: sdk.FieldOptions, Problem: fmt.Sprintf("%s=%q: want %s, %s or %s", OptionAPI, option, apiAuto, apiRuntime, apiScheduler)}
 	}
 	_, err := sglangpb.NewSglangServiceClient(conn).HealthCheck(ctx, &sglangpb.HealthCheckRequest{}, grpc.WaitForReady(true))
 	switch status.Code(err) {

@@ -126,15 +126,29 @@ func New(spec Spec, opts ...Option) *Adapter {
 // Info returns Spec.Info; it does not touch the engine.
 func (a *Adapter) Info(context.Context) (sdk.AdapterInfo, error) { return a.spec.Info, nil }
 
+// CheckOptions checks engine options as Start does, without an engine:
+// an unknown key (Spec.Options), then the values (Spec.CheckOptions). An
+// error is an *sdk.FieldError for sdk.FieldOptions naming the key. A host
+// that runs the adapter in process calls it to check a configuration (as
+// vigil run --dry-run does for its built-in engines); a value that only
+// the engine can judge is not checked.
+func (a *Adapter) CheckOptions(options map[string]string) error {
+	if err := checkOptionKeys(options, a.spec.Options); err != nil {
+		return err
+	}
+	if a.spec.CheckOptions != nil {
+		return a.spec.CheckOptions(options)
+	}
+	return nil
+}
+
 // Start implements sdk.Engine.Start.
 func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, error) {
 	if err := CheckStart(req, a.spec.Options...); err != nil {
 		return sdk.Worker{}, err
 	}
-	if a.spec.CheckOptions != nil {
-		if err := a.spec.CheckOptions(req.Options); err != nil {
-			return sdk.Worker{}, err
-		}
+	if err := a.CheckOptions(req.Options); err != nil {
+		return sdk.Worker{}, err
 	}
 	policy := req.Health.WithDefaults()
 	a.mu.Lock()
@@ -245,11 +259,17 @@ func checkAll(ctx context.Context, signals []Signal, timeout time.Duration) erro
 }
 
 // progress returns the startup wait's OnAttempt: it logs at the first
-// failed check and then once per WaitLogInterval.
+// failed check and then once per WaitLogInterval, and once that the engine
+// address answers HTTP/1.x, which gRPC's error does not say.
 func (a *Adapter) progress(addr string, deadline time.Duration) func(retry int, err error) {
 	began := a.clock.Now()
 	var logged time.Time // of the last progress entry; zero: none yet
+	warnedHTTP1 := false
 	return func(retry int, err error) {
+		if !warnedHTTP1 && answersHTTP1(err) {
+			warnedHTTP1 = true
+			a.log.Warn(msgHTTP1, "engine", a.spec.Engine, "engine_addr", addr)
+		}
 		now := a.clock.Now()
 		if !logged.IsZero() && now.Sub(logged) < WaitLogInterval {
 			return

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -466,7 +468,8 @@ func (b *logBuffer) String() string {
 
 // TestStartOptions: an unknown option key, the likelier typo, is reported
 // before a bad value of a known one; Spec.CheckOptions judges the values
-// before anything is dialled; ReadWorkerFor sees the options.
+// before anything is dialled, and Adapter.CheckOptions as Start does;
+// ReadWorkerFor sees the options.
 func TestStartOptions(t *testing.T) {
 	t.Parallel()
 	s := spec(false)
@@ -490,8 +493,13 @@ func TestStartOptions(t *testing.T) {
 		{map[string]string{"mode": "fast"}, ""},
 	} {
 		a := adapterkit.New(s)
+		// CheckOptions, without an engine, judges as Start does.
+		checked := a.CheckOptions(tt.options)
 		w, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: policy, Options: tt.options})
 		a.Shutdown(context.Background())
+		if fmt.Sprint(checked) != fmt.Sprint(err) && !(checked == nil && tt.want == "") {
+			t.Errorf("CheckOptions(%v) = %v, Start = %v: want the same", tt.options, checked, err)
+		}
 		var fe *sdk.FieldError
 		switch {
 		case tt.want == "" && err != nil:
@@ -545,5 +553,25 @@ func TestWatchDraining(t *testing.T) {
 			}
 			events.Closed()
 		})
+	}
+}
+
+// TestStartNamesHTTP1: an engine address that answers HTTP/1.1 (the
+// engine's HTTP port given for its gRPC one) is named as such, once,
+// rather than only gRPC's "http2: frame too large" every WaitLogInterval.
+func TestStartNamesHTTP1(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	var buf logBuffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Info})
+	a := adapterkit.New(spec(true), adapterkit.WithLogger(log))
+	defer a.Shutdown(context.Background())
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if _, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: time.Second, Health: policy}); err == nil {
+		t.Fatal("Start() against an HTTP/1.1 server succeeded")
+	}
+	if n := strings.Count(buf.String(), "answers HTTP/1.1, not gRPC: is --engine-addr the engine's HTTP port?"); n != 1 {
+		t.Errorf("log says %d times that the address answers HTTP/1.1, want once:\n%s", n, buf.String())
 	}
 }

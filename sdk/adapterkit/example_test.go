@@ -108,3 +108,14 @@ func ExampleDrainingHealthService() {
 	// SERVING
 	// DRAINING Toy engine draining: health of "" is NOT_SERVING
 }
+
+// A host running the adapter in process checks a configuration's engine
+// options without an engine, as Start would.
+func ExampleAdapter_CheckOptions() {
+	a := newToy()
+	fmt.Println(a.CheckOptions(map[string]string{"tp": "2"}))
+	fmt.Println(a.CheckOptions(nil))
+	// Output:
+	// invalid argument: StartRequest.Options "tp": unknown key; this adapter takes no engine options
+	// <nil>
+}

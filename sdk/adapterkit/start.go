@@ -33,8 +33,14 @@ func CheckStart(req sdk.StartRequest, options ...string) error {
 	if err := req.Health.Validate(); err != nil {
 		return err
 	}
+	return checkOptionKeys(req.Options, options)
+}
+
+// checkOptionKeys refuses a key of opts that is not in options, the
+// accepted keys.
+func checkOptionKeys(opts map[string]string, options []string) error {
 	var unknown []string
-	for k := range req.Options {
+	for k := range opts {
 		if !slices.Contains(options, k) {
 			unknown = append(unknown, strconv.Quote(k))
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -66,4 +67,16 @@ func ExamplePlugin_Ping() {
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
 	p.KillContext(expired)
+}
+
+// A host refuses a temporary directory too long for the adapter's socket
+// before it launches anything (Launch would refuse it too).
+func ExampleCheckSocketPath() {
+	long := "/tmp/" + strings.Repeat("d", 115)
+	err := pluginhost.CheckSocketPath([]string{"PATH=/bin", "TMPDIR=" + long})
+	fmt.Println(errors.Is(err, pluginhost.ErrSocketPath))
+	fmt.Println(pluginhost.CheckSocketPath([]string{"TMPDIR=/tmp"}))
+	// Output:
+	// true
+	// <nil>
 }

@@ -79,13 +79,17 @@ type Plugin struct {
 // Launch starts an adapter subprocess with AutoMTLS and returns it ready for
 // calls. When ctx ends before the handshake completes, the process is killed
 // and Launch returns an error wrapping ctx's; the handshake's own failures
-// wrap ErrNotPlugin, ErrProtocolVersion or ErrStartTimeout. On error no
-// process is left running.
+// wrap ErrNotPlugin, ErrProtocolVersion or ErrStartTimeout, and a socket
+// directory too long for the platform ErrSocketPath. On error no process
+// is left running.
 func Launch(ctx context.Context, cfg LaunchConfig) (*Plugin, error) {
 	if cfg.Cmd == nil {
 		return nil, fmt.Errorf("%w: launch config has no command", sdk.ErrInvalidArgument)
 	}
 	cfg = cfg.withDefaults()
+	if err := CheckSocketPath(cfg.Cmd.Env); err != nil {
+		return nil, fmt.Errorf("starting adapter %s: %w", cfg.Cmd.Path, err)
+	}
 	p := &Plugin{cmd: cfg.Cmd}
 	p.client = plugin.NewClient(p.clientConfig(cfg))
 	rpc, err := handshake(ctx, p.client)
@@ -123,6 +127,9 @@ func (cfg LaunchConfig) withDefaults() LaunchConfig {
 	if cfg.Name == "" {
 		cfg.Name = filepath.Base(cfg.Cmd.Path)
 	}
+	if cfg.Cmd.Env == nil {
+		cfg.Cmd.Env = os.Environ()
+	}
 	return cfg
 }
 
@@ -133,9 +140,6 @@ func (p *Plugin) clientConfig(cfg LaunchConfig) *plugin.ClientConfig {
 	stdout := &wire.LineLogger{Log: adapter, Args: []any{"stream", "stdout"}, Max: sdk.MaxLogLine}
 	stderr := &wire.LineLogger{Log: adapter, Args: []any{"stream", "stderr"}, Max: sdk.MaxLogLine}
 	p.stdio = []*wire.LineLogger{stdout, stderr}
-	if cfg.Cmd.Env == nil {
-		cfg.Cmd.Env = os.Environ()
-	}
 	cfg.Cmd.Env = append(cfg.Cmd.Env, EnvLogLevel+"="+cfg.Logger.GetLevel().String())
 	return &plugin.ClientConfig{
 		HandshakeConfig:  Handshake,

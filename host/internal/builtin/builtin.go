@@ -72,3 +72,20 @@ func ServeIfAdapter() bool {
 	sdk.Serve(newEngine())
 	return true
 }
+
+// CheckOptions checks engine options for the built-in engine name in
+// process, as its adapter's Start would before dialling the engine: an
+// unknown key or a bad value is an *sdk.FieldError for sdk.FieldOptions.
+// A value that only the engine can judge passes.
+func CheckOptions(name string, options map[string]string) error {
+	newEngine, ok := adapters[name]
+	if !ok {
+		return fmt.Errorf("no built-in engine %q", name)
+	}
+	if c, ok := newEngine().(interface {
+		CheckOptions(map[string]string) error
+	}); ok {
+		return c.CheckOptions(options)
+	}
+	return nil
+}

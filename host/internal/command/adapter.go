@@ -75,9 +75,13 @@ func parseAdapter(c *cli.Context) (adapterConfig, error) {
 }
 
 // checkSocketDir refuses a directory for the adapter's Unix socket (see
-// adapter.SocketDir) where no file can be made, naming the variable that
-// chose it: a container image without a writable /tmp, say.
+// adapter.SocketDir) too long for a socket path, or where no file can be
+// made, naming the variable that chose it: a container image without a
+// writable /tmp, say.
 func checkSocketDir(env []string) error {
+	if err := pluginhost.CheckSocketPath(env); err != nil {
+		return usageErrorf("%v", err)
+	}
 	dir, from := adapter.SocketDir(env)
 	err := adapter.CheckWritable(dir)
 	if err == nil {
@@ -256,7 +260,7 @@ func launchAdapter(ctx context.Context, src adapterSource, a adapterConfig, log 
 		}
 	}
 	p, err := pluginhost.Launch(ctx, pluginhost.LaunchConfig{Cmd: cmd, Name: src.name(), Logger: log.Named("adapter"), StartTimeout: a.startTimeout})
-	if errors.Is(err, pluginhost.ErrNotPlugin) || errors.Is(err, pluginhost.ErrProtocolVersion) {
+	if errors.Is(err, pluginhost.ErrNotPlugin) || errors.Is(err, pluginhost.ErrProtocolVersion) || errors.Is(err, pluginhost.ErrSocketPath) {
 		return nil, fmt.Errorf("%w: %s: %w", outcome.ErrConfig, src.label, err)
 	}
 	return p, err

@@ -23,6 +23,9 @@ type backend struct {
 func newBackend(d discoveryConfig) (backend, error) {
 	switch d.discovery {
 	case "consul":
+		if err := checkConsulEnv(); err != nil {
+			return backend{}, err
+		}
 		conf := api.DefaultConfig()
 		// The router's blocking queries carry every worker on each change
 		// (megabytes at 1,000 workers): compressing them costs Consul more

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v2"
+	"github.com/vigilhq/vigil/host/internal/builtin"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/supervisor"
 )
@@ -19,7 +22,7 @@ import (
 // checks says what the command checks beyond parsing its flags.
 func dryRunFlag(checks string) cli.Flag {
 	return &cli.BoolFlag{Name: "dry-run",
-		Usage: "validate the flags and environment as a start would (" + checks + "), print the resolved configuration as JSON on stdout and exit 0, or exit 78 naming the flag; starts nothing"}
+		Usage: "validate the flags and environment as a start would (" + checks + "), print the resolved configuration as JSON on stdout and exit 0, or exit 78 naming the flag; starts no engine, listener or registration"}
 }
 
 // redacted stands for the value of a secret flag that is set.
@@ -110,4 +113,31 @@ func runResolved(cfg runConfig, src adapterSource, registry discovery.Registry) 
 		r["adapter-sha256"] = src.sum
 	}
 	return r
+}
+
+// dryRunEnd ends vigil run --dry-run: it checks the adapter
+// (dryRunAdapter) and prints the resolved configuration.
+func dryRunEnd(c *cli.Context, cfg runConfig, src adapterSource, log hclog.Logger, resolved map[string]any) error {
+	if err := dryRunAdapter(c.Context, cfg, src, log); err != nil {
+		return exit(err)
+	}
+	return printResolved(c, c.App.Writer, resolved)
+}
+
+// dryRunAdapter checks the adapter as far as a start would without an
+// engine: a built-in engine's options in process, as its Start would; a
+// third-party adapter is started for the handshake and Info (its name
+// checked against --engine) and stopped: only its Start can judge its
+// options.
+func dryRunAdapter(ctx context.Context, cfg runConfig, src adapterSource, log hclog.Logger) error {
+	if src.path == "" {
+		return supervisor.StartFailure(builtin.CheckOptions(src.engine, cfg.start.Options), cfg.start, namingFlags)
+	}
+	p, err := launchAdapter(ctx, src, cfg.adapter, log)
+	if err != nil {
+		return err
+	}
+	defer p.Kill()
+	_, err = supervisor.ReadInfo(ctx, p.Engine, src.checkName)
+	return err
 }

@@ -57,13 +57,34 @@ func markerAdapter(t *testing.T) (exe, marker string) {
 	return exe, marker
 }
 
+// thirdPartyAdapter is a third-party adapter executable (the test binary
+// serving the built-in vLLM adapter) that creates its marker file when
+// started; it returns the executable and the marker.
+func thirdPartyAdapter(t *testing.T) (exe, marker string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	marker = filepath.Join(dir, "started")
+	exe = filepath.Join(dir, "vigil-adapter-vllm")
+	script := "#!/bin/sh\ntouch '" + marker + "'\nVIGIL_BUILTIN_ADAPTER=vllm exec '" + self + "'\n"
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe, marker
+}
+
 // vigil run --dry-run validates as a start would, prints every setting
 // with its effective value (flag, environment or default) and what vigil
 // works out (worker id, advertised address, shutdown budget), exits 0, and
-// starts nothing: no adapter process, no listener, no registration.
+// starts no listener and no registration; a third-party adapter is
+// started for its handshake and Info only (its options only its Start
+// can judge).
 func TestRunDryRun(t *testing.T) {
 	listen := busyAddr(t)
-	exe, marker := markerAdapter(t)
+	exe, marker := thirdPartyAdapter(t)
 	reg := t.TempDir()
 	t.Setenv("VIGIL_GRACE_PERIOD", "30s")
 	t.Setenv("NOMAD_ALLOC_ID", "")
@@ -115,8 +136,8 @@ func TestRunDryRun(t *testing.T) {
 	if _, ok := got["dry-run"]; ok {
 		t.Error("the resolved configuration lists --dry-run itself")
 	}
-	if _, err := os.Stat(marker); err == nil {
-		t.Error("the adapter was started")
+	if _, err := os.Stat(marker); err != nil {
+		t.Error("the third-party adapter was not started for its handshake")
 	}
 	if left, _ := filepath.Glob(filepath.Join(reg, "*", "*")); len(left) > 0 {
 		t.Errorf("the registry holds %v after a dry run", left)
@@ -163,6 +184,60 @@ func TestRunDryRunConfigError(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the adapter was started")
+	}
+}
+
+// --dry-run checks what a start would find wrong before the engine: a
+// built-in engine's options in process (nothing started), a third-party
+// adapter by its handshake (an executable that is none is refused), a
+// TMPDIR too long for the adapter's socket, and the Consul client's
+// variables, each error naming what to change.
+func TestRunDryRunAdapterAndConsul(t *testing.T) {
+	notAdapter, _ := markerAdapter(t)
+	longTmp := filepath.Join(t.TempDir(), strings.Repeat("d", 120))[:120]
+	if err := os.MkdirAll(longTmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"unknown option of a built-in engine", nil, []string{"--engine", "vllm", "--engine-option", "a=b"},
+			`--engine-option "a": unknown key; this adapter takes no engine options`},
+		{"bad option value of a built-in engine", nil, []string{"--engine", "sglang", "--engine-option", "api=grpc"},
+			`--engine-option api="grpc": want auto, runtime or scheduler`},
+		{"not an adapter", nil, []string{"--engine-plugin", notAdapter}, "not a vigil engine adapter"},
+		{"TMPDIR too long for a socket path", map[string]string{"TMPDIR": longTmp}, []string{"--engine", "vllm"},
+			"TMPDIR is 120 bytes long"},
+		{"CONSUL_HTTP_SSL", map[string]string{"CONSUL_HTTP_SSL": "maybe"}, []string{"--engine", "vllm", "--discovery", "consul"},
+			`CONSUL_HTTP_SSL="maybe": want true or false`},
+		{"CONSUL_HTTP_SSL_VERIFY", map[string]string{"CONSUL_HTTP_SSL_VERIFY": "perhaps"}, []string{"--engine", "vllm", "--discovery", "consul"},
+			`CONSUL_HTTP_SSL_VERIFY="perhaps"`},
+		{"CONSUL_HTTP_ADDR", map[string]string{"CONSUL_HTTP_ADDR": "not an address"}, []string{"--engine", "vllm", "--discovery", "consul"},
+			`CONSUL_HTTP_ADDR="not an address": not a host[:port]`},
+		{"CONSUL_HTTP_ADDR port", map[string]string{"CONSUL_HTTP_ADDR": "http://127.0.0.1:85000"}, []string{"--engine", "vllm", "--discovery", "consul"},
+			`CONSUL_HTTP_ADDR="http://127.0.0.1:85000"`},
+		{"CONSUL_HTTP_ADDR scheme", map[string]string{"CONSUL_HTTP_ADDR": "ftp://127.0.0.1:8500"}, []string{"--engine", "vllm", "--discovery", "consul"},
+			`CONSUL_HTTP_ADDR="ftp://127.0.0.1:8500": scheme "ftp"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := t.TempDir()
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			args := append([]string{"run", "--dry-run", "--registry-dir", reg, "--listen", "127.0.0.1:8470"}, tc.args...)
+			code, stdout, stderr := dryRun(t, args...)
+			if code != ExitConfig || !strings.Contains(stderr, tc.want) || stdout != "" {
+				t.Errorf("exit code %d, stdout %q; want %d and nothing on stdout, the error saying %q; stderr:\n%s", code, stdout, ExitConfig, tc.want, stderr)
+			}
+		})
+	}
+	for _, addr := range []string{"127.0.0.1:8500", "https://consul.service:8501", "[::1]:8500", "unix:///run/consul.sock", "consul"} {
+		if err := checkConsulAddr(addr); err != nil {
+			t.Errorf("CONSUL_HTTP_ADDR=%q refused: %v", addr, err)
+		}
 	}
 }
 

@@ -74,7 +74,7 @@ func runCommand() *cli.Command {
 				Usage: "directory of the model's Hugging Face tokenizer.json (and tokenizer_config.json, for its chat template): vigil tokenizes text and chat prompts, sends every engine token ids and detokenizes the output itself (default: the model path the engine reports, when it is a local directory holding tokenizer.json)"},
 			&cli.StringFlag{Name: "chat-template", EnvVars: env("CHAT_TEMPLATE"),
 				Usage: "Jinja chat template file used in place of tokenizer_config.json's chat_template, as vLLM's --chat-template"},
-			dryRunFlag("the adapter found and its pins checked, the file registry directory written to, the tokenizer loaded"),
+			dryRunFlag("the adapter found and its pins checked, a built-in engine's --engine-option checked, a third-party adapter started for its handshake and Info only, the file registry directory written to, the tokenizer loaded"),
 		}, append(append(adapterFlags(), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...),
 			append(tlsFlags("the worker endpoint"), logFlags()...)...),
 		Action:       runAction,
@@ -152,7 +152,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("dry-run") {
-		return printResolved(c, c.App.Writer, withTokenizer(runResolved(cfg, src, registry), cfg, tok))
+		return dryRunEnd(c, cfg, src, log, withTokenizer(runResolved(cfg, src, registry), cfg, tok))
 	}
 	lis, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

@@ -34,7 +34,7 @@ func fixtureModel(t *testing.T, name string) string {
 // tokenizer or without; --dry-run shows what was loaded.
 func TestTokenizerFlags(t *testing.T) {
 	dir := fixtureModel(t, "qwen3")
-	exe, _ := markerAdapter(t)
+	exe, _ := thirdPartyAdapter(t)
 	code, stdout, stderr := dryRun(t, "run", "--dry-run", "--registry-dir", t.TempDir(), "--engine-plugin", exe, "--tokenizer-dir", dir)
 	if code != 0 {
 		t.Fatalf("exit code %d; stderr:\n%s", code, stderr)

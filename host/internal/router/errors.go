@@ -150,14 +150,45 @@ func openAIField(msg string, names fieldNames) (param, out string) {
 	return name, clean(name + index + ":" + protoPaths.Replace(rest))
 }
 
-// clean keeps gRPC's transport text ("rpc error: code = ... desc = ...",
-// "transport: Error while dialing ...") from reaching a client: such a
-// message becomes a plain one; the router's log keeps the original.
+// transportText is what gRPC's and Go's transport errors say, the
+// connection's and not the request's: a refused or failed dial, a TLS
+// handshake, a reset, a GOAWAY, a keepalive timeout, an EOF. A message
+// holding any reaches no client (TestTransportFailuresReachNoAnswer).
+var transportText = []string{
+	"rpc error:", "desc =", "transport:", "transport is closing", "connection error", "connection closed",
+	"connection refused", "connection reset", "reset by peer", "broken pipe", "i/o timeout", "dial tcp",
+	"keepalive", "EOF", "GOAWAY", "goaway", "RST_STREAM", "http2:", "server preface", "tls:", "x509:",
+	"handshake", "grpc:", "draining", "without sending trailers", "no such host",
+}
+
+// unreachable replaces a message that holds transport text.
+const unreachable = "the worker or its engine could not be reached; retry later"
+
+// clean keeps gRPC's transport text (see transportText) from reaching a
+// client: such a message becomes a plain one; the router's log keeps the
+// original.
 func clean(msg string) string {
-	for _, s := range []string{"rpc error:", "desc =", "transport:", "connection error"} {
+	for _, s := range transportText {
 		if strings.Contains(msg, s) {
-			return "the worker or its engine could not be reached; retry later"
+			return unreachable
 		}
 	}
 	return msg
+}
+
+// cleanStatus is err as the router's gRPC clients get it: the worker's (or
+// the pool's) status with its code and details, its message cleaned of
+// transport text; cause is the original message when it was replaced.
+func cleanStatus(err error) (cause string, out error) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() == codes.OK {
+		return "", err
+	}
+	msg := clean(st.Message())
+	if msg == st.Message() {
+		return "", err
+	}
+	pb := st.Proto()
+	pb.Message = msg
+	return st.Message(), status.FromProto(pb).Err()
 }

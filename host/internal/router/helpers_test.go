@@ -193,15 +193,23 @@ func withMaxBody(n int64) routerOption {
 // startRouter serves a router over workers until the test ends.
 func startRouter(t *testing.T, workers []*fakeWorker, opts ...routerOption) *testRouter {
 	t.Helper()
+	// Round-robin: these tests count which worker gets each request in turn.
+	return startRouterAt(t, PoolConfig{Balance: RoundRobin}, endpoints(workers...), opts...)
+}
+
+// startRouterAt serves a router over the workers at eps, its pool
+// configured by cfg (and the test's logger), until the test ends.
+func startRouterAt(t *testing.T, cfg PoolConfig, eps []discovery.Registration, opts ...routerOption) *testRouter {
+	t.Helper()
 	log := hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Debug, Output: testWriter{t}})
 	pcfg := ProxyConfig{Retries: DefaultRetries, RequestTimeout: DefaultRequestTimeout, Logger: log}
 	hcfg := HTTPConfig{Logger: log}
 	for _, o := range opts {
 		o(&pcfg, &hcfg)
 	}
-	// Round-robin: these tests count which worker gets each request in turn.
-	pool := NewPool(PoolConfig{Logger: log, Balance: RoundRobin})
-	pool.Update(endpoints(workers...))
+	cfg.Logger = log
+	pool := NewPool(cfg)
+	pool.Update(eps)
 	proxy := NewProxy(pool, pcfg)
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -71,11 +71,22 @@ func NewProxy(pool *Pool, cfg ProxyConfig) *Proxy {
 }
 
 // Generate relays the stream of a worker serving req.Model; see the package
-// documentation for retries and errors.
+// documentation for retries and errors. A status or final description
+// holding gRPC's transport text reaches the client cleaned of it (logged
+// with the original).
 func (p *Proxy) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse]) error {
-	return p.generate(stream.Context(), req, func(_ discovery.Registration, m *workerv1.GenerateResponse) error {
+	err := p.generate(stream.Context(), req, func(_ discovery.Registration, m *workerv1.GenerateResponse) error {
+		if f := m.GetFinal(); f != nil && clean(f.GetDescription()) != f.GetDescription() {
+			m = proto.Clone(m).(*workerv1.GenerateResponse)
+			m.GetFinal().Description = clean(f.GetDescription())
+		}
 		return stream.Send(m)
 	})
+	cause, out := cleanStatus(err)
+	if cause != "" {
+		p.log.Warn("request failed", "request_id", req.GetRequestId(), "code", status.Code(out), "error", status.Convert(out).Message(), "cause", cause)
+	}
+	return out
 }
 
 // retryable reports whether a worker's status before its first message
