@@ -18,7 +18,7 @@ import (
 type connCounter chan struct{}
 
 func (c connCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
-func (c connCounter) HandleRPC(context.Context, stats.RPCStats)                          {}
+func (c connCounter) HandleRPC(context.Context, stats.RPCStats)                         {}
 func (c connCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
 func (c connCounter) HandleConn(_ context.Context, s stats.ConnStats) {
 	if _, ok := s.(*stats.ConnBegin); ok {
