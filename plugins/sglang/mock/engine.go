@@ -63,7 +63,7 @@ type Config struct {
 	// TokensPerMessage is how many output ids each message carries.
 	// Default 1.
 	TokensPerMessage int
-	// ServerOptions are the gRPC server\'s options (connections recycled
+	// ServerOptions are the gRPC server's options (connections recycled
 	// by MaxConnectionAge, say); see enginemock.Config.
 	ServerOptions []grpc.ServerOption
 	// API selects the API served. Default APIRuntime.

@@ -68,7 +68,7 @@ type Config struct {
 	StepInterval time.Duration
 	// TokensPerMessage is how many token ids each chunk carries. Default 1.
 	TokensPerMessage int
-	// ServerOptions are the gRPC server\'s options (connections recycled
+	// ServerOptions are the gRPC server's options (connections recycled
 	// by MaxConnectionAge, say); see enginemock.Config.
 	ServerOptions []grpc.ServerOption
 	// Health is how HealthCheck answers at first. Default HealthNormal.

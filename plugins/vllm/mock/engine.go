@@ -59,7 +59,7 @@ type Config struct {
 	// last message of a sequence may carry fewer. Default 1; values below 1
 	// mean 1.
 	TokensPerMessage int
-	// ServerOptions are the gRPC server\'s options (connections recycled
+	// ServerOptions are the gRPC server's options (connections recycled
 	// by MaxConnectionAge, say); see enginemock.Config.
 	ServerOptions []grpc.ServerOption
 	// WatchMode selects how Health/Watch behaves. Default WatchNormal.
