@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +45,40 @@ func TestRecycledConnections(t *testing.T) {
 	}
 	if lost := v.findLine("engine lost"); lost != "" {
 		t.Errorf("vigil logged a loss while the engine recycled its connections: %s", lost)
+	}
+	v.signal(syscall.SIGTERM)
+	if code := v.wait(exitBound); code != 0 {
+		t.Fatalf("vigil exit code after SIGTERM = %d, want 0", code)
+	}
+}
+
+// TestTwoEnginesOnOnePort: an old vLLM process, NOT_SERVING, still listens
+// on the engine's port beside its replacement (SO_REUSEPORT, Python gRPC
+// servers' default), and vigil's first connection reaches the old one.
+// vigil opens a new connection at most once a second while the engine
+// answers without serving, so it finds the one that serves long before
+// the startup deadline, registers it, and logs which instance it took.
+func TestTwoEnginesOnOnePort(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	e := firstEngine()
+	old := startMock(t, e, harness.MockOpts{Extra: []string{"--reuseport"}})
+	old.waitLine("serving", harness.StartTimeout)
+	old.setHealth(t, "", "NOT_SERVING")
+	dir := t.TempDir()
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: old.GRPC, discovery: "file", registry: dir, service: "llm",
+		extra: []string{"--startup-deadline", "5m"}})
+	v.waitLine("waiting for the engine to serve", 30*time.Second) // its connection is with the old one
+	next := startMock(t, e, harness.MockOpts{GRPC: old.GRPC, Extra: []string{"--reuseport"}})
+	started := time.Now()
+	rec, at := waitFile(t, filepath.Join(dir, "llm", v.WorkerID+".json"), true, time.Minute)
+	if rec.InstanceID != e.instanceID(next) {
+		t.Fatalf("registered instance %q, want the serving one %q (old: %q)", rec.InstanceID, e.instanceID(next), e.instanceID(old))
+	}
+	t.Logf("registered the serving engine %s after it started", at.Sub(started))
+	took := v.waitLine("took the one that serves", 10*time.Second)
+	if !strings.Contains(took, e.instanceID(next)) || !strings.Contains(took, e.instanceID(old)) {
+		t.Errorf("log line %q, want it to name the instance taken (%s) and the one not serving (%s)", took, e.instanceID(next), e.instanceID(old))
 	}
 	v.signal(syscall.SIGTERM)
 	if code := v.wait(exitBound); code != 0 {
