@@ -26,7 +26,10 @@ import (
 // 127.0.0.1:50052), --model, --instance-id, --startup-delay, --token-delay
 // (default 10ms), --step-interval (default 0: off; above 0 it replaces
 // --token-delay with one engine-wide decode step) and --tokens-per-message
-// (default 1), as in Config.
+// (default 1), as in Config; --max-connection-age (default 0: off) and
+// --max-connection-age-grace (default 1s), which recycle gRPC connections
+// (Config.ServerOptions); and --reuseport, which listens with SO_REUSEPORT
+// so that two mocks can share one port.
 type Command struct {
 	// Name is the command's name, as in "vllm-mock"; it prefixes errors.
 	Name string
