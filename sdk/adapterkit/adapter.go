@@ -85,8 +85,7 @@ type Adapter struct {
 	policy  sdk.HealthPolicy
 	signals []Signal
 	worker  sdk.Worker
-	seen    *instances   // the engine processes Start met
-	tracker *connTracker // conn's TCP connections
+	seen    *instances // the engine processes Start met
 
 	inflight InFlight
 }
@@ -150,7 +149,6 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 		a.mu.Unlock()
 		return sdk.Worker{}, err
 	}
-	a.tracker = tracker
 	a.seen = &instances{log: a.log, engine: a.spec.Engine, addr: req.EngineAddr, clock: a.clock, tracker: tracker, read: a.spec.LifetimeID}
 	a.conn, a.policy = conn, policy
 	a.mu.Unlock()
@@ -276,7 +274,7 @@ func (a *Adapter) progress(addr string, deadline time.Duration) func(retry int, 
 // once every signal has reported.
 func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, error) {
 	a.mu.Lock()
-	conn, started, policy, signals, worker, tracker := a.conn, a.started, a.policy, a.signals, a.worker, a.tracker
+	conn, started, policy, signals, worker := a.conn, a.started, a.policy, a.signals, a.worker
 	a.mu.Unlock()
 	if conn == nil || !started {
 		return nil, fmt.Errorf("%w: WatchAvailability before Start", sdk.ErrNotStarted)
@@ -291,7 +289,7 @@ func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, erro
 	if a.spec.LifetimeID != nil {
 		read = func(ctx context.Context) (string, error) { return a.spec.LifetimeID(ctx, conn) }
 	}
-	sources = append(sources, lifetimeSource(conn, policy, worker.InstanceID, read, tracker))
+	sources = append(sources, LifetimeSource(conn, policy, worker.InstanceID, read))
 	return Merge(ctx, a.spec.Engine, sources...), nil
 }
 

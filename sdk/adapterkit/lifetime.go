@@ -26,14 +26,6 @@ import (
 // conn must not have an idle timeout (Dial sets none): going idle would
 // look like the engine leaving.
 func LifetimeSource(conn *grpc.ClientConn, policy sdk.HealthPolicy, want string, read func(context.Context) (string, error)) Source {
-	return lifetimeSource(conn, policy, want, read, nil)
-}
-
-// lifetimeSource is LifetimeSource; with tracker set, an engine without a
-// lifetime id whose connection was recycled (GOAWAY: see connTracker) is
-// reconnected within policy.Timeout and carries on, as the signals, which
-// follow the new connection, confirm it serves.
-func lifetimeSource(conn *grpc.ClientConn, policy sdk.HealthPolicy, want string, read func(context.Context) (string, error), tracker *connTracker) Source {
 	policy = policy.WithDefaults()
 	const name = "engine connection"
 	return Source{Name: name, Follow: func(ctx context.Context) <-chan sdk.Event {
@@ -51,45 +43,25 @@ func lifetimeSource(conn *grpc.ClientConn, policy sdk.HealthPolicy, want string,
 				if st == connectivity.Ready && !conn.WaitForStateChange(ctx, st) {
 					return
 				}
-				lost := afterReconnect(ctx, conn, policy, want, read, tracker)
-				if ctx.Err() != nil {
+				if st = conn.GetState(); read == nil || want == "" {
+					emit(ctx, out, event(sdk.Lost, timeNow(), "%s closed (%s), and the engine has no lifetime id to tell a restarted engine apart", name, st))
 					return
 				}
-				if lost != "" {
-					emit(ctx, out, event(sdk.Lost, timeNow(), "%s", lost))
+				got, err := reread(ctx, conn, policy, read)
+				switch {
+				case ctx.Err() != nil:
+					return
+				case err != nil:
+					emit(ctx, out, event(sdk.Lost, timeNow(), "%s closed and the engine's lifetime id could not be read again: %v", name, err))
+					return
+				case got != want:
+					emit(ctx, out, event(sdk.Lost, timeNow(), "engine replaced: instance id %q, was %q", got, want))
 					return
 				}
 			}
 		}()
 		return out
 	}}
-}
-
-// afterReconnect decides a connection that left READY: the reason it is a
-// loss, or "" to carry on.
-func afterReconnect(ctx context.Context, conn *grpc.ClientConn, policy sdk.HealthPolicy, want string, read func(context.Context) (string, error), tracker *connTracker) string {
-	const name = "engine connection"
-	if read == nil || want == "" {
-		if st := conn.GetState(); tracker == nil || tracker.peerClosed() {
-			return fmt.Sprintf("%s closed (%s), and the engine has no lifetime id to tell a restarted engine apart", name, st)
-		}
-		rctx, cancel := context.WithTimeout(ctx, policy.Timeout)
-		defer cancel()
-		if err := reconnect(rctx, conn); err != nil {
-			return fmt.Sprintf("%s recycled (GOAWAY) and not reconnected: %v; the engine has no lifetime id to tell a restarted engine apart", name, err)
-		}
-		return ""
-	}
-	got, err := reread(ctx, conn, policy, read)
-	switch {
-	case ctx.Err() != nil:
-		return ""
-	case err != nil:
-		return fmt.Sprintf("%s closed and the engine's lifetime id could not be read again: %v", name, err)
-	case got != want:
-		return fmt.Sprintf("engine replaced: instance id %q, was %q", got, want)
-	}
-	return ""
 }
 
 // reread reconnects and reads the lifetime id, within policy.Timeout. A
@@ -99,25 +71,16 @@ func afterReconnect(ctx context.Context, conn *grpc.ClientConn, policy sdk.Healt
 func reread(ctx context.Context, conn *grpc.ClientConn, policy sdk.HealthPolicy, read func(context.Context) (string, error)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, policy.Timeout)
 	defer cancel()
-	if err := reconnect(ctx, conn); err != nil {
-		return "", err
-	}
-	return read(ctx)
-}
-
-// reconnect connects conn and waits until it is READY; a failed attempt
-// ends it at once.
-func reconnect(ctx context.Context, conn *grpc.ClientConn) error {
 	conn.Connect()
 	for st := conn.GetState(); st != connectivity.Ready; st = conn.GetState() {
 		if st == connectivity.TransientFailure || st == connectivity.Shutdown {
-			return fmt.Errorf("reconnecting: connection %s", st)
+			return "", fmt.Errorf("reconnecting: connection %s", st)
 		}
 		if !conn.WaitForStateChange(ctx, st) {
-			return fmt.Errorf("reconnecting: connection %s: %w", st, ctx.Err())
+			return "", fmt.Errorf("reconnecting: connection %s: %w", st, ctx.Err())
 		}
 	}
-	return nil
+	return read(ctx)
 }
 
 // settle waits, within d, for conn's reported state to catch up with the
