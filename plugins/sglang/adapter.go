@@ -119,8 +119,8 @@ func (a *Adapter) signals(ctx context.Context, conn *grpc.ClientConn, options ma
 			Name:  "engine state",
 			Role:  adapterkit.Liveness,
 			Check: func(ctx context.Context) error { return checkSnapshot(ctx, conn) },
-			Watch: func(ctx context.Context, _ sdk.HealthPolicy) <-chan sdk.Event {
-				return a.watchState(ctx, conn)
+			Watch: func(ctx context.Context, policy sdk.HealthPolicy) <-chan sdk.Event {
+				return a.watchState(ctx, conn, policy)
 			},
 		},
 		drainSignal(conn),
@@ -212,11 +212,15 @@ func availability(s *sglangpb.EngineStateSnapshot) sdk.Event {
 }
 
 // watchState follows WatchEngineState: each snapshot's availability, and
-// Lost for another lifetime id or the end of the stream.
-func (a *Adapter) watchState(ctx context.Context, conn *grpc.ClientConn) <-chan sdk.Event {
+// Lost for another lifetime id or the end of the stream. A stream that
+// ends UNAVAILABLE after a snapshot (a recycled connection: GOAWAY, then
+// the connection closed) is reopened, and its first snapshot, due within
+// policy.Timeout, is judged as any other.
+func (a *Adapter) watchState(ctx context.Context, conn *grpc.ClientConn, policy sdk.HealthPolicy) <-chan sdk.Event {
 	a.mu.Lock()
 	want := a.instance
 	a.mu.Unlock()
+	policy = policy.WithDefaults()
 	out := make(chan sdk.Event)
 	go func() {
 		defer close(out)
@@ -229,25 +233,56 @@ func (a *Adapter) watchState(ctx context.Context, conn *grpc.ClientConn) <-chan 
 				return false
 			}
 		}
-		stream, err := sglangpb.NewSglangServiceClient(conn).WatchEngineState(ctx, &sglangpb.WatchEngineStateRequest{})
-		for err == nil {
-			var snap *sglangpb.EngineStateSnapshot
-			if snap, err = stream.Recv(); err != nil {
-				break
-			}
-			ev := availability(snap)
-			if id := snap.GetInstanceId(); id != want {
-				ev = sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine replaced: instance id %d, was %d", id, want)}
-			}
-			if !send(ev) {
-				return
+		got, ok, err := followState(ctx, conn, want, send, 0)
+		for ok && got && status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+			var rerr error
+			if got, ok, rerr = followState(ctx, conn, want, send, policy.Timeout); !got {
+				err = fmt.Errorf("%w; reopening it: %v", err, rerr)
+			} else {
+				err = rerr
 			}
 		}
-		if ctx.Err() == nil {
+		if ok && ctx.Err() == nil {
 			send(sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine state stream ended: %v", err)})
 		}
 	}()
 	return out
+}
+
+// followState opens one WatchEngineState stream and sends each snapshot's
+// event until the stream ends (its error) or a send ends the watch (ok
+// false); got tells whether any snapshot came. With first above 0 the
+// first snapshot must come within first.
+func followState(ctx context.Context, conn *grpc.ClientConn, want uint64, send func(sdk.Event) bool, first time.Duration) (got, ok bool, err error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var timer *time.Timer
+	if first > 0 {
+		timer = time.AfterFunc(first, func() { cancel(fmt.Errorf("no snapshot within %s", first)) })
+		defer timer.Stop()
+	}
+	stream, err := sglangpb.NewSglangServiceClient(conn).WatchEngineState(sctx, &sglangpb.WatchEngineStateRequest{})
+	for err == nil {
+		var snap *sglangpb.EngineStateSnapshot
+		if snap, err = stream.Recv(); err != nil {
+			break
+		}
+		if !got && timer != nil && !timer.Stop() {
+			break
+		}
+		got = true
+		ev := availability(snap)
+		if id := snap.GetInstanceId(); id != want {
+			ev = sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine replaced: instance id %d, was %d", id, want)}
+		}
+		if !send(ev) {
+			return got, false, nil
+		}
+	}
+	if cause := context.Cause(sctx); ctx.Err() == nil && cause != nil {
+		err = cause
+	}
+	return got, true, err
 }
 
 // readWorker reads the engine's own account of itself: the lifetime id

@@ -85,6 +85,7 @@ type Adapter struct {
 	policy  sdk.HealthPolicy
 	signals []Signal
 	worker  sdk.Worker
+	seen    *instances // the engine processes Start met
 
 	inflight InFlight
 }
@@ -156,11 +157,13 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 		a.mu.Unlock()
 		return sdk.Worker{}, fmt.Errorf("%w: %s adapter", sdk.ErrAlreadyStarted, a.spec.Engine)
 	}
-	conn, err := Dial(req.EngineAddr, policy)
+	tracker := &connTracker{}
+	conn, err := dial(req.EngineAddr, policy, tracker.dialOption())
 	if err != nil {
 		a.mu.Unlock()
 		return sdk.Worker{}, err
 	}
+	a.seen = &instances{log: a.log, engine: a.spec.Engine, addr: req.EngineAddr, clock: a.clock, tracker: tracker, read: a.spec.LifetimeID}
 	a.conn, a.policy = conn, policy
 	a.mu.Unlock()
 
@@ -200,6 +203,7 @@ func (a *Adapter) waitAndRead(ctx context.Context, conn *grpc.ClientConn, req sd
 		// is an unavailable engine, not the startup deadline.
 		return nil, sdk.Worker{}, fmt.Errorf("%w: reading %s engine information: %v", sdk.ErrUnavailable, a.spec.Engine, err)
 	}
+	a.seen.taken(worker.InstanceID)
 	settle(ctx, conn, policy.Timeout)
 	return signals, worker, nil
 }
@@ -234,7 +238,11 @@ func (a *Adapter) waitSignals(ctx context.Context, conn *grpc.ClientConn, req sd
 			}
 			signals = s
 		}
-		return checkAll(ctx, signals, policy.Timeout)
+		err := checkAll(ctx, signals, policy.Timeout)
+		if errors.Is(err, ErrNotServing) {
+			a.seen.answeredNotServing(ctx, conn, policy.Timeout)
+		}
+		return err
 	}, healthwatch.WaitOptions{Backoff: healthwatch.DefaultBackoff(policy.RetryMax), Clock: a.clock, OnAttempt: a.progress(req.EngineAddr, deadline)})
 	if cause := context.Cause(wctx); errors.Is(cause, sdk.ErrInvalidArgument) {
 		return nil, cause

@@ -25,7 +25,10 @@
 //     (a Signal with only Check), or a stream of the engine's own (Watch).
 //   - [LifetimeSource] follows the connection: after a reconnect the
 //     engine's lifetime id is read again and a different one is Lost; an
-//     engine without one is Lost when the connection closes.
+//     engine without one is Lost when the connection closes. While the
+//     engine answers without serving, Start opens a new connection at most
+//     every [ProbeInterval], to reach another process on the same port
+//     (SO_REUSEPORT), and logs the instance it took.
 //   - [Relay] forwards a generation, aborting the engine request when the
 //     caller goes away; [Classify] maps engine errors to the sdk's classes.
 //     A Generation that names [Adapter.InFlight] is also aborted by

@@ -36,14 +36,14 @@ func LifetimeSource(conn *grpc.ClientConn, policy sdk.HealthPolicy, want string,
 				return
 			}
 			for {
+				// Once the connection leaves READY the id is read, even if
+				// a call has brought it back already: a reconnect that
+				// quick may have reached another engine.
 				st := conn.GetState()
-				if st == connectivity.Ready {
-					if !conn.WaitForStateChange(ctx, st) {
-						return
-					}
-					continue
+				if st == connectivity.Ready && !conn.WaitForStateChange(ctx, st) {
+					return
 				}
-				if read == nil || want == "" {
+				if st = conn.GetState(); read == nil || want == "" {
 					emit(ctx, out, event(sdk.Lost, timeNow(), "%s closed (%s), and the engine has no lifetime id to tell a restarted engine apart", name, st))
 					return
 				}

@@ -103,14 +103,15 @@ func (l *portListener) Close() error   { l.once.Do(func() { close(l.done) }); re
 func (l *portListener) Addr() net.Addr { return l.p.addr }
 
 // serveEngine serves an engine with lifetime id on p (a fresh port when
-// nil), every service SERVING; it is stopped when the test ends.
-func serveEngine(t *testing.T, p *port, id string) *engine {
+// nil), every service SERVING, its server built with opts; it is stopped
+// when the test ends.
+func serveEngine(t *testing.T, p *port, id string, opts ...grpc.ServerOption) *engine {
 	t.Helper()
 	if p == nil {
 		p = listen(t)
 	}
 	lis := p.listener()
-	e := &engine{Server: health.NewServer(), id: id, addr: lis.Addr().String(), srv: grpc.NewServer(), reads: make(chan struct{}, 100)}
+	e := &engine{Server: health.NewServer(), id: id, addr: lis.Addr().String(), srv: grpc.NewServer(opts...), reads: make(chan struct{}, 100)}
 	e.SetServingStatus(inference, serving)
 	healthpb.RegisterHealthServer(e.srv, e)
 	served := make(chan struct{})

@@ -82,11 +82,16 @@ func checkAddr(addr string) error {
 // READY is taken for an engine that went away (see Spec.LifetimeID). An
 // address gRPC cannot parse is an *sdk.FieldError for sdk.FieldEngineAddr.
 func Dial(addr string, policy sdk.HealthPolicy) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr, append(wire.StreamDialOptions(),
+	return dial(addr, policy)
+}
+
+// dial is Dial with extra options (Start's connTracker).
+func dial(addr string, policy sdk.HealthPolicy, extra ...grpc.DialOption) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr, append(append(wire.StreamDialOptions(),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		healthwatch.ConnectParams(policy.WithDefaults().RetryMax),
 		grpc.WithIdleTimeout(0),
-	)...)
+	), extra...)...)
 	if err != nil {
 		return nil, &sdk.FieldError{Field: sdk.FieldEngineAddr, Problem: fmt.Sprintf("%q: %v", addr, err)}
 	}

@@ -26,7 +26,10 @@ import (
 // 127.0.0.1:50052), --model, --instance-id, --startup-delay, --token-delay
 // (default 10ms), --step-interval (default 0: off; above 0 it replaces
 // --token-delay with one engine-wide decode step) and --tokens-per-message
-// (default 1), as in Config.
+// (default 1), as in Config; --max-connection-age (default 0: off) and
+// --max-connection-age-grace (default 1s), which recycle gRPC connections
+// (Config.ServerOptions); and --reuseport, which listens with SO_REUSEPORT
+// so that two mocks can share one port.
 type Command struct {
 	// Name is the command's name, as in "vllm-mock"; it prefixes errors.
 	Name string
@@ -84,6 +87,9 @@ func (cmd Command) flags() []Flag {
 		{&cli.DurationFlag{Name: "token-delay", Value: 10 * time.Millisecond, Usage: "pause between two stream messages (`DUR`)"}, "a non-negative Go duration such as 0s, 10ms or 1s"},
 		{&cli.DurationFlag{Name: "step-interval", Usage: "decode step (`DUR`): every step, each stream in flight gets its next token; replaces --token-delay (0: off)"}, "a non-negative Go duration such as 0s, 10ms or 30ms"},
 		{&cli.IntFlag{Name: "tokens-per-message", Value: 1, Usage: "output tokens per stream message (`N`)"}, "an integer from 1"},
+		{&cli.DurationFlag{Name: "max-connection-age", Usage: "recycle each gRPC connection after `DUR` (GOAWAY, then closed after --max-connection-age-grace), as servers with MaxConnectionAge and proxies do (0: never)"}, "a non-negative Go duration such as 0s, 300ms or 5m"},
+		{&cli.DurationFlag{Name: "max-connection-age-grace", Value: time.Second, Usage: "how long a recycled connection's streams may run on after its GOAWAY (`DUR`)"}, "a positive Go duration such as 300ms or 1s"},
+		{&cli.BoolFlag{Name: "reuseport", Usage: "listen on --listen with SO_REUSEPORT, so two engines can share the port (Python gRPC servers' default)"}, "true or false"},
 	}, cmd.Flags...)
 }
 
@@ -158,7 +164,7 @@ func (cmd Command) run(c *cli.Context, log *slog.Logger) error {
 	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGTERM, os.Interrupt)
 	defer stopSignals()
 
-	grpcLis, err := net.Listen("tcp", c.String("listen"))
+	grpcLis, err := listenGRPC(c.Context, c.String("listen"), c.Bool("reuseport"))
 	if err != nil {
 		return fmt.Errorf("listening on --listen: %w", err)
 	}
@@ -183,13 +189,16 @@ func (cmd Command) build(c *cli.Context) (*Engine, []any, error) {
 	if c.Args().Present() {
 		return nil, nil, cli.Exit(fmt.Sprintf("unexpected argument %q; %s takes flags only", c.Args().First(), cmd.Name), exitBadFlag)
 	}
-	for _, name := range []string{"startup-delay", "token-delay", "step-interval"} {
+	for _, name := range []string{"startup-delay", "token-delay", "step-interval", "max-connection-age"} {
 		if d := c.Duration(name); d < 0 {
 			return nil, nil, cmd.badFlag(name, d.String())
 		}
 	}
 	if n := c.Int("tokens-per-message"); n < 1 {
 		return nil, nil, cmd.badFlag("tokens-per-message", fmt.Sprint(n))
+	}
+	if d := c.Duration("max-connection-age-grace"); d <= 0 {
+		return nil, nil, cmd.badFlag("max-connection-age-grace", d.String())
 	}
 	eng, attrs, err := cmd.New(c, Config{
 		Model:            c.String("model"),
@@ -198,6 +207,7 @@ func (cmd Command) build(c *cli.Context) (*Engine, []any, error) {
 		TokenDelay:       c.Duration("token-delay"),
 		StepInterval:     c.Duration("step-interval"),
 		TokensPerMessage: c.Int("tokens-per-message"),
+		ServerOptions:    recycleOptions(c.Duration("max-connection-age"), c.Duration("max-connection-age-grace")),
 	})
 	var bad *BadFlag
 	if errors.As(err, &bad) {

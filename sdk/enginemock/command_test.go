@@ -71,14 +71,16 @@ func TestCommandBadInput(t *testing.T) {
 		args []string
 		want string // the message, in full or up to "; "
 	}{
-		"negative startup delay":   {[]string{"--startup-delay", "-1s"}, `invalid value "-1s" for --startup-delay: want a non-negative Go duration such as 0s, 500ms or 2m`},
-		"negative token delay":     {[]string{"--token-delay", "-1ms"}, `invalid value "-1ms" for --token-delay: want a non-negative Go duration such as 0s, 10ms or 1s`},
-		"token delay not duration": {[]string{"--token-delay", "x"}, `--token-delay accepts a non-negative Go duration such as 0s, 10ms or 1s`},
-		"negative step interval":   {[]string{"--step-interval", "-1ms"}, `invalid value "-1ms" for --step-interval: want a non-negative Go duration such as 0s, 10ms or 30ms`},
-		"zero tokens per message":  {[]string{"--tokens-per-message", "0"}, `invalid value "0" for --tokens-per-message: want an integer from 1`},
-		"engine flag":              {[]string{"--mode", "bad"}, `invalid value "bad" for --mode: want ok only`},
-		"argument":                 {[]string{"extra"}, `unexpected argument "extra"; test-mock takes flags only`},
-		"unknown flag":             {[]string{"--nope"}, `flag provided but not defined: -nope; see --help`},
+		"negative startup delay":        {[]string{"--startup-delay", "-1s"}, `invalid value "-1s" for --startup-delay: want a non-negative Go duration such as 0s, 500ms or 2m`},
+		"negative token delay":          {[]string{"--token-delay", "-1ms"}, `invalid value "-1ms" for --token-delay: want a non-negative Go duration such as 0s, 10ms or 1s`},
+		"token delay not duration":      {[]string{"--token-delay", "x"}, `--token-delay accepts a non-negative Go duration such as 0s, 10ms or 1s`},
+		"negative step interval":        {[]string{"--step-interval", "-1ms"}, `invalid value "-1ms" for --step-interval: want a non-negative Go duration such as 0s, 10ms or 30ms`},
+		"zero tokens per message":       {[]string{"--tokens-per-message", "0"}, `invalid value "0" for --tokens-per-message: want an integer from 1`},
+		"negative max connection age":   {[]string{"--max-connection-age", "-1s"}, `invalid value "-1s" for --max-connection-age: want a non-negative Go duration such as 0s, 300ms or 5m`},
+		"zero max connection age grace": {[]string{"--max-connection-age-grace", "0s"}, `invalid value "0s" for --max-connection-age-grace: want a positive Go duration such as 300ms or 1s`},
+		"engine flag":                   {[]string{"--mode", "bad"}, `invalid value "bad" for --mode: want ok only`},
+		"argument":                      {[]string{"extra"}, `unexpected argument "extra"; test-mock takes flags only`},
+		"unknown flag":                  {[]string{"--nope"}, `flag provided but not defined: -nope; see --help`},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

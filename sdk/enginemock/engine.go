@@ -66,6 +66,10 @@ type Config struct {
 	// Register, if set, registers the engine's own gRPC services; New calls
 	// it once. Its error is returned by Serve, since New returns none.
 	Register func(*grpc.Server) error
+	// ServerOptions are options of the engine's gRPC server, such as
+	// grpc.KeepaliveParams with MaxConnectionAge to recycle connections as
+	// engines behind some proxies do. Default none.
+	ServerOptions []grpc.ServerOption
 	// Control adds the engine's own POST routes to the control surface, by
 	// path; they answer as the kit's own do (an error is 400 and must name
 	// the field). They cannot replace the kit's routes.
@@ -158,7 +162,7 @@ func New(cfg Config) *Engine {
 	e := &Engine{
 		cfg:        cfg,
 		instanceID: cfg.InstanceID,
-		srv:        grpc.NewServer(),
+		srv:        grpc.NewServer(cfg.ServerOptions...),
 		ready:      make(chan struct{}),
 		signals:    append([]string(nil), cfg.Signals...),
 		status:     map[string]Status{},

@@ -8,7 +8,11 @@
 // process stopped, its TCP connection still open) answers nothing at all.
 // [Watch] therefore combines the Watch stream with Check calls under a
 // deadline: a clean end of the stream is confirmed with one Check, and
-// periodic Checks catch an engine that has stopped answering. HTTP/2
+// periodic Checks catch an engine that has stopped answering. A stream
+// that ends UNAVAILABLE after a status, as a server or proxy that recycles
+// its connections ends it (GOAWAY, then the connection closed), is reopened
+// on the new connection, its first status due within the health timeout;
+// a refused reconnect ends the watch at once. HTTP/2
 // keepalive pings are no substitute: gRPC servers by default cut off clients
 // that ping more often than every 5 minutes (GOAWAY too_many_pings).
 //

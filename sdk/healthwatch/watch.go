@@ -113,13 +113,7 @@ func emit(ctx context.Context, obs chan<- Update, u Update) {
 }
 
 func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
-	stream, err := w.client.Watch(ctx, &healthpb.HealthCheckRequest{Service: w.service})
-	for err == nil {
-		var resp *healthpb.HealthCheckResponse
-		if resp, err = stream.Recv(); err == nil {
-			emit(ctx, obs, Update{Status: resp.GetStatus()})
-		}
-	}
+	err := w.followRecycled(ctx, obs)
 	w.streaming.Store(false)
 	switch {
 	case ctx.Err() != nil:

@@ -66,6 +66,9 @@ type Config struct {
 	// TokensPerMessage is how many output ids each message carries.
 	// Default 1.
 	TokensPerMessage int
+	// ServerOptions are the gRPC server's options (connections recycled
+	// by MaxConnectionAge, say); see enginemock.Config.
+	ServerOptions []grpc.ServerOption
 	// API selects the API served. Default APIRuntime.
 	API API
 }
@@ -98,6 +101,7 @@ func New(cfg Config) *Engine {
 		TokenDelay:       cfg.TokenDelay,
 		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
+		ServerOptions:    cfg.ServerOptions,
 		Signals:          []string{""},
 		Register:         e.register,
 	}

@@ -68,6 +68,9 @@ type Config struct {
 	StepInterval time.Duration
 	// TokensPerMessage is how many token ids each chunk carries. Default 1.
 	TokensPerMessage int
+	// ServerOptions are the gRPC server's options (connections recycled
+	// by MaxConnectionAge, say); see enginemock.Config.
+	ServerOptions []grpc.ServerOption
 	// Health is how HealthCheck answers at first. Default HealthNormal.
 	Health HealthMode
 	// MaxSeqLen is GetModelInfo's max_seq_len, in tokens: prompt plus
@@ -98,6 +101,7 @@ func New(cfg Config) *Engine {
 		TokenDelay:       cfg.TokenDelay,
 		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
+		ServerOptions:    cfg.ServerOptions,
 		Signals:          []string{""},
 		Register: func(s *grpc.Server) error {
 			trtllmpb.RegisterTrtllmServiceServer(s, &server{e: e})

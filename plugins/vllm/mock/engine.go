@@ -59,6 +59,9 @@ type Config struct {
 	// last message of a sequence may carry fewer. Default 1; values below 1
 	// mean 1.
 	TokensPerMessage int
+	// ServerOptions are the gRPC server's options (connections recycled
+	// by MaxConnectionAge, say); see enginemock.Config.
+	ServerOptions []grpc.ServerOption
 	// WatchMode selects how Health/Watch behaves. Default WatchNormal.
 	WatchMode WatchMode
 }
@@ -116,6 +119,7 @@ func New(cfg Config) *Engine {
 		TokenDelay:       cfg.TokenDelay,
 		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
+		ServerOptions:    cfg.ServerOptions,
 		Signals:          engineServices,
 		Health:           servingStatus,
 		Publish:          e.publish,

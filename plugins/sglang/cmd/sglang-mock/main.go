@@ -46,6 +46,7 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		TokenDelay:       cfg.TokenDelay,
 		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
+		ServerOptions:    cfg.ServerOptions,
 		API:              api,
 	})
 	return e.Engine, []any{"api", string(api)}, nil

@@ -43,6 +43,7 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		TokenDelay:       cfg.TokenDelay,
 		StepInterval:     cfg.StepInterval,
 		TokensPerMessage: cfg.TokensPerMessage,
+		ServerOptions:    cfg.ServerOptions,
 		WatchMode:        mode,
 		MaxModelLen:      uint32(maxLen),
 	})
