@@ -29,7 +29,7 @@ func (c connCounter) HandleConn(_ context.Context, s stats.ConnStats) {
 // TestRecycledConnection: a vLLM server that recycles its connections
 // (MaxConnectionAge with a grace) ends the health Watch every period; the
 // adapter reports nothing over several recycles, and "" NOT_SERVING is
-// still Lost.
+// still reported: Draining, vLLM's drain on purpose, as without a recycle.
 func TestRecycledConnection(t *testing.T) {
 	t.Parallel()
 	conns := make(connCounter, 100)
@@ -54,10 +54,10 @@ func TestRecycledConnection(t *testing.T) {
 	setHealth(t, e, "", "NOT_SERVING")
 	select {
 	case ev := <-events:
-		if ev.Availability != sdk.Lost || !strings.Contains(ev.Reason, "NOT_SERVING") {
-			t.Fatalf("event %v %q, want Lost", ev.Availability, ev.Reason)
+		if ev.Availability != sdk.Draining || !strings.Contains(ev.Reason, "NOT_SERVING") {
+			t.Fatalf("event %v %q, want Draining", ev.Availability, ev.Reason)
 		}
 	case <-time.After(within):
-		t.Fatal("no event after NOT_SERVING, want Lost")
+		t.Fatal("no event after NOT_SERVING, want Draining")
 	}
 }
