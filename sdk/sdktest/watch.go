@@ -47,7 +47,7 @@ func (w *watcher) next(what string) (ev sdk.Event, ok bool) {
 		w.t.Errorf("event %d = %v (%q) from an adapter without Capabilities.Readiness, want Serving or Lost", w.n, ev.Availability, ev.Reason)
 	case w.n > 1 && w.last.Availability == sdk.Lost:
 		w.t.Errorf("event %d = %v (%q) after Lost, want the channel closed", w.n, ev.Availability, ev.Reason)
-	case w.n > 1 && ev.Availability == w.last.Availability:
+	case w.n > 1 && ev.Availability == w.last.Availability && ev.Busy == w.last.Busy:
 		w.t.Errorf("event %d repeats %v (%q), want events only on change", w.n, ev.Availability, ev.Reason)
 	}
 	if ev.Availability == sdk.Lost && ev.Reason == sdk.ReasonStreamEnded {

@@ -45,6 +45,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"short ttl", []string{"--check-ttl", "100ms"}, "--check-ttl 100ms: must be a duration of at least 1s"},
 		{"short deregister", []string{"--deregister-after", "30s"}, "--deregister-after 30s: must be a duration of at least 1m0s"},
 		{"health failures", []string{"--health-failures", "0"}, "--health-failures 0: must be 1 or more"},
+		{"negative busy timeout", []string{"--health-busy-timeout", "-1s"}, "--health-busy-timeout -1s: must be a positive duration"},
+		{"negative confirm", []string{"--health-confirm", "-200ms"}, "--health-confirm -200ms: must be a positive duration"},
 		{"discovery", []string{"--discovery", "zk"}, `--discovery "zk": want file or consul`},
 		{"service", []string{"--service-name", "a/b"}, "--service-name"},
 		{"service escapes", []string{"--service-name", ".."}, "--service-name \"..\": want letters"},
