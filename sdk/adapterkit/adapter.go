@@ -85,6 +85,8 @@ type Adapter struct {
 	policy  sdk.HealthPolicy
 	signals []Signal
 	worker  sdk.Worker
+	pings   *healthwatch.PingConn // from a successful Start until Shutdown
+	busy    *healthwatch.Busy
 
 	inflight InFlight
 }
@@ -161,6 +163,7 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 		return sdk.Worker{}, err
 	}
 	a.started, a.signals, a.worker = true, signals, worker
+	a.pings, a.busy = startPings(ctx, req.EngineAddr, policy)
 	return worker, nil
 }
 
@@ -266,7 +269,7 @@ func (a *Adapter) progress(addr string, deadline time.Duration) func(retry int, 
 // once every signal has reported.
 func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, error) {
 	a.mu.Lock()
-	conn, started, policy, signals, worker := a.conn, a.started, a.policy, a.signals, a.worker
+	conn, started, policy, signals, worker, busy := a.conn, a.started, a.policy, a.signals, a.worker, a.busy
 	a.mu.Unlock()
 	if conn == nil || !started {
 		return nil, fmt.Errorf("%w: WatchAvailability before Start", sdk.ErrNotStarted)
@@ -274,7 +277,7 @@ func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, erro
 	sources := make([]Source, 0, len(signals)+1)
 	for _, s := range signals {
 		if s.Role != Startup {
-			sources = append(sources, s.Source(policy))
+			sources = append(sources, s.source(policy, busy))
 		}
 	}
 	var read func(context.Context) (string, error)
@@ -282,7 +285,7 @@ func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, erro
 		read = func(ctx context.Context) (string, error) { return a.spec.LifetimeID(ctx, conn) }
 	}
 	sources = append(sources, LifetimeSource(conn, policy, worker.InstanceID, read))
-	return Merge(ctx, a.spec.Engine, sources...), nil
+	return withBusy(ctx, a.spec.Engine, Merge(ctx, a.spec.Engine, sources...), busy), nil
 }
 
 // Conn returns the engine connection after a successful Start, for the
@@ -315,9 +318,12 @@ func (a *Adapter) Shutdown(ctx context.Context) error {
 	a.inflight.AbortAll(actx)
 	cancel()
 	a.mu.Lock()
-	conn := a.conn
-	a.conn, a.started = nil, false
+	conn, pings := a.conn, a.pings
+	a.conn, a.started, a.pings = nil, false, nil
 	a.mu.Unlock()
+	if pings != nil {
+		pings.Close()
+	}
 	if conn == nil {
 		return nil
 	}

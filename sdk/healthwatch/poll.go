@@ -2,6 +2,7 @@ package healthwatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,14 @@ import (
 // the liveness half of [Watch], and on its own follows engines whose only
 // health signal is a unary RPC.
 func Poll(ctx context.Context, policy sdk.HealthPolicy, check func(context.Context) error) error {
+	return PollBusy(ctx, policy, check, nil)
+}
+
+// PollBusy is Poll with busy judging every check that times out
+// (Busy.Judge): one it judges busy is not a failure, and the next call
+// comes after policy.Interval. Every answered check ends the busy episode
+// (Busy.Answered). A nil busy is Poll.
+func PollBusy(ctx context.Context, policy sdk.HealthPolicy, check func(context.Context) error, busy *Busy) error {
 	policy = policy.WithDefaults()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -31,14 +40,22 @@ func Poll(ctx context.Context, policy sdk.HealthPolicy, check func(context.Conte
 		}
 		cctx, cancel := context.WithTimeout(ctx, policy.Timeout)
 		err := check(cctx)
+		timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err == nil {
+			busy.Answered()
 			failures = 0
 			timer.Reset(policy.Interval)
 			continue
+		}
+		if timedOut {
+			if err = busy.Judge(ctx, err); err == nil {
+				timer.Reset(policy.Interval)
+				continue
+			}
 		}
 		if failures++; failures >= policy.Failures {
 			return fmt.Errorf("%d checks failed in a row, last: %w", failures, err)

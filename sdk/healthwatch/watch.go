@@ -42,7 +42,15 @@ type Update struct {
 // reported, so a late Check answer cannot undo a change the stream
 // reported.
 func Watch(ctx context.Context, conn grpc.ClientConnInterface, service string, policy sdk.HealthPolicy) <-chan Update {
+	return WatchBusy(ctx, conn, service, policy, nil)
+}
+
+// WatchBusy is Watch whose Checks are polled with [PollBusy] and busy: a
+// Check that times out on a busy engine is not a failure. A nil busy is
+// Watch.
+func WatchBusy(ctx context.Context, conn grpc.ClientConnInterface, service string, policy sdk.HealthPolicy, busy *Busy) <-chan Update {
 	w := &watcher{
+		busy:    busy,
 		client:  healthpb.NewHealthClient(conn),
 		check:   Checker(conn),
 		service: service,
@@ -61,6 +69,7 @@ type watcher struct {
 	check   CheckFunc
 	service string
 	policy  sdk.HealthPolicy
+	busy    *Busy
 	out     chan Update
 	// streaming is true while the Watch stream delivers statuses. Checks
 	// then only prove liveness: a Check answer read before a change but
@@ -144,13 +153,13 @@ func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
 // probe polls Check: failures end the watch, and while the stream is not
 // live the answers are the statuses.
 func (w *watcher) probe(ctx context.Context, obs chan<- Update) {
-	err := Poll(ctx, w.policy, func(ctx context.Context) error {
+	err := PollBusy(ctx, w.policy, func(ctx context.Context) error {
 		st, err := w.check(ctx, w.service)
 		if err == nil && !w.streaming.Load() {
 			emit(ctx, obs, Update{Status: st})
 		}
 		return err
-	})
+	}, w.busy)
 	if err != nil {
 		emit(ctx, obs, Update{Err: fmt.Errorf("health checks of %q: %w", w.service, err)})
 	}
