@@ -76,7 +76,9 @@ func (b *Busy) Judge(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (busy for %s, the busy timeout is %s)", err, now.Sub(b.start).Round(time.Millisecond), b.timeout)
 	case now.Before(b.lease):
 		return nil
-	case b.unanswered || b.pings >= MaxBusyPings:
+	case b.unanswered:
+		return fmt.Errorf("%w, and the engine's connection left an HTTP/2 PING unanswered", err)
+	case b.pings >= MaxBusyPings:
 		return err
 	}
 	b.pings++

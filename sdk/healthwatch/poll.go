@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/vigilhq/vigil/sdk"
 )
 
@@ -40,7 +43,9 @@ func PollBusy(ctx context.Context, policy sdk.HealthPolicy, check func(context.C
 		}
 		cctx, cancel := context.WithTimeout(ctx, policy.Timeout)
 		err := check(cctx)
-		timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
+		// The server may end the call at the deadline it was sent a moment
+		// before ours passes.
+		timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
 		cancel()
 		if ctx.Err() != nil {
 			return nil
