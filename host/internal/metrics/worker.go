@@ -98,6 +98,8 @@ type Worker struct {
 	reregistered map[string]prometheus.Counter
 	errs         map[string]prometheus.Counter
 	startupWait  prometheus.Histogram
+	busy         prometheus.Gauge
+	busyEpisodes prometheus.Counter
 }
 
 // WorkerSources are what Worker's gauges read at scrape time.
@@ -165,6 +167,14 @@ func NewWorker(version string, src WorkerSources) *Worker {
 		Help:    "Time from the start of the wait for the engine to its serving (the adapter's Start), per engine start.",
 		Buckets: []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800},
 	})
+	w.busy = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vigil_engine_busy",
+		Help: "1 while the adapter reports the serving engine busy: its liveness checks time out while its connection answers HTTP/2 PINGs (--health-busy-timeout); else 0.",
+	})
+	w.busyEpisodes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vigil_engine_busy_episodes_total",
+		Help: "Times the adapter reported the serving engine busy.",
+	})
 	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vigil_worker_requests_in_flight",
 		Help: "Requests the worker endpoint has admitted and not yet answered.",
@@ -178,7 +188,7 @@ func NewWorker(version string, src WorkerSources) *Worker {
 		}
 		return 0
 	})
-	w.reg.MustRegister(state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, inflight, registered)
+	w.reg.MustRegister(state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, w.busy, w.busyEpisodes, inflight, registered)
 	return w
 }
 
@@ -224,6 +234,16 @@ func (w *Worker) Withdrawn(cause string) { count(w.withdrawals, cause) }
 
 // Reregistered implements supervisor.Observer.
 func (w *Worker) Reregistered(cause string) { count(w.reregistered, cause) }
+
+// Busy implements supervisor.Observer.
+func (w *Worker) Busy(busy bool) {
+	if busy {
+		w.busy.Set(1)
+		w.busyEpisodes.Inc()
+		return
+	}
+	w.busy.Set(0)
+}
 
 // Finished implements endpoint.Observer.
 func (w *Worker) Finished(o endpoint.Outcome, prompt, completion uint32) {

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ func (r *recorder) Entered(st State)                { r.add("entered " + st.Stri
 func (r *recorder) Availability(a sdk.Availability) { r.add("availability " + a.String()) }
 func (r *recorder) Withdrawn(cause string)          { r.add("withdrawn " + cause) }
 func (r *recorder) Reregistered(cause string)       { r.add("reregistered " + cause) }
+func (r *recorder) Busy(busy bool)                  { r.add(fmt.Sprintf("busy %v", busy)) }
 func (r *recorder) EngineStarted(d time.Duration) {
 	r.mu.Lock()
 	r.waits = append(r.waits, d)

@@ -51,6 +51,10 @@ type Observer interface {
 	// Reregistered: a worker withdrawn for cause (CauseNotReady) is
 	// registered again.
 	Reregistered(cause string)
+	// Busy: the adapter reports the serving engine busy (its liveness
+	// checks time out while its connection answers PINGs), or no longer;
+	// told on change only.
+	Busy(busy bool)
 }
 
 // The causes of a withdrawal or a re-registration, as Observer is told
@@ -76,6 +80,7 @@ func (nopObserver) Availability(sdk.Availability) {}
 func (nopObserver) EngineStarted(time.Duration)   {}
 func (nopObserver) Withdrawn(string)              {}
 func (nopObserver) Reregistered(string)           {}
+func (nopObserver) Busy(bool)                     {}
 
 // Adapter is a started engine adapter.
 type Adapter struct {
@@ -189,6 +194,7 @@ type supervisor struct {
 	// prompts it takes.
 	tokenized <-chan tokenizerDecision
 	held      *sdk.Event
+	busy      bool // as the Observer was last told
 
 	state       State
 	cause       Input // InputLost, InputStop or InputFailed, whichever came first
@@ -236,6 +242,7 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
 
 // watched feeds one event of the availability watch; !ok: it closed.
 func (s *supervisor) watched(ev sdk.Event, ok bool) {
+	s.busyChanged(ev, ok)
 	switch {
 	case !ok:
 		s.events = nil
@@ -257,6 +264,23 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 		s.events = nil
 		s.step(InputLost, ev.Reason)
 	}
+}
+
+// busyChanged logs and tells the Observer when the engine turns busy or
+// stops being busy: a busy engine is Serving, so the lifecycle does not
+// change.
+func (s *supervisor) busyChanged(ev sdk.Event, ok bool) {
+	busy := ok && ev.Busy && ev.Availability == sdk.Serving
+	if busy == s.busy {
+		return
+	}
+	s.busy = busy
+	if busy {
+		s.log.Warn("engine busy: its health checks time out while its connection answers; the worker stays registered", "reason", ev.Reason)
+	} else {
+		s.log.Info("engine no longer busy", "reason", ev.Reason)
+	}
+	s.cfg.Observer.Busy(busy)
 }
 
 // duplicate ends the lifecycle when the announcer has given up: another
