@@ -105,3 +105,28 @@ func TestStopDuringWaitIsStopping(t *testing.T) {
 		}
 	}
 }
+
+// A busy engine stays Serving and registered: the Observer is told busy
+// and back, and nothing is withdrawn.
+func TestObserverSeesBusy(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	h := startHarnessWith(t, newFakeEngine(), &fakeEndpoint{}, func(c *Config) { c.Observer = rec })
+	h.send(sdk.Serving)
+	h.registered(true)
+	h.sendEvent(sdk.Event{Availability: sdk.Serving, Busy: true, Reason: "busy"})
+	h.sendEvent(sdk.Event{Availability: sdk.Serving, Reason: "answered"})
+	h.send(sdk.Lost)
+	h.ended(outcome.ErrEngineLost)
+	want := []string{
+		"entered launching", "entered waiting", "entered started",
+		"availability SERVING", "entered serving",
+		"busy true", "availability SERVING",
+		"busy false", "availability SERVING",
+		"availability LOST", "withdrawn lost", "entered draining",
+		"entered stopped",
+	}
+	if diff := cmp.Diff(want, rec.get()); diff != "" {
+		t.Errorf("observed (-want +got):\n%s", diff)
+	}
+}
