@@ -124,6 +124,8 @@ type Engine struct {
 	stepStop chan struct{} // closed by Stop to end the step ticker
 	stamp    atomic.Bool   // output tokens are send times (envStampTokens)
 
+	checkLatency atomic.Int64 // SetCheckLatency's, in nanoseconds
+
 	mu          sync.Mutex
 	cond        Condition
 	instanceID  string     // Config.InstanceID until Replace
@@ -348,6 +350,9 @@ type State struct {
 	LastPrompt []uint32 `json:"last_prompt"`
 	// LastMinP is the min_p of the last request received; 0 when unset.
 	LastMinP float32 `json:"last_min_p"`
+	// CheckLatency is how late health checks answer (POST /check-latency),
+	// as a Go duration.
+	CheckLatency string `json:"check_latency"`
 }
 
 // State returns a snapshot of the engine's state.
@@ -368,6 +373,7 @@ func (e *Engine) State() State {
 		InFlight:                 len(e.streams),
 		LastPrompt:               append([]uint32(nil), e.lastPrompt...),
 		LastMinP:                 e.lastMinP,
+		CheckLatency:             time.Duration(e.checkLatency.Load()).String(),
 	}
 	for k, v := range e.status {
 		s.Health[k] = v.String()

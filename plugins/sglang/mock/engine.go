@@ -128,7 +128,7 @@ func (e *Engine) register(s *grpc.Server) error {
 		if err != nil {
 			return err
 		}
-		healthpb.RegisterHealthServer(s, hs)
+		healthpb.RegisterHealthServer(s, enginemock.BusyChecks(e.Engine, hs))
 	default:
 		return fmt.Errorf("mock: unknown API %q: want %s or %s", e.cfg.API, APIRuntime, APIScheduler)
 	}

@@ -131,7 +131,7 @@ func (e *Engine) register(s *grpc.Server) error {
 	if err != nil {
 		return err
 	}
-	healthpb.RegisterHealthServer(s, hs)
+	healthpb.RegisterHealthServer(s, enginemock.BusyChecks(e.Engine, hs))
 	vllmpb.RegisterInferenceServer(s, &inferenceServer{e: e})
 	vllmpb.RegisterControlServer(s, &controlServer{e: e})
 	return nil
