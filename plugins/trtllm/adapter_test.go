@@ -62,9 +62,10 @@ func TestConformance(t *testing.T) {
 			engines[addr] = e
 			return addr, e.Stop
 		},
-		Fail:    func(t *testing.T, addr string) { post(t, engines[addr], "/health", `{"status": "NOT_SERVING"}`) },
-		Hold:    func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
-		Aborted: func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
+		Fail:         func(t *testing.T, addr string) { post(t, engines[addr], "/health", `{"status": "NOT_SERVING"}`) },
+		Hold:         func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
+		Aborted:      func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
+		CheckLatency: func(_ *testing.T, addr string, d time.Duration) { engines[addr].SetCheckLatency(d) },
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 )
 
 // SetCheckLatency makes every health check answer d late (0: at once), as
@@ -54,19 +55,21 @@ func (e *Engine) postCheckLatency(r *http.Request) error {
 	return nil
 }
 
-// BusyChecks returns hs with Check waiting e.CheckDelay first.
-func BusyChecks(e *Engine, hs healthpb.HealthServer) healthpb.HealthServer {
-	return busyChecks{hs, e}
+// BusyChecks returns hs with Check calling delay first, and failing with
+// its error: a mock passes its Engine.CheckDelay, resolved per call, since
+// Config.Register runs before New returns the Engine.
+func BusyChecks(delay func(context.Context) error, hs healthpb.HealthServer) healthpb.HealthServer {
+	return busyChecks{hs, delay}
 }
 
 type busyChecks struct {
 	healthpb.HealthServer
-	e *Engine
+	delay func(context.Context) error
 }
 
 func (b busyChecks) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	if err := b.e.CheckDelay(ctx); err != nil {
-		return nil, err
+	if err := b.delay(ctx); err != nil {
+		return nil, status.FromContextError(err).Err()
 	}
 	return b.HealthServer.Check(ctx, req)
 }

@@ -137,9 +137,10 @@ func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
 		// status, or after none. One Check at once tells a server that is
 		// going away from one that merely does not stream; if it still
 		// serves, Checks follow it from here on.
-		cctx, cancel := context.WithTimeout(ctx, w.policy.Timeout)
-		st, cerr := w.check(cctx, w.service)
-		cancel()
+		st, cerr := w.confirm(ctx)
+		if cerr == errBusy {
+			return // the probe's Checks follow the service from here
+		}
 		if cerr != nil {
 			emit(ctx, obs, Update{Err: fmt.Errorf("health watch of %q stopped streaming and the confirming check failed: %w", w.service, cerr)})
 			return
@@ -148,6 +149,23 @@ func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
 	default:
 		emit(ctx, obs, Update{Err: fmt.Errorf("health watch of %q failed: %w", w.service, err)})
 	}
+}
+
+// errBusy is confirm's error for a Check that timed out on a busy engine.
+var errBusy = errors.New("busy")
+
+// confirm is the one Check after the stream's end, under policy.Timeout;
+// one that times out on a busy engine (Busy.Judge) is errBusy.
+func (w *watcher) confirm(ctx context.Context) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	cctx, cancel := context.WithTimeout(ctx, w.policy.Timeout)
+	defer cancel()
+	st, err := w.check(cctx, w.service)
+	if err != nil && (errors.Is(cctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded) && w.busy != nil {
+		if w.busy.Judge(ctx, err) == nil {
+			return st, errBusy
+		}
+	}
+	return st, err
 }
 
 // probe polls Check: failures end the watch, and while the stream is not

@@ -13,6 +13,7 @@
 package mock
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -128,7 +129,7 @@ func (e *Engine) register(s *grpc.Server) error {
 		if err != nil {
 			return err
 		}
-		healthpb.RegisterHealthServer(s, enginemock.BusyChecks(e.Engine, hs))
+		healthpb.RegisterHealthServer(s, enginemock.BusyChecks(func(ctx context.Context) error { return e.CheckDelay(ctx) }, hs))
 	default:
 		return fmt.Errorf("mock: unknown API %q: want %s or %s", e.cfg.API, APIRuntime, APIScheduler)
 	}
