@@ -167,14 +167,14 @@ func NewWorker(version string, src WorkerSources) *Worker {
 		Help:    "Time from the start of the wait for the engine to its serving (the adapter's Start), per engine start.",
 		Buckets: []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800},
 	})
-	w.busy = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "vigil_engine_busy",
-		Help: "1 while the adapter reports the serving engine busy: its liveness checks time out while its connection answers HTTP/2 PINGs (--health-busy-timeout); else 0.",
-	})
-	w.busyEpisodes = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "vigil_engine_busy_episodes_total",
-		Help: "Times the adapter reported the serving engine busy.",
-	})
+	w.busy, w.busyEpisodes = busyMetrics()
+	gauges := sourceGauges(src)
+	w.reg.MustRegister(append([]prometheus.Collector{state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, w.busy, w.busyEpisodes}, gauges...)...)
+	return w
+}
+
+// sourceGauges are the gauges read from src at scrape time.
+func sourceGauges(src WorkerSources) []prometheus.Collector {
 	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vigil_worker_requests_in_flight",
 		Help: "Requests the worker endpoint has admitted and not yet answered.",
@@ -188,8 +188,18 @@ func NewWorker(version string, src WorkerSources) *Worker {
 		}
 		return 0
 	})
-	w.reg.MustRegister(state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, w.busy, w.busyEpisodes, inflight, registered)
-	return w
+	return []prometheus.Collector{inflight, registered}
+}
+
+// busyMetrics are vigil_engine_busy and vigil_engine_busy_episodes_total.
+func busyMetrics() (prometheus.Gauge, prometheus.Counter) {
+	return prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_engine_busy",
+			Help: "1 while the adapter reports the serving engine busy: its liveness checks time out while its connection answers HTTP/2 PINGs (--health-busy-timeout); else 0.",
+		}), prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_engine_busy_episodes_total",
+			Help: "Times the adapter reported the serving engine busy.",
+		})
 }
 
 // children resolves vec's child for each value of its one label.
