@@ -48,7 +48,6 @@ func (h *busyCheck) Check(ctx context.Context, req *healthpb.HealthCheckRequest)
 type frameProxy struct {
 	lis    net.Listener
 	frozen chan struct{}
-	freeze sync.Once
 
 	mu    sync.Mutex
 	conns []*proxied

@@ -3,15 +3,16 @@ package healthwatch
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"sync"
+	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -21,7 +22,9 @@ import (
 // transport answers a PING in milliseconds, off the path of its requests
 // (grpc-go answers it from the connection's reader goroutine), while a
 // frozen process answers nothing. gRPC's own client cannot send one: it
-// clamps keepalive to 10 s or more and pings only on its schedule.
+// clamps keepalive to 10 s or more and pings only on its schedule. The
+// connection speaks HTTP/2 frames itself (golang.org/x/net/http2's
+// Framer), sending nothing but what is described here.
 //
 // The connection holds one grpc.health.v1 Watch of service. gRPC servers
 // cut off a client that pings too often (grpc-go: a third ping strike, a
@@ -35,8 +38,7 @@ type PingConn struct {
 	service string
 
 	mu     sync.Mutex
-	cc     *http2.ClientConn
-	cancel context.CancelFunc // ends the Watch
+	cur    *h2conn
 	closed bool
 }
 
@@ -52,100 +54,226 @@ var errPingClosed = errors.New("ping connection closed")
 // Ping sends one HTTP/2 PING and waits for its acknowledgement until ctx
 // ends, dialling first when there is no open connection.
 func (p *PingConn) Ping(ctx context.Context) error {
-	cc, err := p.conn(ctx)
+	c, err := p.conn(ctx)
 	if err != nil {
 		return err
 	}
-	if err := cc.Ping(ctx); err != nil {
+	if err := c.ping(ctx); err != nil {
 		return fmt.Errorf("HTTP/2 PING to %s: %w", p.addr, err)
 	}
 	return nil
 }
 
 // Renew opens the Watch again, so that the server writes on the
-// connection (clearing its ping strikes), and ends the old one. It returns
-// once the new Watch is sent; it does not wait for the answer.
+// connection (clearing its ping strikes), and ends the old one; it dials
+// when there is no open connection. It does not wait for the answer.
 func (p *PingConn) Renew(ctx context.Context) error {
-	cc, err := p.conn(ctx)
+	c, err := p.conn(ctx)
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cc != cc || p.closed {
-		return nil // redialled meanwhile: that one has a fresh Watch
-	}
-	p.cancel()
-	p.cancel = p.watch(cc)
-	return nil
+	return c.watch(p.service)
 }
 
-// Close ends the Watch and closes the connection.
+// Close closes the connection.
 func (p *PingConn) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	if p.cc == nil {
+	if p.cur == nil {
 		return nil
 	}
-	p.cancel()
-	return p.cc.Close()
+	return p.cur.nc.Close()
 }
 
 // conn returns the open connection, dialling a new one, with its Watch,
 // when there is none or the old one was closed or sent GOAWAY.
-func (p *PingConn) conn(ctx context.Context) (*http2.ClientConn, error) {
+func (p *PingConn) conn(ctx context.Context) (*h2conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, errPingClosed
 	}
-	if p.cc != nil {
-		if st := p.cc.State(); !st.Closed && !st.Closing {
-			return p.cc, nil
-		}
-		p.cancel()
-		p.cc.Close()
-		p.cc = nil
+	if p.cur != nil && p.cur.usable() {
+		return p.cur, nil
+	}
+	if p.cur != nil {
+		p.cur.nc.Close()
+		p.cur = nil
 	}
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", p.addr)
+	nc, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, fmt.Errorf("dialling %s for HTTP/2 PINGs: %w", p.addr, err)
 	}
-	t := &http2.Transport{AllowHTTP: true}
-	//lint:ignore SA1019 net/http's ClientConn has no Ping; x/net's is the one that does.
-	cc, err := t.NewClientConn(c)
+	c, err := newH2conn(nc, p.addr)
+	if err == nil {
+		err = c.watch(p.service)
+	}
 	if err != nil {
-		c.Close()
+		nc.Close()
 		return nil, fmt.Errorf("HTTP/2 connection to %s for PINGs: %w", p.addr, err)
 	}
-	p.cc = cc
-	p.cancel = p.watch(cc)
-	return cc, nil
+	p.cur = c
+	return c, nil
 }
 
-// watch opens a Watch of p.service on cc and reads it until it ends or
-// the returned cancel is called. Its answers are not needed: the stream is.
-func (p *PingConn) watch(cc *http2.ClientConn) context.CancelFunc {
-	ctx, cancel := context.WithCancel(context.Background())
-	msg, _ := proto.Marshal(&healthpb.HealthCheckRequest{Service: p.service})
-	body := make([]byte, 5, 5+len(msg)) // gRPC's frame: uncompressed, length
-	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
-	body = append(body, msg...)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.addr+"/grpc.health.v1.Health/Watch", bytes.NewReader(body))
-	if err != nil {
-		return cancel
+// h2conn is one client HTTP/2 connection: the preface and SETTINGS, one
+// Watch stream at a time, PINGs, and what the protocol asks of a reader
+// (SETTINGS and PING acknowledgements, flow-control credit).
+type h2conn struct {
+	nc        net.Conn
+	authority string
+
+	wmu    sync.Mutex // guards fr's writes, enc, stream
+	fr     *http2.Framer
+	enc    *hpack.Encoder
+	encBuf bytes.Buffer
+	stream uint32 // the Watch's; 0: none yet
+
+	mu      sync.Mutex
+	waiters map[[8]byte]chan struct{}
+	done    bool // GOAWAY received or the connection failed
+}
+
+func newH2conn(nc net.Conn, authority string) (*h2conn, error) {
+	c := &h2conn{nc: nc, authority: authority, fr: http2.NewFramer(nc, nc), waiters: map[[8]byte]chan struct{}{}}
+	c.enc = hpack.NewEncoder(&c.encBuf)
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/grpc")
-	req.Header.Set("Te", "trailers")
-	go func() {
-		resp, err := cc.RoundTrip(req)
+	if err := c.fr.WriteSettings(); err != nil {
+		return nil, err
+	}
+	go c.read()
+	return c, nil
+}
+
+func (c *h2conn) usable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.done
+}
+
+// read handles the server's frames until the connection fails.
+func (c *h2conn) read() {
+	defer func() {
+		c.mu.Lock()
+		c.done = true
+		c.mu.Unlock()
+		c.nc.Close()
+	}()
+	for {
+		f, err := c.fr.ReadFrame()
 		if err != nil {
 			return
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		if err := c.handle(f); err != nil {
+			return
+		}
+	}
+}
+
+// handle answers one frame as a client must.
+func (c *h2conn) handle(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if !f.IsAck() {
+			return c.write(func() error { return c.fr.WriteSettingsAck() })
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			return c.write(func() error { return c.fr.WritePing(true, f.Data) })
+		}
+		c.mu.Lock()
+		if w, ok := c.waiters[f.Data]; ok {
+			close(w)
+			delete(c.waiters, f.Data)
+		}
+		c.mu.Unlock()
+	case *http2.DataFrame:
+		// Give the credit back, so the Watch's answers never stall.
+		if n := uint32(len(f.Data())); n > 0 {
+			return c.write(func() error {
+				if err := c.fr.WriteWindowUpdate(0, n); err != nil {
+					return err
+				}
+				return c.fr.WriteWindowUpdate(f.StreamID, n)
+			})
+		}
+	case *http2.GoAwayFrame:
+		c.mu.Lock()
+		c.done = true // no new Watch here; the next Ping redials
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+func (c *h2conn) write(f func() error) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return f()
+}
+
+// ping sends a PING with fresh data and waits for its acknowledgement.
+func (c *h2conn) ping(ctx context.Context) error {
+	var data [8]byte
+	_, _ = rand.Read(data[:])
+	ack := make(chan struct{})
+	c.mu.Lock()
+	c.waiters[data] = ack
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiters, data)
+		c.mu.Unlock()
 	}()
-	return cancel
+	err := c.write(func() error {
+		// A frozen peer's full socket buffer must not hold the write past ctx.
+		if d, ok := ctx.Deadline(); ok {
+			_ = c.nc.SetWriteDeadline(d)
+			defer c.nc.SetWriteDeadline(time.Time{})
+		}
+		return c.fr.WritePing(false, data)
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ack:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// watch ends the Watch stream, if any, and opens a new one of service.
+func (c *h2conn) watch(service string) error {
+	msg, err := proto.Marshal(&healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return err
+	}
+	body := make([]byte, 5, 5+len(msg)) // gRPC's frame: uncompressed, length
+	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
+	body = append(body, msg...)
+	return c.write(func() error {
+		if c.stream != 0 {
+			if err := c.fr.WriteRSTStream(c.stream, http2.ErrCodeCancel); err != nil {
+				return err
+			}
+		}
+		c.stream += 2
+		if c.stream == 2 {
+			c.stream = 1 // client streams are odd
+		}
+		c.encBuf.Reset()
+		for _, hf := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", c.authority},
+			{":path", "/grpc.health.v1.Health/Watch"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+			_ = c.enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
+		}
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: c.stream, BlockFragment: c.encBuf.Bytes(), EndHeaders: true}); err != nil {
+			return err
+		}
+		return c.fr.WriteData(c.stream, true, body)
+	})
 }
