@@ -10,7 +10,11 @@
 // deadline: a clean end of the stream is confirmed with one Check, and
 // periodic Checks catch an engine that has stopped answering. HTTP/2
 // keepalive pings are no substitute: gRPC servers by default cut off clients
-// that ping more often than every 5 minutes (GOAWAY too_many_pings).
+// that ping more often than every 5 minutes (GOAWAY too_many_pings). A few
+// PINGs do tell a busy engine, whose Checks time out while its transport
+// answers, from a frozen one: [Busy] sends one on a [PingConn] of its own
+// when a Check polled by [PollBusy] or [WatchBusy] times out, at most
+// [MaxBusyPings] per busy episode.
 //
 // [WaitServing] waits for services to report SERVING at startup, retrying
 // refused connections with a capped [Backoff]; [ConnectParams] keeps gRPC's
