@@ -37,7 +37,8 @@ type Update struct {
 // alone follow the service; and Checks polled as [Poll] does (at once, then
 // every policy.Interval, each under policy.Timeout), which catch a server
 // that stops answering while its connection stays open: with the default
-// policy it is given up within Interval + Failures*Timeout = 2.5 s. While the
+// policy it is given up within Interval + Failures*Timeout = 2.5 s (with a
+// Busy, one unanswered PING of Timeout/4 more: see WatchBusy). While the
 // stream is live, Checks prove liveness only and their statuses are not
 // reported, so a late Check answer cannot undo a change the stream
 // reported.
