@@ -7,8 +7,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/vigilhq/vigil/sdk"
 )
 
 // runArgs runs the CLI in-process and returns its exit code and output.
@@ -210,5 +213,35 @@ func TestWorkerIDLimit(t *testing.T) {
 	}
 	if _, err := parseRunArgs(t, "--worker-id", long, "--discovery", "consul"); err != nil {
 		t.Errorf("parseRun(300-byte --worker-id, consul) = %v, want nil", err)
+	}
+}
+
+// --health-busy-timeout and --health-confirm reach the adapter's health
+// policy, from the flag or VIGIL_*; the busy timeout's 0 is off (the
+// policy's negative), its default the sdk's.
+func TestHealthBusyAndConfirmFlags(t *testing.T) {
+	tests := map[string]struct {
+		args       []string
+		env        map[string]string
+		busy, hold time.Duration
+	}{
+		"defaults":    {busy: sdk.DefaultBusyTimeout},
+		"flags":       {args: []string{"--health-busy-timeout", "45s", "--health-confirm", "500ms"}, busy: 45 * time.Second, hold: 500 * time.Millisecond},
+		"busy off":    {args: []string{"--health-busy-timeout", "0"}, busy: -1},
+		"environment": {env: map[string]string{"VIGIL_HEALTH_BUSY_TIMEOUT": "10s", "VIGIL_HEALTH_CONFIRM": "1s"}, busy: 10 * time.Second, hold: time.Second},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := parseRunArgs(t, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.start.Health; got.BusyTimeout != tt.busy || got.Confirm != tt.hold {
+				t.Errorf("Health = {BusyTimeout: %v, Confirm: %v}, want {%v, %v}", got.BusyTimeout, got.Confirm, tt.busy, tt.hold)
+			}
+		})
 	}
 }
