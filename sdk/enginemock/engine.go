@@ -351,7 +351,7 @@ type State struct {
 	// LastMinP is the min_p of the last request received; 0 when unset.
 	LastMinP float32 `json:"last_min_p"`
 	// CheckLatency is how late health checks answer (POST /check-latency),
-	// as a Go duration.
+	// as a Go duration; "" when they answer at once.
 	CheckLatency string `json:"check_latency"`
 }
 
@@ -373,7 +373,9 @@ func (e *Engine) State() State {
 		InFlight:                 len(e.streams),
 		LastPrompt:               append([]uint32(nil), e.lastPrompt...),
 		LastMinP:                 e.lastMinP,
-		CheckLatency:             time.Duration(e.checkLatency.Load()).String(),
+	}
+	if d := time.Duration(e.checkLatency.Load()); d > 0 {
+		s.CheckLatency = d.String()
 	}
 	for k, v := range e.status {
 		s.Health[k] = v.String()

@@ -224,7 +224,6 @@ func TestStateCounters(t *testing.T) {
 		Aborts:        map[string]int{"a": 2, "c": 1},
 		RequestsTotal: 3,
 		AbortsTotal:   3,
-		CheckLatency:  "0s",
 	}
 	if diff := cmp.Diff(want, e.State(), cmpopts.IgnoreFields(State{}, "LastHealthChangeUnixNano")); diff != "" {
 		t.Errorf("State (-want +got):\n%s", diff)
