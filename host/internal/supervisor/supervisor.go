@@ -275,11 +275,12 @@ func (s *supervisor) busyChanged(ev sdk.Event, ok bool) {
 		return
 	}
 	s.busy = busy
-	if busy {
+	switch {
+	case busy:
 		s.log.Warn("engine busy: its health checks time out while its connection answers; the worker stays registered", "reason", ev.Reason)
-	} else {
+	case ok && ev.Availability == sdk.Serving:
 		s.log.Info("engine no longer busy", "reason", ev.Reason)
-	}
+	} // else the lifecycle logs what ended it
 	s.cfg.Observer.Busy(busy)
 }
 
