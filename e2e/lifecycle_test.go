@@ -392,7 +392,8 @@ func TestEngineFrozen(t *testing.T) {
 			timeout  = time.Second
 			failures = 2
 		)
-		bound := interval + failures*timeout + registerBound
+		// One PING, unanswered, waits a quarter of the timeout.
+		bound := interval + failures*timeout + timeout/4 + registerBound
 		c := consulFor(t)
 		svc := uniqueService(t)
 		m := startMock(t, e, harness.MockOpts{})

@@ -45,6 +45,8 @@ type stuckWay struct {
 	bound time.Duration
 	// why is what the loss's log line names besides HealthCheck.
 	why string
+	// extra are more vigil run flags.
+	extra []string
 }
 
 // trtllmCrashedRank: HealthCheck answers a description (a crashed rank)
@@ -58,16 +60,22 @@ var trtllmCrashedRank = stuckWay{
 	why:   "unhealthy: executor error",
 }
 
-// trtllmHungHealthCheck: HealthCheck stops answering: each poll ends at its
-// deadline, so withdrawn within interval + failures x timeout + 1 s.
+// trtllmBusyTimeout is the hung case's --health-busy-timeout.
+const trtllmBusyTimeout = time.Second
+
+// trtllmHungHealthCheck: HealthCheck stops answering while the server's
+// transport answers PINGs: busy, until --health-busy-timeout; then each
+// poll ends at its deadline, so withdrawn within interval + timeout (the
+// episode's first poll) + the busy timeout + failures x timeout + 1 s.
 var trtllmHungHealthCheck = stuckWay{
 	stick: func(t *testing.T, m *mock) time.Time {
 		at := time.Now()
 		m.post(t, "/health-check", map[string]string{"mode": "hang"})
 		return at
 	},
-	bound: trtllmHealth.interval + time.Duration(trtllmHealth.failures)*trtllmHealth.timeout + time.Second,
-	why:   "DeadlineExceeded",
+	bound: trtllmHealth.interval + time.Duration(trtllmHealth.failures+1)*trtllmHealth.timeout + trtllmBusyTimeout + time.Second,
+	why:   "busy timeout",
+	extra: []string{"--health-busy-timeout", trtllmBusyTimeout.String()},
 }
 
 // trtllmStuck: the engine, registered, gets stuck in way w and never exits.
@@ -82,7 +90,7 @@ func trtllmStuck(w stuckWay) func(t *testing.T, e *engine) {
 		// A TTL far longer than the test: only vigil's own deregistration
 		// can empty the catalog in time.
 		v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc,
-			extra: append([]string{"--check-ttl", "5m"}, trtllmHealth.args()...)})
+			extra: append(append([]string{"--check-ttl", "5m"}, trtllmHealth.args()...), w.extra...)})
 		c.passing(t, svc, 30*time.Second, count(1))
 
 		stuck := w.stick(t, m)

@@ -19,10 +19,12 @@ func startRequestToProto(r StartRequest) *pluginv1.StartRequest {
 		EngineAddr:      r.EngineAddr,
 		StartupDeadline: durationpb.New(r.StartupDeadline),
 		Health: &pluginv1.HealthPolicy{
-			Interval: durationpb.New(r.Health.Interval),
-			Timeout:  durationpb.New(r.Health.Timeout),
-			Failures: uint32(r.Health.Failures),
-			RetryMax: durationpb.New(r.Health.RetryMax),
+			Interval:    durationpb.New(r.Health.Interval),
+			Timeout:     durationpb.New(r.Health.Timeout),
+			Failures:    uint32(r.Health.Failures),
+			RetryMax:    durationpb.New(r.Health.RetryMax),
+			BusyTimeout: durationpb.New(r.Health.BusyTimeout),
+			Confirm:     durationpb.New(r.Health.Confirm),
 		},
 		Options: r.Options,
 	}
@@ -34,10 +36,12 @@ func startRequestFromProto(r *pluginv1.StartRequest) StartRequest {
 		EngineAddr:      r.GetEngineAddr(),
 		StartupDeadline: r.GetStartupDeadline().AsDuration(),
 		Health: HealthPolicy{
-			Interval: h.GetInterval().AsDuration(),
-			Timeout:  h.GetTimeout().AsDuration(),
-			Failures: int(h.GetFailures()),
-			RetryMax: h.GetRetryMax().AsDuration(),
+			Interval:    h.GetInterval().AsDuration(),
+			Timeout:     h.GetTimeout().AsDuration(),
+			Failures:    int(h.GetFailures()),
+			RetryMax:    h.GetRetryMax().AsDuration(),
+			BusyTimeout: h.GetBusyTimeout().AsDuration(),
+			Confirm:     h.GetConfirm().AsDuration(),
 		},
 		Options: r.GetOptions(),
 	}
@@ -72,6 +76,7 @@ func eventToProto(e Event) *pluginv1.AvailabilityEvent {
 		Availability: pluginv1.Availability(e.Availability),
 		Reason:       e.Reason,
 		Time:         timestamppb.New(e.Time),
+		Busy:         e.Busy,
 	}
 }
 
@@ -80,7 +85,7 @@ func eventFromProto(e *pluginv1.AvailabilityEvent) Event {
 	if a < Serving || a > Draining {
 		a = Lost // an unknown state cannot be trusted to serve
 	}
-	return Event{Availability: a, Reason: e.GetReason(), Time: e.GetTime().AsTime()}
+	return Event{Availability: a, Reason: e.GetReason(), Time: e.GetTime().AsTime(), Busy: e.GetBusy() && a == Serving}
 }
 
 func generateRequestToProto(r GenerateRequest) *pluginv1.GenerateRequest {

@@ -38,13 +38,16 @@ func TestStartRequestRoundTrip(t *testing.T) {
 			EngineAddr:      "127.0.0.1:50051",
 			StartupDeadline: 30 * time.Minute,
 			Health: HealthPolicy{
-				Interval: 500 * time.Millisecond,
-				Timeout:  time.Second,
-				Failures: 2,
-				RetryMax: 250 * time.Millisecond,
+				Interval:    500 * time.Millisecond,
+				Timeout:     time.Second,
+				Failures:    2,
+				RetryMax:    250 * time.Millisecond,
+				BusyTimeout: 30 * time.Second,
+				Confirm:     time.Second,
 			},
 			Options: map[string]string{"a": "1", "b": ""},
 		},
+		"busy detection off": {Health: HealthPolicy{BusyTimeout: -1}},
 		"sub-millisecond durations": {
 			EngineAddr:      "[::1]:1",
 			StartupDeadline: 1500 * time.Microsecond,
@@ -101,6 +104,7 @@ func TestEventRoundTrip(t *testing.T) {
 		"draining":  {Availability: Draining, Reason: "vLLM engine draining", Time: at},
 		"no reason": {Availability: Serving, Time: at},
 		"zero time": {Availability: Lost},
+		"busy":      {Availability: Serving, Reason: "vLLM engine busy", Time: at, Busy: true},
 	}
 	for name, e := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -176,14 +180,19 @@ func TestAvailabilityString(t *testing.T) {
 
 func TestHealthPolicy(t *testing.T) {
 	t.Parallel()
-	defaults := HealthPolicy{Interval: DefaultHealthInterval, Timeout: DefaultHealthTimeout, Failures: DefaultHealthFailures, RetryMax: DefaultRetryMax}
+	defaults := HealthPolicy{Interval: DefaultHealthInterval, Timeout: DefaultHealthTimeout, Failures: DefaultHealthFailures, RetryMax: DefaultRetryMax, BusyTimeout: DefaultBusyTimeout}
 	t.Run("WithDefaults", func(t *testing.T) {
 		t.Parallel()
 		tests := map[string]struct{ in, want HealthPolicy }{
 			"zero takes every default": {in: HealthPolicy{}, want: defaults},
 			"set fields are kept": {
-				in:   HealthPolicy{Interval: time.Second, Failures: 5},
-				want: HealthPolicy{Interval: time.Second, Timeout: DefaultHealthTimeout, Failures: 5, RetryMax: DefaultRetryMax},
+				in:   HealthPolicy{Interval: time.Second, Failures: 5, Confirm: time.Second},
+				want: HealthPolicy{Interval: time.Second, Timeout: DefaultHealthTimeout, Failures: 5, RetryMax: DefaultRetryMax, BusyTimeout: DefaultBusyTimeout, Confirm: time.Second},
+			},
+			// Negative is off, as net.Dialer.KeepAlive's.
+			"busy detection off is kept": {
+				in:   HealthPolicy{BusyTimeout: -1},
+				want: HealthPolicy{Interval: DefaultHealthInterval, Timeout: DefaultHealthTimeout, Failures: DefaultHealthFailures, RetryMax: DefaultRetryMax, BusyTimeout: -1},
 			},
 		}
 		for name, tt := range tests {
@@ -204,6 +213,8 @@ func TestHealthPolicy(t *testing.T) {
 			"negative timeout":   {in: HealthPolicy{Timeout: -time.Second}, want: &FieldError{FieldHealthTimeout, "-1s: must be a positive duration"}},
 			"negative failures":  {in: HealthPolicy{Failures: -1}, want: &FieldError{FieldHealthFailures, "-1: must be 1 or more"}},
 			"negative retry max": {in: HealthPolicy{RetryMax: -time.Millisecond}, want: &FieldError{FieldHealthRetryMax, "-1ms: must be a positive duration"}},
+			"negative confirm":   {in: HealthPolicy{Confirm: -time.Millisecond}, want: &FieldError{FieldHealthConfirm, "-1ms: must be a positive duration or 0"}},
+			"busy detection off": {in: HealthPolicy{BusyTimeout: -1}},
 		}
 		for name, tt := range tests {
 			err := tt.in.Validate()

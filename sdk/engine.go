@@ -118,9 +118,10 @@ const DefaultStartupDeadline = 30 * time.Minute
 // HealthPolicy tunes how an adapter watches its engine.
 //
 // An adapter finds a frozen engine (its process stopped, its TCP connection
-// still open) Lost within Interval + Failures*Timeout, 2.5 s with the
-// defaults: checks run back to back after a failure, and an answer that
-// comes within Timeout, however slow, is never a failure.
+// still open) Lost within Interval + Failures*Timeout + Timeout/4 (one
+// unanswered HTTP/2 PING, see BusyTimeout), 2.75 s with the defaults:
+// checks run back to back after a failure, and an answer that comes within
+// Timeout, however slow, is never a failure.
 type HealthPolicy struct {
 	// Interval is the time between liveness checks while checks succeed.
 	// Default 500ms.
@@ -135,6 +136,24 @@ type HealthPolicy struct {
 	// Default 50ms: an engine back within 100 ms of serving (B2), for about
 	// 20 connection attempts a second while it is down.
 	RetryMax time.Duration
+	// BusyTimeout is how long an engine may be busy: its health checks
+	// time out while its HTTP/2 transport still answers a PING, sent on a
+	// connection of its own within Timeout/4 (a frozen process answers
+	// none). Such a check is not a failure until the busy episode, from its
+	// first timed-out check to the next answer, has lasted BusyTimeout; an
+	// unanswered PING is a failure. At most 3 PINGs go out per episode, one
+	// per BusyTimeout/3, so that servers that count pings (grpc-go's and
+	// grpc C-core's keepalive enforcement) never send GOAWAY; a freeze in
+	// mid-episode is found within BusyTimeout/3 plus the frozen bound.
+	// Default 30s; negative turns it off (every timed-out check is a
+	// failure), as net.Dialer.KeepAlive does.
+	BusyTimeout time.Duration
+	// Confirm is how long a liveness signal's status other than SERVING
+	// (an answer, not a failed check) must hold before the engine is taken
+	// for lost; a SERVING within it undoes it. It absorbs short health
+	// blips at the cost of finding a real loss that much later. Readiness
+	// (NotReady) is not held. Default 0: at once.
+	Confirm time.Duration
 }
 
 // Health policy defaults; see HealthPolicy.
@@ -143,6 +162,7 @@ const (
 	DefaultHealthTimeout  = time.Second
 	DefaultHealthFailures = 2
 	DefaultRetryMax       = 50 * time.Millisecond
+	DefaultBusyTimeout    = 30 * time.Second
 )
 
 // WithDefaults returns p with its zero fields set to the defaults.
@@ -159,11 +179,14 @@ func (p HealthPolicy) WithDefaults() HealthPolicy {
 	if p.RetryMax == 0 {
 		p.RetryMax = DefaultRetryMax
 	}
+	if p.BusyTimeout == 0 {
+		p.BusyTimeout = DefaultBusyTimeout
+	}
 	return p
 }
 
 // Validate reports the first field that is out of range as a *FieldError;
-// a zero field is valid (it takes the default).
+// a zero field is valid (it takes the default), and so is any BusyTimeout.
 func (p HealthPolicy) Validate() error {
 	const positive = "must be a positive duration"
 	switch {
@@ -175,6 +198,8 @@ func (p HealthPolicy) Validate() error {
 		return &FieldError{Field: FieldHealthFailures, Problem: fmt.Sprintf("%d: must be 1 or more", p.Failures)}
 	case p.RetryMax < 0:
 		return &FieldError{Field: FieldHealthRetryMax, Problem: fmt.Sprintf("%s: %s", p.RetryMax, positive)}
+	case p.Confirm < 0:
+		return &FieldError{Field: FieldHealthConfirm, Problem: fmt.Sprintf("%s: %s or 0", p.Confirm, positive)}
 	}
 	return nil
 }
@@ -252,4 +277,10 @@ type Event struct {
 	Reason string
 	// Time is when the adapter observed the change.
 	Time time.Time
+	// Busy, with Serving only: the engine's liveness checks time out while
+	// its connection still answers HTTP/2 PINGs (see
+	// HealthPolicy.BusyTimeout). The worker stays registered; the host
+	// exports it as a metric. A change of Busy alone is an event of its
+	// own, with the same Availability.
+	Busy bool
 }

@@ -60,6 +60,7 @@ const (
 	FieldHealthTimeout   = "HealthPolicy.Timeout"
 	FieldHealthFailures  = "HealthPolicy.Failures"
 	FieldHealthRetryMax  = "HealthPolicy.RetryMax"
+	FieldHealthConfirm   = "HealthPolicy.Confirm"
 )
 
 // Error reads "invalid argument: <Field> <Problem>".

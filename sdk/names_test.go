@@ -19,11 +19,11 @@ import (
 var rootNames = []string{
 	"AdapterInfo", "Availability", "Availability.String", "AvailabilityUnknown",
 	"Capabilities", "CheckCapabilities", "Chunk", "ContextErr",
-	"DefaultHealthFailures", "DefaultHealthInterval", "DefaultHealthTimeout", "DefaultRetryMax", "DefaultStartupDeadline",
+	"DefaultBusyTimeout", "DefaultHealthFailures", "DefaultHealthInterval", "DefaultHealthTimeout", "DefaultRetryMax", "DefaultStartupDeadline",
 	"Draining", "DurationStrings", "Engine", "ErrAlreadyStarted", "ErrInvalidArgument", "ErrNotStarted",
 	"ErrPluginExited", "ErrStartupDeadline", "ErrUnavailable", "ErrUnimplemented", "Event",
 	"FieldEngineAddr", "FieldError", "FieldError.Error", "FieldError.Unwrap",
-	"FieldHealthFailures", "FieldHealthInterval", "FieldHealthRetryMax", "FieldHealthTimeout",
+	"FieldHealthConfirm", "FieldHealthFailures", "FieldHealthInterval", "FieldHealthRetryMax", "FieldHealthTimeout",
 	"FieldOptions", "FieldStartupDeadline",
 	"FinishCancelled", "FinishError", "FinishLength", "FinishReason", "FinishReason.String", "FinishStop", "FinishUnknown",
 	"GenerateRequest", "Generator", "HealthPolicy", "HealthPolicy.Validate", "HealthPolicy.WithDefaults",

@@ -72,6 +72,7 @@ func TestConformance(t *testing.T) {
 				Ready:               func(t *testing.T, addr string) { post(t, engines[addr], "/resume", "") },
 				Hold:                func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
 				Aborted:             func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
+				CheckLatency:        func(_ *testing.T, addr string, d time.Duration) { engines[addr].SetCheckLatency(d) },
 			})
 		})
 	}

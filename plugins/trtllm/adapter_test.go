@@ -22,7 +22,7 @@ import (
 const within = 10 * time.Second
 
 // health polls often with a short deadline, so polled losses show quickly.
-var health = sdk.HealthPolicy{Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond, Failures: 2, RetryMax: 50 * time.Millisecond}
+var health = sdk.HealthPolicy{Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond, Failures: 2, RetryMax: 50 * time.Millisecond, BusyTimeout: time.Second}
 
 // serveMock serves a mock TensorRT-LLM engine on addr ("" for a fresh
 // port); it is stopped when the test ends.
@@ -62,9 +62,10 @@ func TestConformance(t *testing.T) {
 			engines[addr] = e
 			return addr, e.Stop
 		},
-		Fail:    func(t *testing.T, addr string) { post(t, engines[addr], "/health", `{"status": "NOT_SERVING"}`) },
-		Hold:    func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
-		Aborted: func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
+		Fail:         func(t *testing.T, addr string) { post(t, engines[addr], "/health", `{"status": "NOT_SERVING"}`) },
+		Hold:         func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
+		Aborted:      func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
+		CheckLatency: func(_ *testing.T, addr string, d time.Duration) { engines[addr].SetCheckLatency(d) },
 	})
 }
 
@@ -115,14 +116,18 @@ func TestLost(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		lose func(t *testing.T, e *mock.Engine, addr string)
+		busy bool // busy first: the transport answers PINGs
 		want string
 	}{
 		"crashed rank, process up": {
 			lose: func(t *testing.T, e *mock.Engine, _ string) { post(t, e, "/health", `{"status": "NOT_SERVING"}`) },
 			want: `TensorRT-LLM engine lost: HealthCheck: 2 checks failed in a row, last: status "unhealthy: executor error (mock)"`,
 		},
+		// A HealthCheck that never answers, its transport alive, is busy
+		// until the busy timeout.
 		"hung HealthCheck": {
 			lose: func(t *testing.T, e *mock.Engine, _ string) { post(t, e, "/health-check", `{"mode": "hang"}`) },
+			busy: true,
 			want: "TensorRT-LLM engine lost: HealthCheck: 2 checks failed in a row, last: rpc error: code = DeadlineExceeded",
 		},
 		// Stop reports unhealthy just before it closes connections, so a
@@ -143,6 +148,11 @@ func TestLost(t *testing.T) {
 			events := sdktest.Watch(t, started(t, addr))
 			events.Expect(sdk.Serving, "TensorRT-LLM engine serving")
 			tt.lose(t, e, addr)
+			if tt.busy {
+				if ev := events.Next(); ev.Availability != sdk.Serving || !ev.Busy {
+					t.Fatalf("event = %v (busy %v) %q, want Serving, busy", ev.Availability, ev.Busy, ev.Reason)
+				}
+			}
 			events.Expect(sdk.Lost, tt.want)
 			events.Closed()
 		})

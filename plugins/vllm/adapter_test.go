@@ -62,10 +62,11 @@ func TestConformance(t *testing.T) {
 			setHealth(t, engines[addr], "", "NOT_SERVING")
 			engines[addr].Stop()
 		},
-		NotReady: func(t *testing.T, addr string) { post(t, engines[addr], "/sleep", "") },
-		Ready:    func(t *testing.T, addr string) { post(t, engines[addr], "/wake", "") },
-		Hold:     func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
-		Aborted:  func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
+		NotReady:     func(t *testing.T, addr string) { post(t, engines[addr], "/sleep", "") },
+		Ready:        func(t *testing.T, addr string) { post(t, engines[addr], "/wake", "") },
+		Hold:         func(t *testing.T, addr string) { engines[addr].Hold(1); t.Cleanup(engines[addr].Release) },
+		Aborted:      func(_ *testing.T, addr, id string) <-chan struct{} { return engines[addr].Aborted(id) },
+		CheckLatency: func(_ *testing.T, addr string, d time.Duration) { engines[addr].SetCheckLatency(d) },
 	})
 }
 

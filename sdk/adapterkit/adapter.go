@@ -85,7 +85,9 @@ type Adapter struct {
 	policy  sdk.HealthPolicy
 	signals []Signal
 	worker  sdk.Worker
-	seen    *instances // the engine processes Start met
+	seen    *instances            // the engine processes Start met
+	pings   *healthwatch.PingConn // from a successful Start until Shutdown
+	busy    *healthwatch.Busy
 
 	inflight InFlight
 }
@@ -178,6 +180,7 @@ func (a *Adapter) Start(ctx context.Context, req sdk.StartRequest) (sdk.Worker, 
 		return sdk.Worker{}, err
 	}
 	a.started, a.signals, a.worker = true, signals, worker
+	a.pings, a.busy = startPings(ctx, req.EngineAddr, policy)
 	return worker, nil
 }
 
@@ -294,7 +297,7 @@ func (a *Adapter) progress(addr string, deadline time.Duration) func(retry int, 
 // once every signal has reported.
 func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, error) {
 	a.mu.Lock()
-	conn, started, policy, signals, worker := a.conn, a.started, a.policy, a.signals, a.worker
+	conn, started, policy, signals, worker, busy := a.conn, a.started, a.policy, a.signals, a.worker, a.busy
 	a.mu.Unlock()
 	if conn == nil || !started {
 		return nil, fmt.Errorf("%w: WatchAvailability before Start", sdk.ErrNotStarted)
@@ -302,7 +305,7 @@ func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, erro
 	sources := make([]Source, 0, len(signals)+1)
 	for _, s := range signals {
 		if s.Role != Startup {
-			sources = append(sources, s.Source(policy))
+			sources = append(sources, s.source(policy, busy))
 		}
 	}
 	var read func(context.Context) (string, error)
@@ -310,7 +313,7 @@ func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, erro
 		read = func(ctx context.Context) (string, error) { return a.spec.LifetimeID(ctx, conn) }
 	}
 	sources = append(sources, LifetimeSource(conn, policy, worker.InstanceID, read))
-	return Merge(ctx, a.spec.Engine, sources...), nil
+	return withBusy(ctx, a.spec.Engine, Merge(ctx, a.spec.Engine, sources...), busy), nil
 }
 
 // Conn returns the engine connection after a successful Start, for the
@@ -343,9 +346,12 @@ func (a *Adapter) Shutdown(ctx context.Context) error {
 	a.inflight.AbortAll(actx)
 	cancel()
 	a.mu.Lock()
-	conn := a.conn
-	a.conn, a.started = nil, false
+	conn, pings := a.conn, a.pings
+	a.conn, a.started, a.pings = nil, false, nil
 	a.mu.Unlock()
+	if pings != nil {
+		pings.Close()
+	}
 	if conn == nil {
 		return nil
 	}

@@ -23,6 +23,12 @@
 //     from a grpc.health.v1 service ([HealthService]), a unary health RPC
 //     polled with the health policy's interval, deadline and failure count
 //     (a Signal with only Check), or a stream of the engine's own (Watch).
+//     Every Check the watch polls is judged by one healthwatch.Busy per
+//     engine, over a healthwatch.PingConn that Start opens: a Check that
+//     times out while the engine answers an HTTP/2 PING is busy, not
+//     failed, up to sdk.HealthPolicy.BusyTimeout, and the availability
+//     stream says so (sdk.Event.Busy). A liveness status other than
+//     SERVING is held for sdk.HealthPolicy.Confirm before it counts.
 //   - [LifetimeSource] follows the connection: after a reconnect the
 //     engine's lifetime id is read again and a different one is Lost; an
 //     engine without one is Lost when the connection closes. While the

@@ -117,46 +117,100 @@ func healthService(conn grpc.ClientConnInterface, service string, role Role, dra
 			return err
 		},
 		Watch: func(ctx context.Context, policy sdk.HealthPolicy) <-chan sdk.Event {
-			updates := healthwatch.Watch(ctx, conn, service, policy)
-			return relayEvents(ctx, updates, func(u healthwatch.Update) sdk.Event {
-				switch {
-				case u.Err != nil:
-					return event(sdk.Lost, u.Time, "%v", u.Err)
-				case u.Status != healthpb.HealthCheckResponse_SERVING:
-					return event(role.down(drains), u.Time, "%s is %s", name, u.Status)
-				}
-				return event(sdk.Serving, u.Time, "%s is SERVING", name)
-			})
+			return watchHealth(ctx, conn, service, role, drains, policy, busyOf(ctx))
 		},
 	}
 }
 
+// watchHealth is HealthService's Watch: healthwatch.WatchBusy, with a
+// liveness signal's statuses other than SERVING held for policy.Confirm;
+// drains: its NOT_SERVING is a drain on purpose.
+func watchHealth(ctx context.Context, conn grpc.ClientConnInterface, service string, role Role, drains bool, policy sdk.HealthPolicy, busy *healthwatch.Busy) <-chan sdk.Event {
+	name := fmt.Sprintf("health of %q", service)
+	updates := healthwatch.WatchBusy(ctx, conn, service, policy, busy)
+	if role != Readiness {
+		updates = hold(ctx, updates, policy.Confirm, func(u healthwatch.Update) bool {
+			return u.Err == nil && u.Status != healthpb.HealthCheckResponse_SERVING
+		})
+	}
+	return relayEvents(ctx, updates, func(u healthwatch.Update) sdk.Event {
+		switch {
+		case u.Err != nil:
+			return event(sdk.Lost, u.Time, "%v", u.Err)
+		case u.Status != healthpb.HealthCheckResponse_SERVING:
+			return event(role.down(drains), u.Time, "%s is %s", name, u.Status)
+		}
+		return event(sdk.Serving, u.Time, "%s is SERVING", name)
+	})
+}
+
 // Source returns s as Merge follows it under policy: its Watch, or else
 // its Check polled.
-func (s Signal) Source(policy sdk.HealthPolicy) Source {
+func (s Signal) Source(policy sdk.HealthPolicy) Source { return s.source(policy, nil) }
+
+// source is Source with busy judging the Checks that time out, for a
+// Signal that polls them (its own, or HealthService's Watch's).
+func (s Signal) source(policy sdk.HealthPolicy, busy *healthwatch.Busy) Source {
 	if s.Watch != nil {
-		return Source{Name: s.Name, Follow: func(ctx context.Context) <-chan sdk.Event { return s.Watch(ctx, policy) }}
+		return Source{Name: s.Name, Follow: func(ctx context.Context) <-chan sdk.Event {
+			return s.Watch(context.WithValue(ctx, busyKey{}, busy), policy)
+		}}
 	}
 	return Source{Name: s.Name, Follow: func(ctx context.Context) <-chan sdk.Event {
-		out := make(chan sdk.Event)
-		go func() {
-			defer close(out)
-			err := healthwatch.Poll(ctx, policy, func(cctx context.Context) error {
-				err := s.Check(cctx)
-				switch {
-				case err == nil:
-					emit(ctx, out, event(sdk.Serving, timeNow(), "%s serves", s.Name))
-				case errors.Is(err, ErrNotServing):
-					// An answer, not a failed check.
-					emit(ctx, out, event(s.Role.down(s.Drains), timeNow(), "%s: %v", s.Name, err))
-					return nil
-				}
-				return err
-			})
-			if err != nil {
-				emit(ctx, out, event(sdk.Lost, timeNow(), "%s: %v", s.Name, err))
-			}
-		}()
-		return out
+		polled := s.poll(ctx, policy, busy)
+		if s.Role != Readiness {
+			polled = hold(ctx, polled, policy.Confirm, func(p answer) bool { return p.down })
+		}
+		return relayEvents(ctx, polled, func(p answer) sdk.Event { return p.ev })
 	}}
+}
+
+// busyKey is the context key of the Busy that the kit's own Watch
+// functions (HealthService's) poll their Checks with: a Signal's Watch
+// replaced by the adapter knows nothing of it.
+type busyKey struct{}
+
+// busyOf returns ctx's Busy; nil: none.
+func busyOf(ctx context.Context) *healthwatch.Busy {
+	b, _ := ctx.Value(busyKey{}).(*healthwatch.Busy)
+	return b
+}
+
+// answer is one polled Check's event; down: the engine answered that the
+// signal does not serve (what Confirm holds), not a failure.
+type answer struct {
+	ev   sdk.Event
+	down bool
+}
+
+// poll polls s.Check with healthwatch.PollBusy, sending each answer, and
+// Lost when the checks fail; it closes the channel after Lost or when ctx
+// ends.
+func (s Signal) poll(ctx context.Context, policy sdk.HealthPolicy, busy *healthwatch.Busy) <-chan answer {
+	out := make(chan answer)
+	send := func(p answer) {
+		select {
+		case out <- p:
+		case <-ctx.Done():
+		}
+	}
+	go func() {
+		defer close(out)
+		err := healthwatch.PollBusy(ctx, policy, func(cctx context.Context) error {
+			err := s.Check(cctx)
+			switch {
+			case err == nil:
+				send(answer{ev: event(sdk.Serving, timeNow(), "%s serves", s.Name)})
+			case errors.Is(err, ErrNotServing):
+				// An answer, not a failed check.
+				send(answer{ev: event(s.Role.down(s.Drains), timeNow(), "%s: %v", s.Name, err), down: true})
+				return nil
+			}
+			return err
+		}, busy)
+		if err != nil {
+			send(answer{ev: event(sdk.Lost, timeNow(), "%s: %v", s.Name, err)})
+		}
+	}()
+	return out
 }

@@ -133,6 +133,8 @@ type Engine struct {
 	stepStop chan struct{} // closed by Stop to end the step ticker
 	stamp    atomic.Bool   // output tokens are send times (envStampTokens)
 
+	checkLatency atomic.Int64 // SetCheckLatency's, in nanoseconds
+
 	mu          sync.Mutex
 	cond        Condition
 	instanceID  string     // Config.InstanceID until Replace
@@ -367,6 +369,9 @@ type State struct {
 	LastPrompt []uint32 `json:"last_prompt"`
 	// LastMinP is the min_p of the last request received; 0 when unset.
 	LastMinP float32 `json:"last_min_p"`
+	// CheckLatency is how late health checks answer (POST /check-latency),
+	// as a Go duration; "" when they answer at once.
+	CheckLatency string `json:"check_latency"`
 }
 
 // State returns a snapshot of the engine's state.
@@ -387,6 +392,9 @@ func (e *Engine) State() State {
 		InFlight:                 len(e.streams),
 		LastPrompt:               append([]uint32(nil), e.lastPrompt...),
 		LastMinP:                 e.lastMinP,
+	}
+	if d := time.Duration(e.checkLatency.Load()); d > 0 {
+		s.CheckLatency = d.String()
 	}
 	for k, v := range e.status {
 		s.Health[k] = v.String()

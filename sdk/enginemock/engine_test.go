@@ -236,7 +236,7 @@ func TestStateCounters(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	wantKeys := []string{"aborts", "aborts_total", "health", "in_flight", "instance_id", "last_health_change_unix_nano", "last_min_p", "last_prompt", "model", "paused", "requests", "requests_total", "sleeping"}
+	wantKeys := []string{"aborts", "aborts_total", "check_latency", "health", "in_flight", "instance_id", "last_health_change_unix_nano", "last_min_p", "last_prompt", "model", "paused", "requests", "requests_total", "sleeping"}
 	if diff := cmp.Diff(wantKeys, keys); diff != "" {
 		t.Errorf("/state keys (-want +got):\n%s", diff)
 	}

@@ -28,6 +28,7 @@ import (
 //	POST /release                                         release held streams
 //	POST /fail    {"at_token": N, "code": "UNAVAILABLE"}  fail the next stream with code after N tokens
 //	POST /script  {"tokens": [N, ...]}                    every new stream outputs these tokens, then ends (Script; [] undoes)
+//	POST /check-latency {"latency": "2s"}                  every health check answers this late, the transport at once (SetCheckLatency; "0" undoes)
 //	GET  /state                                           the State
 //
 // A status set through /health sticks: the engine changes it again only on
@@ -42,19 +43,20 @@ func (e *Engine) Handler() http.Handler {
 		return func(*http.Request) error { f(on); return nil }
 	}
 	routes := map[string]route{
-		"/health":  {http.MethodPost, e.postHealth},
-		"/sleep":   {http.MethodPost, set(e.SetSleeping, true)},
-		"/wake":    {http.MethodPost, set(e.SetSleeping, false)},
-		"/pause":   {http.MethodPost, set(e.SetPaused, true)},
-		"/resume":  {http.MethodPost, set(e.SetPaused, false)},
-		"/drain":   {http.MethodPost, set(e.SetDraining, true)},
-		"/stop":    {http.MethodPost, func(*http.Request) error { e.shutdown(); return nil }},
-		"/replace": {http.MethodPost, e.postReplace},
-		"/hold":    {http.MethodPost, e.postHold},
-		"/release": {http.MethodPost, e.postRelease},
-		"/fail":    {http.MethodPost, e.postFail},
-		"/script":  {http.MethodPost, e.postScript},
-		"/state":   {http.MethodGet, func(*http.Request) error { return nil }},
+		"/health":        {http.MethodPost, e.postHealth},
+		"/sleep":         {http.MethodPost, set(e.SetSleeping, true)},
+		"/wake":          {http.MethodPost, set(e.SetSleeping, false)},
+		"/pause":         {http.MethodPost, set(e.SetPaused, true)},
+		"/resume":        {http.MethodPost, set(e.SetPaused, false)},
+		"/drain":         {http.MethodPost, set(e.SetDraining, true)},
+		"/stop":          {http.MethodPost, func(*http.Request) error { e.shutdown(); return nil }},
+		"/replace":       {http.MethodPost, e.postReplace},
+		"/hold":          {http.MethodPost, e.postHold},
+		"/release":       {http.MethodPost, e.postRelease},
+		"/fail":          {http.MethodPost, e.postFail},
+		"/script":        {http.MethodPost, e.postScript},
+		"/check-latency": {http.MethodPost, e.postCheckLatency},
+		"/state":         {http.MethodGet, func(*http.Request) error { return nil }},
 	}
 	for path, do := range e.cfg.Control {
 		if _, ok := routes[path]; !ok {

@@ -1,9 +1,12 @@
 package enginemock
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -93,6 +96,9 @@ func TestControlSurfaceErrors(t *testing.T) {
 		"fail OK code":      {"POST", "/fail", `{"at_token": 1, "code": "OK"}`, 400, "code:"},
 		"fail without code": {"POST", "/fail", `{"at_token": 1}`, 400, "code:"},
 		"fail without at":   {"POST", "/fail", `{"code": "INTERNAL"}`, 400, "at_token:"},
+		"latency missing":   {"POST", "/check-latency", `{}`, 400, "latency: required"},
+		"latency negative":  {"POST", "/check-latency", `{"latency": "-1s"}`, 400, "latency:"},
+		"latency unparsed":  {"POST", "/check-latency", `{"latency": "soon"}`, 400, "latency:"},
 	}
 	e := newEngine(t, Config{})
 	for name, tt := range tests {
@@ -189,5 +195,25 @@ func TestControlRoutes(t *testing.T) {
 	must(t, e, "/sleep", "")
 	if !e.State().Sleeping {
 		t.Error("POST /sleep did not sleep: the kit's route must win")
+	}
+}
+
+// TestCheckLatency: POST /check-latency delays CheckDelay, within its ctx,
+// and "0" undoes it.
+func TestCheckLatency(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{})
+	must(t, e, "/check-latency", `{"latency": "1h"}`)
+	if got := e.State().CheckLatency; got != "1h0m0s" {
+		t.Errorf("State().CheckLatency = %q, want 1h0m0s", got)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := e.CheckDelay(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("CheckDelay() with 1h latency = %v, want its ctx's deadline", err)
+	}
+	must(t, e, "/check-latency", `{"latency": "0"}`)
+	if err := e.CheckDelay(t.Context()); err != nil {
+		t.Errorf("CheckDelay() after latency 0 = %v, want nil at once", err)
 	}
 }

@@ -14,7 +14,11 @@
 // on the new connection, its first status due within the health timeout;
 // a refused reconnect ends the watch at once. HTTP/2
 // keepalive pings are no substitute: gRPC servers by default cut off clients
-// that ping more often than every 5 minutes (GOAWAY too_many_pings).
+// that ping more often than every 5 minutes (GOAWAY too_many_pings). A few
+// PINGs do tell a busy engine, whose Checks time out while its transport
+// answers, from a frozen one: [Busy] sends one on a [PingConn] of its own
+// when a Check polled by [PollBusy] or [WatchBusy] times out, at most
+// [MaxBusyPings] per busy episode.
 //
 // [WaitServing] waits for services to report SERVING at startup, retrying
 // refused connections with a capped [Backoff]; [ConnectParams] keeps gRPC's

@@ -2,8 +2,12 @@ package healthwatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/vigilhq/vigil/sdk"
 )
@@ -19,10 +23,20 @@ import (
 // the liveness half of [Watch], and on its own follows engines whose only
 // health signal is a unary RPC.
 func Poll(ctx context.Context, policy sdk.HealthPolicy, check func(context.Context) error) error {
+	return PollBusy(ctx, policy, check, nil)
+}
+
+// PollBusy is Poll with busy judging every check that times out
+// (Busy.Judge): one it judges busy is not a failure, and the next call
+// comes after policy.Interval. The next answered check of this poll ends
+// the busy episode (Busy.Answered); another poll's answers, a signal that
+// stays fast while this one is slow, do not. A nil busy is Poll.
+func PollBusy(ctx context.Context, policy sdk.HealthPolicy, check func(context.Context) error, busy *Busy) error {
 	policy = policy.WithDefaults()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	failures := 0
+	slow := false // a check of this poll timed out since its last answer
 	for {
 		select {
 		case <-ctx.Done():
@@ -31,14 +45,28 @@ func Poll(ctx context.Context, policy sdk.HealthPolicy, check func(context.Conte
 		}
 		cctx, cancel := context.WithTimeout(ctx, policy.Timeout)
 		err := check(cctx)
+		// The server may end the call at the deadline it was sent a moment
+		// before ours passes.
+		timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
 		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err == nil {
+			if slow {
+				busy.Answered()
+				slow = false
+			}
 			failures = 0
 			timer.Reset(policy.Interval)
 			continue
+		}
+		if timedOut {
+			slow = true
+			if err = busy.Judge(ctx, err); err == nil {
+				timer.Reset(policy.Interval)
+				continue
+			}
 		}
 		if failures++; failures >= policy.Failures {
 			return fmt.Errorf("%d checks failed in a row, last: %w", failures, err)

@@ -37,12 +37,21 @@ type Update struct {
 // alone follow the service; and Checks polled as [Poll] does (at once, then
 // every policy.Interval, each under policy.Timeout), which catch a server
 // that stops answering while its connection stays open: with the default
-// policy it is given up within Interval + Failures*Timeout = 2.5 s. While the
+// policy it is given up within Interval + Failures*Timeout = 2.5 s (with a
+// Busy, one unanswered PING of Timeout/4 more: see WatchBusy). While the
 // stream is live, Checks prove liveness only and their statuses are not
 // reported, so a late Check answer cannot undo a change the stream
 // reported.
 func Watch(ctx context.Context, conn grpc.ClientConnInterface, service string, policy sdk.HealthPolicy) <-chan Update {
+	return WatchBusy(ctx, conn, service, policy, nil)
+}
+
+// WatchBusy is Watch whose Checks are polled with [PollBusy] and busy: a
+// Check that times out on a busy engine is not a failure. A nil busy is
+// Watch.
+func WatchBusy(ctx context.Context, conn grpc.ClientConnInterface, service string, policy sdk.HealthPolicy, busy *Busy) <-chan Update {
 	w := &watcher{
+		busy:    busy,
 		client:  healthpb.NewHealthClient(conn),
 		check:   Checker(conn),
 		service: service,
@@ -61,6 +70,7 @@ type watcher struct {
 	check   CheckFunc
 	service string
 	policy  sdk.HealthPolicy
+	busy    *Busy
 	out     chan Update
 	// streaming is true while the Watch stream delivers statuses. Checks
 	// then only prove liveness: a Check answer read before a change but
@@ -122,9 +132,10 @@ func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
 		// status, or after none. One Check at once tells a server that is
 		// going away from one that merely does not stream; if it still
 		// serves, Checks follow it from here on.
-		cctx, cancel := context.WithTimeout(ctx, w.policy.Timeout)
-		st, cerr := w.check(cctx, w.service)
-		cancel()
+		st, cerr := w.confirm(ctx)
+		if cerr == errBusy {
+			return // the probe's Checks follow the service from here
+		}
 		if cerr != nil {
 			emit(ctx, obs, Update{Err: fmt.Errorf("health watch of %q stopped streaming and the confirming check failed: %w", w.service, cerr)})
 			return
@@ -135,16 +146,33 @@ func (w *watcher) stream(ctx context.Context, obs chan<- Update) {
 	}
 }
 
+// errBusy is confirm's error for a Check that timed out on a busy engine.
+var errBusy = errors.New("busy")
+
+// confirm is the one Check after the stream's end, under policy.Timeout;
+// one that times out on a busy engine (Busy.Judge) is errBusy.
+func (w *watcher) confirm(ctx context.Context) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	cctx, cancel := context.WithTimeout(ctx, w.policy.Timeout)
+	defer cancel()
+	st, err := w.check(cctx, w.service)
+	if err != nil && (errors.Is(cctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded) && w.busy != nil {
+		if w.busy.Judge(ctx, err) == nil {
+			return st, errBusy
+		}
+	}
+	return st, err
+}
+
 // probe polls Check: failures end the watch, and while the stream is not
 // live the answers are the statuses.
 func (w *watcher) probe(ctx context.Context, obs chan<- Update) {
-	err := Poll(ctx, w.policy, func(ctx context.Context) error {
+	err := PollBusy(ctx, w.policy, func(ctx context.Context) error {
 		st, err := w.check(ctx, w.service)
 		if err == nil && !w.streaming.Load() {
 			emit(ctx, obs, Update{Status: st})
 		}
 		return err
-	})
+	}, w.busy)
 	if err != nil {
 		emit(ctx, obs, Update{Err: fmt.Errorf("health checks of %q: %w", w.service, err)})
 	}

@@ -40,8 +40,9 @@
 //	FirstEventIsCurrent  the first event is the engine's state now: Serving, NotReady, Lost [NotReady, Fail]
 //	StoppedIsLost        an engine that shuts down: Lost, then the close
 //	FailedIsLost         an engine that reports failure: Lost, then the close [Fail]
-//	FrozenIsLost         a frozen engine: Lost within Interval + Failures*Timeout (the kit freezes it)
+//	FrozenIsLost         a frozen engine: Lost within Interval + Failures*Timeout + Timeout/4 (the kit freezes it)
 //	SlowIsNotLost        an engine answering slowly, within Timeout: no event (the kit slows it)
+//	BusyIsNotLost        health checks answering after Timeout, the transport at once: no Lost within BusyTimeout, at most 3 PINGs, no GOAWAY [CheckLatency]
 //	NotReadyAndBack      an engine taking no work: NotReady, then Serving again [NotReady, Ready]
 //	WatchCancel          the watch's ctx ending: the close, no event
 //	ShutdownIdempotent   Shutdown twice: nil twice
@@ -170,6 +171,13 @@ type Harness struct {
 	// the abort.
 	Aborted func(t *testing.T, addr, requestID string) <-chan struct{}
 
+	// CheckLatency makes the engine's health checks answer d late (0: at
+	// once again) while its process and HTTP/2 transport run on, as an
+	// engine stalled by a long prefill: for BusyIsNotLost, which an adapter
+	// that tells busy from frozen (sdk.HealthPolicy.BusyTimeout; every
+	// adapter on the adapterkit) must pass.
+	CheckLatency func(t *testing.T, addr string, d time.Duration)
+
 	// Options are the engine options (vigil's --engine-option) every Start
 	// the kit makes is given, for an adapter that needs some with this
 	// engine. Nil: none.
@@ -189,6 +197,7 @@ type config struct {
 	Serving                     func(t tb) (addr string, stop func())
 	Fail, NotReady, Ready, Hold func(t tb, addr string)
 	Aborted                     func(t tb, addr, requestID string) <-chan struct{}
+	CheckLatency                func(t tb, addr string, d time.Duration)
 
 	// adapterLog is where the executable's log goes; nil: the test log.
 	adapterLog func(t tb) io.Writer
@@ -213,17 +222,21 @@ func (h Harness) config() config {
 	if h.Aborted != nil {
 		c.Aborted = func(t tb, addr, id string) <-chan struct{} { return h.Aborted(testingOf(t), addr, id) }
 	}
+	if h.CheckLatency != nil {
+		c.CheckLatency = func(t tb, addr string, d time.Duration) { h.CheckLatency(testingOf(t), addr, d) }
+	}
 	return c
 }
 
 // hooks maps each hook's name to whether the config has it.
 func (h config) hooks() map[string]bool {
 	return map[string]bool{
-		"Fail":     h.Fail != nil,
-		"NotReady": h.NotReady != nil,
-		"Ready":    h.Ready != nil,
-		"Hold":     h.Hold != nil,
-		"Aborted":  h.Aborted != nil,
+		"Fail":         h.Fail != nil,
+		"NotReady":     h.NotReady != nil,
+		"Ready":        h.Ready != nil,
+		"Hold":         h.Hold != nil,
+		"Aborted":      h.Aborted != nil,
+		"CheckLatency": h.CheckLatency != nil,
 	}
 }
 
@@ -288,6 +301,7 @@ var rules = []rule{
 	{"FailedIsLost", checkFailedIsLost},
 	{"FrozenIsLost", checkFrozenIsLost},
 	{"SlowIsNotLost", checkSlowIsNotLost},
+	{"BusyIsNotLost", checkBusyIsNotLost},
 	{"NotReadyAndBack", checkNotReadyAndBack},
 	{"WatchCancel", checkWatchCancel},
 	{"ShutdownIdempotent", checkShutdownIdempotent},

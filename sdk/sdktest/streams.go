@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -18,6 +19,8 @@ import (
 // the call's trailers), or when its connection closes. So the kit sees an
 // abort that is the stream's close, without a hook.
 type streams struct {
+	pings   atomic.Int32 // the adapter's HTTP/2 PINGs (not acknowledgements)
+	goaways atomic.Int32 // the engine's GOAWAYs
 	mu      sync.Mutex
 	all     []*engineStream // in the order they opened
 	changed chan struct{}   // closed and replaced on every change
@@ -164,5 +167,13 @@ func (c *conn) frame(f http2.Frame, fromClient bool) {
 		}
 	case *http2.RSTStreamFrame:
 		c.end(id)
+	case *http2.PingFrame:
+		if fromClient && !f.IsAck() {
+			c.s.pings.Add(1)
+		}
+	case *http2.GoAwayFrame:
+		if !fromClient {
+			c.s.goaways.Add(1)
+		}
 	}
 }

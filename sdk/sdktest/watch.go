@@ -47,7 +47,7 @@ func (w *watcher) next(what string) (ev sdk.Event, ok bool) {
 		w.t.Errorf("event %d = %v (%q) from an adapter without Capabilities.Readiness, want Serving or Lost", w.n, ev.Availability, ev.Reason)
 	case w.n > 1 && w.last.Availability == sdk.Lost:
 		w.t.Errorf("event %d = %v (%q) after Lost, want the channel closed", w.n, ev.Availability, ev.Reason)
-	case w.n > 1 && ev.Availability == w.last.Availability:
+	case w.n > 1 && ev.Availability == w.last.Availability && ev.Busy == w.last.Busy:
 		w.t.Errorf("event %d repeats %v (%q), want events only on change", w.n, ev.Availability, ev.Reason)
 	}
 	if ev.Availability == sdk.Lost && ev.Reason == sdk.ReasonStreamEnded {
@@ -185,8 +185,8 @@ func checkFrozenIsLost(t tb, k *kit) {
 	frozen := time.Now()
 	p.freeze()
 	took := w.lost("after the engine froze").Sub(frozen)
-	if bound := frozenHealth.Interval + time.Duration(frozenHealth.Failures)*frozenHealth.Timeout; took > bound+slack {
-		t.Errorf("frozen engine Lost after %v, want within Interval + Failures*Timeout = %v (and %v slack)", took, bound, slack)
+	if bound := frozenHealth.Interval + time.Duration(frozenHealth.Failures)*frozenHealth.Timeout + frozenHealth.Timeout/4; took > bound+slack {
+		t.Errorf("frozen engine Lost after %v, want within Interval + Failures*Timeout + Timeout/4 (one PING) = %v (and %v slack)", took, bound, slack)
 	}
 }
 
@@ -232,4 +232,42 @@ func checkWatchCancel(t tb, k *kit) {
 	cancel()
 	// The engine serves on, so there is no change to tell.
 	w.closed("after the watch's ctx ended")
+}
+
+// busyHealth is the policy of BusyIsNotLost: one failed check is a loss,
+// so a busy check taken for a failure shows at once.
+var busyHealth = sdk.HealthPolicy{Interval: health.Interval, Timeout: 200 * time.Millisecond, Failures: 1, RetryMax: health.RetryMax, BusyTimeout: 20 * time.Second}
+
+// busyFor is how long BusyIsNotLost keeps the engine busy: many checks.
+const busyFor = 3 * time.Second
+
+// maxBusyPings is healthwatch.MaxBusyPings: grpc-go sends GOAWAY at a
+// third ping strike.
+const maxBusyPings = 3
+
+func checkBusyIsNotLost(t tb, k *kit) {
+	k.need(t, "CheckLatency")
+	w, p := k.proxied(t, k.engine(t), busyHealth)
+	k.h.CheckLatency(t, p.target, 3*busyHealth.Timeout)
+	deadline := time.After(busyFor)
+	for done := false; !done; {
+		select {
+		case ev, ok := <-w.ch:
+			if !ok {
+				t.Fatalf("availability channel closed with the engine busy, want it open")
+			}
+			if ev.Availability != sdk.Serving {
+				t.Fatalf("event %v (%q) with the engine's health checks %v late and its transport answering, want none but Serving (busy): a busy engine is not lost within BusyTimeout (%v)", ev.Availability, ev.Reason, 3*busyHealth.Timeout, busyHealth.BusyTimeout)
+			}
+		case <-deadline:
+			done = true
+		}
+	}
+	k.h.CheckLatency(t, p.target, 0)
+	if n := p.streams.pings.Load(); n > maxBusyPings {
+		t.Errorf("the adapter sent %d HTTP/2 PINGs in one busy episode, want at most %d: servers send GOAWAY too_many_pings at the third strike", n, maxBusyPings)
+	}
+	if n := p.streams.goaways.Load(); n > 0 {
+		t.Errorf("the engine sent %d GOAWAYs while busy, want none", n)
+	}
 }

@@ -7,8 +7,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/vigilhq/vigil/sdk"
 )
 
 // runArgs runs the CLI in-process and returns its exit code and output.
@@ -47,6 +50,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"short ttl", []string{"--check-ttl", "100ms"}, "--check-ttl 100ms: must be a duration of at least 1s"},
 		{"short deregister", []string{"--deregister-after", "30s"}, "--deregister-after 30s: must be a duration of at least 1m0s"},
 		{"health failures", []string{"--health-failures", "0"}, "--health-failures 0: must be 1 or more"},
+		{"negative busy timeout", []string{"--health-busy-timeout", "-1s"}, "--health-busy-timeout -1s: must be a positive duration"},
+		{"negative confirm", []string{"--health-confirm", "-200ms"}, "--health-confirm -200ms: must be a positive duration"},
 		{"discovery", []string{"--discovery", "zk"}, `--discovery "zk": want file or consul`},
 		{"service", []string{"--service-name", "a/b"}, "--service-name"},
 		{"service escapes", []string{"--service-name", ".."}, "--service-name \"..\": want letters"},
@@ -216,5 +221,35 @@ func TestWorkerIDLimit(t *testing.T) {
 	if _, err := parseRunArgs(t, "--worker-id", strings.Repeat("w", 513), "--discovery", "consul"); err == nil ||
 		!strings.Contains(err.Error(), "513 bytes long, want at most 512") {
 		t.Errorf("parseRun(513-byte --worker-id, consul) = %v, want a configuration error naming the limit 512", err)
+	}
+}
+
+// --health-busy-timeout and --health-confirm reach the adapter's health
+// policy, from the flag or VIGIL_*; the busy timeout's 0 is off (the
+// policy's negative), its default the sdk's.
+func TestHealthBusyAndConfirmFlags(t *testing.T) {
+	tests := map[string]struct {
+		args       []string
+		env        map[string]string
+		busy, hold time.Duration
+	}{
+		"defaults":    {busy: sdk.DefaultBusyTimeout},
+		"flags":       {args: []string{"--health-busy-timeout", "45s", "--health-confirm", "500ms"}, busy: 45 * time.Second, hold: 500 * time.Millisecond},
+		"busy off":    {args: []string{"--health-busy-timeout", "0"}, busy: -1},
+		"environment": {env: map[string]string{"VIGIL_HEALTH_BUSY_TIMEOUT": "10s", "VIGIL_HEALTH_CONFIRM": "1s"}, busy: 10 * time.Second, hold: time.Second},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := parseRunArgs(t, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.start.Health; got.BusyTimeout != tt.busy || got.Confirm != tt.hold {
+				t.Errorf("Health = {BusyTimeout: %v, Confirm: %v}, want {%v, %v}", got.BusyTimeout, got.Confirm, tt.busy, tt.hold)
+			}
+		})
 	}
 }

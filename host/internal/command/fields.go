@@ -17,6 +17,7 @@ var fieldFlags = map[string]string{
 	sdk.FieldHealthTimeout:   "health-timeout",
 	sdk.FieldHealthFailures:  "health-failures",
 	sdk.FieldHealthRetryMax:  "engine-retry-max",
+	sdk.FieldHealthConfirm:   "health-confirm",
 }
 
 // flagError is an adapter's rejection as vigil run's user reads it: the

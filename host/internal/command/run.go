@@ -1,6 +1,7 @@
 package command
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,10 @@ func runCommand() *cli.Command {
 				Usage: "deadline of one engine liveness check"},
 			&cli.IntFlag{Name: "health-failures", Value: sdk.DefaultHealthFailures, EnvVars: env("HEALTH_FAILURES"),
 				Usage: "consecutive failed liveness checks after which the engine is lost"},
+			&cli.DurationFlag{Name: "health-busy-timeout", Value: sdk.DefaultBusyTimeout, EnvVars: env("HEALTH_BUSY_TIMEOUT"),
+				Usage: "how long an engine whose liveness checks time out while its connection still answers an HTTP/2 PING is busy, not failed; 0: off, every timed-out check is a failure"},
+			&cli.DurationFlag{Name: "health-confirm", EnvVars: env("HEALTH_CONFIRM"),
+				Usage: "how long a liveness status other than SERVING must hold before the engine is lost, to ride out health blips; 0: at once"},
 			&cli.DurationFlag{Name: "engine-retry-max", Value: sdk.DefaultRetryMax, EnvVars: env("ENGINE_RETRY_MAX"),
 				Usage: "cap of the retry backoff while waiting for the engine: at most this long between connection attempts"},
 			&cli.StringFlag{Name: "tokenizer-dir", EnvVars: env("TOKENIZER_DIR"),
@@ -320,6 +325,7 @@ func parseStart(c *cli.Context) (sdk.StartRequest, error) {
 		{"drain-timeout", 0}, {"stall-timeout", time.Nanosecond},
 		{"deregister-after", consul.MinDeregisterAfter}, {"health-interval", time.Millisecond},
 		{"health-timeout", time.Millisecond}, {"engine-retry-max", time.Millisecond},
+		{"health-busy-timeout", 0}, {"health-confirm", 0},
 	} {
 		if v := c.Duration(d.flag); v < d.min {
 			if d.min <= time.Nanosecond {
@@ -339,6 +345,9 @@ func parseStart(c *cli.Context) (sdk.StartRequest, error) {
 			Timeout:  c.Duration("health-timeout"),
 			Failures: c.Int("health-failures"),
 			RetryMax: c.Duration("engine-retry-max"),
+			Confirm:  c.Duration("health-confirm"),
+			// The flag's 0 is off; the policy's 0 is the default.
+			BusyTimeout: cmp.Or(c.Duration("health-busy-timeout"), -1),
 		},
 		Options: options,
 	}, nil

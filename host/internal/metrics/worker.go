@@ -98,6 +98,8 @@ type Worker struct {
 	reregistered map[string]prometheus.Counter
 	errs         map[string]prometheus.Counter
 	startupWait  prometheus.Histogram
+	busy         prometheus.Gauge
+	busyEpisodes prometheus.Counter
 }
 
 // WorkerSources are what Worker's gauges read at scrape time.
@@ -169,17 +171,24 @@ func NewWorker(version string, src WorkerSources) *Worker {
 		Help:    "Time from the start of the wait for the engine to its serving (the adapter's Start), per engine start.",
 		Buckets: []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800},
 	})
+	w.busy, w.busyEpisodes = busyMetrics()
+	gauges := sourceGauges(src)
+	w.reg.MustRegister(append([]prometheus.Collector{state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, w.busy, w.busyEpisodes}, gauges...)...)
+	return w
+}
+
+// sourceGauges are the gauges read from src at scrape time.
+func sourceGauges(src WorkerSources) []prometheus.Collector {
 	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "vigil_worker_requests_in_flight",
 		Help: "Requests the worker endpoint has admitted and not yet answered.",
 	}, func() float64 { return float64(src.InFlight()) })
 	registered := flag("vigil_worker_registered",
 		"1 while the registry holds the worker's registration, as far as vigil knows; else 0.", src.Registered)
-	w.reg.MustRegister(state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, inflight, registered,
-		flag("vigil_worker_registration_refused",
-			"1 while the registry refuses the worker's registration for want of a permission (a Consul token without service:write), which retrying alone will not mend; else 0.",
-			src.Refused))
-	return w
+	refused := flag("vigil_worker_registration_refused",
+		"1 while the registry refuses the worker's registration for want of a permission (a Consul token without service:write), which retrying alone will not mend; else 0.",
+		src.Refused)
+	return []prometheus.Collector{inflight, registered, refused}
 }
 
 // flag is a gauge that reads 1 while f reports true; nil f: always 0.
@@ -190,6 +199,17 @@ func flag(name, help string, f func() bool) prometheus.GaugeFunc {
 		}
 		return 0
 	})
+}
+
+// busyMetrics are vigil_engine_busy and vigil_engine_busy_episodes_total.
+func busyMetrics() (prometheus.Gauge, prometheus.Counter) {
+	return prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_engine_busy",
+			Help: "1 while the adapter reports the serving engine busy: its liveness checks time out while its connection answers HTTP/2 PINGs (--health-busy-timeout); else 0.",
+		}), prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_engine_busy_episodes_total",
+			Help: "Times the adapter reported the serving engine busy.",
+		})
 }
 
 // children resolves vec's child for each value of its one label.
@@ -234,6 +254,16 @@ func (w *Worker) Withdrawn(cause string) { count(w.withdrawals, cause) }
 
 // Reregistered implements supervisor.Observer.
 func (w *Worker) Reregistered(cause string) { count(w.reregistered, cause) }
+
+// Busy implements supervisor.Observer.
+func (w *Worker) Busy(busy bool) {
+	if busy {
+		w.busy.Set(1)
+		w.busyEpisodes.Inc()
+		return
+	}
+	w.busy.Set(0)
+}
 
 // Finished implements endpoint.Observer.
 func (w *Worker) Finished(o endpoint.Outcome, prompt, completion uint32) {

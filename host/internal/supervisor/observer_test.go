@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ func (r *recorder) Entered(st State)                { r.add("entered " + st.Stri
 func (r *recorder) Availability(a sdk.Availability) { r.add("availability " + a.String()) }
 func (r *recorder) Withdrawn(cause string)          { r.add("withdrawn " + cause) }
 func (r *recorder) Reregistered(cause string)       { r.add("reregistered " + cause) }
+func (r *recorder) Busy(busy bool)                  { r.add(fmt.Sprintf("busy %v", busy)) }
 func (r *recorder) EngineStarted(d time.Duration) {
 	r.mu.Lock()
 	r.waits = append(r.waits, d)
@@ -101,5 +103,30 @@ func TestStopDuringWaitIsStopping(t *testing.T) {
 		if e == "withdrawn stop" {
 			t.Errorf("a worker never registered counted as withdrawn: %v", rec.get())
 		}
+	}
+}
+
+// A busy engine stays Serving and registered: the Observer is told busy
+// and back, and nothing is withdrawn.
+func TestObserverSeesBusy(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	h := startHarnessWith(t, newFakeEngine(), &fakeEndpoint{}, func(c *Config) { c.Observer = rec })
+	h.send(sdk.Serving)
+	h.registered(true)
+	h.sendEvent(sdk.Event{Availability: sdk.Serving, Busy: true, Reason: "busy"})
+	h.sendEvent(sdk.Event{Availability: sdk.Serving, Reason: "answered"})
+	h.send(sdk.Lost)
+	h.ended(outcome.ErrEngineLost)
+	want := []string{
+		"entered launching", "entered waiting", "entered started",
+		"availability SERVING", "entered serving",
+		"busy true", "availability SERVING",
+		"busy false", "availability SERVING",
+		"availability LOST", "withdrawn lost", "entered draining",
+		"entered stopped",
+	}
+	if diff := cmp.Diff(want, rec.get()); diff != "" {
+		t.Errorf("observed (-want +got):\n%s", diff)
 	}
 }

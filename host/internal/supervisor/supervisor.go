@@ -61,6 +61,10 @@ type Observer interface {
 	// Reregistered: a worker withdrawn for cause (CauseNotReady) is
 	// registered again.
 	Reregistered(cause string)
+	// Busy: the adapter reports the serving engine busy (its liveness
+	// checks time out while its connection answers PINGs), or no longer;
+	// told on change only.
+	Busy(busy bool)
 }
 
 // The causes of a withdrawal or a re-registration, as Observer is told
@@ -89,6 +93,7 @@ func (nopObserver) Availability(sdk.Availability) {}
 func (nopObserver) EngineStarted(time.Duration)   {}
 func (nopObserver) Withdrawn(string)              {}
 func (nopObserver) Reregistered(string)           {}
+func (nopObserver) Busy(bool)                     {}
 
 // Adapter is a started engine adapter.
 type Adapter struct {
@@ -226,6 +231,7 @@ type supervisor struct {
 	// unanswered); nil when it is not pinged. stopPing ends the pings.
 	hung     <-chan string
 	stopPing context.CancelFunc
+	busy     bool // as the Observer was last told
 
 	state       State
 	cause       Input // InputLost, InputStop, InputFailed, InputHung or InputDraining, whichever came first
@@ -281,6 +287,7 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
 
 // watched feeds one event of the availability watch; !ok: it closed.
 func (s *supervisor) watched(ev sdk.Event, ok bool) {
+	s.busyChanged(ev, ok)
 	switch {
 	case !ok:
 		s.events = nil
@@ -310,6 +317,24 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 		s.events = nil
 		s.step(InputLost, ev.Reason)
 	}
+}
+
+// busyChanged logs and tells the Observer when the engine turns busy or
+// stops being busy: a busy engine is Serving, so the lifecycle does not
+// change.
+func (s *supervisor) busyChanged(ev sdk.Event, ok bool) {
+	busy := ok && ev.Busy && ev.Availability == sdk.Serving
+	if busy == s.busy {
+		return
+	}
+	s.busy = busy
+	switch {
+	case busy:
+		s.log.Warn("engine busy: its health checks time out while its connection answers; the worker stays registered", "reason", ev.Reason)
+	case ok && ev.Availability == sdk.Serving:
+		s.log.Info("engine no longer busy", "reason", ev.Reason)
+	} // else the lifecycle logs what ended it
+	s.cfg.Observer.Busy(busy)
 }
 
 // duplicate ends the lifecycle when the announcer has given up: another

@@ -210,10 +210,16 @@ func startHarnessOn(t *testing.T, engine *fakeEngine, endpoint *fakeEndpoint,
 
 func (h *harness) send(a sdk.Availability) {
 	h.t.Helper()
+	h.sendEvent(sdk.Event{Availability: a, Reason: a.String()})
+}
+
+// sendEvent feeds ev to the lifecycle.
+func (h *harness) sendEvent(ev sdk.Event) {
+	h.t.Helper()
 	select {
-	case h.engine.events <- sdk.Event{Availability: a, Reason: a.String()}:
+	case h.engine.events <- ev:
 	case <-time.After(10 * time.Second):
-		h.t.Fatalf("lifecycle did not take event %s", a)
+		h.t.Fatalf("lifecycle did not take event %s", ev.Availability)
 	}
 }
 

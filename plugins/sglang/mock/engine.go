@@ -16,6 +16,7 @@
 package mock
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -154,7 +155,7 @@ func (e *Engine) register(s *grpc.Server) error {
 		if err != nil {
 			return err
 		}
-		healthpb.RegisterHealthServer(s, hs)
+		healthpb.RegisterHealthServer(s, enginemock.BusyChecks(func(ctx context.Context) error { return e.CheckDelay(ctx) }, hs))
 	default:
 		return fmt.Errorf("mock: unknown API %q: want %s or %s", e.cfg.API, APIRuntime, APIScheduler)
 	}

@@ -25,8 +25,12 @@ type server struct {
 	e *Engine
 }
 
-// HealthCheck answers healthy once ready while "" serves.
-func (s *server) HealthCheck(context.Context, *sglangpb.HealthCheckRequest) (*sglangpb.HealthCheckResponse, error) {
+// HealthCheck answers healthy once ready while "" serves, after the
+// engine's check latency (POST /check-latency).
+func (s *server) HealthCheck(ctx context.Context, _ *sglangpb.HealthCheckRequest) (*sglangpb.HealthCheckResponse, error) {
+	if err := s.e.CheckDelay(ctx); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
 	c := s.e.Condition()
 	healthy := c.Ready && !c.Stopped && s.e.Status("") == healthpb.HealthCheckResponse_SERVING
 	return &sglangpb.HealthCheckResponse{Healthy: healthy}, nil

@@ -18,6 +18,9 @@ type server struct {
 }
 
 func (s *server) HealthCheck(ctx context.Context, _ *trtllmpb.HealthCheckRequest) (*trtllmpb.HealthCheckResponse, error) {
+	if err := s.e.CheckDelay(ctx); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
 	st, err := s.e.healthStatus(ctx)
 	if err != nil {
 		return nil, status.FromContextError(err).Err()

@@ -13,6 +13,7 @@
 package mock
 
 import (
+	"context"
 	"time"
 
 	"google.golang.org/grpc"
@@ -135,7 +136,7 @@ func (e *Engine) register(s *grpc.Server) error {
 	if err != nil {
 		return err
 	}
-	healthpb.RegisterHealthServer(s, hs)
+	healthpb.RegisterHealthServer(s, enginemock.BusyChecks(func(ctx context.Context) error { return e.CheckDelay(ctx) }, hs))
 	vllmpb.RegisterInferenceServer(s, &inferenceServer{e: e})
 	vllmpb.RegisterControlServer(s, &controlServer{e: e})
 	return nil

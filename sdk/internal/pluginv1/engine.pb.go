@@ -431,7 +431,16 @@ type HealthPolicy struct {
 	Failures uint32 `protobuf:"varint,3,opt,name=failures,proto3" json:"failures,omitempty"`
 	// Cap of the retry backoff while waiting for the engine at startup.
 	// --engine-retry-max.
-	RetryMax      *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_max,json=retryMax,proto3" json:"retry_max,omitempty"`
+	RetryMax *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_max,json=retryMax,proto3" json:"retry_max,omitempty"`
+	// How long the engine may be busy: its liveness checks time out while its
+	// HTTP/2 transport answers a PING. Negative: off, every timed-out check is
+	// a failure. --health-busy-timeout (whose 0 is sent as negative). An
+	// adapter built before this field ignores it.
+	BusyTimeout *durationpb.Duration `protobuf:"bytes,5,opt,name=busy_timeout,json=busyTimeout,proto3" json:"busy_timeout,omitempty"`
+	// How long a liveness status other than SERVING must hold before the
+	// engine is lost. --health-confirm. An adapter built before this field
+	// ignores it (acts at once).
+	Confirm       *durationpb.Duration `protobuf:"bytes,6,opt,name=confirm,proto3" json:"confirm,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -490,6 +499,20 @@ func (x *HealthPolicy) GetFailures() uint32 {
 func (x *HealthPolicy) GetRetryMax() *durationpb.Duration {
 	if x != nil {
 		return x.RetryMax
+	}
+	return nil
+}
+
+func (x *HealthPolicy) GetBusyTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.BusyTimeout
+	}
+	return nil
+}
+
+func (x *HealthPolicy) GetConfirm() *durationpb.Duration {
+	if x != nil {
+		return x.Confirm
 	}
 	return nil
 }
@@ -682,7 +705,12 @@ type AvailabilityEvent struct {
 	// Why, for logs, e.g. "vLLM engine lost: health status NOT_SERVING".
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// When the adapter observed the change.
-	Time          *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	// With SERVING: the engine is busy, its liveness checks timing out while
+	// its connection answers HTTP/2 PINGs (HealthPolicy.busy_timeout). The
+	// worker stays registered; the host exports it as a metric. A change of
+	// busy alone is sent as an event of its own.
+	Busy          bool `protobuf:"varint,4,opt,name=busy,proto3" json:"busy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -736,6 +764,13 @@ func (x *AvailabilityEvent) GetTime() *timestamppb.Timestamp {
 		return x.Time
 	}
 	return nil
+}
+
+func (x *AvailabilityEvent) GetBusy() bool {
+	if x != nil {
+		return x.Busy
+	}
+	return false
 }
 
 type ShutdownRequest struct {
@@ -1688,12 +1723,14 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\aoptions\x18\x04 \x03(\v2*.vigil.plugin.v1.StartRequest.OptionsEntryR\aoptions\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xce\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc1\x02\n" +
 	"\fHealthPolicy\x125\n" +
 	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x1a\n" +
 	"\bfailures\x18\x03 \x01(\rR\bfailures\x126\n" +
-	"\tretry_max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bretryMax\"@\n" +
+	"\tretry_max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bretryMax\x12<\n" +
+	"\fbusy_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vbusyTimeout\x123\n" +
+	"\aconfirm\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\aconfirm\"@\n" +
 	"\rStartResponse\x12/\n" +
 	"\x06worker\x18\x01 \x01(\v2\x17.vigil.plugin.v1.WorkerR\x06worker\"\x8f\x02\n" +
 	"\x06Worker\x12\x19\n" +
@@ -1705,11 +1742,12 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\rmax_model_len\x18\x05 \x01(\rR\vmaxModelLen\x12\"\n" +
 	"\rkv_block_size\x18\x06 \x01(\rR\vkvBlockSize\x12.\n" +
 	"\x13supports_text_input\x18\a \x01(\bR\x11supportsTextInput\"\x1a\n" +
-	"\x18WatchAvailabilityRequest\"\x9e\x01\n" +
+	"\x18WatchAvailabilityRequest\"\xb2\x01\n" +
 	"\x11AvailabilityEvent\x12A\n" +
 	"\favailability\x18\x01 \x01(\x0e2\x1d.vigil.plugin.v1.AvailabilityR\favailability\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12.\n" +
-	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x11\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04busy\x18\x04 \x01(\bR\x04busy\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
 	"\x10ShutdownResponse\"\xe4\x03\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
@@ -1846,39 +1884,41 @@ var file_vigil_plugin_v1_engine_proto_depIdxs = []int32{
 	26, // 4: vigil.plugin.v1.HealthPolicy.interval:type_name -> google.protobuf.Duration
 	26, // 5: vigil.plugin.v1.HealthPolicy.timeout:type_name -> google.protobuf.Duration
 	26, // 6: vigil.plugin.v1.HealthPolicy.retry_max:type_name -> google.protobuf.Duration
-	8,  // 7: vigil.plugin.v1.StartResponse.worker:type_name -> vigil.plugin.v1.Worker
-	0,  // 8: vigil.plugin.v1.AvailabilityEvent.availability:type_name -> vigil.plugin.v1.Availability
-	27, // 9: vigil.plugin.v1.AvailabilityEvent.time:type_name -> google.protobuf.Timestamp
-	14, // 10: vigil.plugin.v1.GenerateRequest.token_ids:type_name -> vigil.plugin.v1.TokenIds
-	16, // 11: vigil.plugin.v1.GenerateResponse.chunk:type_name -> vigil.plugin.v1.Chunk
-	17, // 12: vigil.plugin.v1.GenerateResponse.final:type_name -> vigil.plugin.v1.Final
-	1,  // 13: vigil.plugin.v1.Final.finish_reason:type_name -> vigil.plugin.v1.FinishReason
-	21, // 14: vigil.plugin.v1.MultiplexRequest.start:type_name -> vigil.plugin.v1.MultiplexStart
-	13, // 15: vigil.plugin.v1.MultiplexStart.request:type_name -> vigil.plugin.v1.GenerateRequest
-	23, // 16: vigil.plugin.v1.MultiplexResponse.items:type_name -> vigil.plugin.v1.MultiplexItem
-	16, // 17: vigil.plugin.v1.MultiplexItem.chunk:type_name -> vigil.plugin.v1.Chunk
-	17, // 18: vigil.plugin.v1.MultiplexItem.final:type_name -> vigil.plugin.v1.Final
-	24, // 19: vigil.plugin.v1.MultiplexItem.error:type_name -> vigil.plugin.v1.Status
-	28, // 20: vigil.plugin.v1.Status.details:type_name -> google.protobuf.Any
-	2,  // 21: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
-	5,  // 22: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
-	9,  // 23: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
-	11, // 24: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
-	13, // 25: vigil.plugin.v1.Engine.Generate:input_type -> vigil.plugin.v1.GenerateRequest
-	18, // 26: vigil.plugin.v1.Engine.Abort:input_type -> vigil.plugin.v1.AbortRequest
-	20, // 27: vigil.plugin.v1.Engine.Multiplex:input_type -> vigil.plugin.v1.MultiplexRequest
-	3,  // 28: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
-	7,  // 29: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
-	10, // 30: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
-	12, // 31: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
-	15, // 32: vigil.plugin.v1.Engine.Generate:output_type -> vigil.plugin.v1.GenerateResponse
-	19, // 33: vigil.plugin.v1.Engine.Abort:output_type -> vigil.plugin.v1.AbortResponse
-	22, // 34: vigil.plugin.v1.Engine.Multiplex:output_type -> vigil.plugin.v1.MultiplexResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	26, // 7: vigil.plugin.v1.HealthPolicy.busy_timeout:type_name -> google.protobuf.Duration
+	26, // 8: vigil.plugin.v1.HealthPolicy.confirm:type_name -> google.protobuf.Duration
+	8,  // 9: vigil.plugin.v1.StartResponse.worker:type_name -> vigil.plugin.v1.Worker
+	0,  // 10: vigil.plugin.v1.AvailabilityEvent.availability:type_name -> vigil.plugin.v1.Availability
+	27, // 11: vigil.plugin.v1.AvailabilityEvent.time:type_name -> google.protobuf.Timestamp
+	14, // 12: vigil.plugin.v1.GenerateRequest.token_ids:type_name -> vigil.plugin.v1.TokenIds
+	16, // 13: vigil.plugin.v1.GenerateResponse.chunk:type_name -> vigil.plugin.v1.Chunk
+	17, // 14: vigil.plugin.v1.GenerateResponse.final:type_name -> vigil.plugin.v1.Final
+	1,  // 15: vigil.plugin.v1.Final.finish_reason:type_name -> vigil.plugin.v1.FinishReason
+	21, // 16: vigil.plugin.v1.MultiplexRequest.start:type_name -> vigil.plugin.v1.MultiplexStart
+	13, // 17: vigil.plugin.v1.MultiplexStart.request:type_name -> vigil.plugin.v1.GenerateRequest
+	23, // 18: vigil.plugin.v1.MultiplexResponse.items:type_name -> vigil.plugin.v1.MultiplexItem
+	16, // 19: vigil.plugin.v1.MultiplexItem.chunk:type_name -> vigil.plugin.v1.Chunk
+	17, // 20: vigil.plugin.v1.MultiplexItem.final:type_name -> vigil.plugin.v1.Final
+	24, // 21: vigil.plugin.v1.MultiplexItem.error:type_name -> vigil.plugin.v1.Status
+	28, // 22: vigil.plugin.v1.Status.details:type_name -> google.protobuf.Any
+	2,  // 23: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
+	5,  // 24: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
+	9,  // 25: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
+	11, // 26: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
+	13, // 27: vigil.plugin.v1.Engine.Generate:input_type -> vigil.plugin.v1.GenerateRequest
+	18, // 28: vigil.plugin.v1.Engine.Abort:input_type -> vigil.plugin.v1.AbortRequest
+	20, // 29: vigil.plugin.v1.Engine.Multiplex:input_type -> vigil.plugin.v1.MultiplexRequest
+	3,  // 30: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
+	7,  // 31: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
+	10, // 32: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
+	12, // 33: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
+	15, // 34: vigil.plugin.v1.Engine.Generate:output_type -> vigil.plugin.v1.GenerateResponse
+	19, // 35: vigil.plugin.v1.Engine.Abort:output_type -> vigil.plugin.v1.AbortResponse
+	22, // 36: vigil.plugin.v1.Engine.Multiplex:output_type -> vigil.plugin.v1.MultiplexResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_vigil_plugin_v1_engine_proto_init() }
