@@ -166,8 +166,9 @@ func TestDiscovererDropsRecordNotRenewed(t *testing.T) {
 		t.Fatal(err)
 	}
 	rewrite(t, dir, dead, time.Now().Add(time.Hour), ttl)
-	sets := discoverytest.Watch(t, file.NewDiscoverer(dir, "llm", nil))
+	// Before the watch: the discoverer first sees the record after this.
 	seen := time.Now()
+	sets := discoverytest.Watch(t, file.NewDiscoverer(dir, "llm", nil))
 	if rs := discoverytest.Next(t, sets); len(rs) != 1 {
 		t.Fatalf("first set = %v, want the record", rs)
 	}
