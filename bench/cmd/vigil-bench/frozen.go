@@ -15,22 +15,27 @@ import (
 const frozenTrialsFull = 5
 
 func figB3(e *env) ([]report.Row, error) {
+	return frozenRows(e, "B3", "SIGSTOP of the engine→withdrawn from Consul, default health settings", frozenTrial)
+}
+
+// frozenRows runs trial as B3 and B9 do, repeating a trial whose worker
+// left discovery before the freeze, and summarises the samples as fig.
+func frozenRows(e *env, fig, metric string, trial func(*env) (time.Duration, error)) ([]report.Row, error) {
 	n := e.trials(frozenTrialsFull)
 	samples := make([]time.Duration, 0, n)
 	var repeated int
 	for i := range n {
-		d, repeats, err := repeatEarly(func() (time.Duration, error) { return frozenTrial(e) })
+		d, repeats, err := repeatEarly(func() (time.Duration, error) { return trial(e) })
 		repeated += repeats
 		if err != nil {
 			return nil, fmt.Errorf("trial %d: %w", i+1, err)
 		}
 		samples = append(samples, d)
 	}
-	metric := "SIGSTOP of the engine→withdrawn from Consul, default health settings"
 	if repeated > 0 {
-		metric += fmt.Sprintf("; %d trials repeated: worker left discovery before the loss", repeated)
+		metric += fmt.Sprintf("; %d trials repeated: worker left discovery before the freeze", repeated)
 	}
-	return []report.Row{report.SummaryRow("B3", metric, samples, "3 s")}, nil
+	return []report.Row{report.SummaryRow(fig, metric, samples, "3 s")}, nil
 }
 
 // frozenTrial stops the engine process (its connections stay open, so

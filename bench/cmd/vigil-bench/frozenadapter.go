@@ -15,22 +15,7 @@ import (
 // policy, interval + failures × timeout = 2.5 s, are all that notice it.
 // The pings do not depend on the engine: it runs with the first alone.
 func figB9(e *env) ([]report.Row, error) {
-	n := e.trials(frozenTrialsFull)
-	samples := make([]time.Duration, 0, n)
-	var repeated int
-	for i := range n {
-		d, repeats, err := repeatEarly(func() (time.Duration, error) { return frozenAdapterTrial(e) })
-		repeated += repeats
-		if err != nil {
-			return nil, fmt.Errorf("trial %d: %w", i+1, err)
-		}
-		samples = append(samples, d)
-	}
-	metric := "SIGSTOP of the adapter process→withdrawn from Consul, default health settings"
-	if repeated > 0 {
-		metric += fmt.Sprintf("; %d trials repeated: worker left discovery before the freeze", repeated)
-	}
-	return []report.Row{report.SummaryRow("B9", metric, samples, "3 s")}, nil
+	return frozenRows(e, "B9", "SIGSTOP of the adapter process→withdrawn from Consul, default health settings", frozenAdapterTrial)
 }
 
 // frozenAdapterTrial stops vigil's adapter child (its connections stay
