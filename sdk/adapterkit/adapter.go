@@ -302,15 +302,16 @@ func (a *Adapter) WatchAvailability(ctx context.Context) (<-chan sdk.Event, erro
 	if conn == nil || !started {
 		return nil, fmt.Errorf("%w: WatchAvailability before Start", sdk.ErrNotStarted)
 	}
-	sources := make([]Source, 0, len(signals)+1)
-	for _, s := range signals {
-		if s.Role != Startup {
-			sources = append(sources, s.source(policy, busy))
-		}
-	}
 	var read func(context.Context) (string, error)
 	if a.spec.LifetimeID != nil {
 		read = func(ctx context.Context) (string, error) { return a.spec.LifetimeID(ctx, conn) }
+	}
+	opts := healthwatch.WatchOptions{Busy: busy, Reopened: sameLifetime(worker.InstanceID, read)}
+	sources := make([]Source, 0, len(signals)+1)
+	for _, s := range signals {
+		if s.Role != Startup {
+			sources = append(sources, s.source(policy, opts))
+		}
 	}
 	sources = append(sources, LifetimeSource(conn, policy, worker.InstanceID, read))
 	return withBusy(ctx, a.spec.Engine, Merge(ctx, a.spec.Engine, sources...), busy), nil

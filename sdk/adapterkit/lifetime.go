@@ -64,6 +64,30 @@ func LifetimeSource(conn *grpc.ClientConn, policy sdk.HealthPolicy, want string,
 	}}
 }
 
+// sameLifetime is the lifetime check of a health Watch stream reopened
+// after a recycled connection (healthwatch.WatchOptions.Reopened): it reads
+// the lifetime id, and another id or a failed read is an error, which ends
+// that watch Lost, the statuses it held unseen. A replaced engine's
+// statuses (NOT_SERVING, then SERVING as it loads) would otherwise reach
+// the host before LifetimeSource tells its loss. Without a lifetime id
+// (read nil or want empty) it is nil: nothing is held, and LifetimeSource
+// takes the closed connection for a loss.
+func sameLifetime(want string, read func(context.Context) (string, error)) func(context.Context) error {
+	if read == nil || want == "" {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		got, err := read(ctx)
+		switch {
+		case err != nil:
+			return fmt.Errorf("the engine's lifetime id could not be read again: %w", err)
+		case got != want:
+			return fmt.Errorf("engine replaced: instance id %q, was %q", got, want)
+		}
+		return nil
+	}
+}
+
 // reread reconnects and reads the lifetime id, within policy.Timeout. A
 // failed reconnect ends it at once: the same engine, reached through a
 // connection that merely dropped, answers at once, and anything else is

@@ -3,6 +3,7 @@ package adapterkit_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,4 +103,72 @@ func expectLost(t *testing.T, events <-chan sdk.Event, want string) {
 	case <-time.After(within):
 		t.Fatalf("no event within %v, want Lost %q", within, want)
 	}
+}
+
+// lateLifetime makes s's lifetime id reads, once armed, tell entered and
+// wait until release is closed: an engine whose answer is late.
+func lateLifetime(s *adapterkit.Spec) (armed *atomic.Bool, entered chan struct{}, release chan struct{}) {
+	armed, entered, release = new(atomic.Bool), make(chan struct{}, 100), make(chan struct{})
+	read := s.LifetimeID
+	s.LifetimeID = func(ctx context.Context, conn *grpc.ClientConn) (string, error) {
+		if armed.Load() {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		}
+		return read(ctx, conn)
+	}
+	return armed, entered, release
+}
+
+// TestReopenedWatchReplacedEngine: the engine behind the address is
+// replaced, and the health Watch streams reopened on the new connection
+// reach the new process, still loading (readiness NOT_SERVING, then
+// SERVING), before the lifetime id read answers. None of its statuses
+// reaches the host: each reopened stream waits for its own read of the
+// lifetime id, another one, and the host sees Lost only, never NotReady
+// or Serving from the new process.
+func TestReopenedWatchReplacedEngine(t *testing.T) {
+	t.Parallel()
+	p := listen(t)
+	old := serveEngine(t, p, "a")
+	s := spec(true)
+	armed, entered, release := lateLifetime(&s)
+	events, _ := startCounting(t, s, old.addr)
+
+	armed.Store(true)
+	old.stop()
+	replacement := serveLoading(t, p, "b", []string{inference})
+	// LifetimeSource's read, and one per reopened Watch ("" and
+	// toy.Inference), each after its stream's first status.
+	noEventWhile(t, events, entered, 3, "late lifetime id reads")
+	replacement.SetServingStatus(inference, serving)
+	close(release)
+	select {
+	case ev := <-events:
+		if ev.Availability != sdk.Lost || !strings.Contains(ev.Reason, `engine replaced: instance id "b", was "a"`) {
+			t.Fatalf("event = %v %q, want Lost naming the replacement", ev.Availability, ev.Reason)
+		}
+	case <-time.After(within):
+		t.Fatalf("no event within %v, want Lost", within)
+	}
+	if ev, ok := <-events; ok {
+		t.Fatalf("event %v %q after Lost, want the stream closed", ev.Availability, ev.Reason)
+	}
+}
+
+// TestReopenedWatchNoLifetimeID: an engine without a lifetime id has
+// nothing to confirm, so nothing is held: the connection closing is Lost
+// at once, as before.
+func TestReopenedWatchNoLifetimeID(t *testing.T) {
+	t.Parallel()
+	p := listen(t)
+	old := serveEngine(t, p, "a")
+	events, _ := startCounting(t, spec(false), old.addr)
+	old.stop()
+	serveEngine(t, p, "b")
+	expectLost(t, events, "Toy engine lost: engine connection closed")
 }

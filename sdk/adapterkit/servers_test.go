@@ -107,12 +107,22 @@ func (l *portListener) Addr() net.Addr { return l.p.addr }
 // when the test ends.
 func serveEngine(t *testing.T, p *port, id string, opts ...grpc.ServerOption) *engine {
 	t.Helper()
+	return serveLoading(t, p, id, nil, opts...)
+}
+
+// serveLoading is serveEngine with the services loading NOT_SERVING from
+// the start, as a process that is still loading answers.
+func serveLoading(t *testing.T, p *port, id string, loading []string, opts ...grpc.ServerOption) *engine {
+	t.Helper()
 	if p == nil {
 		p = listen(t)
 	}
 	lis := p.listener()
 	e := &engine{Server: health.NewServer(), id: id, addr: lis.Addr().String(), srv: grpc.NewServer(opts...), reads: make(chan struct{}, 100)}
 	e.SetServingStatus(inference, serving)
+	for _, service := range loading {
+		e.SetServingStatus(service, notServing)
+	}
 	healthpb.RegisterHealthServer(e.srv, e)
 	served := make(chan struct{})
 	go func() {

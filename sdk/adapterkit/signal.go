@@ -117,17 +117,17 @@ func healthService(conn grpc.ClientConnInterface, service string, role Role, dra
 			return err
 		},
 		Watch: func(ctx context.Context, policy sdk.HealthPolicy) <-chan sdk.Event {
-			return watchHealth(ctx, conn, service, role, drains, policy, busyOf(ctx))
+			return watchHealth(ctx, conn, service, role, drains, policy, watchOptionsOf(ctx))
 		},
 	}
 }
 
-// watchHealth is HealthService's Watch: healthwatch.WatchBusy, with a
+// watchHealth is HealthService's Watch: healthwatch.WatchWith, with a
 // liveness signal's statuses other than SERVING held for policy.Confirm;
 // drains: its NOT_SERVING is a drain on purpose.
-func watchHealth(ctx context.Context, conn grpc.ClientConnInterface, service string, role Role, drains bool, policy sdk.HealthPolicy, busy *healthwatch.Busy) <-chan sdk.Event {
+func watchHealth(ctx context.Context, conn grpc.ClientConnInterface, service string, role Role, drains bool, policy sdk.HealthPolicy, opts healthwatch.WatchOptions) <-chan sdk.Event {
 	name := fmt.Sprintf("health of %q", service)
-	updates := healthwatch.WatchBusy(ctx, conn, service, policy, busy)
+	updates := healthwatch.WatchWith(ctx, conn, service, policy, opts)
 	if role != Readiness {
 		updates = hold(ctx, updates, policy.Confirm, func(u healthwatch.Update) bool {
 			return u.Err == nil && u.Status != healthpb.HealthCheckResponse_SERVING
@@ -146,14 +146,19 @@ func watchHealth(ctx context.Context, conn grpc.ClientConnInterface, service str
 
 // Source returns s as Merge follows it under policy: its Watch, or else
 // its Check polled.
-func (s Signal) Source(policy sdk.HealthPolicy) Source { return s.source(policy, nil) }
+func (s Signal) Source(policy sdk.HealthPolicy) Source {
+	return s.source(policy, healthwatch.WatchOptions{})
+}
 
-// source is Source with busy judging the Checks that time out, for a
-// Signal that polls them (its own, or HealthService's Watch's).
-func (s Signal) source(policy sdk.HealthPolicy, busy *healthwatch.Busy) Source {
+// source is Source with opts.Busy judging the Checks that time out, for a
+// Signal that polls them (its own, or HealthService's Watch's), and
+// opts.Reopened confirming the lifetime id behind HealthService's
+// reopened Watch streams.
+func (s Signal) source(policy sdk.HealthPolicy, opts healthwatch.WatchOptions) Source {
+	busy := opts.Busy
 	if s.Watch != nil {
 		return Source{Name: s.Name, Follow: func(ctx context.Context) <-chan sdk.Event {
-			return s.Watch(context.WithValue(ctx, busyKey{}, busy), policy)
+			return s.Watch(context.WithValue(ctx, watchKey{}, opts), policy)
 		}}
 	}
 	return Source{Name: s.Name, Follow: func(ctx context.Context) <-chan sdk.Event {
@@ -165,15 +170,16 @@ func (s Signal) source(policy sdk.HealthPolicy, busy *healthwatch.Busy) Source {
 	}}
 }
 
-// busyKey is the context key of the Busy that the kit's own Watch
-// functions (HealthService's) poll their Checks with: a Signal's Watch
-// replaced by the adapter knows nothing of it.
-type busyKey struct{}
+// watchKey is the context key of the options that the kit's own Watch
+// functions (HealthService's) watch with: the Busy their Checks are
+// polled with, and the lifetime check of their reopened streams. A
+// Signal's Watch replaced by the adapter knows nothing of them.
+type watchKey struct{}
 
-// busyOf returns ctx's Busy; nil: none.
-func busyOf(ctx context.Context) *healthwatch.Busy {
-	b, _ := ctx.Value(busyKey{}).(*healthwatch.Busy)
-	return b
+// watchOptionsOf returns ctx's watch options; zero: none.
+func watchOptionsOf(ctx context.Context) healthwatch.WatchOptions {
+	o, _ := ctx.Value(watchKey{}).(healthwatch.WatchOptions)
+	return o
 }
 
 // answer is one polled Check's event; down: the engine answered that the

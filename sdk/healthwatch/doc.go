@@ -11,8 +11,9 @@
 // periodic Checks catch an engine that has stopped answering. A stream
 // that ends UNAVAILABLE after a status, as a server or proxy that recycles
 // its connections ends it (GOAWAY, then the connection closed), is reopened
-// on the new connection, its first status due within the health timeout;
-// a refused reconnect ends the watch at once. HTTP/2
+// on the new connection, its first status due within the health timeout
+// and, with [WatchOptions].Reopened, reported once that confirms the process
+// behind it is the same; a refused reconnect ends the watch at once. HTTP/2
 // keepalive pings are no substitute: gRPC servers by default cut off clients
 // that ping more often than every 5 minutes (GOAWAY too_many_pings). A few
 // PINGs do tell a busy engine, whose Checks time out while its transport

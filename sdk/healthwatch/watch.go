@@ -50,13 +50,35 @@ func Watch(ctx context.Context, conn grpc.ClientConnInterface, service string, p
 // Check that times out on a busy engine is not a failure. A nil busy is
 // Watch.
 func WatchBusy(ctx context.Context, conn grpc.ClientConnInterface, service string, policy sdk.HealthPolicy, busy *Busy) <-chan Update {
+	return WatchWith(ctx, conn, service, policy, WatchOptions{Busy: busy})
+}
+
+// WatchOptions are the optional parts of [WatchWith].
+type WatchOptions struct {
+	// Busy judges the Checks that time out, as [WatchBusy] does. Nil:
+	// none.
+	Busy *Busy
+	// Reopened, if set, confirms that a Watch stream reopened after a
+	// recycled connection reaches the process watched before (an adapter
+	// compares the engine's lifetime id): it is called, under
+	// policy.Timeout, when the reopened stream delivers its first status,
+	// and no status of that stream is reported before it returns. An
+	// error ends the watch with it, and the held statuses are dropped:
+	// they were a replacement's. The first stream, and a stream once
+	// confirmed, are never held.
+	Reopened func(ctx context.Context) error
+}
+
+// WatchWith is Watch with opts.
+func WatchWith(ctx context.Context, conn grpc.ClientConnInterface, service string, policy sdk.HealthPolicy, opts WatchOptions) <-chan Update {
 	w := &watcher{
-		busy:    busy,
-		client:  healthpb.NewHealthClient(conn),
-		check:   Checker(conn),
-		service: service,
-		policy:  policy.WithDefaults(),
-		out:     make(chan Update),
+		busy:     opts.Busy,
+		reopened: opts.Reopened,
+		client:   healthpb.NewHealthClient(conn),
+		check:    Checker(conn),
+		service:  service,
+		policy:   policy.WithDefaults(),
+		out:      make(chan Update),
 	}
 	// Streaming from the start: a probe answer must not race the stream's
 	// first status.
@@ -71,7 +93,9 @@ type watcher struct {
 	service string
 	policy  sdk.HealthPolicy
 	busy    *Busy
-	out     chan Update
+	// reopened confirms a reopened stream's process (WatchOptions).
+	reopened func(context.Context) error
+	out      chan Update
 	// streaming is true while the Watch stream delivers statuses. Checks
 	// then only prove liveness: a Check answer read before a change but
 	// delivered after the stream's report of it would undo the change.
