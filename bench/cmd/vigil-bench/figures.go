@@ -36,6 +36,7 @@ var figures = []figure{
 	{"B8", "vigil route at 1,000 workers: churn, spread, peak-ewma vs least-outstanding vs round-robin", figB8, true},
 	// The adapter's pings are go-plugin's, the same for every engine.
 	{"B9", "frozen adapter (SIGSTOP) to withdrawn from Consul", figB9, true},
+	{"B10", "busy engine, then frozen (SIGSTOP), to withdrawn from Consul", figB10, false},
 }
 
 // benchEngine is an engine the bench measures: how the harness runs it
@@ -60,7 +61,7 @@ var benchEngines = []benchEngine{
 	{Engine: harness.VLLM, direct: load.DirectVLLM, stamped: load.StampedVLLM},
 	{Engine: harness.SGLang, direct: load.DirectSGLang, stamped: load.StampedSGLang},
 	// B6's loaded memory comes from B5's rows, which run for it unreported.
-	{Engine: harness.TRTLLM, direct: load.DirectTRTLLM, figures: []string{"B1", "B2", "B3", "B4", "B6"},
+	{Engine: harness.TRTLLM, direct: load.DirectTRTLLM, figures: []string{"B1", "B2", "B3", "B4", "B6", "B10"},
 		pollInterval: defaultHealthInterval},
 }
 

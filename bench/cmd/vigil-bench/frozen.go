@@ -15,12 +15,13 @@ import (
 const frozenTrialsFull = 5
 
 func figB3(e *env) ([]report.Row, error) {
-	return frozenRows(e, "B3", "SIGSTOP of the engine→withdrawn from Consul, default health settings", frozenTrial)
+	return frozenRows(e, "B3", "SIGSTOP of the engine→withdrawn from Consul, default health settings", "3 s", frozenTrial)
 }
 
-// frozenRows runs trial as B3 and B9 do, repeating a trial whose worker
-// left discovery before the freeze, and summarises the samples as fig.
-func frozenRows(e *env, fig, metric string, trial func(*env) (time.Duration, error)) ([]report.Row, error) {
+// frozenRows runs trial as B3, B9 and B10 do, repeating a trial whose
+// worker left discovery before the freeze, and summarises the samples as
+// fig beside target.
+func frozenRows(e *env, fig, metric, target string, trial func(*env) (time.Duration, error)) ([]report.Row, error) {
 	n := e.trials(frozenTrialsFull)
 	samples := make([]time.Duration, 0, n)
 	var repeated int
@@ -35,7 +36,7 @@ func frozenRows(e *env, fig, metric string, trial func(*env) (time.Duration, err
 	if repeated > 0 {
 		metric += fmt.Sprintf("; %d trials repeated: worker left discovery before the freeze", repeated)
 	}
-	return []report.Row{report.SummaryRow(fig, metric, samples, "3 s")}, nil
+	return []report.Row{report.SummaryRow(fig, metric, samples, target)}, nil
 }
 
 // frozenTrial stops the engine process (its connections stay open, so

@@ -15,7 +15,7 @@ import (
 // policy, interval + failures × timeout = 2.5 s, are all that notice it.
 // The pings do not depend on the engine: it runs with the first alone.
 func figB9(e *env) ([]report.Row, error) {
-	return frozenRows(e, "B9", "SIGSTOP of the adapter process→withdrawn from Consul, default health settings", frozenAdapterTrial)
+	return frozenRows(e, "B9", "SIGSTOP of the adapter process→withdrawn from Consul, default health settings", "3 s", frozenAdapterTrial)
 }
 
 // frozenAdapterTrial stops vigil's adapter child (its connections stay

@@ -195,11 +195,12 @@ func repeatEarly[T any](trial func() (T, error)) (T, int, error) {
 // errEarly describes (seen within 2 ms of the first listing).
 const registrationSettle = 50 * time.Millisecond
 
-// registeredWorker starts vigil against the engine, waits until its worker
-// is registered (passing in Consul, or its record present), and returns
-// with an observer of its withdrawal already armed.
-func (e *env) registeredWorker(ctx context.Context, engineAddr string, consul bool) (*harness.Vigil, *harness.Observation, error) {
-	opts := harness.VigilOpts{EngineAddr: engineAddr}
+// registeredWorker starts vigil against the engine, extra flags after the
+// harness's, waits until its worker is registered (passing in Consul, or
+// its record present), and returns with an observer of its withdrawal
+// already armed.
+func (e *env) registeredWorker(ctx context.Context, engineAddr string, consul bool, extra ...string) (*harness.Vigil, *harness.Observation, error) {
+	opts := harness.VigilOpts{EngineAddr: engineAddr, Extra: extra}
 	if consul {
 		opts.Consul, opts.Service = e.consul, e.service("loss")
 	} else {

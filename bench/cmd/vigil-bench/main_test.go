@@ -3,8 +3,10 @@ package main
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/vigilhq/vigil/e2e/harness"
+	"github.com/vigilhq/vigil/sdk"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -81,6 +83,24 @@ func TestWithdrawSeq(t *testing.T) {
 		}
 		if got != want {
 			t.Errorf("withdrawSeq(%q) = %d, want %d", id, got, want)
+		}
+	}
+}
+
+// B10's target is the lease of an answered PING plus B3's frozen-engine
+// bound, from the policy it runs with.
+func TestBusyFrozenBound(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		policy sdk.HealthPolicy
+		want   time.Duration
+	}{
+		{sdk.HealthPolicy{}, 12750 * time.Millisecond},
+		{sdk.HealthPolicy{BusyTimeout: quickBusyTimeout}, 3750 * time.Millisecond},
+		{sdk.HealthPolicy{Interval: time.Second, Timeout: 2 * time.Second, Failures: 3, BusyTimeout: time.Minute}, 20*time.Second + 3*time.Second + 500*time.Millisecond + 4*time.Second},
+	} {
+		if got := busyFrozenBound(tc.policy.WithDefaults()); got != tc.want {
+			t.Errorf("busyFrozenBound(%+v) = %v, want %v", tc.policy, got, tc.want)
 		}
 	}
 }
