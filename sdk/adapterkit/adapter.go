@@ -54,8 +54,10 @@ type Spec struct {
 	// LifetimeID reads the engine's lifetime id again (what ReadWorker
 	// returned as sdk.Worker.InstanceID). With it, and a non-empty id from
 	// ReadWorker, a reconnect to the engine is followed by a read, and a
-	// different id is Lost; without it the connection closing after Start
-	// is Lost at once. See LifetimeSource.
+	// different id is Lost, and a HealthService Watch reopened after a
+	// recycled connection reports nothing until its own read answers;
+	// without it the connection closing after Start is Lost at once. See
+	// LifetimeSource.
 	LifetimeID func(ctx context.Context, conn *grpc.ClientConn) (string, error)
 }
 
