@@ -39,6 +39,10 @@ func TestRouteRejectsBadInput(t *testing.T) {
 		{"balance", []string{"--balance", "random"}, `--balance "random": want peak-ewma, least-outstanding or round-robin`},
 		{"request timeout", []string{"--request-timeout", "0s"}, "--request-timeout 0s: must be a positive duration"},
 		{"max body", []string{"--max-body-bytes", "0"}, "--max-body-bytes 0: must be 1 or more"},
+		{"stream heartbeat", []string{"--stream-heartbeat", "-1s"}, "--stream-heartbeat -1s: must be 0 (none) or a positive duration"},
+		{"idle timeout", []string{"--idle-timeout", "0s"}, "--idle-timeout 0s: must be a positive duration"},
+		{"shutdown delay", []string{"--shutdown-delay", "-5s"}, "--shutdown-delay -5s: must be 0 (none) or a positive duration"},
+		{"grace period", []string{"--grace-period", "0s"}, "--grace-period 0s: must be a positive duration"},
 		{"empty model", []string{"--model", "m", "--model", ""}, `--model "": must not be empty or blank`},
 		{"model with a control character", []string{"--model", "my\tmodel"}, `--model "my\tmodel": must not contain control characters`},
 		{"long model", []string{"--model", strings.Repeat("m", 513)}, "513 bytes long, want at most 512"},
@@ -228,6 +232,23 @@ func TestRouteEnvironment(t *testing.T) {
 		cfg := routeEnv(t)
 		if cfg.listen != "127.0.0.1:8480" || len(cfg.models) != 0 {
 			t.Errorf("listen %q, models %q; want the defaults 127.0.0.1:8480 and none: route reads no VIGIL_* but its own", cfg.listen, cfg.models)
+		}
+	})
+	t.Run("lifecycle", func(t *testing.T) {
+		t.Setenv("VIGIL_ROUTE_STREAM_HEARTBEAT", "0s")
+		t.Setenv("VIGIL_ROUTE_IDLE_TIMEOUT", "70m")
+		t.Setenv("VIGIL_ROUTE_SHUTDOWN_DELAY", "15s")
+		t.Setenv("VIGIL_ROUTE_GRACE_PERIOD", "1m")
+		t.Setenv("VIGIL_GRACE_PERIOD", "nonsense") // run's: read, it would fail the parse
+		want := routeLifecycle{heartbeat: 0, idle: 70 * time.Minute, shutdownDelay: 15 * time.Second, grace: time.Minute}
+		if got := routeEnv(t).lifecycle; got != want {
+			t.Errorf("lifecycle %+v, want %+v from VIGIL_ROUTE_*", got, want)
+		}
+	})
+	t.Run("lifecycle defaults", func(t *testing.T) {
+		want := routeLifecycle{heartbeat: 15 * time.Second, idle: 11 * time.Minute, shutdownDelay: 0, grace: 10 * time.Second}
+		if got := routeEnv(t).lifecycle; got != want {
+			t.Errorf("lifecycle %+v, want the defaults %+v", got, want)
 		}
 	})
 	t.Run("run keeps VIGIL_LISTEN", func(t *testing.T) {
