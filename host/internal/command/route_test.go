@@ -260,3 +260,72 @@ func TestRouteEnvironment(t *testing.T) {
 		}
 	})
 }
+
+// At SIGTERM with --shutdown-delay, health says not serving at once (gRPC
+// NOT_SERVING, /health 503) while both listeners still serve new
+// connections; a second signal cuts the delay and the drain (exit 1).
+func TestRouteShutdownDelay(t *testing.T) {
+	dir := t.TempDir()
+	w := discovery.Registration{Service: "llm", WorkerID: "w1", Address: "127.0.0.1", Port: 1, Engine: "vllm", Model: "m"}
+	if err := file.New(dir, time.Minute).Register(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	cfg := routeConfig{
+		discoveryConfig: discoveryConfig{discovery: "file", registryDir: dir, service: "llm"},
+		listen:          "127.0.0.1:0", httpListen: "127.0.0.1:0",
+		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20,
+		lifecycle: routeLifecycle{shutdownDelay: time.Hour, grace: time.Hour, idle: time.Minute},
+	}
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: io.Discard})
+	src := notifySource{Discoverer: file.NewDiscoverer(dir, "llm", log), first: make(chan struct{})}
+	signals := make(chan os.Signal, 2)
+	addrs := make(chan [2]net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveRoute(t.Context(), cfg, src, log, signals, func(g, h net.Addr) { addrs <- [2]net.Addr{g, h} })
+	}()
+	a := <-addrs
+	<-src.first
+	base := "http://" + a[1].String()
+	cc, err := grpc.NewClient("passthrough:///"+a[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	watch, err := healthpb.NewHealthClient(cc).Watch(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr, err := watch.Recv(); err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("grpc health before SIGTERM: %v, %v; want SERVING", hr.GetStatus(), err)
+	}
+
+	signals <- syscall.SIGTERM
+	if hr, err := watch.Recv(); err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("grpc health after SIGTERM: %v, %v; want NOT_SERVING at once", hr.GetStatus(), err)
+	}
+	// Health's change is the event; /health reads the same state.
+	if code := getCode(t, base+"/health"); code != http.StatusServiceUnavailable {
+		t.Errorf("/health during the shutdown delay: %d, want 503", code)
+	}
+	// A new connection, as a balancer that has not yet seen the change.
+	http.DefaultClient.CloseIdleConnections()
+	if code := getCode(t, base+"/v1/models"); code != http.StatusOK {
+		t.Errorf("/v1/models during the shutdown delay: %d, want 200: the listener serves on", code)
+	}
+
+	signals <- syscall.SIGTERM
+	if err := <-done; exitCode(err) != ExitFailure {
+		t.Errorf("after a second signal during the delay: %v (exit %d), want exit 1 (drain cut)", err, exitCode(err))
+	}
+}
+
+func getCode(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

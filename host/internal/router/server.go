@@ -113,8 +113,9 @@ func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 	case sig := <-signals:
 		s.log.Info("stopping: health not serving; requests in flight may finish", "signal", sig.String(),
 			"shutdown_delay", s.cfg.ShutdownDelay, "grace_period", s.cfg.DrainTimeout)
-		sv.grpc.NotServing()
+		// /health first: it is 503 once gRPC health's watchers hear.
 		sv.proxy.stopping.Store(true)
+		sv.grpc.NotServing()
 		cut = s.delay(signals)
 	case failure = <-sv.failed:
 		s.log.Error("router failed; stopping", "error", failure)
