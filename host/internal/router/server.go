@@ -111,11 +111,12 @@ func (s *Server) Run(ctx context.Context, signals <-chan os.Signal) error {
 	cut := false
 	select {
 	case sig := <-signals:
-		s.log.Info("stopping: health not serving; requests in flight may finish", "signal", sig.String(),
-			"shutdown_delay", s.cfg.ShutdownDelay, "grace_period", s.cfg.DrainTimeout)
-		// /health first: it is 503 once gRPC health's watchers hear.
+		// /health first: it is 503 once gRPC health's watchers hear, and
+		// both before the log says so.
 		sv.proxy.stopping.Store(true)
 		sv.grpc.NotServing()
+		s.log.Info("stopping: health not serving; requests in flight may finish", "signal", sig.String(),
+			"shutdown_delay", s.cfg.ShutdownDelay, "grace_period", s.cfg.DrainTimeout)
 		cut = s.delay(signals)
 	case failure = <-sv.failed:
 		s.log.Error("router failed; stopping", "error", failure)
