@@ -211,14 +211,8 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 	if cfg.maxBodyBytes < 1 {
 		return cfg, usageErrorf("--max-body-bytes %d: must be 1 or more", cfg.maxBodyBytes)
 	}
-	for _, m := range cfg.models {
-		// The names workers register, as --served-model-name takes them.
-		if m == "" {
-			return cfg, usageErrorf("--model %q: must not be empty or blank; give a served model name", m)
-		}
-		if err := checkModelName(m); err != nil {
-			return cfg, usageErrorf("--model %q: %v", m, err)
-		}
+	if err := checkRouteModels(cfg.models); err != nil {
+		return cfg, err
 	}
 	if cfg.tls, err = parseTLS(c); err != nil {
 		return cfg, err
@@ -231,6 +225,20 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 	}
 	cfg.log, err = parseLog(c)
 	return cfg, err
+}
+
+// checkRouteModels checks --model's names as the names workers register,
+// as --served-model-name takes them.
+func checkRouteModels(models []string) error {
+	for _, m := range models {
+		if m == "" {
+			return usageErrorf("--model %q: must not be empty or blank; give a served model name", m)
+		}
+		if err := checkModelName(m); err != nil {
+			return usageErrorf("--model %q: %v", m, err)
+		}
+	}
+	return nil
 }
 
 // routeLifecycle is the validated form of routeLifecycleFlags.
