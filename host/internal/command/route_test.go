@@ -1,6 +1,7 @@
 package command
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -328,4 +329,51 @@ func getCode(t *testing.T, url string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// --idle-timeout closes an idle HTTP keep-alive connection after it, not
+// before (the default, 11 minutes, outlasts load balancers' own).
+func TestRouteIdleTimeout(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	cfg := routeConfig{
+		discoveryConfig: discoveryConfig{discovery: "file", registryDir: t.TempDir(), service: "llm"},
+		listen:          "127.0.0.1:0", httpListen: "127.0.0.1:0",
+		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20,
+		lifecycle: routeLifecycle{idle: idle, grace: time.Second},
+	}
+	signals := make(chan os.Signal, 1)
+	addrs := make(chan [2]net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveRoute(t.Context(), cfg, file.NewDiscoverer(cfg.registryDir, "llm", nil), hclog.NewNullLogger(), signals,
+			func(g, h net.Addr) { addrs <- [2]net.Addr{g, h} })
+	}()
+	a := <-addrs
+	defer func() {
+		signals <- syscall.SIGTERM
+		<-done
+	}()
+	conn, err := net.Dial("tcp", a[1].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /health HTTP/1.1\r\nHost: router\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	answered := time.Now()
+	conn.SetReadDeadline(answered.Add(10 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection: read %v, want the router to close it (EOF)", err)
+	}
+	if got := time.Since(answered); got < idle {
+		t.Errorf("idle connection closed after %s, before --idle-timeout %s", got, idle)
+	}
 }
