@@ -46,9 +46,25 @@ func routeCommand() *cli.Command {
 					"a model seen in discovery is known for " + router.DefaultModelMemory.String() + " after its last worker left without it"},
 			dryRunFlag("the Consul client's environment"),
 		}, discoveryFlags("service name the workers are registered under")...),
-			append(append(append(append(tlsFlags("both listeners"), workerTLSFlags()...), apiKeyFlags()...), metricsFlags()...), logFlags()...)...)),
+			append(append(append(append(append(routeLifecycleFlags(), tlsFlags("both listeners")...), workerTLSFlags()...), apiKeyFlags()...), metricsFlags()...), logFlags()...)...)),
 		Action:       routeAction,
 		OnUsageError: onUsageError,
+	}
+}
+
+// routeLifecycleFlags are route's flags for life behind a load balancer:
+// heartbeats before a stream's first token, the idle timeout, and the
+// shutdown's delay and grace period (named as vigil run's).
+func routeLifecycleFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "stream-heartbeat", Value: router.DefaultStreamHeartbeat, EnvVars: env("STREAM_HEARTBEAT"),
+			Usage: "a streamed HTTP request without a first token this long gets 200 text/event-stream and an SSE comment (: keepalive), then one each interval until its first token, so that load balancers' read timeouts (nginx 60s, ALB and Cloudflare 100s) do not cut a long queue or prefill; a later failure is an error event (0: none, the status waits for the first token)"},
+		&cli.DurationFlag{Name: "idle-timeout", Value: router.DefaultIdleTimeout, EnvVars: env("IDLE_TIMEOUT"),
+			Usage: "how long an idle HTTP keep-alive connection stays open; keep it above the idle timeout of the load balancer in front (ALB: 60s by default), so that the balancer closes idle connections, never the router"},
+		&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("SHUTDOWN_DELAY"),
+			Usage: "after SIGTERM, report not serving (gRPC health NOT_SERVING, /health 503) at once but keep both listeners open and serving this long, for load balancers that learn of it late"},
+		&cli.DurationFlag{Name: "grace-period", Value: router.DefaultDrainTimeout, EnvVars: env("GRACE_PERIOD"),
+			Usage: "after the shutdown delay, how long requests in flight may finish once the listeners are closed; longer ones are cancelled (a second signal cancels them at once)"},
 	}
 }
 
@@ -60,6 +76,7 @@ type routeConfig struct {
 	retries            int
 	balance            router.Balance
 	requestTimeout     time.Duration
+	lifecycle          routeLifecycle
 	maxBodyBytes       int64
 	models             []string
 	metrics            metricsConfig
@@ -137,9 +154,10 @@ func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, 
 	srv := router.NewServer(router.ServerConfig{
 		GRPCListener: glis, HTTPListener: hlis, GRPCOptions: grpcCreds(srvTLS),
 		Source: src, Service: cfg.service,
-		Pool:   router.PoolConfig{Models: cfg.models, Credentials: workerCreds, Balance: cfg.balance},
-		Proxy:  proxy,
-		HTTP:   router.HTTPConfig{MaxBodyBytes: cfg.maxBodyBytes, APIKey: cfg.apiKey},
+		Pool:         router.PoolConfig{Models: cfg.models, Credentials: workerCreds, Balance: cfg.balance},
+		Proxy:        proxy,
+		HTTP:         router.HTTPConfig{MaxBodyBytes: cfg.maxBodyBytes, APIKey: cfg.apiKey, StreamHeartbeat: cfg.lifecycle.heartbeat},
+		DrainTimeout: cfg.lifecycle.grace, ShutdownDelay: cfg.lifecycle.shutdownDelay, IdleTimeout: cfg.lifecycle.idle,
 		Logger: log,
 		Ready: func() {
 			if ready != nil {
@@ -187,17 +205,14 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 	if cfg.requestTimeout <= 0 {
 		return cfg, usageErrorf("--request-timeout %s: must be a positive duration such as 30s or 10m", cfg.requestTimeout)
 	}
+	if cfg.lifecycle, err = parseRouteLifecycle(c); err != nil {
+		return cfg, err
+	}
 	if cfg.maxBodyBytes < 1 {
 		return cfg, usageErrorf("--max-body-bytes %d: must be 1 or more", cfg.maxBodyBytes)
 	}
-	for _, m := range cfg.models {
-		// The names workers register, as --served-model-name takes them.
-		if m == "" {
-			return cfg, usageErrorf("--model %q: must not be empty or blank; give a served model name", m)
-		}
-		if err := checkModelName(m); err != nil {
-			return cfg, usageErrorf("--model %q: %v", m, err)
-		}
+	if err := checkRouteModels(cfg.models); err != nil {
+		return cfg, err
 	}
 	if cfg.tls, err = parseTLS(c); err != nil {
 		return cfg, err
@@ -210,6 +225,45 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 	}
 	cfg.log, err = parseLog(c)
 	return cfg, err
+}
+
+// checkRouteModels checks --model's names as the names workers register,
+// as --served-model-name takes them.
+func checkRouteModels(models []string) error {
+	for _, m := range models {
+		if m == "" {
+			return usageErrorf("--model %q: must not be empty or blank; give a served model name", m)
+		}
+		if err := checkModelName(m); err != nil {
+			return usageErrorf("--model %q: %v", m, err)
+		}
+	}
+	return nil
+}
+
+// routeLifecycle is the validated form of routeLifecycleFlags.
+type routeLifecycle struct {
+	heartbeat, idle, shutdownDelay, grace time.Duration
+}
+
+// parseRouteLifecycle validates routeLifecycleFlags.
+func parseRouteLifecycle(c *cli.Context) (routeLifecycle, error) {
+	l := routeLifecycle{heartbeat: c.Duration("stream-heartbeat"), idle: c.Duration("idle-timeout"),
+		shutdownDelay: c.Duration("shutdown-delay"), grace: c.Duration("grace-period")}
+	for _, d := range []struct {
+		flag     string
+		v        time.Duration
+		positive bool
+	}{{"stream-heartbeat", l.heartbeat, false}, {"idle-timeout", l.idle, true},
+		{"shutdown-delay", l.shutdownDelay, false}, {"grace-period", l.grace, true}} {
+		switch {
+		case d.positive && d.v <= 0:
+			return l, usageErrorf("--%s %s: must be a positive duration such as 10s or 11m", d.flag, d.v)
+		case d.v < 0:
+			return l, usageErrorf("--%s %s: must be 0 (none) or a positive duration such as 15s", d.flag, d.v)
+		}
+	}
+	return l, nil
 }
 
 // logSecurity logs once what secures the router: TLS on its listeners,

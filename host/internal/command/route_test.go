@@ -1,6 +1,7 @@
 package command
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -39,6 +40,10 @@ func TestRouteRejectsBadInput(t *testing.T) {
 		{"balance", []string{"--balance", "random"}, `--balance "random": want peak-ewma, least-outstanding or round-robin`},
 		{"request timeout", []string{"--request-timeout", "0s"}, "--request-timeout 0s: must be a positive duration"},
 		{"max body", []string{"--max-body-bytes", "0"}, "--max-body-bytes 0: must be 1 or more"},
+		{"stream heartbeat", []string{"--stream-heartbeat", "-1s"}, "--stream-heartbeat -1s: must be 0 (none) or a positive duration"},
+		{"idle timeout", []string{"--idle-timeout", "0s"}, "--idle-timeout 0s: must be a positive duration"},
+		{"shutdown delay", []string{"--shutdown-delay", "-5s"}, "--shutdown-delay -5s: must be 0 (none) or a positive duration"},
+		{"grace period", []string{"--grace-period", "0s"}, "--grace-period 0s: must be a positive duration"},
 		{"empty model", []string{"--model", "m", "--model", ""}, `--model "": must not be empty or blank`},
 		{"model with a control character", []string{"--model", "my\tmodel"}, `--model "my\tmodel": must not contain control characters`},
 		{"long model", []string{"--model", strings.Repeat("m", 513)}, "513 bytes long, want at most 512"},
@@ -230,6 +235,23 @@ func TestRouteEnvironment(t *testing.T) {
 			t.Errorf("listen %q, models %q; want the defaults 127.0.0.1:8480 and none: route reads no VIGIL_* but its own", cfg.listen, cfg.models)
 		}
 	})
+	t.Run("lifecycle", func(t *testing.T) {
+		t.Setenv("VIGIL_ROUTE_STREAM_HEARTBEAT", "0s")
+		t.Setenv("VIGIL_ROUTE_IDLE_TIMEOUT", "70m")
+		t.Setenv("VIGIL_ROUTE_SHUTDOWN_DELAY", "15s")
+		t.Setenv("VIGIL_ROUTE_GRACE_PERIOD", "1m")
+		t.Setenv("VIGIL_GRACE_PERIOD", "nonsense") // run's: read, it would fail the parse
+		want := routeLifecycle{heartbeat: 0, idle: 70 * time.Minute, shutdownDelay: 15 * time.Second, grace: time.Minute}
+		if got := routeEnv(t).lifecycle; got != want {
+			t.Errorf("lifecycle %+v, want %+v from VIGIL_ROUTE_*", got, want)
+		}
+	})
+	t.Run("lifecycle defaults", func(t *testing.T) {
+		want := routeLifecycle{heartbeat: 15 * time.Second, idle: 11 * time.Minute, shutdownDelay: 0, grace: 10 * time.Second}
+		if got := routeEnv(t).lifecycle; got != want {
+			t.Errorf("lifecycle %+v, want the defaults %+v", got, want)
+		}
+	})
 	t.Run("run keeps VIGIL_LISTEN", func(t *testing.T) {
 		t.Setenv("VIGIL_ROUTE_LISTEN", "127.0.0.1:1")
 		t.Setenv("VIGIL_LISTEN", "127.0.0.1:8999")
@@ -238,4 +260,120 @@ func TestRouteEnvironment(t *testing.T) {
 			t.Errorf("run: listen %q, err %v; want VIGIL_LISTEN's 127.0.0.1:8999", cfg.listen, err)
 		}
 	})
+}
+
+// At SIGTERM with --shutdown-delay, health says not serving at once (gRPC
+// NOT_SERVING, /health 503) while both listeners still serve new
+// connections; a second signal cuts the delay and the drain (exit 1).
+func TestRouteShutdownDelay(t *testing.T) {
+	dir := t.TempDir()
+	w := discovery.Registration{Service: "llm", WorkerID: "w1", Address: "127.0.0.1", Port: 1, Engine: "vllm", Model: "m"}
+	if err := file.New(dir, time.Minute).Register(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	cfg := routeConfig{
+		discoveryConfig: discoveryConfig{discovery: "file", registryDir: dir, service: "llm"},
+		listen:          "127.0.0.1:0", httpListen: "127.0.0.1:0",
+		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20,
+		lifecycle: routeLifecycle{shutdownDelay: time.Hour, grace: time.Hour, idle: time.Minute},
+	}
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: io.Discard})
+	src := notifySource{Discoverer: file.NewDiscoverer(dir, "llm", log), first: make(chan struct{})}
+	signals := make(chan os.Signal, 2)
+	addrs := make(chan [2]net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveRoute(t.Context(), cfg, src, log, signals, func(g, h net.Addr) { addrs <- [2]net.Addr{g, h} })
+	}()
+	a := <-addrs
+	<-src.first
+	base := "http://" + a[1].String()
+	cc, err := grpc.NewClient("passthrough:///"+a[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	watch, err := healthpb.NewHealthClient(cc).Watch(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr, err := watch.Recv(); err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("grpc health before SIGTERM: %v, %v; want SERVING", hr.GetStatus(), err)
+	}
+
+	signals <- syscall.SIGTERM
+	if hr, err := watch.Recv(); err != nil || hr.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("grpc health after SIGTERM: %v, %v; want NOT_SERVING at once", hr.GetStatus(), err)
+	}
+	// Health's change is the event; /health reads the same state.
+	if code := getCode(t, base+"/health"); code != http.StatusServiceUnavailable {
+		t.Errorf("/health during the shutdown delay: %d, want 503", code)
+	}
+	// A new connection, as a balancer that has not yet seen the change.
+	http.DefaultClient.CloseIdleConnections()
+	if code := getCode(t, base+"/v1/models"); code != http.StatusOK {
+		t.Errorf("/v1/models during the shutdown delay: %d, want 200: the listener serves on", code)
+	}
+
+	signals <- syscall.SIGTERM
+	if err := <-done; exitCode(err) != ExitFailure {
+		t.Errorf("after a second signal during the delay: %v (exit %d), want exit 1 (drain cut)", err, exitCode(err))
+	}
+}
+
+func getCode(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// --idle-timeout closes an idle HTTP keep-alive connection after it, not
+// before (the default, 11 minutes, outlasts load balancers' own).
+func TestRouteIdleTimeout(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	cfg := routeConfig{
+		discoveryConfig: discoveryConfig{discovery: "file", registryDir: t.TempDir(), service: "llm"},
+		listen:          "127.0.0.1:0", httpListen: "127.0.0.1:0",
+		retries: 2, requestTimeout: time.Minute, maxBodyBytes: 1 << 20,
+		lifecycle: routeLifecycle{idle: idle, grace: time.Second},
+	}
+	signals := make(chan os.Signal, 1)
+	addrs := make(chan [2]net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveRoute(t.Context(), cfg, file.NewDiscoverer(cfg.registryDir, "llm", nil), hclog.NewNullLogger(), signals,
+			func(g, h net.Addr) { addrs <- [2]net.Addr{g, h} })
+	}()
+	a := <-addrs
+	defer func() {
+		signals <- syscall.SIGTERM
+		<-done
+	}()
+	conn, err := net.Dial("tcp", a[1].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /health HTTP/1.1\r\nHost: router\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	answered := time.Now()
+	conn.SetReadDeadline(answered.Add(10 * time.Second))
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection: read %v, want the router to close it (EOF)", err)
+	}
+	if got := time.Since(answered); got < idle {
+		t.Errorf("idle connection closed after %s, before --idle-timeout %s", got, idle)
+	}
 }

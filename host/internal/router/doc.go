@@ -50,8 +50,9 @@
 //
 // [Server] is the lifecycle around them, as the supervisor is `vigil run`'s:
 // it starts the pool, the discovery watch and both servers, serves until a
-// stop signal (or a server fails), then drains in one select that a second
-// signal or the shutdown budget cuts short, unwinds what it started, and
+// stop signal (or a server fails), says NOT_SERVING (and /health 503) at
+// once while it serves on for the shutdown delay, then drains in one
+// select that a second signal or the shutdown budget cuts short, unwinds what it started, and
 // returns why it ended (nil, or an error wrapping an outcome sentinel) for
 // the command package to turn into the exit code.
 package router

@@ -53,6 +53,10 @@ type fakeWorker struct {
 	holding   chan struct{}
 	cancelled chan struct{}
 	last      *workerv1.GenerateRequest
+	// wait, when not nil, holds requests until it is closed (or the client
+	// goes away), then answers them as the other knobs say: an engine in a
+	// long queue or prefill. The first one closes holding when it waits.
+	wait chan struct{}
 
 	workerv1.UnimplementedWorkerServer
 }
@@ -73,9 +77,17 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	w.requests.Add(1)
 	w.mu.Lock()
 	w.last = proto.Clone(req).(*workerv1.GenerateRequest)
-	refuse, broken, hold, fail := w.refuse, w.breakAfterChunk, w.hold, w.fail
+	refuse, broken, hold, fail, wait := w.refuse, w.breakAfterChunk, w.hold, w.fail, w.wait
 	w.mu.Unlock()
 
+	if wait != nil {
+		w.holdOnce.Do(func() { close(w.holding) })
+		select {
+		case <-wait:
+		case <-stream.Context().Done():
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
+	}
 	if fail != nil {
 		return fail
 	}
@@ -184,6 +196,10 @@ func withRetries(n int) routerOption {
 
 func withTimeout(d time.Duration) routerOption {
 	return func(p *ProxyConfig, _ *HTTPConfig) { p.RequestTimeout = d }
+}
+
+func withHeartbeat(d time.Duration) routerOption {
+	return func(_ *ProxyConfig, h *HTTPConfig) { h.StreamHeartbeat = d }
 }
 
 func withMaxBody(n int64) routerOption {

@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -37,6 +38,19 @@ const RetryAfter = 5 * time.Second
 // at its --max-inflight, which frees up as soon as one request ends.
 const RetryAfterBusy = time.Second
 
+// DefaultStreamHeartbeat is how long a streamed request waits for its first
+// token before the router commits 200 text/event-stream and sends an SSE
+// comment (HTTPConfig.StreamHeartbeat, vigil route --stream-heartbeat), and
+// then the interval of those comments until the first token: well under
+// nginx's 60 s proxy_read_timeout and the 100 s of an AWS ALB's or
+// Cloudflare's, the read timeouts that end a long queue or prefill in
+// 504/524 when nothing comes.
+const DefaultStreamHeartbeat = 15 * time.Second
+
+// heartbeatComment is the SSE comment of a heartbeat; SSE clients (the
+// openai packages, EventSource) ignore comments.
+const heartbeatComment = ": keepalive\n\n"
+
 // defaultMaxTokens is OpenAI's default for max_tokens in completions.
 const defaultMaxTokens = 16
 
@@ -49,6 +63,12 @@ type HTTPConfig struct {
 	// /health must carry (Authorization: Bearer KEY), as vLLM's --api-key;
 	// a request without it or with another gets 401 (see requireKey).
 	APIKey string
+	// StreamHeartbeat, if not 0, is how long a streamed request waits for
+	// its first message before the response is committed (200
+	// text/event-stream) and an SSE comment is sent, and then the interval
+	// of those comments until the first message. A failure after the
+	// commit is an error event, as one after the first token.
+	StreamHeartbeat time.Duration
 	// Logger receives a line per failed request; nil discards.
 	Logger hclog.Logger
 }
@@ -187,6 +207,10 @@ func (h *httpHandler) health(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	serving, n := h.proxy.pool.Ready()
+	if h.proxy.stopping.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "stopping", "workers": n})
+		return
+	}
 	if !serving {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "no workers", "workers": n})
 		return
@@ -769,13 +793,15 @@ var jsonNull = json.RawMessage("null")
 // stream answers with server-sent events: one per chunk (for chat, the
 // first also carries the role), one with the finish reason, one with the
 // usage alone when asked (stream_options.include_usage), then [DONE]. The
-// status line is sent with the first chunk, so a request that fails before
-// it gets a proper error status; a failure after it is an error event and
-// no [DONE].
+// status line is sent with the first message, or with the first heartbeat
+// when none came within HTTPConfig.StreamHeartbeat, so a request that fails
+// before either gets a proper error status; a failure after it is an error
+// event and no [DONE].
 func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, p *parsed, req *workerv1.GenerateRequest) {
 	events := newSSE(w)
 	ch := &chunks{id: req.GetRequestId(), created: time.Now().Unix(), model: p.model,
 		chat: p.endpoint == endpointChat, includeUsage: p.includeUsage}
+	hb := h.startHeartbeat(events, req.GetRequestId())
 	var (
 		started bool
 		final   *workerv1.Final
@@ -786,7 +812,9 @@ func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, p *parsed, 
 			if ch.model == "" {
 				ch.model = ep.Model
 			}
-			events.begin()
+			if !hb.stop() {
+				events.begin()
+			}
 			if ch.chat {
 				// OpenAI's first event gives the role, with empty content.
 				if err := events.send(ch.event(ch.choice(new(""), "assistant", nil), nil)); err != nil {
@@ -802,23 +830,83 @@ func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, p *parsed, 
 		}
 		return nil
 	})
+	committed := hb.stop()
 	reason, failed := finishReason(final.GetFinishReason())
-	if !started {
+	if !started && !committed {
 		h.fail(w, r, req.GetRequestId(), generationError(err, final, p.names))
 		return
 	}
 	if final == nil || failed {
-		if errors.Is(r.Context().Err(), context.Canceled) {
-			// The client went away: nobody reads an error event.
-			h.log.Info("request cancelled by the client", "request_id", req.GetRequestId(), "path", r.URL.Path, "remote", r.RemoteAddr)
-			return
-		}
-		e := generationError(err, final, p.names)
-		h.log.Warn("stream failed", "request_id", req.GetRequestId(), "path", r.URL.Path, "error", e.msg)
-		events.send(errorBody{Error: errorDetail{Message: e.msg, Type: "server_error"}})
+		h.streamFailed(events, r, req.GetRequestId(), generationError(err, final, p.names), started)
 		return
 	}
 	ch.end(events, reason, final.GetUsage())
+}
+
+// streamFailed ends a committed stream that failed with OpenAI's error
+// event. Before the first message (only heartbeats sent) it carries the
+// error the status would have, type and code included.
+func (h *httpHandler) streamFailed(events sse, r *http.Request, id string, e *apiError, started bool) {
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		// The client went away: nobody reads an error event.
+		h.log.Info("request cancelled by the client", "request_id", id, "path", r.URL.Path, "remote", r.RemoteAddr)
+		return
+	}
+	h.log.Warn("stream failed", "request_id", id, "path", r.URL.Path, "error", e.msg, "first_token", started)
+	if !started {
+		events.send(e.body())
+		return
+	}
+	events.send(errorBody{Error: errorDetail{Message: e.msg, Type: "server_error"}})
+}
+
+// heartbeat sends SSE comments while a stream waits for its first message.
+// Its goroutine alone writes to the response until stop returns.
+type heartbeat struct {
+	halt      chan struct{}
+	done      chan struct{}
+	once      sync.Once
+	committed bool // the status line was sent; read after done
+}
+
+// startHeartbeat starts the heartbeats of a stream; with
+// HTTPConfig.StreamHeartbeat 0 it sends none.
+func (h *httpHandler) startHeartbeat(events sse, id string) *heartbeat {
+	hb := &heartbeat{halt: make(chan struct{}), done: make(chan struct{})}
+	every := h.cfg.StreamHeartbeat
+	if every <= 0 {
+		close(hb.done)
+		return hb
+	}
+	go func() {
+		defer close(hb.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-hb.halt:
+				return
+			case <-t.C:
+			}
+			if !hb.committed {
+				h.log.Debug("no first token yet: stream committed, sending heartbeats", "request_id", id, "after", every)
+				events.begin()
+				hb.committed = true
+			}
+			if _, err := io.WriteString(events.w, heartbeatComment); err != nil || events.rc.Flush() != nil {
+				return // the client is gone; the request's context ends it
+			}
+		}
+	}()
+	return hb
+}
+
+// stop ends the heartbeats and reports whether they committed the
+// response; the caller may write to it once stop returns.
+func (hb *heartbeat) stop() (committed bool) {
+	hb.once.Do(func() { close(hb.halt) })
+	<-hb.done
+	return hb.committed
 }
 
 // chunks makes one stream's events, each naming the request, its creation

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -59,6 +61,8 @@ type Proxy struct {
 	pool *Pool
 	cfg  ProxyConfig
 	log  hclog.Logger
+	// stopping is set at a stop signal: GET /health says 503 from then on.
+	stopping atomic.Bool
 }
 
 // NewProxy returns a Proxy over pool.
@@ -303,10 +307,29 @@ type GRPCServer struct {
 	health *health.Server
 }
 
+// clientKeepalive is what the router permits its clients: pings as often
+// as every workerapi.KeepaliveMinTime (5 s), as a worker permits the
+// router, with or without streams open. gRPC's default (5 minutes) ends
+// the connection of a client that pings every 10-60 s (grpc-go, Java,
+// Envoy as deployed) with GOAWAY too_many_pings during a long prefill,
+// when no data flows, failing its streams.
+var clientKeepalive = keepalive.EnforcementPolicy{MinTime: workerapi.KeepaliveMinTime, PermitWithoutStream: true}
+
+// serverKeepalive pings a client connection silent for Time and closes it
+// when no answer comes within Timeout: a client that vanished (its host
+// gone, a NAT or balancer that dropped the flow) stops holding its
+// requests, and the pings keep an idle connection alive through
+// middleboxes with idle timeouts (AWS NLB: 350 s). Idle connections are
+// never closed (MaxConnectionIdle infinite): clients close theirs, and
+// gRPC's GOAWAY would make a close graceful anyway.
+var serverKeepalive = keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}
+
 // NewGRPCServer returns a GRPCServer for p.
 func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
+	base := append(workerapi.ServerOptions(), grpc.WaitForHandlers(true),
+		grpc.KeepaliveEnforcementPolicy(clientKeepalive), grpc.KeepaliveParams(serverKeepalive))
 	s := &GRPCServer{
-		grpc:   grpc.NewServer(append(append(workerapi.ServerOptions(), grpc.WaitForHandlers(true)), opts...)...),
+		grpc:   grpc.NewServer(append(base, opts...)...),
 		health: health.NewServer(),
 	}
 	workerv1.RegisterWorkerServer(s.grpc, p)
@@ -324,6 +347,10 @@ func NewGRPCServer(p *Proxy, opts ...grpc.ServerOption) *GRPCServer {
 	})
 	return s
 }
+
+// NotServing reports NOT_SERVING from now on, whatever the pool: the
+// router is stopping.
+func (s *GRPCServer) NotServing() { s.health.Shutdown() }
 
 // Serve serves on lis until Shutdown; it returns nil after Shutdown.
 func (s *GRPCServer) Serve(lis net.Listener) error {
