@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -45,6 +46,9 @@ type ServerConfig struct {
 	// DrainTimeout bounds the drain after a stop signal; 0 means
 	// DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// HTTPErrorLog is the HTTP server's ErrorLog, such as a
+	// tlsconfig.Server's (which logs refused handshakes); nil: Logger's.
+	HTTPErrorLog *log.Logger
 	// Ready, if set, is called once both servers accept.
 	Ready  func()
 	Logger hclog.Logger
@@ -109,7 +113,7 @@ func (s *Server) start(ctx context.Context) *servers {
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			BaseContext:       func(net.Listener) context.Context { return base },
-			ErrorLog:          s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+			ErrorLog:          s.httpErrorLog(),
 		},
 		cancelBase: cancelBase,
 		failed:     make(chan error, 2),

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"log"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -206,4 +207,12 @@ func (p *Pool) tlsFailing() string {
 		reason = f.msg
 	}
 	return reason
+}
+
+// httpErrorLog is ServerConfig.HTTPErrorLog, or the Server's logger.
+func (s *Server) httpErrorLog() *log.Logger {
+	if s.cfg.HTTPErrorLog != nil {
+		return s.cfg.HTTPErrorLog
+	}
+	return s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/vigilhq/vigil/host/internal/tlsconfig/tlstest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // logBuffer is an hclog.Logger whose lines a test reads.
