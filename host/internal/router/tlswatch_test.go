@@ -1,16 +1,22 @@
 package router
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/tlsconfig"
 	"github.com/vigilhq/vigil/host/internal/tlsconfig/tlstest"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 )
 
 var loopbackIP = net.ParseIP("127.0.0.1")
@@ -114,5 +120,47 @@ func TestTLSRefusalRetriedElsewhere(t *testing.T) {
 	}
 	if code, _, body := r.do(t, "GET", "/health", ""); code != http.StatusOK {
 		t.Errorf("/health with one worker reachable: %d %s, want 200", code, body)
+	}
+}
+
+// brokenConn is a TLS connection whose writes fail with EPIPE and whose
+// reads return readErr: a worker that refused the client certificate and
+// reset the connection before the router read its alert, or after.
+type brokenConn struct {
+	net.Conn
+	readErr error
+}
+
+func (c brokenConn) Write([]byte) (int, error) {
+	return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.EPIPE}
+}
+func (c brokenConn) Read([]byte) (int, error)        { return 0, c.readErr }
+func (c brokenConn) SetReadDeadline(time.Time) error { return nil }
+
+// A write that fails before the worker's first byte (grpc-go then reports
+// "write tcp ...: broken pipe") is explained by the alert a read finds, or
+// else as a connection closed right after TLS set-up.
+func TestTLSBrokenPipeExplained(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		readErr error
+		want    string
+	}{
+		{"alert readable", &net.OpError{Op: "remote error", Err: tls.AlertError(116)}, "the worker refused the router's TLS client certificate: it requires one"},
+		{"alert lost", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, closedAfterSetup},
+	} {
+		st := &tlsState{addr: "w", log: hclog.NewNullLogger()}
+		c := &watchedConn{Conn: brokenConn{readErr: tc.readErr}, s: st}
+		_, werr := c.Write([]byte("PRI * HTTP/2.0"))
+		got := st.explain(status.Errorf(codes.Unavailable, "connection error: desc = %q", werr.Error()))
+		if !strings.HasPrefix(status.Convert(got).Message(), tc.want) || status.Code(got) != codes.Unavailable {
+			t.Errorf("%s: %v, want UNAVAILABLE %q", tc.name, got, tc.want)
+		}
+		// Another failure's status is left as it is.
+		other := status.Error(codes.Unavailable, "connection error: desc = \"dial tcp: connection refused\"")
+		if got := st.explain(other); got != other {
+			t.Errorf("%s: a refused dial explained as %v, want it kept", tc.name, got)
+		}
 	}
 }

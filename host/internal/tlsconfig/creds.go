@@ -41,7 +41,6 @@ func (cc *clientCreds) OverrideServerName(name string) error {
 	files := cc.c.files
 	files.ServerName = name
 	cc.c = &Client{files: files, reload: cc.c.reload}
-	cc.info.ServerName = name
 	return nil
 }
 
