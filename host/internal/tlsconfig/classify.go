@@ -113,7 +113,7 @@ func peerAlert(err error) (uint8, bool) {
 }
 
 var failureNames = [...]string{
-	NotFailed:              "not a TLS failure",
+	NotFailed:              "the handshake did not complete",
 	NotTLS:                 "the peer does not speak TLS",
 	UnknownAuthority:       "certificate signed by an unknown authority",
 	Expired:                "certificate expired or not yet valid",

@@ -59,7 +59,7 @@ type serverCreds struct {
 func (sc *serverCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	conn, info, err := sc.TransportCredentials.ServerHandshake(raw)
 	if err != nil {
-		sc.refusals.Refused(raw.RemoteAddr().String(), err)
+		sc.refusals.Refused("grpc", raw.RemoteAddr().String(), err)
 	}
 	return conn, info, err
 }

@@ -45,10 +45,11 @@ func NewRefusals(log hclog.Logger) *Refusals {
 	return &Refusals{log: orNull(log), now: time.Now, peers: map[string]*peerRefusals{}}
 }
 
-// Refused logs that the handshake of peer (host:port) failed with err.
-func (r *Refusals) Refused(peer string, err error) {
+// Refused logs that the handshake of peer (host:port) with listener
+// ("grpc", "http") failed with err.
+func (r *Refusals) Refused(listener, peer string, err error) {
 	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) {
-		r.log.Debug("TLS handshake ended by the client", "peer", peer, "error", err)
+		r.log.Debug("TLS handshake ended by the client", "listener", listener, "peer", peer, "error", err)
 		return
 	}
 	unlogged, ok := r.take(peer)
@@ -57,7 +58,7 @@ func (r *Refusals) Refused(peer string, err error) {
 	}
 	f, _ := Classify(err)
 	r.log.Warn("TLS handshake refused", "peer", peer, "reason", f.String(), "error", err,
-		"refused_unlogged", unlogged)
+		"listener", listener, "refused_unlogged", unlogged)
 }
 
 // take reports whether peer's refusal is logged now, and how many of its
@@ -127,7 +128,7 @@ func (w *errorLogWriter) Write(p []byte) (int, error) {
 	if msg == "EOF" || strings.HasSuffix(msg, "connection reset by peer") {
 		err = io.EOF
 	}
-	w.r.Refused(peer, err)
+	w.r.Refused("http", peer, err)
 	return len(p), nil
 }
 

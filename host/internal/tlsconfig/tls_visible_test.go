@@ -122,13 +122,13 @@ func TestRefusalsRateLimited(t *testing.T) {
 	r.now = clk.now
 	refused := errors.New("tls: client didn't provide a certificate")
 	for range 100 {
-		r.Refused("192.0.2.1:1234", refused)
-		r.Refused("192.0.2.2:1234", refused)
-		r.Refused("192.0.2.3:1234", context.Canceled) // not TLS: still rate-limited
-		r.Refused("192.0.2.4:1234", &net.OpError{Op: "read", Err: errors.New("EOF"), Source: nil})
+		r.Refused("grpc", "192.0.2.1:1234", refused)
+		r.Refused("grpc", "192.0.2.2:1234", refused)
+		r.Refused("grpc", "192.0.2.3:1234", context.Canceled) // not TLS: still rate-limited
+		r.Refused("grpc", "192.0.2.4:1234", &net.OpError{Op: "read", Err: errors.New("EOF"), Source: nil})
 	}
 	clk.t = clk.t.Add(RefusalInterval)
-	r.Refused("192.0.2.1:5678", refused)
+	r.Refused("grpc", "192.0.2.1:5678", refused)
 	out := logs.String()
 	if n := strings.Count(out, "TLS handshake refused"); n != 5 {
 		t.Errorf("%d refusals logged, want 5 (three hosts, one of them twice; the fourth's EOF at DEBUG):\n%s", n, out)
@@ -187,6 +187,11 @@ func TestRefusedHandshakesLogged(t *testing.T) {
 	}
 	if !regexp.MustCompile(`\[WARN\] +TLS handshake refused: peer=127\.0\.0\.1:\d+ reason="no client certificate given"`).MatchString(logs.String()) {
 		t.Errorf("want WARN lines naming the peer and the reason:\n%s", logs.String())
+	}
+	for _, l := range []string{"listener=grpc", "listener=http"} {
+		if !strings.Contains(logs.String(), l) {
+			t.Errorf("want a refusal with %s:\n%s", l, logs.String())
+		}
 	}
 }
 
