@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,7 +24,9 @@ import (
 type tlsState struct {
 	addr string
 	log  hclog.Logger
-	last atomic.Pointer[tlsFailure] // nil: not a TLS failure, or none
+
+	mu   sync.Mutex
+	last *tlsFailure // nil: not a TLS failure, or none
 }
 
 // tlsFailure is one failed attempt: msg for clients, err as it came.
@@ -37,19 +40,29 @@ type tlsFailure struct {
 
 // set records f (nil: the attempt did not fail on TLS), logging a change.
 func (s *tlsState) set(f *tlsFailure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.last
 	if f != nil {
 		f.errs = []error{f.err}
-		if old := s.last.Load(); old != nil && old.msg == f.msg {
+		if old != nil && old.msg == f.msg {
 			f.errs = append(f.errs, old.errs[:min(len(old.errs), 3)]...)
 		}
 	}
-	old := s.last.Swap(f)
+	s.last = f
 	switch {
 	case f != nil && (old == nil || old.msg != f.msg):
 		s.log.Warn("worker connection failed on TLS; requests to it fail until it is fixed", "addr", s.addr, "reason", f.msg, "error", f.err)
 	case f == nil && old != nil:
 		s.log.Info("worker connection no longer fails on TLS", "addr", s.addr)
 	}
+}
+
+// get is the last attempt's TLS failure; nil: none.
+func (s *tlsState) get() *tlsFailure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
 }
 
 // explain is err, a failed attempt's status, with the TLS failure that
@@ -59,7 +72,7 @@ func (s *tlsState) explain(err error) error {
 	if s == nil || status.Code(err) != codes.Unavailable {
 		return err
 	}
-	f := s.last.Load()
+	f := s.get()
 	if f == nil {
 		return err
 	}
@@ -200,7 +213,7 @@ func (p *Pool) tlsFailing() string {
 	defer p.mu.Unlock()
 	reason := ""
 	for _, c := range p.conns {
-		f := c.tls.last.Load()
+		f := c.tls.get()
 		if f == nil {
 			return ""
 		}
