@@ -48,7 +48,7 @@ func newTestCA(t *testing.T, dir string) *testCA {
 	t.Helper()
 	key := newECKey(t)
 	tmpl := &x509.Certificate{SerialNumber: newSerial(t), Subject: pkix.Name{CommonName: "vigil test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(30 * 24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -70,7 +70,7 @@ func (ca *testCA) issue(t *testing.T, dir, name string, dnsNames []string, ips .
 		usage = x509.ExtKeyUsageClientAuth
 	}
 	tmpl := &x509.Certificate{SerialNumber: newSerial(t), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(30 * 24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 		DNSNames: dnsNames, IPAddresses: ips}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
@@ -323,4 +323,113 @@ func TestWorkerCertificateReload(t *testing.T) {
 	}
 	t.Logf("rotated certificate served %s after the key was written", time.Since(rotated).Round(time.Millisecond))
 	v.waitLine("TLS files reloaded", 5*time.Second)
+}
+
+// getHealth is the router's GET /health: its status and body.
+func getHealth(t *testing.T, r *router) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + r.HTTP + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// TestRouterWorkerTLSRefusalVisible: a worker that requires client
+// certificates, behind a router that has none, refuses it: the HTTP client
+// reads 503 in OpenAI's shape saying the worker refused the router's TLS
+// client certificate (not "write tcp ...: broken pipe"), the router's
+// /health says 503 "tls failing" with that reason, and the worker logs the
+// refused handshake with the router's address.
+func TestRouterWorkerTLSRefusalVisible(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	e := firstEngine()
+	dir := t.TempDir()
+	ca := newTestCA(t, dir)
+	server := ca.issue(t, dir, "worker", nil, loopbackIP)
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t, e, harness.MockOpts{})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc,
+		extra: []string{"--tls-cert-file", server.certFile, "--tls-key-file", server.keyFile, "--tls-client-ca-file", ca.file}})
+	v.waitLine("worker registered", 30*time.Second)
+	r := startRouter(t, c, svc, 0, "--worker-tls", "--worker-ca-file", ca.file)
+
+	// /health is 503 "no workers" until discovery answers, then "tls
+	// failing" once the first connection to the worker failed.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := getHealth(t, r)
+		if code == http.StatusServiceUnavailable && strings.Contains(body, `"status":"tls failing"`) {
+			if !strings.Contains(body, "the worker refused the router's TLS client certificate") {
+				t.Errorf("/health: %s, want the reason naming the refused client certificate", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/health: %d %s, want 503 tls failing; router log:\n%s", code, body, r.proc.Tail(20))
+		}
+		time.Sleep(20 * time.Millisecond) // the router offers no event to await
+	}
+	code, body := postCompletion(t, r, e, "")
+	msg, _ := body["error"].(map[string]any)["message"].(string)
+	if code != http.StatusServiceUnavailable || !strings.HasPrefix(msg, "the worker refused the router's TLS client certificate: it requires one") {
+		t.Errorf("completion: %d %v, want 503 saying the worker refused the router's TLS client certificate", code, body)
+	}
+	if line := v.waitLine("TLS handshake refused", 10*time.Second); !strings.Contains(line, "peer=127.0.0.1:") ||
+		!strings.Contains(line, `reason="no client certificate given"`) || !strings.Contains(line, "[WARN]") {
+		t.Errorf("worker's log line %q, want a WARN naming the peer and the reason", line)
+	}
+}
+
+// TestRouterWorkerCARotation: the CA is rotated on disk (the router's
+// --worker-ca-file, the worker's certificate and key) and the worker
+// restarted on the new pair; the router, not restarted, verifies the new
+// certificate against the new CA and requests succeed (ghostunnel #220:
+// a CA read at start only made every request 503 until a restart).
+func TestRouterWorkerCARotation(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	e := firstEngine()
+	dir := t.TempDir()
+	ca := newTestCA(t, dir)
+	server := ca.issue(t, dir, "worker", nil, loopbackIP)
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t, e, harness.MockOpts{})
+	tlsArgs := []string{"--tls-cert-file", server.certFile, "--tls-key-file", server.keyFile}
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: tlsArgs})
+	v.waitLine("worker registered", 30*time.Second)
+	r := startRouter(t, c, svc, 1, "--worker-tls", "--worker-ca-file", ca.file)
+	if code, body := postCompletion(t, r, e, ""); code != http.StatusOK {
+		t.Fatalf("before the rotation: %d %v, want 200", code, body)
+	}
+
+	next := newTestCA(t, t.TempDir())
+	rotated := next.issue(t, t.TempDir(), "worker", nil, loopbackIP)
+	v.term(t)
+	v.wait(30 * time.Second)
+	writeFileAtomic(t, ca.file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: next.cert.Raw}))
+	writeFileAtomic(t, server.keyFile, rotated.keyPEM)
+	writeFileAtomic(t, server.certFile, rotated.certPEM)
+	v2 := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: tlsArgs})
+	v2.waitLine("worker registered", 30*time.Second)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := postCompletion(t, r, e, "")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the rotation: %d %v, want 200 without restarting the router; router log:\n%s", code, body, r.proc.Tail(20))
+		}
+		time.Sleep(100 * time.Millisecond) // a pace for the requests; each is the event awaited
+	}
+	if r.findLine("TLS files reloaded") == "" {
+		t.Errorf("the router did not log the reload of --worker-ca-file; log:\n%s", r.proc.Tail(20))
+	}
 }

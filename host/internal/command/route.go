@@ -152,7 +152,7 @@ func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, 
 	}
 	defer stopMetrics()
 	srv := router.NewServer(router.ServerConfig{
-		GRPCListener: glis, HTTPListener: hlis, GRPCOptions: grpcCreds(srvTLS),
+		GRPCListener: glis, HTTPListener: hlis, GRPCOptions: grpcCreds(srvTLS), HTTPErrorLog: httpErrorLog(srvTLS, log),
 		Source: src, Service: cfg.service,
 		Pool:         router.PoolConfig{Models: cfg.models, Credentials: workerCreds, Balance: cfg.balance},
 		Proxy:        proxy,

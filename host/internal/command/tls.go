@@ -2,6 +2,7 @@ package command
 
 import (
 	"crypto/tls"
+	"log"
 	"os"
 	"strings"
 
@@ -59,12 +60,13 @@ func loadServerTLS(f tlsconfig.ServerFiles, log hclog.Logger) (*tlsconfig.Server
 	return s, nil
 }
 
-// grpcCreds is the gRPC server option of s; none when s is nil.
+// grpcCreds is the gRPC server option of s, which logs refused
+// handshakes; none when s is nil.
 func grpcCreds(s *tlsconfig.Server) []grpc.ServerOption {
 	if s == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(s.Config("h2")))}
+	return []grpc.ServerOption{grpc.Creds(s.Credentials())}
 }
 
 // workerTLSFlags are route's flags for its connections to workers.
@@ -73,7 +75,7 @@ func workerTLSFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "worker-tls", EnvVars: env("WORKER_TLS"),
 			Usage: "connect to workers with TLS (their vigil run --tls-cert-file), verified against --worker-ca-file or the system's CAs"},
 		&cli.StringFlag{Name: "worker-ca-file", EnvVars: env("WORKER_CA_FILE"),
-			Usage: "PEM CA certificates that sign the workers' certificates (with --worker-tls; default: the system's); read at start"},
+			Usage: "PEM CA certificates that sign the workers' certificates (with --worker-tls; default: the system's); reloaded when the file changes"},
 		&cli.StringFlag{Name: "worker-server-name", EnvVars: env("WORKER_SERVER_NAME"),
 			Usage: "name the workers' certificates are verified against in place of their discovered address, for certificates without IP SANs (with --worker-tls)"},
 		&cli.StringFlag{Name: "worker-cert-file", EnvVars: env("WORKER_CERT_FILE"),
@@ -105,8 +107,8 @@ func parseWorkerTLS(c *cli.Context) (*tlsconfig.ClientFiles, error) {
 	return &f, nil
 }
 
-// loadWorkerTLS reads the worker TLS files into gRPC credentials; nil
-// when f is.
+// loadWorkerTLS reads the worker TLS files into gRPC credentials, which
+// reload them; nil when f is.
 func loadWorkerTLS(f *tlsconfig.ClientFiles, log hclog.Logger) (credentials.TransportCredentials, error) {
 	if f == nil {
 		return nil, nil
@@ -118,7 +120,7 @@ func loadWorkerTLS(f *tlsconfig.ClientFiles, log hclog.Logger) (credentials.Tran
 	if err != nil {
 		return nil, usageErrorf("--worker-ca-file, --worker-cert-file, --worker-key-file: %v", err)
 	}
-	return credentials.NewTLS(c.Config()), nil
+	return c.Credentials(), nil
 }
 
 // apiKeyFlags are route's flags for the HTTP API's key.
@@ -172,6 +174,15 @@ func readable(flagPaths ...string) error {
 		}
 	}
 	return nil
+}
+
+// httpErrorLog is the HTTP server's ErrorLog: s's, which logs refused
+// handshakes as the gRPC listener's credentials do; nil without TLS.
+func httpErrorLog(s *tlsconfig.Server, logger hclog.Logger) *log.Logger {
+	if s == nil {
+		return nil
+	}
+	return s.ErrorLog(logger.Named("http"))
 }
 
 // httpTLS is the HTTP API's TLS config over s, offering HTTP/2

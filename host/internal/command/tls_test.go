@@ -1,6 +1,7 @@
 package command
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -105,8 +107,8 @@ func TestTLSFlagsFromEnvironment(t *testing.T) {
 }
 
 // vigil route with --tls-* and --api-key serves both APIs over TLS, asks
-// clients for a certificate its client CA signed, and the HTTP API for the
-// key.
+// clients for a certificate its client CA signed (logging those refused),
+// and the HTTP API for the key.
 func TestRouteServesTLSWithAPIKey(t *testing.T) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "ca")
@@ -121,7 +123,8 @@ func TestRouteServesTLSWithAPIKey(t *testing.T) {
 		"--tls-client-ca-file", ca.File, "--api-key", "k3y"}
 	cfg := parseRouteArgs(t, args...)
 	cfg.listen, cfg.httpListen = "127.0.0.1:0", "127.0.0.1:0"
-	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: io.Discard})
+	var logs lockedLog
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: &logs})
 	src := notifySource{Discoverer: file.NewDiscoverer(reg, "llm", log), first: make(chan struct{})}
 	signals := make(chan os.Signal, 2)
 	addrs := make(chan [2]net.Addr, 1)
@@ -163,6 +166,16 @@ func TestRouteServesTLSWithAPIKey(t *testing.T) {
 	}
 	if _, err := get(&tls.Config{RootCAs: pool}, "k3y"); err == nil {
 		t.Errorf("HTTPS without a client certificate: served, want the handshake refused")
+	}
+	// The server logs after the client saw the refusal.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "TLS handshake refused"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no refused handshake logged; log:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if want := `[WARN]  tls: TLS handshake refused: peer=127.0.0.1:`; !strings.Contains(logs.String(), want) {
+		t.Errorf("want a line with %q; log:\n%s", want, logs.String())
 	}
 
 	health := func(tc *tls.Config) error {
@@ -237,4 +250,22 @@ func TestRouteWarnsOfPlaintextAPIKey(t *testing.T) {
 			t.Errorf("the key itself was logged:\n%s", out.String())
 		}
 	}
+}
+
+// lockedLog is a log output a test reads while the server writes it.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -215,6 +215,10 @@ func (h *httpHandler) health(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "no workers", "workers": n})
 		return
 	}
+	if reason := h.proxy.pool.tlsFailing(); reason != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "tls failing", "workers": n, "reason": reason})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "workers": n})
 }
 

@@ -132,6 +132,7 @@ type conn struct {
 	cc       *grpc.ClientConn
 	inflight int  // requests outstanding: picked, not released; guarded by Pool.mu
 	removed  bool // guarded by Pool.mu
+	tls      *tlsState
 	// ewma is the peak EWMA of the time to first message, in ns, as of
 	// stamp; guarded by Pool.mu.
 	ewma  float64
@@ -269,15 +270,16 @@ func (p *Pool) dial(fresh []discovery.Registration) map[string]*conn {
 		if opened[addr] != nil {
 			continue
 		}
+		st := &tlsState{addr: addr, log: p.log}
 		cc, err := grpc.NewClient("passthrough:///"+addr, append(workerapi.DialOptions(),
-			grpc.WithTransportCredentials(p.creds), grpc.WithKeepaliveParams(workerKeepalive))...)
+			grpc.WithTransportCredentials(watchTLS(p.creds, st)), grpc.WithKeepaliveParams(workerKeepalive))...)
 		if err != nil {
 			// Only a malformed target fails here; leave the worker out.
 			p.log.Error("cannot connect to worker; ignoring it", "addr", addr, "worker_id", ep.WorkerID, "error", err)
 			continue
 		}
 		cc.Connect()
-		opened[addr] = &conn{addr: addr, cc: cc}
+		opened[addr] = &conn{addr: addr, cc: cc, tls: st}
 	}
 	return opened
 }

@@ -243,6 +243,9 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 		}
 		started, err := p.attempt(ctx, cc, ep, req, send, lease.FirstMessage)
 		lease.Release()
+		if !started {
+			err = lease.c.tls.explain(err)
+		}
 		var se errSend
 		if errors.As(err, &se) {
 			return se.err

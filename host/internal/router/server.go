@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -63,6 +64,9 @@ type ServerConfig struct {
 	// IdleTimeout is the HTTP server's for idle keep-alive connections; 0
 	// means DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// HTTPErrorLog is the HTTP server's ErrorLog, such as a
+	// tlsconfig.Server's (which logs refused handshakes); nil: Logger's.
+	HTTPErrorLog *log.Logger
 	// Ready, if set, is called once both servers accept.
 	Ready  func()
 	Logger hclog.Logger
@@ -162,7 +166,7 @@ func (s *Server) start(ctx context.Context) *servers {
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       s.cfg.IdleTimeout,
 			BaseContext:       func(net.Listener) context.Context { return base },
-			ErrorLog:          s.log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+			ErrorLog:          s.httpErrorLog(),
 		},
 		proxy:      proxy,
 		cancelBase: cancelBase,

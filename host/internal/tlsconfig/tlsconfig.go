@@ -18,6 +18,7 @@ package tlsconfig
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -45,7 +46,8 @@ type ServerFiles struct {
 // ClientFiles name what a client (vigil route dialing workers) uses.
 type ClientFiles struct {
 	// CAFile holds the CA certificates that sign the servers'
-	// certificates; "" means the system's roots. Read once, by NewClient.
+	// certificates; "" means the system's roots. Reloaded as the client
+	// certificate is: a rotated CA verifies the connections made after it.
 	CAFile string
 	// CertFile and KeyFile, both or neither, are the client certificate
 	// presented to servers that ask for one (mTLS); reloaded.
@@ -58,8 +60,9 @@ type ClientFiles struct {
 
 // Server is a listener's TLS configuration, reloaded from its files.
 type Server struct {
-	files  ServerFiles
-	reload *reloader[serverState]
+	files    ServerFiles
+	reload   *reloader[serverState]
+	refusals *Refusals
 }
 
 type serverState struct {
@@ -68,27 +71,29 @@ type serverState struct {
 }
 
 // NewServer loads files and returns their Server; the error names the file
-// that did not load and why. log receives the reloads and their failures.
+// that did not load and why. log receives the reloads and their failures,
+// warnings of certificates expired or expiring, and the handshakes refused
+// (Credentials, ErrorLog).
 func NewServer(files ServerFiles, log hclog.Logger) (*Server, error) {
 	paths := []string{files.CertFile, files.KeyFile}
 	if files.ClientCAFile != "" {
 		paths = append(paths, files.ClientCAFile)
 	}
-	r, err := newReloader(paths, func() (serverState, error) { return loadServer(files) }, log)
+	r, err := newReloader(paths, func() (serverState, error) { return loadServer(files, orNull(log)) }, log)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{files: files, reload: r}, nil
+	return &Server{files: files, reload: r, refusals: NewRefusals(log)}, nil
 }
 
-func loadServer(files ServerFiles) (serverState, error) {
+func loadServer(files ServerFiles, log hclog.Logger) (serverState, error) {
 	var st serverState
 	var err error
-	if st.cert, err = tls.LoadX509KeyPair(files.CertFile, files.KeyFile); err != nil {
-		return st, fmt.Errorf("certificate %s and key %s: %w", files.CertFile, files.KeyFile, err)
+	if st.cert, err = loadPair(files.CertFile, files.KeyFile, log); err != nil {
+		return st, err
 	}
 	if files.ClientCAFile != "" {
-		if st.clientCAs, err = loadPool(files.ClientCAFile); err != nil {
+		if st.clientCAs, err = loadPool(files.ClientCAFile, log); err != nil {
 			return st, err
 		}
 	}
@@ -121,63 +126,119 @@ func (s *Server) Config(nextProtos ...string) *tls.Config {
 // Client is the TLS configuration of connections to servers.
 type Client struct {
 	files  ClientFiles
-	roots  *x509.CertPool
-	reload *reloader[tls.Certificate] // nil without a client certificate
+	reload *reloader[clientState] // nil without files: the system's roots, no certificate
+}
+
+type clientState struct {
+	roots *x509.CertPool   // nil: the system's
+	cert  *tls.Certificate // nil without a client certificate
 }
 
 // NewClient loads files and returns their Client; the error names the file
-// that did not load and why.
+// that did not load and why. log receives the reloads and their failures.
 func NewClient(files ClientFiles, log hclog.Logger) (*Client, error) {
-	c := &Client{files: files}
-	if files.CAFile != "" {
-		var err error
-		if c.roots, err = loadPool(files.CAFile); err != nil {
-			return nil, err
-		}
-	}
 	if (files.CertFile == "") != (files.KeyFile == "") {
 		return nil, errors.New("a client certificate needs both its certificate file and its key file")
 	}
-	if files.CertFile != "" {
-		r, err := newReloader([]string{files.CertFile, files.KeyFile}, func() (tls.Certificate, error) {
-			cert, err := tls.LoadX509KeyPair(files.CertFile, files.KeyFile)
-			if err != nil {
-				return cert, fmt.Errorf("certificate %s and key %s: %w", files.CertFile, files.KeyFile, err)
-			}
-			return cert, nil
-		}, log)
-		if err != nil {
-			return nil, err
+	c := &Client{files: files}
+	var paths []string
+	for _, p := range []string{files.CAFile, files.CertFile, files.KeyFile} {
+		if p != "" {
+			paths = append(paths, p)
 		}
-		c.reload = r
 	}
+	if len(paths) == 0 {
+		return c, nil
+	}
+	r, err := newReloader(paths, func() (clientState, error) { return loadClient(files, orNull(log)) }, log)
+	if err != nil {
+		return nil, err
+	}
+	c.reload = r
 	return c, nil
 }
 
+func loadClient(files ClientFiles, log hclog.Logger) (clientState, error) {
+	var st clientState
+	var err error
+	if files.CAFile != "" {
+		if st.roots, err = loadPool(files.CAFile, log); err != nil {
+			return st, err
+		}
+	}
+	if files.CertFile != "" {
+		cert, err := loadPair(files.CertFile, files.KeyFile, log)
+		if err != nil {
+			return st, err
+		}
+		st.cert = &cert
+	}
+	return st, nil
+}
+
 // Config returns the tls.Config of a connection: servers verified against
-// the CA file's certificates (or the system's), under ServerName when
-// set, and the current client certificate given to servers that ask.
+// the CA file's certificates (or the system's) as they are now, under
+// ServerName when set, and the current client certificate given to
+// servers that ask. Credentials takes a Config for each connection, so
+// that a rotated CA file verifies the connections made after it.
 func (c *Client) Config() *tls.Config {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: c.roots, ServerName: c.files.ServerName}
-	if c.reload != nil {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.files.ServerName}
+	if c.reload == nil {
+		return cfg
+	}
+	cfg.RootCAs = c.reload.get().roots
+	if c.files.CertFile != "" {
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			cert := c.reload.get()
-			return &cert, nil
+			return c.reload.get().cert, nil
 		}
 	}
 	return cfg
 }
 
-// loadPool reads a PEM file of CA certificates.
-func loadPool(path string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(path)
+// loadPair reads a certificate and its key, and warns of the certificate's
+// validity (checkValidity).
+func loadPair(certFile, keyFile string, log hclog.Logger) (tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return cert, fmt.Errorf("certificate %s and key %s: %w", certFile, keyFile, err)
+	}
+	var chain []*x509.Certificate
+	for _, der := range cert.Certificate {
+		if x, err := x509.ParseCertificate(der); err == nil {
+			chain = append(chain, x)
+		}
+	}
+	checkValidity(log, certFile, chain, time.Now())
+	return cert, nil
+}
+
+// loadPool reads a PEM file of CA certificates, and warns of their
+// validity (checkValidity). Blocks that are not certificates, or do not
+// parse, are skipped, as x509.CertPool.AppendCertsFromPEM skips them.
+func loadPool(path string, log hclog.Logger) (*x509.CertPool, error) {
+	rest, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
+	var certs []*x509.Certificate
+	for len(rest) > 0 {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" || len(block.Headers) != 0 {
+			continue
+		}
+		if cert, err := x509.ParseCertificate(block.Bytes); err == nil {
+			pool.AddCert(cert)
+			certs = append(certs, cert)
+		}
+	}
+	if len(certs) == 0 {
 		return nil, fmt.Errorf("%s: no PEM certificate in it", path)
 	}
+	checkValidity(log, path, certs, time.Now())
 	return pool, nil
 }
 
@@ -206,10 +267,7 @@ type stamp struct {
 }
 
 func newReloader[T any](paths []string, load func() (T, error), log hclog.Logger) (*reloader[T], error) {
-	if log == nil {
-		log = hclog.NewNullLogger()
-	}
-	r := &reloader[T]{paths: paths, load: load, log: log, interval: DefaultInterval, now: time.Now}
+	r := &reloader[T]{paths: paths, load: load, log: orNull(log), interval: DefaultInterval, now: time.Now}
 	r.stamps = r.stat()
 	v, err := load()
 	if err != nil {

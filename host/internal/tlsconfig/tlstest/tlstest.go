@@ -42,7 +42,7 @@ func NewCA(t testing.TB, dir, name string) *CA {
 		SerialNumber:          serial(t),
 		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              time.Now().Add(30 * 24 * time.Hour),
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
@@ -58,12 +58,29 @@ func NewCA(t testing.TB, dir, name string) *CA {
 	return ca
 }
 
+// WriteTo writes ca's certificate over file by a rename, as a rotation of
+// a CA file would.
+func (ca *CA) WriteTo(t testing.TB, file string) {
+	t.Helper()
+	write(t, file, ca.CertPEM)
+}
+
 // Server makes a server certificate for the given DNS names and IPs (the
 // SANs), named name, and writes name.pem and name-key.pem under dir.
 func (ca *CA) Server(t testing.TB, dir, name string, dnsNames []string, ips ...net.IP) *Pair {
 	t.Helper()
 	return ca.issue(t, dir, name, &x509.Certificate{
 		DNSNames: dnsNames, IPAddresses: ips,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+}
+
+// ServerValid is Server with the validity given: notBefore to notAfter,
+// for certificates expired, not yet valid or about to expire.
+func (ca *CA) ServerValid(t testing.TB, dir, name string, notBefore, notAfter time.Time, ips ...net.IP) *Pair {
+	t.Helper()
+	return ca.issue(t, dir, name, &x509.Certificate{
+		IPAddresses: ips, NotBefore: notBefore, NotAfter: notAfter,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 }
@@ -79,7 +96,9 @@ func (ca *CA) issue(t testing.TB, dir, name string, tmpl *x509.Certificate) *Pai
 	key := newKey(t)
 	tmpl.SerialNumber = serial(t)
 	tmpl.Subject = pkix.Name{CommonName: name}
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(30*24*time.Hour)
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
