@@ -53,6 +53,8 @@ func runCommand() *cli.Command {
 				Usage: "how long requests in flight may run on after an engine that drains on purpose (vLLM's shutdown grace period, SGLang's runtime) stopped serving; vigil exits 1 after the last (0: a drain is a loss: the grace period)"},
 			&cli.DurationFlag{Name: "stall-timeout", Value: supervisor.DefaultStallTimeout, EnvVars: env("STALL_TIMEOUT"),
 				Usage: "while the engine drains on purpose, cut a request that has sent no token this long"},
+			&cli.StringFlag{Name: "on-loss", Value: onLossExit, EnvVars: env("ON_LOSS"),
+				Usage: "what to do when the engine is lost (its adapter dead or hung, or its drain on purpose ended): exit (exit 1, for the supervisor to restart vigil) or wait (withdraw, drain, restart the adapter and wait for the engine again under --startup-deadline; liveness stays SERVING)"},
 			&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("SHUTDOWN_DELAY"),
 				Usage: "after SIGTERM, keep admitting requests this long after the withdrawal while the engine serves, for load balancers that learn of it late"},
 			&cli.IntFlag{Name: "max-inflight", Value: endpoint.DefaultMaxInflight, EnvVars: env("MAX_INFLIGHT"),
@@ -112,6 +114,7 @@ type runConfig struct {
 	grace, ttl, deregAft time.Duration
 	shutdownDelay        time.Duration
 	drainTimeout         time.Duration // --drain-timeout
+	waitOnLoss           bool          // --on-loss wait
 	stallTimeout         time.Duration // --stall-timeout
 	maxInflight          int
 	servedModelName      string // "": the engine's own
@@ -222,6 +225,7 @@ func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Regist
 		Endpoint:        ep,
 		GracePeriod:     cfg.grace,
 		DrainTimeout:    cfg.drainTimeout,
+		WaitOnLoss:      cfg.waitOnLoss,
 		StallTimeout:    cfg.stallTimeout,
 		ShutdownDelay:   cfg.shutdownDelay,
 		ExplainRejected: namingFlags,
@@ -264,6 +268,9 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	if err := checkModelName(cfg.servedModelName); err != nil {
 		return cfg, usageErrorf("--served-model-name %q: %v", cfg.servedModelName, err)
 	}
+	if cfg.waitOnLoss, err = parseOnLoss(c.String("on-loss")); err != nil {
+		return cfg, err
+	}
 	if cfg.maxInflight < 1 {
 		return cfg, usageErrorf("--max-inflight %d: must be 1 or more", cfg.maxInflight)
 	}
@@ -288,6 +295,24 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	}
 	cfg.log, err = parseLog(c)
 	return cfg, err
+}
+
+// The values of --on-loss.
+const (
+	onLossExit = "exit" // the seed's contract: the supervisor restarts vigil
+	onLossWait = "wait" // vigil waits for the engine again
+)
+
+// parseOnLoss reads --on-loss: whether vigil waits for the engine again
+// after losing it.
+func parseOnLoss(v string) (wait bool, err error) {
+	switch v {
+	case onLossExit:
+		return false, nil
+	case onLossWait:
+		return true, nil
+	}
+	return false, usageErrorf("--on-loss %q: want %s or %s", v, onLossExit, onLossWait)
 }
 
 // checkWorkerID says what is wrong with a --worker-id under --discovery d,

@@ -45,6 +45,11 @@ func (s *supervisor) noteDraining(reason string) {
 	if s.cause != 0 || s.state == StateDraining {
 		return
 	}
+	if s.cfg.WaitOnLoss {
+		s.log.Warn("engine draining on purpose; withdrawn, letting the requests in flight finish; --on-loss=wait: then waiting for the engine again",
+			"reason", reason, "drain_timeout", s.drainTimeout(), "stall_timeout", s.stallTimeout(), "startup_deadline", s.cfg.Start.StartupDeadline)
+		return
+	}
 	s.log.Warn("engine draining on purpose; withdrawn, letting the requests in flight finish",
 		"reason", reason, "drain_timeout", s.drainTimeout(), "stall_timeout", s.stallTimeout())
 	s.outcome = fmt.Errorf("%w: engine drained: %s", outcome.ErrEngineLost, reason)
@@ -121,6 +126,7 @@ func (s *supervisor) engineDrain(ctx context.Context) {
 	if err := s.shutdownAdapter(); err != nil {
 		unfinished = append(unfinished, err)
 	}
+	s.killForRecovery()
 	withdrawn()
 	s.unfinished = errors.Join(unfinished...)
 }
