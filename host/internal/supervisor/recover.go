@@ -75,7 +75,7 @@ func (s *supervisor) recoverCause() string {
 // recover forgets the lost engine and its adapter (killed by the drain,
 // see killForRecovery), so that Launching starts afresh.
 func (s *supervisor) recover() {
-	s.log.Warn("engine lost; --on-loss=wait: waiting for the engine again, restarting the engine adapter",
+	s.log.Warn("--on-loss=wait: waiting for the engine again, restarting the engine adapter",
 		"cause", s.recoverCause(), "engine_addr", s.cfg.Start.EngineAddr, "startup_deadline", s.cfg.Start.StartupDeadline)
 	if s.unfinished != nil {
 		s.log.Warn("the drain abandoned steps at their bound; the adapter was killed", "error", s.unfinished)
