@@ -164,3 +164,47 @@ func TestOnLossWaitStartupDeadline(t *testing.T) {
 	}
 	v.waitLine("engine did not serve within the startup deadline", 0)
 }
+
+// TestOnLossWaitAdapterFrozen: with --on-loss=wait, the adapter process
+// frozen (SIGSTOP) while the engine serves is SIGKILLed within the ping
+// bound and a new adapter launched by the same vigil, which registers the
+// engine (still the same one) again; SIGTERM then exits 0.
+func TestOnLossWaitAdapterFrozen(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	e := firstEngine()
+	dir := t.TempDir()
+	m := startMock(t, e, harness.MockOpts{})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, discovery: "file", registry: dir, service: "llm", extra: []string{
+		"--on-loss", "wait", "--health-interval", "200ms", "--health-timeout", "500ms", "--health-failures", "2"}})
+	path := filepath.Join(dir, "llm", v.WorkerID+".json")
+	waitFile(t, path, true, 30*time.Second)
+	adapters := children(v.pid())
+	if len(adapters) != 1 {
+		t.Fatalf("vigil has %d child processes, want its adapter alone", len(adapters))
+	}
+	t.Cleanup(func() { // a stopped process left by a failure
+		_ = syscall.Kill(adapters[0], syscall.SIGCONT)
+		_ = syscall.Kill(adapters[0], syscall.SIGKILL)
+	})
+	if err := syscall.Kill(adapters[0], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, path, false, exitBound)
+	v.waitLine("killing the engine adapter (SIGKILL)", exitBound)
+	v.waitLine("--on-loss=wait: waiting for the engine again", exitBound)
+	awaitInstance(t, path, e.instanceID(m), 30*time.Second)
+	if v.exited() {
+		t.Fatalf("vigil exited (%d) after its adapter froze, under --on-loss=wait", v.exitCode())
+	}
+	if alive(adapters[0]) {
+		t.Errorf("the frozen adapter %d is still running", adapters[0])
+	}
+	if now := children(v.pid()); len(now) != 1 || now[0] == adapters[0] {
+		t.Errorf("vigil's children are %v, want one new adapter (the frozen one was %d)", now, adapters[0])
+	}
+	v.term(t)
+	if code := v.wait(exitBound); code != 0 {
+		t.Errorf("vigil exit code after SIGTERM = %d, want 0", code)
+	}
+}
