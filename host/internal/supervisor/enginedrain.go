@@ -104,9 +104,10 @@ func (s *supervisor) engineDrain(ctx context.Context) {
 	finishCtx, cancel := context.WithTimeout(ctx, s.drainTimeout())
 	defer cancel()
 	withdrawn := s.withdraw(ctx, s.drainTimeout()+withdrawTail)
+	shorten := s.shorten // this drain's: a recovery forgets it
 	go func() {
 		select {
-		case <-s.shorten:
+		case <-shorten:
 			t := time.AfterFunc(s.cfg.GracePeriod, cancel)
 			<-finishCtx.Done()
 			t.Stop()
