@@ -511,7 +511,8 @@ func (s *supervisor) enter(st State) {
 	case StateWaiting:
 		s.log.Info("waiting for engine", "engine_addr", s.cfg.Start.EngineAddr, "startup_deadline", s.cfg.Start.StartupDeadline)
 		s.hung = s.pingAdapter()
-		s.startPhase(func(ctx context.Context, p *phase) { p.worker, p.err = s.start(ctx) })
+		engine := s.plugin.Engine // read here: a recovery replaces it
+		s.startPhase(func(ctx context.Context, p *phase) { p.worker, p.err = s.start(ctx, engine) })
 	case StateStarted:
 		s.serve()
 	case StateServing:
@@ -620,9 +621,10 @@ func (s *supervisor) watch() <-chan sdk.Event {
 	out := make(chan sdk.Event)
 	ctx, cancel := context.WithCancel(s.ctx)
 	s.stopWatch = cancel
+	engine := s.plugin.Engine // read here: a recovery replaces it
 	go func() {
 		defer close(out)
-		events, err := s.plugin.Engine.WatchAvailability(ctx)
+		events, err := engine.WatchAvailability(ctx)
 		if err != nil {
 			events = closedWith(sdk.Event{Availability: sdk.Lost, Reason: "watching engine availability failed: " + err.Error()})
 		}
