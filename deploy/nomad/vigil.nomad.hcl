@@ -10,12 +10,17 @@
 # flight finish through the engine, which still serves, and exits 0; only
 # then is the engine stopped.
 #
-# Restarts: when the engine is lost vigil withdraws the worker, drains and
-# exits 1; the restart block restarts it, and it waits for the engine (which
-# its own restart brings back) and registers again. Nomad cannot tell exit
-# codes apart: a configuration error (exit 78) is restarted too, until
-# `attempts` runs out and the allocation fails. Check the arguments first
-# with `vigil run --dry-run`.
+# Restarts: --on-loss=wait. When the engine is lost vigil withdraws the
+# worker, drains, restarts its adapter and waits for the engine (which its
+# own restart brings back) and registers it again, without exiting. Exiting
+# would spend the restart block on the engine's losses: each costs vigil
+# one of its 10 attempts in 30 minutes and a 5s delay (plus Nomad's jitter)
+# unregistered, and the 11th fails the allocation (mode = "fail"), the
+# engine and its loaded model with it. The block still restarts vigil after
+# a failure of its own (exit 1: the engine not back within
+# --startup-deadline). Nomad cannot tell exit codes apart: a configuration
+# error (exit 78) is restarted too, until `attempts` runs out and the
+# allocation fails. Check the arguments first with `vigil run --dry-run`.
 #
 # Do NOT also register a Nomad `service` for the worker (no `service` block
 # in this group): vigil registers it in Consul itself, only while the engine
@@ -89,6 +94,7 @@ job "llm-vllm" {
           "--advertise-addr=${NOMAD_HOST_ADDR_grpc}",
           "--grace-period=30s",
           "--shutdown-delay=5s",
+          "--on-loss=wait",
           "--log-format=json",
         ]
         # vigil-args:end

@@ -47,6 +47,8 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"zero deadline", []string{"--startup-deadline", "0s"}, "--startup-deadline 0s: must be a positive duration"},
 		{"negative drain timeout", []string{"--drain-timeout", "-1s"}, "--drain-timeout -1s: must be a positive duration"},
 		{"negative stall timeout", []string{"--stall-timeout", "-1s"}, "--stall-timeout -1s: must be a positive duration"},
+		{"on loss", []string{"--on-loss", "restart"}, `--on-loss "restart": want exit or wait`},
+		{"on loss, dry run", []string{"--on-loss", "Wait", "--dry-run"}, `--on-loss "Wait": want exit or wait`},
 		{"short ttl", []string{"--check-ttl", "100ms"}, "--check-ttl 100ms: must be a duration of at least 1s"},
 		{"short deregister", []string{"--deregister-after", "30s"}, "--deregister-after 30s: must be a duration of at least 1m0s"},
 		{"health failures", []string{"--health-failures", "0"}, "--health-failures 0: must be 1 or more"},
@@ -139,6 +141,43 @@ func TestServedModelNameFlag(t *testing.T) {
 		code, out := runArgs(t, "run", "--registry-dir", t.TempDir())
 		if code != ExitConfig || !strings.Contains(out, "--served-model-name") {
 			t.Errorf("exit code %d, output %q; want %d naming --served-model-name", code, out, ExitConfig)
+		}
+	})
+}
+
+// --on-loss: exit by default (the seed's contract), wait from the flag or
+// VIGIL_ON_LOSS (the flag wins); a bad value from the environment exits 78
+// naming the flag.
+func TestOnLossFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name, env string // env: VIGIL_ON_LOSS; "" leaves it unset
+		args      []string
+		wait      bool
+	}{
+		{"default", "", nil, false},
+		{"flag", "", []string{"--on-loss", "wait"}, true},
+		{"exit", "", []string{"--on-loss", "exit"}, false},
+		{"environment", "wait", nil, true},
+		{"flag over environment", "wait", []string{"--on-loss", "exit"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("VIGIL_ON_LOSS", tc.env)
+			}
+			cfg, err := parseRunArgs(t, tc.args...)
+			if err != nil {
+				t.Fatalf("parse: %v", err)
+			}
+			if cfg.waitOnLoss != tc.wait {
+				t.Errorf("wait on loss = %v, want %v", cfg.waitOnLoss, tc.wait)
+			}
+		})
+	}
+	t.Run("bad environment", func(t *testing.T) {
+		t.Setenv("VIGIL_ON_LOSS", "retry")
+		code, out := runArgs(t, "run", "--registry-dir", t.TempDir(), "--dry-run")
+		if code != ExitConfig || !strings.Contains(out, `--on-loss "retry": want exit or wait`) {
+			t.Errorf("exit code %d, output %q; want %d naming --on-loss and its values", code, out, ExitConfig)
 		}
 	})
 }

@@ -108,7 +108,9 @@ func TestRecipesPassDryRun(t *testing.T) {
 		stop:   regexp.MustCompile(`(?s)task "vigil".*?kill_timeout\s*=\s*"([^"]+)"`),
 		has:    []string{`shutdown_delay = "40s"`, `mode     = "fail"`, `kill_signal  = "SIGTERM"`},
 		hasNot: regexp.MustCompile(`(?m)^\s*service\s*\{`),
-		want:   map[string]string{"worker-id": "5f3a9c1e-0b7d-4e2a-9c1d-2b3e4f5a6b7c-vigil", "advertise-addr": "10.0.0.5:31002"},
+		// wait: an exit spends one of the restart block's attempts and its
+		// delay on each engine loss, and the last fails the allocation.
+		want: map[string]string{"worker-id": "5f3a9c1e-0b7d-4e2a-9c1d-2b3e4f5a6b7c-vigil", "advertise-addr": "10.0.0.5:31002", "on-loss": "wait"},
 	}, {
 		file:    "systemd/vigil@.service",
 		subst:   map[string]string{"%H": "gpu-host-1", "%i": "vllm0"},
@@ -116,21 +118,28 @@ func TestRecipesPassDryRun(t *testing.T) {
 		stop:    regexp.MustCompile(`(?m)^TimeoutStopSec=(\S+)$`),
 		has: []string{"Restart=on-failure", "RestartPreventExitStatus=" + strconv.Itoa(ExitConfig), "KillSignal=SIGTERM",
 			"KillMode=mixed", "EnvironmentFile=/etc/vigil/%i.env"},
-		want: map[string]string{"worker-id": "gpu-host-1-vllm0", "advertise-addr": "10.0.0.5:8470", "discovery": "consul"},
+		// exit: systemd restarts it after RestartSec (2s), without a growing
+		// back-off.
+		want: map[string]string{"worker-id": "gpu-host-1-vllm0", "advertise-addr": "10.0.0.5:8470", "discovery": "consul", "on-loss": "exit"},
 	}, {
 		file:  "kubernetes/vigil.yaml",
 		subst: map[string]string{"$(POD_IP)": "10.1.2.3", "$(POD_NAME)": "llm-vllm-7d9f8-x2x4q"},
 		env:   map[string]string{"CONSUL_HTTP_ADDR": "10.0.0.5:8500"},
 		stop:  regexp.MustCompile(`(?m)terminationGracePeriodSeconds:\s*(\d+)`),
 		has: []string{"restartPolicy: Always", "shareProcessNamespace: true", "readinessProbe:", "livenessProbe:",
-			"grpc: {port: 8470}", "preStop:", `[ "${1##*/}" = vigil ] && [ "$2" = run ]`},
-		want: map[string]string{"worker-id": "llm-vllm-7d9f8-x2x4q", "advertise-addr": "10.1.2.3:8470"},
+			"grpc: {port: 8470}", "grpc: {port: 8470, service: vigil.liveness}", "preStop:", `[ "${1##*/}" = vigil ] && [ "$2" = run ]`},
+		// wait: an exit would meet the kubelet's crash back-off (up to 5
+		// minutes unregistered); the liveness probe reads vigil.liveness,
+		// SERVING while vigil waits.
+		want: map[string]string{"worker-id": "llm-vllm-7d9f8-x2x4q", "advertise-addr": "10.1.2.3:8470", "on-loss": "wait"},
 	}, {
 		file: "supervisord/vigil.conf",
 		env:  map[string]string{"CONSUL_HTTP_ADDR": "127.0.0.1:8500"},
 		stop: regexp.MustCompile(`(?m)^stopwaitsecs=(\d+)$`),
 		has:  []string{"autorestart=unexpected", "exitcodes=0", "stopsignal=TERM", "stopasgroup=false"},
-		want: map[string]string{"advertise-addr": "10.0.0.5:8470"},
+		// exit: supervisord restarts a program that ran past startsecs at
+		// once.
+		want: map[string]string{"advertise-addr": "10.0.0.5:8470", "on-loss": "exit"},
 	}} {
 		t.Run(filepath.Dir(tc.file), func(t *testing.T) {
 			path := filepath.Join(deployDir, tc.file)

@@ -29,7 +29,7 @@ import (
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
-		Usage: "supervise an engine: register the worker while it serves, exit 1 when it is lost",
+		Usage: "supervise an engine: register the worker while it serves, exit 1 when it is lost (--on-loss=wait: wait for it again)",
 		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "engine", Value: "vllm", EnvVars: env("ENGINE"),
 				Usage: "engine name: a built-in adapter (" + strings.Join(builtin.Names(), ", ") + "), else --plugin-dir's " + adapter.FilePrefix + "NAME; with --engine-plugin, the name its adapter must report (default: the name it reports)"},
@@ -47,14 +47,6 @@ func runCommand() *cli.Command {
 				Usage: "address published in discovery, host:port (default: --listen, which must then not be a wildcard address)"},
 			&cli.StringFlag{Name: "worker-id", EnvVars: env("WORKER_ID"),
 				Usage: "worker id, stable across restarts and unique per service: two vigils given one id are refused (the later exits 78) (default: NOMAD_ALLOC_ID-NOMAD_TASK_NAME under Nomad, else host name-listen host-listen port, the listen host left out when it is a wildcard address)"},
-			&cli.DurationFlag{Name: "grace-period", Value: 5 * time.Second, EnvVars: env("GRACE_PERIOD"),
-				Usage: "how long requests in flight may finish after the worker is withdrawn"},
-			&cli.DurationFlag{Name: "drain-timeout", Value: supervisor.DefaultDrainTimeout, EnvVars: env("DRAIN_TIMEOUT"),
-				Usage: "how long requests in flight may run on after an engine that drains on purpose (vLLM's shutdown grace period, SGLang's runtime) stopped serving; vigil exits 1 after the last (0: a drain is a loss: the grace period)"},
-			&cli.DurationFlag{Name: "stall-timeout", Value: supervisor.DefaultStallTimeout, EnvVars: env("STALL_TIMEOUT"),
-				Usage: "while the engine drains on purpose, cut a request that has sent no token this long"},
-			&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("SHUTDOWN_DELAY"),
-				Usage: "after SIGTERM, keep admitting requests this long after the withdrawal while the engine serves, for load balancers that learn of it late"},
 			&cli.IntFlag{Name: "max-inflight", Value: endpoint.DefaultMaxInflight, EnvVars: env("MAX_INFLIGHT"),
 				Usage: "most requests in flight at once; more are refused with RESOURCE_EXHAUSTED"},
 			&cli.DurationFlag{Name: "startup-deadline", Value: sdk.DefaultStartupDeadline, EnvVars: env("STARTUP_DEADLINE"),
@@ -80,10 +72,27 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "chat-template", EnvVars: env("CHAT_TEMPLATE"),
 				Usage: "Jinja chat template file used in place of tokenizer_config.json's chat_template, as vLLM's --chat-template"},
 			dryRunFlag("the adapter found and its pins checked, a built-in engine's --engine-option checked, a third-party adapter started for its handshake and Info only, the file registry directory written to, the tokenizer loaded"),
-		}, append(append(adapterFlags(), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...),
+		}, append(append(append(lossFlags(), adapterFlags()...), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...),
 			append(tlsFlags("the worker endpoint"), logFlags()...)...),
 		Action:       runAction,
 		OnUsageError: onUsageError,
+	}
+}
+
+// lossFlags are run's flags for what follows a stop or a loss: the drains'
+// bounds and --on-loss.
+func lossFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "grace-period", Value: 5 * time.Second, EnvVars: env("GRACE_PERIOD"),
+			Usage: "how long requests in flight may finish after the worker is withdrawn"},
+		&cli.DurationFlag{Name: "drain-timeout", Value: supervisor.DefaultDrainTimeout, EnvVars: env("DRAIN_TIMEOUT"),
+			Usage: "how long requests in flight may run on after an engine that drains on purpose (vLLM's shutdown grace period, SGLang's runtime) stopped serving; vigil exits 1 after the last (0: a drain is a loss: the grace period)"},
+		&cli.DurationFlag{Name: "stall-timeout", Value: supervisor.DefaultStallTimeout, EnvVars: env("STALL_TIMEOUT"),
+			Usage: "while the engine drains on purpose, cut a request that has sent no token this long"},
+		&cli.StringFlag{Name: "on-loss", Value: onLossExit, EnvVars: env("ON_LOSS"),
+			Usage: "what to do when the engine is lost (its adapter dead or hung, or its drain on purpose ended): exit (exit 1, for the supervisor to restart vigil) or wait (withdraw, drain, restart the adapter and wait for the engine again under --startup-deadline; liveness stays SERVING)"},
+		&cli.DurationFlag{Name: "shutdown-delay", EnvVars: env("SHUTDOWN_DELAY"),
+			Usage: "after SIGTERM, keep admitting requests this long after the withdrawal while the engine serves, for load balancers that learn of it late"},
 	}
 }
 
@@ -112,6 +121,7 @@ type runConfig struct {
 	grace, ttl, deregAft time.Duration
 	shutdownDelay        time.Duration
 	drainTimeout         time.Duration // --drain-timeout
+	waitOnLoss           bool          // --on-loss wait
 	stallTimeout         time.Duration // --stall-timeout
 	maxInflight          int
 	servedModelName      string // "": the engine's own
@@ -222,6 +232,7 @@ func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Regist
 		Endpoint:        ep,
 		GracePeriod:     cfg.grace,
 		DrainTimeout:    cfg.drainTimeout,
+		WaitOnLoss:      cfg.waitOnLoss,
 		StallTimeout:    cfg.stallTimeout,
 		ShutdownDelay:   cfg.shutdownDelay,
 		ExplainRejected: namingFlags,
@@ -264,6 +275,9 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	if err := checkModelName(cfg.servedModelName); err != nil {
 		return cfg, usageErrorf("--served-model-name %q: %v", cfg.servedModelName, err)
 	}
+	if cfg.waitOnLoss, err = parseOnLoss(c.String("on-loss")); err != nil {
+		return cfg, err
+	}
 	if cfg.maxInflight < 1 {
 		return cfg, usageErrorf("--max-inflight %d: must be 1 or more", cfg.maxInflight)
 	}
@@ -288,6 +302,24 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	}
 	cfg.log, err = parseLog(c)
 	return cfg, err
+}
+
+// The values of --on-loss.
+const (
+	onLossExit = "exit" // the seed's contract: the supervisor restarts vigil
+	onLossWait = "wait" // vigil waits for the engine again
+)
+
+// parseOnLoss reads --on-loss: whether vigil waits for the engine again
+// after losing it.
+func parseOnLoss(v string) (wait bool, err error) {
+	switch v {
+	case onLossExit:
+		return false, nil
+	case onLossWait:
+		return true, nil
+	}
+	return false, usageErrorf("--on-loss %q: want %s or %s", v, onLossExit, onLossWait)
 }
 
 // checkWorkerID says what is wrong with a --worker-id under --discovery d,

@@ -63,6 +63,9 @@ func TestWorkerCollectors(t *testing.T) {
 	w.Busy(true)
 	w.Busy(false)
 	w.Busy(true) // a second episode, still under way
+	w.Recovered(supervisor.CauseLost)
+	w.Recovered(supervisor.CauseLost)
+	w.Recovered(supervisor.CauseHung)
 
 	want := `
 # HELP vigil_engine_busy 1 while the adapter reports the serving engine busy: its liveness checks time out while its connection answers HTTP/2 PINGs (--health-busy-timeout); else 0.
@@ -71,6 +74,11 @@ vigil_engine_busy 1
 # HELP vigil_engine_busy_episodes_total Times the adapter reported the serving engine busy.
 # TYPE vigil_engine_busy_episodes_total counter
 vigil_engine_busy_episodes_total 2
+# HELP vigil_engine_recoveries_total Times --on-loss=wait took vigil back to waiting for the engine after losing it, by cause (lost; hung: the adapter stopped answering; draining: the engine drained on purpose).
+# TYPE vigil_engine_recoveries_total counter
+vigil_engine_recoveries_total{cause="draining"} 0
+vigil_engine_recoveries_total{cause="hung"} 1
+vigil_engine_recoveries_total{cause="lost"} 2
 # HELP vigil_engine_availability 1 for the engine's availability as the adapter last reported it (serving, not_ready, draining: on purpose, lost), 0 for the others; all 0 before its first report.
 # TYPE vigil_engine_availability gauge
 vigil_engine_availability{availability="draining"} 0
@@ -117,7 +125,7 @@ vigil_worker_requests_in_flight 3
 # TYPE vigil_worker_registered gauge
 vigil_worker_registered 1
 `
-	names := []string{"vigil_engine_busy", "vigil_engine_busy_episodes_total", "vigil_engine_availability", "vigil_worker_requests_total", "vigil_worker_prompt_tokens_total",
+	names := []string{"vigil_engine_busy", "vigil_engine_busy_episodes_total", "vigil_engine_recoveries_total", "vigil_engine_availability", "vigil_worker_requests_total", "vigil_worker_prompt_tokens_total",
 		"vigil_worker_completion_tokens_total", "vigil_worker_withdrawals_total", "vigil_worker_reregistrations_total",
 		"vigil_discovery_errors_total", "vigil_worker_requests_in_flight", "vigil_worker_registered"}
 	if err := testutil.GatherAndCompare(w.Registry(), strings.NewReader(want), names...); err != nil {

@@ -61,6 +61,7 @@ var (
 		supervisor.StateServing, supervisor.StateNotReady, supervisor.StateEngineDraining, supervisor.StateDraining, supervisor.StateStopped}
 	withdrawCauses = []string{supervisor.CauseNotReady, supervisor.CauseLost, supervisor.CauseStop, supervisor.CauseFailed, supervisor.CauseDraining}
 	reregCauses    = []string{supervisor.CauseNotReady, CauseRegistryLost}
+	recoverCauses  = []string{supervisor.CauseLost, supervisor.CauseHung, supervisor.CauseDraining}
 	errorKinds     = []string{KindTimeout, KindUnreachable, KindPermissionDenied, KindNotRegistered, KindOther}
 )
 
@@ -100,6 +101,7 @@ type Worker struct {
 	startupWait  prometheus.Histogram
 	busy         prometheus.Gauge
 	busyEpisodes prometheus.Counter
+	recoveries   map[string]prometheus.Counter
 }
 
 // WorkerSources are what Worker's gauges read at scrape time.
@@ -172,8 +174,13 @@ func NewWorker(version string, src WorkerSources) *Worker {
 		Buckets: []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800},
 	})
 	w.busy, w.busyEpisodes = busyMetrics()
+	recoveries := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vigil_engine_recoveries_total",
+		Help: "Times --on-loss=wait took vigil back to waiting for the engine after losing it, by cause (lost; hung: the adapter stopped answering; draining: the engine drained on purpose).",
+	}, []string{"cause"})
+	w.recoveries = children(recoveries, recoverCauses)
 	gauges := sourceGauges(src)
-	w.reg.MustRegister(append([]prometheus.Collector{state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, w.busy, w.busyEpisodes}, gauges...)...)
+	w.reg.MustRegister(append([]prometheus.Collector{state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, w.busy, w.busyEpisodes, recoveries}, gauges...)...)
 	return w
 }
 
@@ -264,6 +271,9 @@ func (w *Worker) Busy(busy bool) {
 	}
 	w.busy.Set(0)
 }
+
+// Recovered implements supervisor.Observer.
+func (w *Worker) Recovered(cause string) { count(w.recoveries, cause) }
 
 // Finished implements endpoint.Observer.
 func (w *Worker) Finished(o endpoint.Outcome, prompt, completion uint32) {

@@ -24,6 +24,12 @@
 //	                                            ▼
 //	                                         Draining (the requests left get the grace period)
 //
+//	Config.WaitOnLoss (--on-loss=wait): the drain of a loss (lost, hung, the
+//	engine's drain on purpose) ends in waiting again, not in Stopped:
+//
+//	Draining ──recover──▶ Launching ──launched──▶ Waiting ──▶ ...
+//	EngineDraining ──recover──┘   (the adapter restarted; the wait under the startup deadline)
+//
 //	  - Launching: the adapter process starts and tells what it is.
 //	  - Waiting: the adapter's Start waits, up to the startup deadline, for
 //	    the engine to serve.
@@ -33,7 +39,8 @@
 //	  - NotReady: the engine is alive but not accepting work; the worker is
 //	    withdrawn and vigil stays up.
 //	  - Draining: the one unwind, from any state: the endpoint is told vigil
-//	    is stopping (its liveness health turns NOT_SERVING); a startup phase
+//	    is stopping (its liveness health turns NOT_SERVING; not for a loss
+//	    that WaitOnLoss survives); a startup phase
 //	    running is cancelled; a worker that may be registered is withdrawn at once,
 //	    admits nothing (after the shutdown delay, for a stop) and gives
 //	    requests in flight the grace period, after which those left are
@@ -54,6 +61,13 @@
 //	    after the grace period, under the grace period's budget.
 //	    Config.DrainTimeout 0 turns the path off: DRAINING is LOST.
 //	  - Stopped: Run returns why.
+//
+// "recover" (see recover.go) is the end of a loss's drain under
+// Config.WaitOnLoss, when no stop signal and no failure came meanwhile: the
+// endpoint's liveness stayed SERVING (Stopping was not called), the adapter
+// was shut down or killed, and the lifecycle starts afresh from Launching,
+// the Announcer running on. A stop signal during that drain is taken as a
+// first signal (the drain finishes, then Stopped), not as a second.
 //
 // "hung" (from Waiting on) is the adapter process not answering its pings
 // (see hung.go), which unwinds as a loss does, but at once: its requests in

@@ -141,6 +141,7 @@ func (s *supervisor) drain(ctx context.Context, p *phase, delay time.Duration) {
 	if killed != nil {
 		<-killed
 	}
+	s.killForRecovery()
 	withdrawn()
 	s.unfinished = errors.Join(unfinished...)
 }

@@ -45,6 +45,11 @@ func (s *supervisor) noteDraining(reason string) {
 	if s.cause != 0 || s.state == StateDraining {
 		return
 	}
+	if s.cfg.WaitOnLoss {
+		s.log.Warn("engine draining on purpose; withdrawn, letting the requests in flight finish; --on-loss=wait: then waiting for the engine again",
+			"reason", reason, "drain_timeout", s.drainTimeout(), "stall_timeout", s.stallTimeout(), "startup_deadline", s.cfg.Start.StartupDeadline)
+		return
+	}
 	s.log.Warn("engine draining on purpose; withdrawn, letting the requests in flight finish",
 		"reason", reason, "drain_timeout", s.drainTimeout(), "stall_timeout", s.stallTimeout())
 	s.outcome = fmt.Errorf("%w: engine drained: %s", outcome.ErrEngineLost, reason)
@@ -99,9 +104,10 @@ func (s *supervisor) engineDrain(ctx context.Context) {
 	finishCtx, cancel := context.WithTimeout(ctx, s.drainTimeout())
 	defer cancel()
 	withdrawn := s.withdraw(ctx, s.drainTimeout()+withdrawTail)
+	shorten := s.shorten // this drain's: a recovery forgets it
 	go func() {
 		select {
-		case <-s.shorten:
+		case <-shorten:
 			t := time.AfterFunc(s.cfg.GracePeriod, cancel)
 			<-finishCtx.Done()
 			t.Stop()
@@ -121,6 +127,7 @@ func (s *supervisor) engineDrain(ctx context.Context) {
 	if err := s.shutdownAdapter(); err != nil {
 		unfinished = append(unfinished, err)
 	}
+	s.killForRecovery()
 	withdrawn()
 	s.unfinished = errors.Join(unfinished...)
 }

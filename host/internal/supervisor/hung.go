@@ -60,6 +60,11 @@ func (s *supervisor) noteHung(reason string) {
 		s.log.Warn("the engine adapter stopped answering while draining", "reason", reason)
 		return
 	}
+	if s.cfg.WaitOnLoss {
+		s.log.Error("engine lost: the engine adapter stopped answering; --on-loss=wait: withdrawing, ending the requests in flight and killing the adapter, then restarting it and waiting for the engine again",
+			"reason", reason, "startup_deadline", s.cfg.Start.StartupDeadline)
+		return
+	}
 	s.log.Error("engine lost: the engine adapter stopped answering; withdrawing, ending the requests in flight and killing the adapter", "reason", reason)
 	s.outcome = fmt.Errorf("%w: %s", outcome.ErrEngineLost, reason)
 }

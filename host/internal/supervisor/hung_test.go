@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 type hungAdapter struct {
 	frozen    atomic.Bool
 	killedNow chan struct{}
+	once      sync.Once // KillNow of a relaunched adapter too
 }
 
 // pingPolicy is a quick health policy: a hung adapter is found within
@@ -36,7 +38,7 @@ func (a *hungAdapter) configure(c *Config) {
 			}
 			return nil
 		}
-		ad.KillNow = func() { close(a.killedNow) }
+		ad.KillNow = func() { a.once.Do(func() { close(a.killedNow) }) }
 		return ad, err
 	}
 }

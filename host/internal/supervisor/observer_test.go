@@ -26,6 +26,7 @@ func (r *recorder) Availability(a sdk.Availability) { r.add("availability " + a.
 func (r *recorder) Withdrawn(cause string)          { r.add("withdrawn " + cause) }
 func (r *recorder) Reregistered(cause string)       { r.add("reregistered " + cause) }
 func (r *recorder) Busy(busy bool)                  { r.add(fmt.Sprintf("busy %v", busy)) }
+func (r *recorder) Recovered(cause string)          { r.add("recovered " + cause) }
 func (r *recorder) EngineStarted(d time.Duration) {
 	r.mu.Lock()
 	r.waits = append(r.waits, d)

@@ -117,8 +117,8 @@ func ReadInfo(ctx context.Context, e sdk.Engine, check func(sdk.AdapterInfo) err
 }
 
 // start waits, through the adapter's Start, until the engine serves.
-func (s *supervisor) start(ctx context.Context) (sdk.Worker, error) {
-	w, err := s.plugin.Engine.Start(ctx, s.cfg.Start)
+func (s *supervisor) start(ctx context.Context, engine sdk.Engine) (sdk.Worker, error) {
+	w, err := engine.Start(ctx, s.cfg.Start)
 	return w, StartFailure(err, s.cfg.Start, s.cfg.ExplainRejected)
 }
 

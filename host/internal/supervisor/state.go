@@ -73,6 +73,12 @@ const (
 	// InputDraining: the engine drains on purpose: it stopped serving
 	// while its connection and lifetime id hold, and finishes what it has.
 	InputDraining
+	// InputRecover: the drain after an engine loss (a hung adapter and
+	// an engine's drain on purpose included) finished under
+	// Config.WaitOnLoss (--on-loss=wait), no stop nor failure having
+	// come: the lifecycle restarts the adapter and waits for the engine
+	// again.
+	InputRecover
 )
 
 func (i Input) String() string {
@@ -99,6 +105,8 @@ func (i Input) String() string {
 		return "hung"
 	case InputDraining:
 		return "draining"
+	case InputRecover:
+		return "recover"
 	default:
 		return "unknown"
 	}
@@ -135,11 +143,16 @@ func next(s State, in Input) State {
 			return StateDraining
 		case InputDrained, InputOverdue:
 			return StateStopped
+		case InputRecover:
+			return StateLaunching
 		}
 	case StateDraining:
 		switch in {
 		case InputDrained, InputStop, InputOverdue:
 			return StateStopped
+		case InputRecover:
+			// A fresh adapter holds nothing of the lost engine's.
+			return StateLaunching
 		}
 	}
 	return s

@@ -16,7 +16,7 @@ func TestStateString(t *testing.T) {
 	for in, want := range map[Input]string{
 		0: "unknown", InputLaunched: "launched", InputStarted: "started", InputFailed: "failed",
 		InputServing: "serving", InputNotReady: "not-ready", InputLost: "lost", InputStop: "stop",
-		InputDrained: "drained", InputOverdue: "overdue", InputHung: "hung", InputDraining: "draining", InputDraining + 1: "unknown",
+		InputDrained: "drained", InputOverdue: "overdue", InputHung: "hung", InputDraining: "draining", InputRecover: "recover", InputRecover + 1: "unknown",
 	} {
 		if got := in.String(); got != want {
 			t.Errorf("Input(%d).String() = %q, want %q", int(in), got, want)
@@ -28,32 +28,33 @@ func TestStateString(t *testing.T) {
 func TestNext(t *testing.T) {
 	t.Parallel()
 	L, W, S, R, N, D, X, E := StateLaunching, StateWaiting, StateStarted, StateServing, StateNotReady, StateDraining, StateStopped, StateEngineDraining
-	inputs := []Input{InputLaunched, InputStarted, InputFailed, InputServing, InputNotReady, InputLost, InputStop, InputDrained, InputOverdue, InputHung, InputDraining}
+	inputs := []Input{InputLaunched, InputStarted, InputFailed, InputServing, InputNotReady, InputLost, InputStop, InputDrained, InputOverdue, InputHung, InputDraining, InputRecover}
 	// One row a state; one column an input, in the order of inputs.
 	want := map[State][]State{
 		// Startup: each phase's result moves on; a failure or a stop
 		// unwinds, and so does an adapter that stopped answering; the
 		// engine's events come only once it has started.
-		L: {W, L, D, L, L, L, D, L, L, D, L},
-		W: {W, S, D, W, W, W, D, W, W, D, W},
+		L: {W, L, D, L, L, L, D, L, L, D, L, L},
+		W: {W, S, D, W, W, W, D, W, W, D, W, W},
 		// An engine that drains on purpose lets its requests finish.
-		S: {S, S, D, R, N, D, D, S, S, D, E},
-		R: {R, R, D, R, N, D, D, R, R, D, E},
-		N: {N, N, D, R, N, D, D, N, N, D, E},
+		S: {S, S, D, R, N, D, D, S, S, D, E, S},
+		R: {R, R, D, R, N, D, D, R, R, D, E, R},
+		N: {N, N, D, R, N, D, D, N, N, D, E, N},
 		// Once draining, only the end of the drain, a second signal or the
 		// budget moves on: a late SERVING must not register a worker that
 		// is on its way out, and the drain's steps are bounded whether the
-		// adapter answers or not.
-		D: {D, D, D, D, D, D, X, X, X, D, D},
-		X: {X, X, X, X, X, X, X, X, X, X, X},
+		// adapter answers or not. Under --on-loss=wait the end of a
+		// loss's drain relaunches the adapter and waits again.
+		D: {D, D, D, D, D, D, X, X, X, D, D, L},
+		X: {X, X, X, X, X, X, X, X, X, X, X, X},
 		// The engine's drain: a late SERVING registers nothing, a
 		// duplicate id changes nothing (the worker is withdrawn); a real
 		// loss or a stop cuts what is left after the grace period; the
 		// end of the drain or its budget stops. Pings stop as the drain
 		// begins, so a late hung changes nothing either.
-		E: {E, E, E, E, E, D, D, X, X, E, E},
+		E: {E, E, E, E, E, D, D, X, X, E, E, L},
 	}
-	if len(inputs) != int(InputDraining) || len(want) != int(StateEngineDraining) {
+	if len(inputs) != int(InputRecover) || len(want) != int(StateEngineDraining) {
 		t.Fatalf("the table covers %d inputs and %d states, want every one", len(inputs), len(want))
 	}
 	for from, row := range want {

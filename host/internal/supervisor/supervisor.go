@@ -65,6 +65,10 @@ type Observer interface {
 	// checks time out while its connection answers PINGs), or no longer;
 	// told on change only.
 	Busy(busy bool)
+	// Recovered: under Config.WaitOnLoss, the lifecycle survived an engine
+	// loss for cause (CauseLost, CauseHung or CauseDraining): drained, it
+	// restarts the adapter and waits for the engine again.
+	Recovered(cause string)
 }
 
 // The causes of a withdrawal or a re-registration, as Observer is told
@@ -83,6 +87,9 @@ const (
 	CauseFailed = "failed"
 	// CauseDraining: the engine drains on purpose.
 	CauseDraining = "draining"
+	// CauseHung: the adapter stopped answering (Observer.Recovered only;
+	// a withdrawal for it is CauseLost).
+	CauseHung = "hung"
 )
 
 // nopObserver is the Observer of a Config without one.
@@ -94,6 +101,7 @@ func (nopObserver) EngineStarted(time.Duration)   {}
 func (nopObserver) Withdrawn(string)              {}
 func (nopObserver) Reregistered(string)           {}
 func (nopObserver) Busy(bool)                     {}
+func (nopObserver) Recovered(string)              {}
 
 // Adapter is a started engine adapter.
 type Adapter struct {
@@ -159,6 +167,13 @@ type Config struct {
 	// once it has sent no chunk this long (--stall-timeout). 0:
 	// DefaultStallTimeout.
 	StallTimeout time.Duration
+	// WaitOnLoss (--on-loss=wait): an engine loss (a hung adapter and the
+	// end of an engine's drain on purpose included) does not end Run: the
+	// worker is withdrawn and drained as for a loss, the endpoint's
+	// liveness stays SERVING, and the adapter is restarted and the engine
+	// waited for again under the startup deadline, registered as a fresh
+	// start would. False: Run returns the loss (the seed's contract).
+	WaitOnLoss bool
 	// ShutdownDelay keeps admitting requests this long after a stop
 	// signal's withdrawal, while the engine serves, for load balancers that
 	// learn of the withdrawal late (as Nomad's shutdown_delay). 0: none.
@@ -219,7 +234,14 @@ type supervisor struct {
 	reg     discovery.Registration
 	started bool             // StateStarted was entered: something may be registered
 	events  <-chan sdk.Event // the availability watch; nil when none
-	refused <-chan struct{}  // the announcer's Done once it runs; nil once taken
+	// stopWatch ends the availability watch's relay, at a recovery.
+	stopWatch context.CancelFunc
+	// announcing: the Announcer runs (once a Run: it is not run twice).
+	announcing bool
+	// stopAsked: a stop signal came since the lifecycle last (re)started:
+	// a loss's drain then ends Run rather than waiting again.
+	stopAsked bool
+	refused   <-chan struct{} // the announcer's Done once it runs; nil once taken
 	// tokenized delivers the Tokenizer hook's decision, which runs off the
 	// loop (loading a tokenizer takes seconds) so that a stop or a loss is
 	// acted on meanwhile; nil when none is pending. held is a SERVING that
@@ -263,7 +285,7 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
 	for s.state != StateStopped {
 		select {
 		case sig := <-signals:
-			s.step(InputStop, sig.String())
+			s.signal(sig)
 		case <-s.phaseDone():
 			s.endPhase()
 		case ev, ok := <-s.events:
@@ -274,7 +296,7 @@ func (s *supervisor) run(ctx context.Context, signals <-chan os.Signal) error {
 			s.refused = nil
 			s.duplicate()
 		case <-s.drained:
-			s.step(InputDrained, "")
+			s.drainEnded()
 		case <-s.overdue:
 			s.step(InputOverdue, "")
 		case reason := <-s.hung:
@@ -347,6 +369,10 @@ func (s *supervisor) duplicate() {
 		// Draining already: what the drain withdraws is the Announcer's
 		// business, which leaves the other's registration alone.
 		s.log.Warn("another vigil holds the worker's registration", "error", err)
+		if s.survives() { // no waiting again: no restart will help
+			s.outcome = fmt.Errorf("%w: registration given up: %w", outcome.ErrConfig, err)
+			s.cfg.Endpoint.Stopping()
+		}
 		return
 	}
 	if meta := (*discovery.MetaError)(nil); errors.As(err, &meta) {
@@ -402,7 +428,10 @@ func (s *supervisor) counted(from, to State, in Input) {
 // cut or overdue drain.
 func (s *supervisor) note(in Input, reason string) {
 	switch in {
+	case InputRecover:
+		s.recover()
 	case InputStop:
+		s.stopAsked = true
 		if s.state == StateDraining {
 			// The first signal drains; any signal during a drain, the one
 			// after a loss included, cuts it.
@@ -447,6 +476,9 @@ func (s *supervisor) noteLost(reason string) {
 		close(s.lost)
 	}
 	switch {
+	case s.cause == 0 && s.cfg.WaitOnLoss:
+		s.log.Error("engine lost; --on-loss=wait: withdrawing and draining, then waiting for the engine again",
+			"reason", reason, "grace_period", s.cfg.GracePeriod, "startup_deadline", s.cfg.Start.StartupDeadline)
 	case s.cause == 0:
 		s.log.Error("engine lost", "reason", reason)
 		s.outcome = fmt.Errorf("%w: %s", outcome.ErrEngineLost, reason)
@@ -479,7 +511,8 @@ func (s *supervisor) enter(st State) {
 	case StateWaiting:
 		s.log.Info("waiting for engine", "engine_addr", s.cfg.Start.EngineAddr, "startup_deadline", s.cfg.Start.StartupDeadline)
 		s.hung = s.pingAdapter()
-		s.startPhase(func(ctx context.Context, p *phase) { p.worker, p.err = s.start(ctx) })
+		engine := s.plugin.Engine // read here: a recovery replaces it
+		s.startPhase(func(ctx context.Context, p *phase) { p.worker, p.err = s.start(ctx, engine) })
 	case StateStarted:
 		s.serve()
 	case StateServing:
@@ -495,7 +528,7 @@ func (s *supervisor) enter(st State) {
 			}
 		}()
 	case StateDraining:
-		if s.cfg.Endpoint != nil {
+		if s.cfg.Endpoint != nil && !s.survives() {
 			s.cfg.Endpoint.Stopping()
 		}
 		if s.drained != nil {
@@ -504,7 +537,9 @@ func (s *supervisor) enter(st State) {
 		}
 		s.startDrain()
 	case StateEngineDraining:
-		s.cfg.Endpoint.Stopping()
+		if !s.survives() {
+			s.cfg.Endpoint.Stopping()
+		}
 		s.startEngineDrain()
 	case StateStopped:
 		s.cancelDrain() // a second signal or the budget: the drain is abandoned
@@ -549,8 +584,11 @@ func (s *supervisor) serve() {
 		s.log.Warn("the engine reports no model name; give --served-model-name to name the worker's model")
 	}
 
-	go s.cfg.Announcer.Run(s.ctx)
-	s.refused = s.cfg.Announcer.Done()
+	if !s.announcing { // after a recovery it runs still, and Announce re-registers
+		s.announcing = true
+		go s.cfg.Announcer.Run(s.ctx)
+		s.refused = s.cfg.Announcer.Done()
+	}
 	s.events = s.watch()
 }
 
@@ -581,9 +619,12 @@ const notReadyWithdrawTime = 5 * time.Second
 // the loop like any other; the watch's close is relayed as a close.
 func (s *supervisor) watch() <-chan sdk.Event {
 	out := make(chan sdk.Event)
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.stopWatch = cancel
+	engine := s.plugin.Engine // read here: a recovery replaces it
 	go func() {
 		defer close(out)
-		events, err := s.plugin.Engine.WatchAvailability(s.ctx)
+		events, err := engine.WatchAvailability(ctx)
 		if err != nil {
 			events = closedWith(sdk.Event{Availability: sdk.Lost, Reason: "watching engine availability failed: " + err.Error()})
 		}
@@ -592,7 +633,7 @@ func (s *supervisor) watch() <-chan sdk.Event {
 			var ok bool
 			select {
 			case ev, ok = <-events:
-			case <-s.ctx.Done():
+			case <-ctx.Done():
 				return
 			}
 			if !ok {
@@ -600,7 +641,7 @@ func (s *supervisor) watch() <-chan sdk.Event {
 			}
 			select {
 			case out <- ev:
-			case <-s.ctx.Done():
+			case <-ctx.Done():
 				return
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ type fakeEngine struct {
 	events     chan sdk.Event
 	startCtx   chan context.Context
 	shutdowns  int
+	starts     int // Starts that got past startBlock
 	mu         sync.Mutex
 	// shuttingDown is closed when Shutdown is first called, which then
 	// waits for shutdownBlock (nil: returns at once) or its context.
@@ -65,10 +67,15 @@ func (f *fakeEngine) Start(ctx context.Context, _ sdk.StartRequest) (sdk.Worker,
 			return sdk.Worker{}, ctx.Err()
 		}
 	}
-	if f.startErr != nil {
-		return sdk.Worker{}, f.startErr
+	f.mu.Lock()
+	f.starts++
+	n, err := f.starts, f.startErr
+	f.mu.Unlock()
+	if err != nil {
+		return sdk.Worker{}, err
 	}
-	return sdk.Worker{ModelID: "org/m", ServedModelName: "m", InstanceID: "i1", MaxModelLen: 4096}, nil
+	// Each start is another engine: i1, i2, ...
+	return sdk.Worker{ModelID: "org/m", ServedModelName: "m", InstanceID: fmt.Sprintf("i%d", n), MaxModelLen: 4096}, nil
 }
 
 func (f *fakeEngine) WatchAvailability(ctx context.Context) (<-chan sdk.Event, error) {
