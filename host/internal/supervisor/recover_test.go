@@ -247,3 +247,40 @@ func hasEvent(events []string, want string) bool {
 	}
 	return false
 }
+
+// Under --on-loss=wait, the Tokenizer hook of an engine lost while it
+// loaded finishes before the next engine's starts, so the endpoint keeps
+// the tokenizer of the engine serving, not of the one lost.
+func TestWaitOnLossTokenizerHooksInOrder(t *testing.T) {
+	t.Parallel()
+	var launches atomic.Int32
+	e := newFakeEngine()
+	calls, release := make(chan string, 2), make(chan struct{})
+	h := startHarnessWith(t, e, &fakeEndpoint{}, func(c *Config) {
+		waitOnLoss(&launches)(c)
+		c.Tokenizer = func(w sdk.Worker) (bool, bool) {
+			calls <- w.InstanceID
+			if w.InstanceID == "i1" {
+				<-release
+			}
+			return true, false
+		}
+	})
+	<-e.startCtx
+	if got := <-calls; got != "i1" {
+		t.Fatalf("first hook for %q, want i1", got)
+	}
+	h.send(sdk.Lost)
+	<-e.startCtx // the relaunched adapter's Start
+	select {
+	case got := <-calls:
+		t.Fatalf("the hook for %q started while the lost engine's was loading", got)
+	case <-time.After(100 * time.Millisecond): // an absence: nothing to await
+	}
+	close(release)
+	if got := <-calls; got != "i2" {
+		t.Errorf("second hook for %q, want i2", got)
+	}
+	h.signal()
+	h.ended(nil)
+}

@@ -248,6 +248,7 @@ type supervisor struct {
 	// came before it: the worker registers only once it knows which
 	// prompts it takes.
 	tokenized <-chan tokenizerDecision
+	hookDone  chan struct{} // closed when the last hook started returns; nil before the first
 	held      *sdk.Event
 	// hung delivers why the adapter is taken for hung (its pings
 	// unanswered); nil when it is not pinged. stopPing ends the pings.
@@ -568,14 +569,7 @@ func (s *supervisor) serve() {
 	}
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = w.ServedModelName, w.ModelID, w.InstanceID
 	s.reg.TokensOnly, s.reg.Chat = !w.SupportsTextInput, false
-	if s.cfg.Tokenizer != nil {
-		tokenized := make(chan tokenizerDecision, 1) // the hook never waits on a stopped loop
-		s.tokenized = tokenized
-		go func() {
-			loaded, chat := s.cfg.Tokenizer(w)
-			tokenized <- tokenizerDecision{loaded, chat}
-		}()
-	}
+	s.startTokenizer(w)
 	s.reg.MaxModelLen = w.MaxModelLen
 	s.log.Info("engine serving", append(servingArgs, "model_id", w.ModelID,
 		"instance_id", w.InstanceID, "engine_version", w.EngineVersion)...)
@@ -590,6 +584,28 @@ func (s *supervisor) serve() {
 		s.refused = s.cfg.Announcer.Done()
 	}
 	s.events = s.watch()
+}
+
+// startTokenizer runs the Tokenizer hook for w off the loop. A hook of an
+// engine lost before it returned (--on-loss=wait) may still be loading:
+// this one starts after it, so the endpoint ends with the tokenizer of the
+// engine now serving, not of the one lost.
+func (s *supervisor) startTokenizer(w sdk.Worker) {
+	if s.cfg.Tokenizer == nil {
+		return
+	}
+	tokenized := make(chan tokenizerDecision, 1) // the hook never waits on a stopped loop
+	s.tokenized = tokenized
+	prev, done := s.hookDone, make(chan struct{})
+	s.hookDone = done
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		loaded, chat := s.cfg.Tokenizer(w)
+		tokenized <- tokenizerDecision{loaded, chat}
+	}()
 }
 
 // tokenizerDecision is what the Tokenizer hook reported.
