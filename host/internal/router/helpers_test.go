@@ -43,6 +43,12 @@ type fakeWorker struct {
 	// fail, when not nil, fails requests with this error before any
 	// message.
 	fail error
+	// ttft, when not 0, delays the first chunk: an engine's time to
+	// first token.
+	ttft time.Duration
+	// empty answers with a final STOP and no token, as a broken engine
+	// that returns at once.
+	empty bool
 	// breakAfterChunk sends one chunk, then a final ERROR and UNAVAILABLE,
 	// as a worker whose engine was lost mid-generation.
 	breakAfterChunk bool
@@ -73,7 +79,7 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	w.requests.Add(1)
 	w.mu.Lock()
 	w.last = proto.Clone(req).(*workerv1.GenerateRequest)
-	refuse, broken, hold, fail := w.refuse, w.breakAfterChunk, w.hold, w.fail
+	refuse, broken, hold, fail, empty, ttft := w.refuse, w.breakAfterChunk, w.hold, w.fail, w.empty, w.ttft
 	w.mu.Unlock()
 
 	if fail != nil {
@@ -103,6 +109,12 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 			FinishReason: r, Description: desc, RequestId: req.GetRequestId(),
 			Usage: &workerv1.Usage{PromptTokens: promptTokens(req), CompletionTokens: completion},
 		}}})
+	}
+	if ttft > 0 {
+		time.Sleep(ttft)
+	}
+	if empty {
+		return final(workerv1.FinishReason_FINISH_REASON_STOP, "", 0)
 	}
 	if err := chunk("hello"); err != nil {
 		return err

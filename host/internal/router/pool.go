@@ -75,7 +75,9 @@ const (
 	// EWMA balancers do. A worker with requests outstanding and no time
 	// measured yet costs the most, so a new worker gets one request, not a
 	// burst, until its first answer. Attempts that end with no message
-	// count only as a peak: failing fast never makes a worker look fast.
+	// count only as a peak, and those that fail by the worker's fault (an
+	// error, an answer without a token) as a penalty of 30 s
+	// (failurePenalty): failing fast never makes a worker look fast.
 	PeakEWMA Balance = "peak-ewma"
 	// LeastOutstanding takes two distinct workers at random and chooses the
 	// one with fewer requests outstanding (picked and not yet ended), a
@@ -520,8 +522,31 @@ type Lease struct {
 	p     *Pool
 	c     *conn
 	start time.Time
-	// first and done are guarded by Pool.mu.
-	first, done bool
+	// first, failed and done are guarded by Pool.mu.
+	first, failed, done bool
+}
+
+// failurePenalty is the time to first message an attempt that failed by
+// the worker's fault counts as (Lease.Failed): a peak, which then decays
+// with Decay like any other. A failing worker would otherwise look the
+// cheapest, answering at once (ingress-nginx #5540). A penalty sample,
+// rather than Envoy's outlier ejection (5 consecutive 5xx, then out for
+// 30 s and more) or a separate success-rate factor (ingress-nginx PR
+// #9882, which leaves a worker that never succeeded at a cost of 0), keeps
+// one cost and one decay: a failing worker gets a probe about every
+// Decay x ln(failurePenalty / healthy cost), 8 s against a 5 ms worker,
+// sooner as the others load up, and is back at once when it recovers. It
+// is above the times to first token of healthy workers, a long prefill's
+// included, and below load balancers' 60 s timeouts.
+const failurePenalty = float64(30 * time.Second)
+
+// Failed records that the attempt failed by the worker's fault (an error,
+// an empty answer; not the client's cancel nor a bad request): at Release
+// it counts as failurePenalty, whatever its first message's time.
+func (l *Lease) Failed() {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	l.failed = true
 }
 
 // FirstMessage records that the worker's first message arrived now: its
@@ -538,8 +563,9 @@ func (l *Lease) FirstMessage() {
 	l.c.observe(now, float64(now.Sub(l.start)), l.p.decay)
 }
 
-// Release ends the attempt's hold; later calls do nothing. Without
-// FirstMessage, the attempt's time counts as a peak only.
+// Release ends the attempt's hold; later calls do nothing. After Failed
+// the attempt counts as failurePenalty; without FirstMessage, its time
+// counts as a peak only.
 func (l *Lease) Release() {
 	l.p.mu.Lock()
 	if l.done {
@@ -547,10 +573,12 @@ func (l *Lease) Release() {
 		return
 	}
 	l.done = true
-	if !l.first {
-		if now := l.p.now(); float64(now.Sub(l.start)) > l.c.ewma {
-			l.c.observe(now, float64(now.Sub(l.start)), l.p.decay)
-		}
+	now := l.p.now()
+	switch {
+	case l.failed:
+		l.c.observe(now, max(failurePenalty, float64(now.Sub(l.start))), l.p.decay)
+	case !l.first && float64(now.Sub(l.start)) > l.c.ewma:
+		l.c.observe(now, float64(now.Sub(l.start)), l.p.decay)
 	}
 	c := l.c
 	c.inflight--

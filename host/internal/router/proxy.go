@@ -237,7 +237,7 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 			}
 			r.worker = ep
 		}
-		started, err := p.attempt(ctx, cc, ep, req, send, lease.FirstMessage)
+		started, err := p.attempt(ctx, cc, ep, req, send, lease)
 		lease.Release()
 		var se errSend
 		if errors.As(err, &se) {
@@ -265,9 +265,16 @@ func askOf(req *workerv1.GenerateRequest) Ask {
 }
 
 // attempt runs req on one worker; started reports whether any message came
-// back (from then on there is no retry).
+// back (from then on there is no retry). It tells lease of the first
+// message, and of a failure that is the worker's fault (workerFault).
 func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep discovery.Registration, req *workerv1.GenerateRequest,
-	send func(discovery.Registration, *workerv1.GenerateResponse) error, first func()) (started bool, err error) {
+	send func(discovery.Registration, *workerv1.GenerateResponse) error, lease *Lease) (started bool, err error) {
+	var got answer
+	defer func(parent context.Context) {
+		if workerFault(parent, err, got) {
+			lease.Failed()
+		}
+	}(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p.log.Debug("sending request", "request_id", req.GetRequestId(), "worker_id", ep.WorkerID, "addr", ep.Addr(), "model", req.GetModel())
@@ -284,13 +291,53 @@ func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep dis
 			return started, err
 		}
 		if !started {
-			first()
+			lease.FirstMessage()
 		}
 		started = true
+		got.saw(m)
 		if err := send(ep, m); err != nil {
 			return true, errSend{err}
 		}
 	}
+}
+
+// answer is what an attempt got of the worker, for workerFault.
+type answer struct {
+	tokens   bool // a chunk with text or token ids, or a final counting any
+	errFinal bool // a final with finish reason ERROR
+}
+
+func (a *answer) saw(m *workerv1.GenerateResponse) {
+	if c := m.GetChunk(); c != nil && (c.GetText() != "" || len(c.GetTokenIds()) > 0) {
+		a.tokens = true
+	}
+	if f := m.GetFinal(); f != nil {
+		a.tokens = a.tokens || f.GetUsage().GetCompletionTokens() > 0
+		a.errFinal = f.GetFinishReason() == workerv1.FinishReason_FINISH_REASON_ERROR
+	}
+}
+
+// workerFault reports whether an attempt that ended with err, having got
+// the answer got, failed by the worker's fault, which PeakEWMA counts
+// against it (Lease.Failed): an error status or final, or an answer
+// without a token. Neither the client's doing (it went away, its deadline
+// or the request timeout passed) nor a status that blames the request
+// (INVALID_ARGUMENT, too large, ...) is the worker's.
+func workerFault(ctx context.Context, err error, got answer) bool {
+	var se errSend
+	if ctx.Err() != nil || errors.As(err, &se) {
+		return false
+	}
+	if err == nil {
+		return got.errFinal || !got.tokens
+	}
+	switch status.Code(err) {
+	case codes.Canceled, codes.InvalidArgument, codes.OutOfRange, codes.FailedPrecondition, codes.AlreadyExists:
+		return false
+	case codes.ResourceExhausted:
+		return !messageTooLarge(err)
+	}
+	return true
 }
 
 // GRPCServer serves a Proxy as vigil.worker.v1.Worker, beside the standard

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -295,6 +296,78 @@ func TestReflection(t *testing.T) {
 	for _, want := range []string{workerv1.Worker_ServiceDesc.ServiceName, healthpb.Health_ServiceDesc.ServiceName} {
 		if !slices.Contains(got, want) {
 			t.Errorf("reflection lists %v, want %s among them", got, want)
+		}
+	}
+}
+
+// Through the router with the default balance, a worker that fails every
+// request at once (UNAVAILABLE before any message, as an engine that
+// fails instantly), or answers with no token, gets no more than its share
+// of 300 requests among three workers; a failing one's requests are
+// retried elsewhere, so every client succeeds.
+func TestFastFailingWorkerGetsNoMoreThanItsShare(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		breaks func(w *fakeWorker)
+	}{
+		{"unavailable", func(w *fakeWorker) { w.fail = status.Error(codes.Unavailable, "engine request failed: boom") }},
+		{"empty answer", func(w *fakeWorker) { w.empty = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, b, c := startWorker(t, "a", "m"), startWorker(t, "b", "m"), startWorker(t, "c", "m")
+			// The healthy ones take 2 ms to their first token, as an
+			// engine; the failing one answers at once.
+			for _, w := range []*fakeWorker{b, c} {
+				w.set(func(w *fakeWorker) { w.ttft = 2 * time.Millisecond })
+			}
+			a.set(tc.breaks)
+			r := startRouterAt(t, PoolConfig{}, endpoints(a, b, c))
+			const requests = 300
+			for i := range requests {
+				g := r.generate(t.Context(), "m", "hi")
+				if tc.name == "unavailable" && (g.err != nil || g.text != "hello world") {
+					t.Fatalf("request %d: %q, %v; want hello world, retried past the failing worker", i, g.text, g.err)
+				}
+			}
+			if n := a.requests.Load(); n > requests/3 {
+				t.Errorf("the failing worker got %d of %d requests (%s), want at most its share, %d", n, requests, counts(a, b, c), requests/3)
+			}
+		})
+	}
+}
+
+// What counts against a worker (Lease.Failed) and what does not: the
+// client's own doing and statuses that blame the request are not the
+// worker's fault.
+func TestWorkerFault(t *testing.T) {
+	t.Parallel()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	ok := answer{tokens: true}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		got  answer
+		want bool
+	}{
+		{"answered", context.Background(), nil, ok, false},
+		{"no token", context.Background(), nil, answer{}, true},
+		{"error final", context.Background(), nil, answer{tokens: true, errFinal: true}, true},
+		{"unavailable", context.Background(), status.Error(codes.Unavailable, "engine lost"), answer{}, true},
+		{"mid-stream loss", context.Background(), status.Error(codes.Unavailable, "engine lost"), ok, true},
+		{"internal", context.Background(), status.Error(codes.Internal, "x"), answer{}, true},
+		{"full", context.Background(), status.Error(codes.ResourceExhausted, "worker has 8 requests in flight"), answer{}, true},
+		{"too large", context.Background(), status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5 vs. 4)"), answer{}, false},
+		{"bad request", context.Background(), status.Error(codes.InvalidArgument, "prompt: must not be empty"), answer{}, false},
+		{"client cancelled", cancelled, status.Error(codes.Canceled, "context canceled"), answer{}, false},
+		{"client cancelled, worker unavailable", cancelled, status.Error(codes.Unavailable, "x"), answer{}, false},
+		{"client went away", context.Background(), errSend{io.ErrClosedPipe}, ok, false},
+	} {
+		if got := workerFault(tc.ctx, tc.err, tc.got); got != tc.want {
+			t.Errorf("%s: workerFault = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
