@@ -165,6 +165,7 @@ func runAction(c *cli.Context) error {
 	}
 	ep := endpoint.New(lis, cfg.maxInflight, log.Named("endpoint"), grpcCreds(srvTLS)...)
 	defer ep.Close()
+	ep.SetWorkerID(cfg.workerID)
 	go func() {
 		if err := ep.Serve(); err != nil {
 			log.Error("worker endpoint failed", "error", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -82,6 +83,11 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	refuse, broken, hold, fail, empty, ttft := w.refuse, w.breakAfterChunk, w.hold, w.fail, w.empty, w.ttft
 	w.mu.Unlock()
 
+	// As the worker endpoint: a request meant for another worker id is
+	// refused.
+	if err := workerapi.CheckWorkerID(stream.Context(), w.ep.WorkerID); err != nil {
+		return err
+	}
 	if fail != nil {
 		return fail
 	}
@@ -219,7 +225,9 @@ func startRouterAt(t *testing.T, cfg PoolConfig, eps []discovery.Registration, o
 	for _, o := range opts {
 		o(&pcfg, &hcfg)
 	}
-	cfg.Logger = log
+	if cfg.Logger == nil {
+		cfg.Logger = log
+	}
 	pool := NewPool(cfg)
 	pool.Update(eps)
 	proxy := NewProxy(pool, pcfg)

@@ -117,14 +117,20 @@ type Pool struct {
 	closed   bool
 	serving  bool
 	watchers []func(serving bool)
+
+	// stale are entries whose address answers as another worker
+	// (Quarantine), as discovery listed them: Pick passes them over until
+	// discovery changes or drops them.
+	stale map[discovery.Registration]bool
 }
 
 // worker is one of the current workers as Pick needs it: its address
 // computed once, not on every Pick.
 type worker struct {
-	ep   discovery.Registration
-	addr string
-	c    *conn
+	ep    discovery.Registration
+	addr  string
+	c     *conn
+	stale bool // quarantined: never picked
 }
 
 // conn is a connection to one worker address. It is closed once its
@@ -177,6 +183,7 @@ func (c *conn) cost(now time.Time, decay float64) float64 {
 func NewPool(cfg PoolConfig) *Pool {
 	p := &Pool{log: orNull(cfg.Logger), now: cfg.Now, memory: cfg.Memory, pinned: map[string]bool{},
 		conns: map[string]*conn{}, next: map[string]uint64{}, left: map[string]time.Time{}, seen: map[string]time.Time{},
+		stale:   map[discovery.Registration]bool{},
 		balance: cfg.Balance, decay: float64(cfg.Decay), rand: cfg.Rand}
 	if p.balance == "" {
 		p.balance = PeakEWMA
@@ -323,6 +330,14 @@ func (p *Pool) adopt(eps, fresh []discovery.Registration, opened map[string]*con
 func (p *Pool) apply(eps []discovery.Registration) {
 	before := modelSet(p.eps)
 	p.eps = eps
+	// A quarantined entry that discovery changed or dropped is free again.
+	kept := map[discovery.Registration]bool{}
+	for _, ep := range eps {
+		if p.stale[ep] {
+			kept[ep] = true
+		}
+	}
+	p.stale = kept
 	p.index()
 	p.known = true
 	p.remember(before, modelSet(p.eps))
@@ -334,7 +349,7 @@ func (p *Pool) index() {
 	p.all = make([]worker, 0, len(p.eps))
 	p.byModel = map[string][]worker{}
 	for _, ep := range p.eps {
-		w := worker{ep: ep, addr: ep.Addr()}
+		w := worker{ep: ep, addr: ep.Addr(), stale: p.stale[ep]}
 		w.c = p.conns[w.addr]
 		p.all = append(p.all, w)
 		p.byModel[ep.Model] = append(p.byModel[ep.Model], w)
@@ -368,6 +383,23 @@ func (p *Pool) remember(before, after map[string]bool) {
 			}
 		}
 	}
+}
+
+// Quarantine stops Pick from choosing ep, a current entry whose address
+// answered as the worker answering (workerapi.ReasonWorkerMismatch): the
+// worker ep names died without withdrawing and another holds its address.
+// It holds until discovery changes the entry or drops it; the first call
+// for an entry logs it at WARN.
+func (p *Pool) Quarantine(ep discovery.Registration, answering string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stale[ep] || !slices.Contains(p.eps, ep) {
+		return
+	}
+	p.stale[ep] = true
+	p.index()
+	p.log.Warn("a worker's address answers as another worker: the entry is stale (its worker died without withdrawing); no request goes to it until discovery changes or drops it",
+		"worker_id", ep.WorkerID, "answering_worker_id", answering, "addr", ep.Addr(), "model", ep.Model)
 }
 
 // modelSet is the served model names of eps.
@@ -606,7 +638,7 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	if err != nil {
 		return discovery.Registration{}, nil, nil, err
 	}
-	eligible := func(w *worker) bool { return ask.prompt(w.ep) && !tried[w.addr] }
+	eligible := func(w *worker) bool { return ask.prompt(w.ep) && !tried[w.addr] && !w.stale }
 	var w *worker
 	now := p.now()
 	if p.balance == RoundRobin {
@@ -624,9 +656,13 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 // untried counts the workers of ws that take ask's prompt and are not in
 // tried, or returns Pick's error when there is none. The caller holds p.mu.
 func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error) {
-	var taking, untried int
+	var taking, untried, stale int
 	for i := range ws {
-		if ask.prompt(ws[i].ep) {
+		switch {
+		case !ask.prompt(ws[i].ep):
+		case ws[i].stale:
+			stale++
+		default:
 			taking++
 			if !tried[ws[i].addr] {
 				untried++
@@ -636,6 +672,9 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 	switch {
 	case len(ws) == 0:
 		return 0, p.noWorker(ask.Model)
+	case taking == 0 && stale > 0:
+		return 0, status.Errorf(codes.Unavailable, "no %s available: the %d entries discovery lists are stale (their addresses answer as other workers); retry later",
+			describe(ask.Model), stale)
 	case taking == 0 && ask.Messages:
 		return 0, status.Errorf(codes.InvalidArgument,
 			"messages: %s have no chat template loaded, so they take no chat messages; start their vigil run with "+

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -243,6 +244,11 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 		if errors.As(err, &se) {
 			return se.err
 		}
+		if answering, ok := workerapi.WorkerMismatch(err); ok && !started {
+			// Not a worker of the request: no retry used up.
+			p.pool.Quarantine(ep, answering)
+			attempt--
+		}
 		if !started && messageTooLarge(err) {
 			return tooLarge(err)
 		}
@@ -277,6 +283,8 @@ func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep dis
 	}(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A worker with another id now at ep's address refuses it.
+	ctx = metadata.AppendToOutgoingContext(ctx, workerapi.MetaWorkerID, ep.WorkerID)
 	p.log.Debug("sending request", "request_id", req.GetRequestId(), "worker_id", ep.WorkerID, "addr", ep.Addr(), "model", req.GetModel())
 	stream, err := workerv1.NewWorkerClient(cc).Generate(ctx, req)
 	if err != nil {
@@ -325,7 +333,8 @@ func (a *answer) saw(m *workerv1.GenerateResponse) {
 // (INVALID_ARGUMENT, too large, ...) is the worker's.
 func workerFault(ctx context.Context, err error, got answer) bool {
 	var se errSend
-	if ctx.Err() != nil || errors.As(err, &se) {
+	if _, mismatch := workerapi.WorkerMismatch(err); ctx.Err() != nil || errors.As(err, &se) || mismatch {
+		// A mismatch is the entry's (quarantined), not the worker's that answered.
 		return false
 	}
 	if err == nil {

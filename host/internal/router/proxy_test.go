@@ -5,9 +5,12 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -369,5 +372,65 @@ func TestWorkerFault(t *testing.T) {
 		if got := workerFault(tc.ctx, tc.err, tc.got); got != tc.want {
 			t.Errorf("%s: workerFault = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// lines are the lines logged so far that hold substr.
+func (s *syncBuffer) lines(substr string) []string {
+	var out []string
+	for _, l := range strings.Split(s.String(), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A worker that died without withdrawing leaves its entry in discovery;
+// its address is held now by a worker with another id serving another
+// model (kubernetes #109414). That worker refuses the request meant for
+// the old id (WORKER_MISMATCH), the router retries on the other worker of
+// the model, and sends the stale entry nothing more while discovery lists
+// it unchanged, logging it once at WARN with both ids; a change of the
+// entry lifts the quarantine. The new worker's own entry is not touched.
+func TestReusedAddressIsQuarantined(t *testing.T) {
+	t.Parallel()
+	a, x := startWorker(t, "a", "m"), startWorker(t, "x", "other")
+	stale := discovery.Registration{WorkerID: "old", Address: x.ep.Address, Port: x.ep.Port, Model: "m", Engine: "fake", InstanceID: "old-1"}
+	var logs syncBuffer
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &logs})
+	eps := []discovery.Registration{a.ep, stale, x.ep}
+	r := startRouterAt(t, PoolConfig{Balance: RoundRobin, Logger: log}, eps)
+	ask := func(n int) {
+		t.Helper()
+		for i := range n {
+			if g := r.generate(t.Context(), "m", "hi"); g.err != nil || g.text != "hello world" {
+				t.Fatalf("request %d: %q, %v; want hello world from a", i, g.text, g.err)
+			}
+		}
+	}
+	const warning = "answers as another worker"
+	ask(10)
+	r.pool.Update(eps) // discovery's next answer, unchanged
+	ask(10)
+	if n := x.requests.Load(); n != 1 {
+		t.Errorf("the reused address got %d requests for the stale entry, want 1 (%s)", n, counts(a, x))
+	}
+	if got := logs.lines(warning); len(got) != 1 || !strings.Contains(got[0], `worker_id=old`) || !strings.Contains(got[0], "answering_worker_id=x") {
+		t.Errorf("warnings = %q, want one naming worker_id=old and answering_worker_id=x", got)
+	}
+	// Discovery changes the entry: it is tried again (and refused again).
+	changed := stale
+	changed.InstanceID = "old-2"
+	r.pool.Update([]discovery.Registration{a.ep, changed, x.ep})
+	ask(4)
+	if n := x.requests.Load(); n != 2 {
+		t.Errorf("after discovery changed the stale entry: %d requests at its address, want 2", n)
+	}
+	if got := logs.lines(warning); len(got) != 2 {
+		t.Errorf("%d warnings after the changed entry was refused too, want 2", len(got))
+	}
+	if g := r.generate(t.Context(), "other", "hi"); g.err != nil {
+		t.Errorf("a request for x's own model: %v", g.err)
 	}
 }
