@@ -445,11 +445,18 @@ func (p *Pool) setServing() {
 	}
 }
 
-// Workers returns the current set of workers.
+// Workers returns the current set of workers but the quarantined
+// (Quarantine): those the router can route to.
 func (p *Pool) Workers() []discovery.Registration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.eps)
+	eps := make([]discovery.Registration, 0, len(p.all))
+	for _, w := range p.all {
+		if !w.stale {
+			eps = append(eps, w.ep)
+		}
+	}
+	return eps
 }
 
 // Models returns the served model names of the current workers, sorted,

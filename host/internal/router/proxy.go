@@ -67,6 +67,7 @@ func NewProxy(pool *Pool, cfg ProxyConfig) *Proxy {
 	cfg.Retries = max(cfg.Retries, 0)
 	if cfg.Observer != nil {
 		cfg.Observer.Workers(pool.Workers)
+		cfg.Observer.Models(pool.KnownModels)
 	}
 	return &Proxy{pool: pool, cfg: cfg, log: orNull(cfg.Logger)}
 }
@@ -192,6 +193,9 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 		code = codes.Canceled
 	}
 	o.Request(model, r.worker.WorkerID, code)
+	if r.refused != "" {
+		o.Refused(r.refused)
+	}
 	return err
 }
 
@@ -200,6 +204,7 @@ type observed struct {
 	worker     discovery.Registration // the last worker tried; zero: none
 	first      bool                   // a chunk was sent
 	sendFailed bool                   // sending to the client failed
+	refused    string                 // why no worker was tried, as RefusalReasons; "": one was
 }
 
 // try is generate without the Observer; r, when not nil, learns the
@@ -213,6 +218,7 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 	// Every worker would refuse a request over its limit: refuse it here,
 	// before uploading it even once.
 	if size := proto.Size(req); size > workerapi.MaxRequestBytes {
+		r.refuse(RefusedTooLarge)
 		return &TooLargeError{Size: size, Limit: workerapi.MaxRequestBytes}
 	}
 	tried := map[string]bool{}
@@ -229,6 +235,7 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 				// than the pool's.
 				return lastErr
 			}
+			r.refuse(refusal(err))
 			return err
 		}
 		tried[ep.Addr()] = true
