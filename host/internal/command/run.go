@@ -165,7 +165,6 @@ func runAction(c *cli.Context) error {
 	}
 	ep := endpoint.New(lis, cfg.maxInflight, log.Named("endpoint"), grpcCreds(srvTLS)...)
 	defer ep.Close()
-	ep.SetWorkerID(cfg.workerID)
 	go func() {
 		if err := ep.Serve(); err != nil {
 			log.Error("worker endpoint failed", "error", err)
@@ -205,6 +204,8 @@ func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Regist
 	announcer := discovery.NewAnnouncer(registry, log)
 	// The registration health service follows what the registry holds.
 	announcer.OnState(func(st discovery.RegistrationState) { ep.Registered(st == discovery.Registered) })
+	// A router that means the worker registered before at this address is refused.
+	ep.SetWorkerID(cfg.workerID)
 	return supervisor.Config{
 		Launch: func(ctx context.Context) (supervisor.Adapter, error) {
 			p, err := launchAdapter(ctx, src, cfg.adapter, log)
