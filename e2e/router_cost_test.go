@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,5 +47,74 @@ func TestFastFailingWorkerGetsItsShare(t *testing.T) {
 	t.Logf("the failing worker's engine got %d of %d requests", n, requests)
 	if n > requests/3 {
 		t.Errorf("the failing worker's engine got %d of %d requests, want at most its share, %d", n, requests, requests/3)
+	}
+}
+
+// TestReusedAddressQuarantined: a worker killed without withdrawing leaves
+// its record (a long --check-ttl), and another worker, of another id and
+// model, takes its address (kubernetes #109414). Requests for the first
+// one's model all succeed on the other worker of that model: the worker
+// now at the address refuses the one meant for the old id (WORKER_MISMATCH)
+// once, the router logs it once at WARN with both ids and sends that entry
+// nothing more while discovery lists it unchanged.
+func TestReusedAddressQuarantined(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	e := firstEngine()
+	dir, svc := t.TempDir(), "llm"
+	reg := fileRegistry{dir, svc}
+	start := func(id, listen string, extra ...string) *vigil {
+		m := startMock(t, e, harness.MockOpts{})
+		v := startVigil(t, reg.opts(vigilOpts{engine: e, engineAddr: m.GRPC, workerID: id, listen: listen, extra: extra}))
+		v.waitLine("worker registered", 30*time.Second)
+		return v
+	}
+	old := start("old", "", "--check-ttl", "60s")
+	live := start("live", "")
+	r := &router{GRPC: addr(freePort(t)), HTTP: addr(freePort(t))}
+	r.proc = startProc(t, "vigil route", vigilBin, "route", "--discovery", "file", "--registry-dir", dir,
+		"--service-name", svc, "--listen", r.GRPC, "--http-listen", r.HTTP)
+	for _, v := range []*vigil{old, live} {
+		r.waitLine("worker joined: addr="+v.Listen, 30*time.Second)
+	}
+	old.signal(syscall.SIGKILL)
+	old.wait(exitBound)
+	metrics := addr(freePort(t))
+	start("new", old.Listen, "--served-model-name", "other", "--metrics-listen", metrics)
+
+	rc := workerClient(t, r.GRPC)
+	send := func(i int) {
+		t.Helper()
+		req := tokenPrompt(fmt.Sprint("r", i), 2, 1)
+		req.Model = e.servedModel
+		if got := generate(context.Background(), rc, req, nil); got.err != nil || len(got.tokens) != 2 {
+			t.Fatalf("request %d for %s: %d tokens, err %v; want 2 from the live worker", i, e.servedModel, len(got.tokens), got.err)
+		}
+	}
+	const warning = "answers as another worker"
+	// The router reconnects to the address, and retries the stale entry
+	// as its cost decays: no event to await but the warning.
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; !strings.Contains(r.output(), warning); i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("the router never found the stale entry's address held by another worker")
+		}
+		send(i)
+		time.Sleep(20 * time.Millisecond)
+	}
+	refused := `vigil_worker_requests_total{outcome="refused"}`
+	before := scrape(t, metrics)[refused]
+	for i := range 50 {
+		send(1000 + i)
+	}
+	if after := scrape(t, metrics)[refused]; after != before || before != 1 {
+		t.Errorf("the worker at the reused address refused %v requests, then %v after 50 more; want 1 and 1", before, after)
+	}
+	if n := strings.Count(r.output(), warning); n != 1 {
+		t.Errorf("the router warned %d times, want once", n)
+	}
+	line := r.waitLine(warning, time.Second)
+	if !strings.Contains(line, "worker_id=old") || !strings.Contains(line, "answering_worker_id=new") {
+		t.Errorf("warning %q, want it to name worker_id=old and answering_worker_id=new", line)
 	}
 }
