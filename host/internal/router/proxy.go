@@ -227,23 +227,9 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 		if err := ctx.Err(); err != nil {
 			return status.FromContextError(err).Err()
 		}
-		ep, cc, lease, err := p.pool.PickLease(askOf(req), tried)
+		ep, cc, lease, err := p.pick(req, tried, lastErr, r)
 		if err != nil {
-			if lastErr != nil {
-				// Every worker serving the model was tried (or discovery
-				// dropped the rest): the last worker's answer says more
-				// than the pool's.
-				return lastErr
-			}
-			r.refuse(refusal(err))
 			return err
-		}
-		tried[ep.Addr()] = true
-		if r != nil {
-			if r.worker.WorkerID != "" {
-				p.cfg.Observer.Retry(ep.Model)
-			}
-			r.worker = ep
 		}
 		started, err := p.attempt(ctx, cc, ep, req, send, lease)
 		lease.Release()
@@ -268,6 +254,31 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 			"code", status.Code(err), "error", status.Convert(err).Message())
 	}
 	return lastErr
+}
+
+// pick is try's choice of a worker for its next attempt, added to tried
+// and told to r (when not nil); the error, when there is none, is what
+// try returns: lastErr, the last worker's answer, when a worker was tried.
+func (p *Proxy) pick(req *workerv1.GenerateRequest, tried map[string]bool, lastErr error, r *observed) (discovery.Registration, *grpc.ClientConn, *Lease, error) {
+	ep, cc, lease, err := p.pool.PickLease(askOf(req), tried)
+	if err != nil {
+		if lastErr != nil {
+			// Every worker serving the model was tried (or discovery
+			// dropped the rest): the last worker's answer says more
+			// than the pool's.
+			return ep, nil, nil, lastErr
+		}
+		r.refuse(refusal(err))
+		return ep, nil, nil, err
+	}
+	tried[ep.Addr()] = true
+	if r != nil {
+		if r.worker.WorkerID != "" {
+			p.cfg.Observer.Retry(ep.Model)
+		}
+		r.worker = ep
+	}
+	return ep, cc, lease, nil
 }
 
 // askOf is what req needs of a worker.
