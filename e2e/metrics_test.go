@@ -157,8 +157,9 @@ func TestMetricsAcrossSleepAndWake(t *testing.T) {
 		t.Errorf("refused requests while asleep = %v, want 1", got)
 	}
 	r.waitWorkers(t, 0)
-	if got, ok := scrape(t, routerMetrics)[fmt.Sprintf(`vigil_route_workers{model=%q}`, e.servedModel)]; ok {
-		t.Errorf("router: vigil_route_workers for the asleep model = %v, want no series", got)
+	// The router knows the model (seen within 10 minutes): 0, not gone.
+	if got, ok := scrape(t, routerMetrics)[fmt.Sprintf(`vigil_route_workers{model=%q}`, e.servedModel)]; !ok || got != 0 {
+		t.Errorf("router: vigil_route_workers for the asleep model = %v (present %v), want 0", got, ok)
 	}
 
 	// Wake: registered again, counted.

@@ -125,8 +125,9 @@ type hold struct {
 
 // fail ends one stream with code before output token at.
 type fail struct {
-	at   uint32
-	code codes.Code
+	at    uint32
+	code  codes.Code
+	every bool // every stream from now on, not the next only
 }
 
 var errAborted = errors.New("request aborted")
@@ -180,7 +181,9 @@ func (e *Engine) begin(req Request) (*stream, error) {
 		return nil, err
 	}
 	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail, script: e.script, stepped: make(chan struct{}, 1)}
-	e.fail = nil // one stream only
+	if e.fail != nil && !e.fail.every {
+		e.fail = nil // one stream only
+	}
 	e.streams[st] = struct{}{}
 	return st, nil
 }

@@ -258,6 +258,23 @@ func TestFail(t *testing.T) {
 	}
 }
 
+// With every, each new stream fails, until the next /fail.
+func TestFailEvery(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{})
+	must(t, e, "/fail", `{"at_token": 0, "code": "INTERNAL", "every": true}`)
+	for i := range 3 {
+		if got, err := collect(t.Context(), e, Request{MaxNewTokens: 4}); status.Code(err) != codes.Internal || len(got) != 0 {
+			t.Errorf("generation %d: %d chunks, %v; want 0 and INTERNAL", i, len(got), err)
+		}
+	}
+	must(t, e, "/fail", `{"at_token": 1, "code": "UNAVAILABLE"}`)
+	collect(t.Context(), e, Request{MaxNewTokens: 4})
+	if got, err := collect(t.Context(), e, Request{MaxNewTokens: 4}); err != nil || len(got) != 4 {
+		t.Errorf("after a one-stream /fail: %d chunks, %v; want 4, nil", len(got), err)
+	}
+}
+
 func TestClientLeaves(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t, Config{})

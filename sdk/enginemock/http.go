@@ -26,7 +26,7 @@ import (
 //	POST /replace {"instance_id": "x"}                    Replace: a new lifetime id, "x" or random without a body
 //	POST /hold    {"at_token": N}                         hold every new stream before output token N
 //	POST /release                                         release held streams
-//	POST /fail    {"at_token": N, "code": "UNAVAILABLE"}  fail the next stream with code after N tokens
+//	POST /fail    {"at_token": N, "code": "UNAVAILABLE"}  fail the next stream with code after N tokens ("every": true: every new stream, until the next /fail)
 //	POST /script  {"tokens": [N, ...]}                    every new stream outputs these tokens, then ends (Script; [] undoes)
 //	POST /check-latency {"latency": "2s"}                  every health check answers this late, the transport at once (SetCheckLatency; "0" undoes)
 //	GET  /state                                           the State
@@ -166,6 +166,7 @@ func (e *Engine) postFail(r *http.Request) error {
 	var body struct {
 		AtToken *int64  `json:"at_token"`
 		Code    *string `json:"code"`
+		Every   bool    `json:"every"`
 	}
 	if err := Decode(r, &body); err != nil {
 		return err
@@ -183,7 +184,7 @@ func (e *Engine) postFail(r *http.Request) error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.fail = &fail{at: at, code: c}
+	e.fail = &fail{at: at, code: c, every: body.Every}
 	return nil
 }
 

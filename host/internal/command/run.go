@@ -214,6 +214,8 @@ func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Regist
 	announcer := discovery.NewAnnouncer(registry, log)
 	// The registration health service follows what the registry holds.
 	announcer.OnState(func(st discovery.RegistrationState) { ep.Registered(st == discovery.Registered) })
+	// A router that means the worker registered before at this address is refused.
+	ep.SetWorkerID(cfg.workerID)
 	return supervisor.Config{
 		Launch: func(ctx context.Context) (supervisor.Adapter, error) {
 			p, err := launchAdapter(ctx, src, cfg.adapter, log)

@@ -99,6 +99,7 @@ type Server struct {
 	engine    sdk.Generator
 	worker    sdk.Worker
 	tokenizer Tokenizer // nil: no chat template, messages refused
+	workerID  string    // "": requests naming any worker id are served
 	seq       uint64
 	inflight  map[uint64]*request
 	idle      chan struct{} // closed when inflight empties; nil while it is empty
@@ -194,6 +195,17 @@ func (s *Server) SetTokenizer(t Tokenizer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tokenizer = t
+}
+
+// SetWorkerID sets the worker's id (--worker-id). A request whose metadata
+// names another (workerapi.MetaWorkerID, which vigil route sends) gets
+// UNAVAILABLE with a workerapi.ReasonWorkerMismatch ErrorInfo: it was meant
+// for a worker that held this address before. One that names none is
+// served, as from a router of the release before.
+func (s *Server) SetWorkerID(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.workerID = id
 }
 
 // Admit starts admitting requests, or stops with reason given to refused

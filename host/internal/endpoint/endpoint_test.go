@@ -21,10 +21,12 @@ import (
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
 	"go.uber.org/goleak"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -517,5 +519,48 @@ func TestSamplingForwarded(t *testing.T) {
 		Seed: &seed, MaxTokens: 9, MinTokens: 4, MinP: 0.05, StopTokenIDs: []uint32{3}, Stop: []string{"x"}, IgnoreEOS: true}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("engine request (-want +got):\n%s", diff)
+	}
+}
+
+// A request meant for another worker id (workerapi.MetaWorkerID, as vigil
+// route sends it) gets UNAVAILABLE with a WORKER_MISMATCH ErrorInfo naming
+// both ids, and never reaches the engine; one naming this worker, or none
+// (a router of the release before), is served.
+func TestWorkerIDMismatch(t *testing.T) {
+	t.Parallel()
+	e := &fakeEngine{}
+	s, c := serve(t, e, worker, 0)
+	s.SetWorkerID("w-new")
+	s.Admit(true, "")
+	for _, tc := range []struct {
+		name string
+		md   []string
+	}{{"this worker", []string{workerapi.MetaWorkerID, "w-new"}}, {"no id", nil}} {
+		ctx := metadata.AppendToOutgoingContext(t.Context(), tc.md...)
+		if r := run(ctx, c, prompt(1)); r.err != nil || r.tokens != 2 {
+			t.Errorf("%s: %+v, want served", tc.name, r)
+		}
+	}
+	ctx := metadata.AppendToOutgoingContext(t.Context(), workerapi.MetaWorkerID, "w-old")
+	r := run(ctx, c, prompt(1))
+	st := status.Convert(r.err)
+	if st.Code() != codes.Unavailable || r.tokens != 0 {
+		t.Fatalf("another worker's id: %+v, want UNAVAILABLE before any token", r)
+	}
+	var info *errdetails.ErrorInfo
+	for _, d := range st.Details() {
+		info, _ = d.(*errdetails.ErrorInfo)
+	}
+	want := map[string]string{workerapi.MetaExpectedWorkerID: "w-old", workerapi.MetaAnsweringWorkerID: "w-new"}
+	if info.GetReason() != workerapi.ReasonWorkerMismatch || info.GetDomain() != workerapi.ErrorDomain || !cmp.Equal(info.GetMetadata(), want) {
+		t.Errorf("ErrorInfo = %v, want reason %s, domain %s, metadata %v", info, workerapi.ReasonWorkerMismatch, workerapi.ErrorDomain, want)
+	}
+	if answering, ok := workerapi.WorkerMismatch(r.err); !ok || answering != "w-new" {
+		t.Errorf("workerapi.WorkerMismatch = %q, %v; want w-new, true", answering, ok)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.ids) != 2 {
+		t.Errorf("the engine got %d requests, want 2: the mismatched one must not reach it", len(e.ids))
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vigilhq/vigil/host/internal/stopstring"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc/codes"
@@ -32,6 +33,9 @@ type admission struct {
 func (s *Server) admit(parent context.Context) (admission, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := workerapi.CheckWorkerID(parent, s.workerID); err != nil {
+		return admission{}, err
+	}
 	if !s.admitting {
 		return admission{}, status.Error(codes.Unavailable, s.refusal)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/discovery/consul"
 	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"github.com/vigilhq/vigil/host/internal/router"
 	"github.com/vigilhq/vigil/host/internal/supervisor"
 	"github.com/vigilhq/vigil/sdk"
 	"go.uber.org/goleak"
@@ -264,7 +265,7 @@ vigil_route_requests_total{model="m1",status="UNAVAILABLE",worker="b"} 1
 # HELP vigil_route_retries_total Requests tried on another worker after one refused them before their first message, by model.
 # TYPE vigil_route_retries_total counter
 vigil_route_retries_total{model="m1"} 1
-# HELP vigil_route_workers Workers the router knows from discovery and can route to, by served model name.
+# HELP vigil_route_workers Workers the router knows from discovery and can route to, by served model name; 0 for a model known with none (one served it within 10 minutes, or --model names it).
 # TYPE vigil_route_workers gauge
 vigil_route_workers{model="m1"} 2
 vigil_route_workers{model="m2"} 1
@@ -276,10 +277,61 @@ vigil_route_workers{model="m2"} 1
 	if n := histogramCount(t, r.Registry(), "vigil_route_time_to_first_token_seconds"); n != 1 {
 		t.Errorf("time to first token count = %d, want 1", n)
 	}
-	// A model whose workers all left is gone from the gauge at once.
+	// A model whose workers all left is gone from the gauge at once,
+	// unless the pool knows it: then it reads 0.
 	workers = workers[:2]
 	if got := gatherGauges(t, r.Registry(), "vigil_route_workers", "model"); !cmp.Equal(got, map[string]float64{"m1": 2}) {
 		t.Errorf("vigil_route_workers after m2's worker left = %v, want m1: 2", got)
+	}
+	r.Models(func() []string { return []string{"m1", "m2", "pinned"} })
+	if got := gatherGauges(t, r.Registry(), "vigil_route_workers", "model"); !cmp.Equal(got, map[string]float64{"m1": 2, "m2": 0, "pinned": 0}) {
+		t.Errorf("vigil_route_workers with m2 and pinned known = %v, want m1: 2, m2: 0, pinned: 0", got)
+	}
+}
+
+// A worker's series are dropped WorkerSeriesMemory after it left
+// discovery, or after its last request ended if later; those of current
+// workers, and of requests no worker took, stay. Refusals are counted by
+// reason, each from 0.
+func TestRouterDropsDepartedWorkers(t *testing.T) {
+	t.Parallel()
+	r := NewRouter("dev")
+	now := time.Unix(1_000_000, 0)
+	r.now = func() time.Time { return now }
+	workers := []discovery.Registration{{WorkerID: "a", Model: "m"}, {WorkerID: "b", Model: "m"}}
+	r.Workers(func() []discovery.Registration { return workers })
+	r.Request("m", "a", codes.OK)
+	r.Request("m", "b", codes.OK)
+	r.Request("", "", codes.NotFound)
+	series := func() map[string]float64 {
+		t.Helper()
+		return gatherCounters(t, r.Registry(), "vigil_route_requests_total", "worker")
+	}
+	workers = workers[:1] // b leaves discovery
+	series()
+	now = now.Add(WorkerSeriesMemory - time.Second)
+	if got := series(); len(got) != 3 {
+		t.Fatalf("series just within the memory = %v, want a, b and \"\"", got)
+	}
+	now = now.Add(2 * time.Second)
+	if got := series(); !cmp.Equal(got, map[string]float64{"a": 1, "": 1}) {
+		t.Errorf("series after b was gone for WorkerSeriesMemory = %v, want a and \"\" only", got)
+	}
+	// A request of b's ending later brings its series back for as long.
+	r.Request("m", "b", codes.Canceled)
+	now = now.Add(WorkerSeriesMemory - time.Second)
+	if got := series(); got["b"] != 1 {
+		t.Errorf("b's late request = %v, want its series back", got)
+	}
+	now = now.Add(2 * time.Second)
+	if got := series(); len(got) != 2 {
+		t.Errorf("series a memory after b's last request = %v, want a and \"\" only", got)
+	}
+	r.Refused(router.RefusedNoWorker)
+	r.Refused("made-up")
+	want := map[string]float64{"unauthorized": 0, "invalid": 0, "too_large": 0, "unknown_model": 0, "no_worker": 1}
+	if got := gatherCounters(t, r.Registry(), "vigil_route_refused_total", "reason"); !cmp.Equal(got, want) {
+		t.Errorf("vigil_route_refused_total = %v, want %v", got, want)
 	}
 }
 
@@ -333,6 +385,20 @@ func gatherGauges(t *testing.T, g prometheus.Gatherer, name, label string) map[s
 		for _, l := range m.GetLabel() {
 			if l.GetName() == label {
 				out[l.GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// gatherCounters returns the values of counter name by its label, summed.
+func gatherCounters(t *testing.T, g prometheus.Gatherer, name, label string) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, m := range family(t, g, name).GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label {
+				out[l.GetValue()] += m.GetCounter().GetValue()
 			}
 		}
 	}

@@ -17,8 +17,9 @@ import (
 // key, and tells nothing but whether a worker is known.
 //
 // The comparison is of SHA-256 digests in constant time, so its time tells
-// neither the key's bytes nor its length.
-func requireKey(key string, next http.Handler) http.Handler {
+// neither the key's bytes nor its length. refused is called for each
+// request refused.
+func requireKey(key string, refused func(), next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(key))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
@@ -41,6 +42,7 @@ func requireKey(key string, next http.Handler) http.Handler {
 			e = &apiError{status: http.StatusUnauthorized, typ: "invalid_request_error", code: "invalid_api_key",
 				msg: "Incorrect API key provided."}
 		}
+		refused()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
 		writeError(w, e)
 	})

@@ -346,3 +346,77 @@ func TestPeakEWMAThreeChoicesAvoidSlowPairs(t *testing.T) {
 		t.Errorf("slow workers got %d of %d requests (%.2f%%), want at most 0.2%%", toSlow, picks, 100*share)
 	}
 }
+
+// A worker whose every attempt fails at once, by a bare status or by an
+// error final as its first message, gets no more than its share of 300
+// requests among three workers (ingress-nginx #5540): a failure counts as
+// a penalty, not as a fast time to first message. Measured on the fake
+// clock (1.5 s), it gets its first request and hardly any other.
+func TestPeakEWMAFailingWorkerGetsNoMoreThanItsShare(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		first bool // the failure is a first message (a bare error final)
+	}{{"status", false}, {"error final", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			clock := newFakeClock()
+			p := NewPool(PoolConfig{Rand: seeded(), Now: clock.Now})
+			defer p.Close()
+			eps := fleet(3, "m")
+			p.Update(eps)
+			failing := eps[0].WorkerID
+			const picks = 300
+			got := 0
+			for range picks {
+				ep, _, lease, err := p.PickLease(Ask{Model: "m"}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ep.WorkerID == failing {
+					got++
+					if tc.first {
+						lease.FirstMessage()
+					}
+					lease.Failed()
+				} else {
+					clock.advance(5 * time.Millisecond)
+					lease.FirstMessage()
+				}
+				lease.Release()
+			}
+			if got > picks/3 || got > 5 {
+				t.Errorf("the failing worker got %d of %d requests, want at most its share (%d), and with the penalty at most 5", got, picks, picks/3)
+			}
+		})
+	}
+}
+
+// A failed worker is tried again as its penalty decays, and is back in
+// the rotation once it answers: ln(failurePenalty / 5 ms) x DefaultDecay,
+// about 8.7 s, after it failed.
+func TestPeakEWMAFailedWorkerIsProbedAgain(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	p := NewPool(PoolConfig{Rand: seeded(), Now: clock.Now})
+	defer p.Close()
+	eps := fleet(2, "m")
+	p.Update(eps)
+	_, _, lease, err := p.PickLease(Ask{Model: "m"}, map[string]bool{eps[1].Addr(): true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease.Failed()
+	lease.Release()
+	start := clock.Now()
+	want := time.Duration(math.Log(failurePenalty/float64(5*time.Millisecond)) * float64(DefaultDecay))
+	for clock.Now().Sub(start) < 2*want {
+		if ep := serve(t, p, clock, ttftOf(nil)); ep.WorkerID == eps[0].WorkerID {
+			if after := clock.Now().Sub(start); after < want*8/10 || after > want*12/10 {
+				t.Fatalf("the failed worker was tried again after %s, want about %s", after, want)
+			}
+			return
+		}
+	}
+	t.Fatalf("the failed worker was never tried again within %s", 2*want)
+}

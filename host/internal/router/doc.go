@@ -19,7 +19,10 @@
 //     (text: not token-only workers; chat messages: workers with a chat
 //     template), skipping workers this request has already tried, it picks the one with fewer requests outstanding
 //     of two chosen at random ([LeastOutstanding]), or the next in turn
-//     ([RoundRobin], vigil route --balance).
+//     ([RoundRobin], vigil route --balance). The default, [PeakEWMA], takes
+//     the cheapest of three by time to first message and load, a failure
+//     by the worker's fault counting as a 30 s one ([Lease.Failed]), so a
+//     worker failing at once is passed over, not taken for the fastest.
 //  3. The [Proxy] sends the request to the picked worker. A request whose
 //     encoded size is over the workers' limit (workerapi.MaxRequestBytes,
 //     their gRPC receive limit) is refused first, with a [TooLargeError],
@@ -27,7 +30,12 @@
 //     RESOURCE_EXHAUSTED (--max-inflight) before its first message, nothing
 //     was generated, so the Proxy tries another worker, up to
 //     [ProxyConfig.Retries] more times; a RESOURCE_EXHAUSTED for a message
-//     over a gRPC size limit is a TooLargeError too, never retried. From the first message on it relays
+//     over a gRPC size limit is a TooLargeError too, never retried. Each
+//     request names the worker meant (workerapi.MetaWorkerID); a worker of
+//     another id at that address answers workerapi.ReasonWorkerMismatch,
+//     and the Proxy tries another worker without using up a retry and
+//     [Pool.Quarantine]s the stale entry until discovery changes it.
+//     From the first message on it relays
 //     the worker's stream as it is: chunks, the final message, the status.
 //     A request no current worker can serve fails with UNAVAILABLE (HTTP
 //     503 with Retry-After: retry later) when its model is known: a worker

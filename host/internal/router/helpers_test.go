@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -43,6 +44,12 @@ type fakeWorker struct {
 	// fail, when not nil, fails requests with this error before any
 	// message.
 	fail error
+	// ttft, when not 0, delays the first chunk: an engine's time to
+	// first token.
+	ttft time.Duration
+	// empty answers with a final STOP and no token, as a broken engine
+	// that returns at once.
+	empty bool
 	// breakAfterChunk sends one chunk, then a final ERROR and UNAVAILABLE,
 	// as a worker whose engine was lost mid-generation.
 	breakAfterChunk bool
@@ -77,9 +84,14 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	w.requests.Add(1)
 	w.mu.Lock()
 	w.last = proto.Clone(req).(*workerv1.GenerateRequest)
-	refuse, broken, hold, fail, wait := w.refuse, w.breakAfterChunk, w.hold, w.fail, w.wait
+	refuse, broken, hold, fail, wait, empty, ttft := w.refuse, w.breakAfterChunk, w.hold, w.fail, w.wait, w.empty, w.ttft
 	w.mu.Unlock()
 
+	// As the worker endpoint: a request meant for another worker id is
+	// refused.
+	if err := workerapi.CheckWorkerID(stream.Context(), w.ep.WorkerID); err != nil {
+		return err
+	}
 	if wait != nil {
 		w.holdOnce.Do(func() { close(w.holding) })
 		select {
@@ -115,6 +127,12 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 			FinishReason: r, Description: desc, RequestId: req.GetRequestId(),
 			Usage: &workerv1.Usage{PromptTokens: promptTokens(req), CompletionTokens: completion},
 		}}})
+	}
+	if ttft > 0 {
+		time.Sleep(ttft)
+	}
+	if empty {
+		return final(workerv1.FinishReason_FINISH_REASON_STOP, "", 0)
 	}
 	if err := chunk("hello"); err != nil {
 		return err
@@ -223,7 +241,9 @@ func startRouterAt(t *testing.T, cfg PoolConfig, eps []discovery.Registration, o
 	for _, o := range opts {
 		o(&pcfg, &hcfg)
 	}
-	cfg.Logger = log
+	if cfg.Logger == nil {
+		cfg.Logger = log
+	}
 	pool := NewPool(cfg)
 	pool.Update(eps)
 	proxy := NewProxy(pool, pcfg)

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ type recorder struct {
 	mu      sync.Mutex
 	lines   []string
 	workers func() []discovery.Registration
+	models  func() []string
 }
 
 func (r *recorder) add(format string, args ...any) {
@@ -35,7 +37,9 @@ func (r *recorder) FirstToken(model string, d time.Duration) {
 	}
 	r.add("first token model=%q", model)
 }
-func (r *recorder) Retry(model string) { r.add("retry model=%q", model) }
+func (r *recorder) Retry(model string)           { r.add("retry model=%q", model) }
+func (r *recorder) Models(known func() []string) { r.models = known }
+func (r *recorder) Refused(reason string)        { r.add("refused %s", reason) }
 
 func (r *recorder) get() []string {
 	r.mu.Lock()
@@ -65,6 +69,7 @@ func TestObserverSeesRequests(t *testing.T) {
 		`first token model="m"`,
 		`request model="m" worker="b" OK`,
 		`request model="" worker="" NotFound`,
+		"refused unknown_model",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("observed (-want +got):\n%s", diff)
@@ -80,5 +85,40 @@ func TestObserverSeesRequests(t *testing.T) {
 	}
 	if rec.workers == nil || len(rec.workers()) != 2 {
 		t.Errorf("Workers not given the pool's two workers")
+	}
+}
+
+// Requests refused before any worker is tried are counted with their
+// reason; the pool's known models (a pinned one with no worker included)
+// are given for the gauge.
+func TestObserverSeesRefusals(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	observe := func(p *ProxyConfig, _ *HTTPConfig) { p.Observer = rec }
+	eps := endpoints(startWorker(t, "a", "m"))
+	r := startRouterAt(t, PoolConfig{Models: []string{"away"}}, eps, observe, withMaxBody(200))
+	for _, tc := range []struct{ method, body string }{
+		{"POST", "{"},
+		{"POST", `{"model":"m","prompt":"` + strings.Repeat("p", 300) + `"}`},
+		{"GET", ""},
+		{"POST", `{"model":"nope","prompt":"p"}`},
+		{"POST", `{"model":"away","prompt":"p"}`},
+	} {
+		r.do(t, tc.method, endpointCompletions, tc.body)
+	}
+	if got := rec.models(); !cmp.Equal(got, []string{"away", "m"}) {
+		t.Errorf("known models = %v, want [away m]", got)
+	}
+	keyed := startRouterAt(t, PoolConfig{}, eps, observe, withAPIKey("k"))
+	keyed.do(t, "POST", endpointCompletions, `{"model":"m","prompt":"p"}`)
+	var got []string
+	for _, l := range rec.get() {
+		if strings.HasPrefix(l, "refused ") {
+			got = append(got, l)
+		}
+	}
+	want := []string{"refused invalid", "refused too_large", "refused invalid", "refused unknown_model", "refused no_worker", "refused unauthorized"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("refusals (-want +got):\n%s", diff)
 	}
 }

@@ -121,7 +121,7 @@ func NewHTTPHandler(p *Proxy, cfg HTTPConfig) http.Handler {
 	if cfg.APIKey == "" {
 		return handler
 	}
-	return requireKey(cfg.APIKey, handler)
+	return requireKey(cfg.APIKey, func() { p.refused(RefusedUnauthorized) }, handler)
 }
 
 type httpHandler struct {
@@ -611,11 +611,13 @@ func newRequestID() string {
 // generate answers POST /v1/completions and /v1/chat/completions.
 func (h *httpHandler) generate(w http.ResponseWriter, r *http.Request, endpoint string) {
 	if r.Method != http.MethodPost {
+		h.proxy.refused(RefusedInvalid)
 		methodNotAllowed(w, r, http.MethodPost)
 		return
 	}
 	p, req, aerr := h.parse(w, r, endpoint)
 	if aerr != nil {
+		h.proxy.refused(badRefusal(aerr))
 		h.fail(w, r, "", aerr)
 		return
 	}

@@ -75,7 +75,9 @@ const (
 	// EWMA balancers do. A worker with requests outstanding and no time
 	// measured yet costs the most, so a new worker gets one request, not a
 	// burst, until its first answer. Attempts that end with no message
-	// count only as a peak: failing fast never makes a worker look fast.
+	// count only as a peak, and those that fail by the worker's fault (an
+	// error, an answer without a token) as a penalty of 30 s
+	// (failurePenalty): failing fast never makes a worker look fast.
 	PeakEWMA Balance = "peak-ewma"
 	// LeastOutstanding takes two distinct workers at random and chooses the
 	// one with fewer requests outstanding (picked and not yet ended), a
@@ -115,14 +117,20 @@ type Pool struct {
 	closed   bool
 	serving  bool
 	watchers []func(serving bool)
+
+	// stale are entries whose address answers as another worker
+	// (Quarantine), as discovery listed them: Pick passes them over until
+	// discovery changes or drops them.
+	stale map[discovery.Registration]bool
 }
 
 // worker is one of the current workers as Pick needs it: its address
 // computed once, not on every Pick.
 type worker struct {
-	ep   discovery.Registration
-	addr string
-	c    *conn
+	ep    discovery.Registration
+	addr  string
+	c     *conn
+	stale bool // quarantined: never picked
 }
 
 // conn is a connection to one worker address. It is closed once its
@@ -176,6 +184,7 @@ func (c *conn) cost(now time.Time, decay float64) float64 {
 func NewPool(cfg PoolConfig) *Pool {
 	p := &Pool{log: orNull(cfg.Logger), now: cfg.Now, memory: cfg.Memory, pinned: map[string]bool{},
 		conns: map[string]*conn{}, next: map[string]uint64{}, left: map[string]time.Time{}, seen: map[string]time.Time{},
+		stale:   map[discovery.Registration]bool{},
 		balance: cfg.Balance, decay: float64(cfg.Decay), rand: cfg.Rand}
 	if p.balance == "" {
 		p.balance = PeakEWMA
@@ -323,6 +332,14 @@ func (p *Pool) adopt(eps, fresh []discovery.Registration, opened map[string]*con
 func (p *Pool) apply(eps []discovery.Registration) {
 	before := modelSet(p.eps)
 	p.eps = eps
+	// A quarantined entry that discovery changed or dropped is free again.
+	kept := map[discovery.Registration]bool{}
+	for _, ep := range eps {
+		if p.stale[ep] {
+			kept[ep] = true
+		}
+	}
+	p.stale = kept
 	p.index()
 	p.known = true
 	p.remember(before, modelSet(p.eps))
@@ -334,7 +351,7 @@ func (p *Pool) index() {
 	p.all = make([]worker, 0, len(p.eps))
 	p.byModel = map[string][]worker{}
 	for _, ep := range p.eps {
-		w := worker{ep: ep, addr: ep.Addr()}
+		w := worker{ep: ep, addr: ep.Addr(), stale: p.stale[ep]}
 		w.c = p.conns[w.addr]
 		p.all = append(p.all, w)
 		p.byModel[ep.Model] = append(p.byModel[ep.Model], w)
@@ -368,6 +385,23 @@ func (p *Pool) remember(before, after map[string]bool) {
 			}
 		}
 	}
+}
+
+// Quarantine stops Pick from choosing ep, a current entry whose address
+// answered as the worker answering (workerapi.ReasonWorkerMismatch): the
+// worker ep names died without withdrawing and another holds its address.
+// It holds until discovery changes the entry or drops it; the first call
+// for an entry logs it at WARN.
+func (p *Pool) Quarantine(ep discovery.Registration, answering string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stale[ep] || !slices.Contains(p.eps, ep) {
+		return
+	}
+	p.stale[ep] = true
+	p.index()
+	p.log.Warn("a worker's address answers as another worker: the entry is stale (its worker died without withdrawing); no request goes to it until discovery changes or drops it",
+		"worker_id", ep.WorkerID, "answering_worker_id", answering, "addr", ep.Addr(), "model", ep.Model)
 }
 
 // modelSet is the served model names of eps.
@@ -413,11 +447,18 @@ func (p *Pool) setServing() {
 	}
 }
 
-// Workers returns the current set of workers.
+// Workers returns the current set of workers but the quarantined
+// (Quarantine): those the router can route to.
 func (p *Pool) Workers() []discovery.Registration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.eps)
+	eps := make([]discovery.Registration, 0, len(p.all))
+	for _, w := range p.all {
+		if !w.stale {
+			eps = append(eps, w.ep)
+		}
+	}
+	return eps
 }
 
 // Models returns the served model names of the current workers, sorted,
@@ -522,8 +563,31 @@ type Lease struct {
 	p     *Pool
 	c     *conn
 	start time.Time
-	// first and done are guarded by Pool.mu.
-	first, done bool
+	// first, failed and done are guarded by Pool.mu.
+	first, failed, done bool
+}
+
+// failurePenalty is the time to first message an attempt that failed by
+// the worker's fault counts as (Lease.Failed): a peak, which then decays
+// with Decay like any other. A failing worker would otherwise look the
+// cheapest, answering at once (ingress-nginx #5540). A penalty sample,
+// rather than Envoy's outlier ejection (5 consecutive 5xx, then out for
+// 30 s and more) or a separate success-rate factor (ingress-nginx PR
+// #9882, which leaves a worker that never succeeded at a cost of 0), keeps
+// one cost and one decay: a failing worker gets a probe about every
+// Decay x ln(failurePenalty / healthy cost), 8 s against a 5 ms worker,
+// sooner as the others load up, and is back at once when it recovers. It
+// is above the times to first token of healthy workers, a long prefill's
+// included, and below load balancers' 60 s timeouts.
+const failurePenalty = float64(30 * time.Second)
+
+// Failed records that the attempt failed by the worker's fault (an error,
+// an empty answer; not the client's cancel nor a bad request): at Release
+// it counts as failurePenalty, whatever its first message's time.
+func (l *Lease) Failed() {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	l.failed = true
 }
 
 // FirstMessage records that the worker's first message arrived now: its
@@ -540,8 +604,9 @@ func (l *Lease) FirstMessage() {
 	l.c.observe(now, float64(now.Sub(l.start)), l.p.decay)
 }
 
-// Release ends the attempt's hold; later calls do nothing. Without
-// FirstMessage, the attempt's time counts as a peak only.
+// Release ends the attempt's hold; later calls do nothing. After Failed
+// the attempt counts as failurePenalty; without FirstMessage, its time
+// counts as a peak only.
 func (l *Lease) Release() {
 	l.p.mu.Lock()
 	if l.done {
@@ -549,10 +614,12 @@ func (l *Lease) Release() {
 		return
 	}
 	l.done = true
-	if !l.first {
-		if now := l.p.now(); float64(now.Sub(l.start)) > l.c.ewma {
-			l.c.observe(now, float64(now.Sub(l.start)), l.p.decay)
-		}
+	now := l.p.now()
+	switch {
+	case l.failed:
+		l.c.observe(now, max(failurePenalty, float64(now.Sub(l.start))), l.p.decay)
+	case !l.first && float64(now.Sub(l.start)) > l.c.ewma:
+		l.c.observe(now, float64(now.Sub(l.start)), l.p.decay)
 	}
 	c := l.c
 	c.inflight--
@@ -580,7 +647,7 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	if err != nil {
 		return discovery.Registration{}, nil, nil, err
 	}
-	eligible := func(w *worker) bool { return ask.prompt(w.ep) && !tried[w.addr] }
+	eligible := func(w *worker) bool { return ask.prompt(w.ep) && !tried[w.addr] && !w.stale }
 	var w *worker
 	now := p.now()
 	if p.balance == RoundRobin {
@@ -598,9 +665,13 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 // untried counts the workers of ws that take ask's prompt and are not in
 // tried, or returns Pick's error when there is none. The caller holds p.mu.
 func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error) {
-	var taking, untried int
+	var taking, untried, stale int
 	for i := range ws {
-		if ask.prompt(ws[i].ep) {
+		switch {
+		case !ask.prompt(ws[i].ep):
+		case ws[i].stale:
+			stale++
+		default:
 			taking++
 			if !tried[ws[i].addr] {
 				untried++
@@ -610,6 +681,9 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 	switch {
 	case len(ws) == 0:
 		return 0, p.noWorker(ask.Model)
+	case taking == 0 && stale > 0:
+		return 0, status.Errorf(codes.Unavailable, "no %s available: the %d entries discovery lists are stale (their addresses answer as other workers); retry later",
+			describe(ask.Model), stale)
 	case taking == 0 && ask.Messages:
 		return 0, status.Errorf(codes.InvalidArgument,
 			"messages: %s have no chat template loaded, so they take no chat messages; start their vigil run with "+

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -243,4 +244,39 @@ func TestPoolRemembersModels(t *testing.T) {
 	clock.advance(time.Hour)
 	p.Update(nil)
 	pick("no workers, A forgotten", "A", codes.Unavailable, "no workers available")
+}
+
+// A quarantined entry is never picked while discovery lists it unchanged;
+// with every entry of the model quarantined, Pick says UNAVAILABLE; a
+// change of the entry frees it.
+func TestPoolQuarantine(t *testing.T) {
+	t.Parallel()
+	p := NewPool(PoolConfig{Rand: seeded()})
+	defer p.Close()
+	eps := fleet(2, "m")
+	p.Update(eps)
+	p.Quarantine(eps[0], "someone-else")
+	p.Update(eps)
+	for i := range 50 {
+		ep, _, rel, err := p.Pick(Ask{Model: "m"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel()
+		if ep == eps[0] {
+			t.Fatalf("pick %d went to the quarantined entry", i)
+		}
+	}
+	p.Quarantine(eps[1], "someone-else")
+	if _, _, _, err := p.Pick(Ask{Model: "m"}, nil); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "stale") {
+		t.Errorf("every entry quarantined: %v, want UNAVAILABLE saying they are stale", err)
+	}
+	changed := slices.Clone(eps)
+	changed[0].InstanceID = "restarted"
+	p.Update(changed)
+	ep, _, rel, err := p.Pick(Ask{Model: "m"}, nil)
+	if err != nil || ep != changed[0] {
+		t.Fatalf("after discovery changed it: %v, %v; want the changed entry", ep, err)
+	}
+	rel()
 }

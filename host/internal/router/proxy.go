@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -70,6 +71,7 @@ func NewProxy(pool *Pool, cfg ProxyConfig) *Proxy {
 	cfg.Retries = max(cfg.Retries, 0)
 	if cfg.Observer != nil {
 		cfg.Observer.Workers(pool.Workers)
+		cfg.Observer.Models(pool.KnownModels)
 	}
 	return &Proxy{pool: pool, cfg: cfg, log: orNull(cfg.Logger)}
 }
@@ -195,6 +197,9 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, sen
 		code = codes.Canceled
 	}
 	o.Request(model, r.worker.WorkerID, code)
+	if r.refused != "" {
+		o.Refused(r.refused)
+	}
 	return err
 }
 
@@ -203,6 +208,7 @@ type observed struct {
 	worker     discovery.Registration // the last worker tried; zero: none
 	first      bool                   // a chunk was sent
 	sendFailed bool                   // sending to the client failed
+	refused    string                 // why no worker was tried, as RefusalReasons; "": one was
 }
 
 // try is generate without the Observer; r, when not nil, learns the
@@ -216,6 +222,7 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 	// Every worker would refuse a request over its limit: refuse it here,
 	// before uploading it even once.
 	if size := proto.Size(req); size > workerapi.MaxRequestBytes {
+		r.refuse(RefusedTooLarge)
 		return &TooLargeError{Size: size, Limit: workerapi.MaxRequestBytes}
 	}
 	tried := map[string]bool{}
@@ -224,24 +231,11 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 		if err := ctx.Err(); err != nil {
 			return status.FromContextError(err).Err()
 		}
-		ep, cc, lease, err := p.pool.PickLease(askOf(req), tried)
+		ep, cc, lease, err := p.pick(req, tried, lastErr, r)
 		if err != nil {
-			if lastErr != nil {
-				// Every worker serving the model was tried (or discovery
-				// dropped the rest): the last worker's answer says more
-				// than the pool's.
-				return lastErr
-			}
 			return err
 		}
-		tried[ep.Addr()] = true
-		if r != nil {
-			if r.worker.WorkerID != "" {
-				p.cfg.Observer.Retry(ep.Model)
-			}
-			r.worker = ep
-		}
-		started, err := p.attempt(ctx, cc, ep, req, send, lease.FirstMessage)
+		started, err := p.attempt(ctx, cc, ep, req, send, lease)
 		lease.Release()
 		if !started {
 			err = lease.c.tls.explain(err)
@@ -249,6 +243,11 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 		var se errSend
 		if errors.As(err, &se) {
 			return se.err
+		}
+		if answering, ok := workerapi.WorkerMismatch(err); ok && !started {
+			// Not a worker of the request: no retry used up.
+			p.pool.Quarantine(ep, answering)
+			attempt--
 		}
 		if !started && messageTooLarge(err) {
 			return tooLarge(err)
@@ -264,6 +263,31 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 	return lastErr
 }
 
+// pick is try's choice of a worker for its next attempt, added to tried
+// and told to r (when not nil); the error, when there is none, is what
+// try returns: lastErr, the last worker's answer, when a worker was tried.
+func (p *Proxy) pick(req *workerv1.GenerateRequest, tried map[string]bool, lastErr error, r *observed) (discovery.Registration, *grpc.ClientConn, *Lease, error) {
+	ep, cc, lease, err := p.pool.PickLease(askOf(req), tried)
+	if err != nil {
+		if lastErr != nil {
+			// Every worker serving the model was tried (or discovery
+			// dropped the rest): the last worker's answer says more
+			// than the pool's.
+			return ep, nil, nil, lastErr
+		}
+		r.refuse(refusal(err))
+		return ep, nil, nil, err
+	}
+	tried[ep.Addr()] = true
+	if r != nil {
+		if r.worker.WorkerID != "" {
+			p.cfg.Observer.Retry(ep.Model)
+		}
+		r.worker = ep
+	}
+	return ep, cc, lease, nil
+}
+
 // askOf is what req needs of a worker.
 func askOf(req *workerv1.GenerateRequest) Ask {
 	_, text := req.GetPrompt().(*workerv1.GenerateRequest_Text)
@@ -272,11 +296,20 @@ func askOf(req *workerv1.GenerateRequest) Ask {
 }
 
 // attempt runs req on one worker; started reports whether any message came
-// back (from then on there is no retry).
+// back (from then on there is no retry). It tells lease of the first
+// message, and of a failure that is the worker's fault (workerFault).
 func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep discovery.Registration, req *workerv1.GenerateRequest,
-	send func(discovery.Registration, *workerv1.GenerateResponse) error, first func()) (started bool, err error) {
+	send func(discovery.Registration, *workerv1.GenerateResponse) error, lease *Lease) (started bool, err error) {
+	var got answer
+	defer func(parent context.Context) {
+		if workerFault(parent, err, got) {
+			lease.Failed()
+		}
+	}(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// A worker with another id now at ep's address refuses it.
+	ctx = metadata.AppendToOutgoingContext(ctx, workerapi.MetaWorkerID, ep.WorkerID)
 	p.log.Debug("sending request", "request_id", req.GetRequestId(), "worker_id", ep.WorkerID, "addr", ep.Addr(), "model", req.GetModel())
 	stream, err := workerv1.NewWorkerClient(cc).Generate(ctx, req)
 	if err != nil {
@@ -291,13 +324,54 @@ func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep dis
 			return started, err
 		}
 		if !started {
-			first()
+			lease.FirstMessage()
 		}
 		started = true
+		got.saw(m)
 		if err := send(ep, m); err != nil {
 			return true, errSend{err}
 		}
 	}
+}
+
+// answer is what an attempt got of the worker, for workerFault.
+type answer struct {
+	tokens   bool // a chunk with text or token ids, or a final counting any
+	errFinal bool // a final with finish reason ERROR
+}
+
+func (a *answer) saw(m *workerv1.GenerateResponse) {
+	if c := m.GetChunk(); c != nil && (c.GetText() != "" || len(c.GetTokenIds()) > 0) {
+		a.tokens = true
+	}
+	if f := m.GetFinal(); f != nil {
+		a.tokens = a.tokens || f.GetUsage().GetCompletionTokens() > 0
+		a.errFinal = f.GetFinishReason() == workerv1.FinishReason_FINISH_REASON_ERROR
+	}
+}
+
+// workerFault reports whether an attempt that ended with err, having got
+// the answer got, failed by the worker's fault, which PeakEWMA counts
+// against it (Lease.Failed): an error status or final, or an answer
+// without a token. Neither the client's doing (it went away, its deadline
+// or the request timeout passed) nor a status that blames the request
+// (INVALID_ARGUMENT, too large, ...) is the worker's.
+func workerFault(ctx context.Context, err error, got answer) bool {
+	var se errSend
+	if _, mismatch := workerapi.WorkerMismatch(err); ctx.Err() != nil || errors.As(err, &se) || mismatch {
+		// A mismatch is the entry's (quarantined), not the worker's that answered.
+		return false
+	}
+	if err == nil {
+		return got.errFinal || !got.tokens
+	}
+	switch status.Code(err) {
+	case codes.Canceled, codes.InvalidArgument, codes.OutOfRange, codes.FailedPrecondition, codes.AlreadyExists:
+		return false
+	case codes.ResourceExhausted:
+		return !messageTooLarge(err)
+	}
+	return true
 }
 
 // GRPCServer serves a Proxy as vigil.worker.v1.Worker, beside the standard

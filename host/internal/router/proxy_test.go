@@ -2,11 +2,15 @@ package router
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -296,5 +300,137 @@ func TestReflection(t *testing.T) {
 		if !slices.Contains(got, want) {
 			t.Errorf("reflection lists %v, want %s among them", got, want)
 		}
+	}
+}
+
+// Through the router with the default balance, a worker that fails every
+// request at once (UNAVAILABLE before any message, as an engine that
+// fails instantly), or answers with no token, gets no more than its share
+// of 300 requests among three workers; a failing one's requests are
+// retried elsewhere, so every client succeeds.
+func TestFastFailingWorkerGetsNoMoreThanItsShare(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		breaks func(w *fakeWorker)
+	}{
+		{"unavailable", func(w *fakeWorker) { w.fail = status.Error(codes.Unavailable, "engine request failed: boom") }},
+		{"empty answer", func(w *fakeWorker) { w.empty = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, b, c := startWorker(t, "a", "m"), startWorker(t, "b", "m"), startWorker(t, "c", "m")
+			// The healthy ones take 2 ms to their first token, as an
+			// engine; the failing one answers at once.
+			for _, w := range []*fakeWorker{b, c} {
+				w.set(func(w *fakeWorker) { w.ttft = 2 * time.Millisecond })
+			}
+			a.set(tc.breaks)
+			r := startRouterAt(t, PoolConfig{}, endpoints(a, b, c))
+			const requests = 300
+			for i := range requests {
+				g := r.generate(t.Context(), "m", "hi")
+				if tc.name == "unavailable" && (g.err != nil || g.text != "hello world") {
+					t.Fatalf("request %d: %q, %v; want hello world, retried past the failing worker", i, g.text, g.err)
+				}
+			}
+			if n := a.requests.Load(); n > requests/3 {
+				t.Errorf("the failing worker got %d of %d requests (%s), want at most its share, %d", n, requests, counts(a, b, c), requests/3)
+			}
+		})
+	}
+}
+
+// What counts against a worker (Lease.Failed) and what does not: the
+// client's own doing and statuses that blame the request are not the
+// worker's fault.
+func TestWorkerFault(t *testing.T) {
+	t.Parallel()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	ok := answer{tokens: true}
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		got  answer
+		want bool
+	}{
+		{"answered", context.Background(), nil, ok, false},
+		{"no token", context.Background(), nil, answer{}, true},
+		{"error final", context.Background(), nil, answer{tokens: true, errFinal: true}, true},
+		{"unavailable", context.Background(), status.Error(codes.Unavailable, "engine lost"), answer{}, true},
+		{"mid-stream loss", context.Background(), status.Error(codes.Unavailable, "engine lost"), ok, true},
+		{"internal", context.Background(), status.Error(codes.Internal, "x"), answer{}, true},
+		{"full", context.Background(), status.Error(codes.ResourceExhausted, "worker has 8 requests in flight"), answer{}, true},
+		{"too large", context.Background(), status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5 vs. 4)"), answer{}, false},
+		{"bad request", context.Background(), status.Error(codes.InvalidArgument, "prompt: must not be empty"), answer{}, false},
+		{"client cancelled", cancelled, status.Error(codes.Canceled, "context canceled"), answer{}, false},
+		{"client cancelled, worker unavailable", cancelled, status.Error(codes.Unavailable, "x"), answer{}, false},
+		{"client went away", context.Background(), errSend{io.ErrClosedPipe}, ok, false},
+	} {
+		if got := workerFault(tc.ctx, tc.err, tc.got); got != tc.want {
+			t.Errorf("%s: workerFault = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// lines are the lines logged so far that hold substr.
+func (s *syncBuffer) lines(substr string) []string {
+	var out []string
+	for _, l := range strings.Split(s.String(), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// A worker that died without withdrawing leaves its entry in discovery;
+// its address is held now by a worker with another id serving another
+// model (kubernetes #109414). That worker refuses the request meant for
+// the old id (WORKER_MISMATCH), the router retries on the other worker of
+// the model, and sends the stale entry nothing more while discovery lists
+// it unchanged, logging it once at WARN with both ids; a change of the
+// entry lifts the quarantine. The new worker's own entry is not touched.
+func TestReusedAddressIsQuarantined(t *testing.T) {
+	t.Parallel()
+	a, x := startWorker(t, "a", "m"), startWorker(t, "x", "other")
+	stale := discovery.Registration{WorkerID: "old", Address: x.ep.Address, Port: x.ep.Port, Model: "m", Engine: "fake", InstanceID: "old-1"}
+	var logs syncBuffer
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Warn, Output: &logs})
+	eps := []discovery.Registration{a.ep, stale, x.ep}
+	r := startRouterAt(t, PoolConfig{Balance: RoundRobin, Logger: log}, eps)
+	ask := func(n int) {
+		t.Helper()
+		for i := range n {
+			if g := r.generate(t.Context(), "m", "hi"); g.err != nil || g.text != "hello world" {
+				t.Fatalf("request %d: %q, %v; want hello world from a", i, g.text, g.err)
+			}
+		}
+	}
+	const warning = "answers as another worker"
+	ask(10)
+	r.pool.Update(eps) // discovery's next answer, unchanged
+	ask(10)
+	if n := x.requests.Load(); n != 1 {
+		t.Errorf("the reused address got %d requests for the stale entry, want 1 (%s)", n, counts(a, x))
+	}
+	if got := logs.lines(warning); len(got) != 1 || !strings.Contains(got[0], `worker_id=old`) || !strings.Contains(got[0], "answering_worker_id=x") {
+		t.Errorf("warnings = %q, want one naming worker_id=old and answering_worker_id=x", got)
+	}
+	// Discovery changes the entry: it is tried again (and refused again).
+	changed := stale
+	changed.InstanceID = "old-2"
+	r.pool.Update([]discovery.Registration{a.ep, changed, x.ep})
+	ask(4)
+	if n := x.requests.Load(); n != 2 {
+		t.Errorf("after discovery changed the stale entry: %d requests at its address, want 2", n)
+	}
+	if got := logs.lines(warning); len(got) != 2 {
+		t.Errorf("%d warnings after the changed entry was refused too, want 2", len(got))
+	}
+	if g := r.generate(t.Context(), "other", "hi"); g.err != nil {
+		t.Errorf("a request for x's own model: %v", g.err)
 	}
 }

@@ -10,9 +10,14 @@
 package workerapi
 
 import (
+	"context"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 // MaxRequestBytes is the largest request message a worker receives, in
@@ -62,6 +67,62 @@ const (
 	// MetaMaxTokens is the request's max_tokens; 0 when it set none.
 	MetaMaxTokens = "max_tokens"
 )
+
+// MetaWorkerID is the gRPC request metadata key under which vigil route
+// sends the id of the worker it means to reach (discovery's WorkerID). A
+// worker with another id refuses the request (CheckWorkerID): the address
+// discovery gave is held by another worker now, the one registered there
+// having died without withdrawing (kubernetes #109414).
+const MetaWorkerID = "vigil-worker-id"
+
+// ReasonWorkerMismatch is the google.rpc.ErrorInfo reason of an UNAVAILABLE
+// from a worker whose id is not the one the request's MetaWorkerID names;
+// its metadata holds MetaExpectedWorkerID and MetaAnsweringWorkerID. Its
+// domain is ErrorDomain. The router tries another worker and stops
+// sending to that discovery entry until discovery changes it.
+const ReasonWorkerMismatch = "WORKER_MISMATCH"
+
+// The metadata keys of a ReasonWorkerMismatch ErrorInfo.
+const (
+	// MetaExpectedWorkerID is the id the request named.
+	MetaExpectedWorkerID = "expected_worker_id"
+	// MetaAnsweringWorkerID is the id of the worker that answered.
+	MetaAnsweringWorkerID = "worker_id"
+)
+
+// CheckWorkerID is a worker's check of a request's MetaWorkerID against
+// its own id: nil when ctx's incoming metadata names id, or names none (a
+// client, or a router of the release before, which sends none), or id is
+// ""; else UNAVAILABLE with a ReasonWorkerMismatch ErrorInfo.
+func CheckWorkerID(ctx context.Context, id string) error {
+	want := metadata.ValueFromIncomingContext(ctx, MetaWorkerID)
+	if id == "" || len(want) == 0 || want[0] == id {
+		return nil
+	}
+	st := status.Newf(codes.Unavailable, "this worker is %q, not %q: its address is another worker's now; try another worker", id, want[0])
+	st, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonWorkerMismatch, Domain: ErrorDomain,
+		Metadata: map[string]string{MetaExpectedWorkerID: want[0], MetaAnsweringWorkerID: id}})
+	if err != nil {
+		// Only a detail that cannot be marshalled fails; the code says enough.
+		return status.Errorf(codes.Unavailable, "this worker is %q, not %q", id, want[0])
+	}
+	return st.Err()
+}
+
+// WorkerMismatch reports whether err is a worker's ReasonWorkerMismatch
+// refusal, and the id of the worker that answered.
+func WorkerMismatch(err error) (answering string, ok bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus || st.Code() != codes.Unavailable {
+		return "", false
+	}
+	for _, d := range st.Details() {
+		if info, isInfo := d.(*errdetails.ErrorInfo); isInfo && info.GetReason() == ReasonWorkerMismatch && info.GetDomain() == ErrorDomain {
+			return info.GetMetadata()[MetaAnsweringWorkerID], true
+		}
+	}
+	return "", false
+}
 
 // streamWindow is the static HTTP/2 flow-control window of a worker
 // connection. A static window turns off gRPC's BDP estimator, which sends a
