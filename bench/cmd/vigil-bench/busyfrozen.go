@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/vigilhq/vigil/bench/internal/report"
@@ -72,19 +71,10 @@ func busyFrozenTrial(e *env, policy sdk.HealthPolicy) (time.Duration, error) {
 	if _, err := v.WaitLine("engine busy", observeTimeout); err != nil {
 		return 0, fmt.Errorf("vigil did not report the busy engine: %w", err)
 	}
-	frozen := time.Now()
-	if err := m.Signal(syscall.SIGSTOP); err != nil {
-		return 0, err
-	}
-	at, err := gone.Wait()
-	if err != nil {
-		return 0, fmt.Errorf("observing the withdrawal: %w; vigil's last lines:\n%s", err, v.Tail(20))
-	}
-	if at.Before(frozen) {
+	return freezeUntilGone(m, v, gone, func() error {
 		if lost := v.FindLine("engine lost"); lost != "" {
-			return 0, fmt.Errorf("withdrawn while the engine was busy, before the freeze: %s", lost)
+			return fmt.Errorf("withdrawn while the engine was busy, before the freeze: %s", lost)
 		}
-		return 0, fmt.Errorf("%w, by %s", errEarly, frozen.Sub(at))
-	}
-	return at.Sub(frozen), nil
+		return nil
+	})
 }

@@ -59,6 +59,14 @@ func frozenTrial(e *env) (time.Duration, error) {
 		return 0, err
 	}
 	defer v.Kill()
+	return freezeUntilGone(m, v, gone, func() error { return nil })
+}
+
+// freezeUntilGone stops the engine process m and times until the worker
+// vigil v registered leaves Consul's passing list (gone). A withdrawal
+// before the freeze is errEarly (a trial to repeat), unless early says
+// what made it.
+func freezeUntilGone(m *harness.Mock, v *harness.Vigil, gone *harness.Observation, early func() error) (time.Duration, error) {
 	frozen := time.Now()
 	if err := m.Signal(syscall.SIGSTOP); err != nil {
 		return 0, err
@@ -68,6 +76,9 @@ func frozenTrial(e *env) (time.Duration, error) {
 		return 0, fmt.Errorf("observing the withdrawal: %w; vigil's last lines:\n%s", err, v.Tail(20))
 	}
 	if at.Before(frozen) {
+		if err := early(); err != nil {
+			return 0, err
+		}
 		return 0, fmt.Errorf("%w, by %s", errEarly, frozen.Sub(at))
 	}
 	return at.Sub(frozen), nil
