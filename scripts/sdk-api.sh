@@ -28,6 +28,16 @@ base=none
 if [ -n "$last" ]; then
 	base=${last#sdk/}
 	"$toolbin/sdkproxy" -out "$tmp/proxy" -repo . -tag "$last" >/dev/null
+	# The go command takes a version from its module cache before any
+	# proxy, and no checksum database knows the sdk: a copy cached from an
+	# earlier tag of the same name (a test tag deleted and cut again) would
+	# stand in for this tag's content. Drop it; the file proxy serves it.
+	# The build cache's index of that copy's packages (keyed by its path,
+	# taken as immutable) would outlive it: goindex=0 reads the files.
+	cache=$(go env GOMODCACHE)
+	chmod -R u+w "$cache/$sdk@$base" 2>/dev/null || true
+	rm -rf "$cache/$sdk@$base" "$cache/cache/download/$sdk/@v/$base".*
+	export GODEBUG="${GODEBUG:+$GODEBUG,}goindex=0"
 fi
 nosumdb=$(go env GONOSUMDB)
 GOPROXY="file://$tmp/proxy,$(go env GOPROXY)" GONOSUMDB="${nosumdb:+$nosumdb,}$sdk"
