@@ -1,0 +1,3 @@
+module github.com/vigilhq/vigil/tokenizer
+
+go 1.26.8
