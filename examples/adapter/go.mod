@@ -9,7 +9,7 @@ module github.com/vigilhq/vigil/examples/adapter
 go 1.26.8
 
 require (
-	github.com/vigilhq/vigil/sdk v0.0.0-00010101000000-000000000000
+	github.com/vigilhq/vigil/sdk v0.1.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
 )
