@@ -113,12 +113,19 @@ func readMerges(raw json.RawMessage, path string) ([][2]string, error) {
 		return nil, &FieldError{Field: path, Reason: "missing"}
 	}
 	var pairs [][2]string
-	if err := json.Unmarshal(raw, &pairs); err == nil {
-		return pairs, nil
-	}
 	var lines []string
 	if err := json.Unmarshal(raw, &lines); err != nil {
-		return nil, &FieldError{Field: path, Reason: `a list of "a b" strings or of ["a", "b"] pairs expected`}
+		var list [][]string
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return nil, &FieldError{Field: path, Reason: `a list of "a b" strings or of ["a", "b"] pairs expected`}
+		}
+		for i, p := range list {
+			if len(p) != 2 {
+				return nil, &FieldError{Field: fmt.Sprintf("%s[%d]", path, i), Reason: `a pair ["a", "b"] expected`}
+			}
+			pairs = append(pairs, [2]string{p[0], p[1]})
+		}
+		return pairs, nil
 	}
 	for i, l := range lines {
 		if strings.HasPrefix(l, "#version") {
