@@ -58,16 +58,22 @@ const (
 
 // buildBPE builds the model object at path.
 func buildBPE(obj json.RawMessage, path string) (*bpe, error) {
-	typ, err := typeOf(obj, path)
-	if err != nil {
-		return nil, err
-	}
-	if typ != "BPE" {
-		return nil, &FieldError{Field: path + ".type", Value: fmt.Sprintf("%q", typ), Reason: "this model is not supported (BPE is)"}
-	}
+	// One pass over the (large) object; the type is checked before a
+	// decoding error is reported, since another model's fields differ.
 	var j bpeJSON
-	if err := json.Unmarshal(obj, &j); err != nil {
-		return nil, &FieldError{Field: path, Reason: "malformed: " + err.Error()}
+	jerr := json.Unmarshal(obj, &j)
+	if jerr != nil {
+		typ, err := typeOf(obj, path)
+		if err != nil {
+			return nil, err
+		}
+		j.Type = typ
+	}
+	if j.Type != "BPE" {
+		return nil, &FieldError{Field: path + ".type", Value: fmt.Sprintf("%q", j.Type), Reason: "this model is not supported (BPE is)"}
+	}
+	if jerr != nil {
+		return nil, &FieldError{Field: path, Reason: "malformed: " + jerr.Error()}
 	}
 	if j.Dropout != nil && *j.Dropout != 0 {
 		return nil, &FieldError{Field: path + ".dropout", Value: fmt.Sprint(*j.Dropout), Reason: "not supported (null or 0 is: dropout is for training)"}
@@ -114,7 +120,7 @@ func readMerges(raw json.RawMessage, path string) ([][2]string, error) {
 	}
 	var pairs [][2]string
 	var lines []string
-	if err := json.Unmarshal(raw, &lines); err != nil {
+	if pairForm(raw) {
 		var list [][]string
 		if err := json.Unmarshal(raw, &list); err != nil {
 			return nil, &FieldError{Field: path, Reason: `a list of "a b" strings or of ["a", "b"] pairs expected`}
@@ -127,6 +133,9 @@ func readMerges(raw json.RawMessage, path string) ([][2]string, error) {
 		}
 		return pairs, nil
 	}
+	if err := json.Unmarshal(raw, &lines); err != nil {
+		return nil, &FieldError{Field: path, Reason: `a list of "a b" strings or of ["a", "b"] pairs expected`}
+	}
 	for i, l := range lines {
 		if strings.HasPrefix(l, "#version") {
 			continue
@@ -138,6 +147,21 @@ func readMerges(raw json.RawMessage, path string) ([][2]string, error) {
 		pairs = append(pairs, [2]string{parts[0], parts[1]})
 	}
 	return pairs, nil
+}
+
+// pairForm says whether a merges list's first element is a list.
+func pairForm(raw json.RawMessage) bool {
+	seen := false
+	for _, c := range raw {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case c == '[' && !seen:
+			seen = true
+		default:
+			return seen && c == '['
+		}
+	}
+	return false
 }
 
 // setMerges ranks pairs by position (a repeated pair keeps its last rank,
