@@ -31,6 +31,9 @@ type bpeJSON struct {
 	Dropout      *float64          `json:"dropout"`
 }
 
+// bpe is the model the pipeline runs.
+var _ model = (*bpe)(nil)
+
 type mergeRule struct{ rank, id uint32 }
 
 type bpe struct {

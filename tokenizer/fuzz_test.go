@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,4 +42,25 @@ func FuzzEncode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Encode is safe for concurrent use (the merge cache is shared).
+func TestEncodeConcurrent(t *testing.T) {
+	tok := fuzzTokenizer(t)
+	want := encode(t, tok, "ab aab\tb €<s>[L] x", true)
+	done := make(chan []uint32)
+	for range 8 {
+		go func() {
+			var got []uint32
+			for range 200 {
+				got, _ = tok.Encode("ab aab\tb €<s>[L] x", true)
+			}
+			done <- got
+		}()
+	}
+	for range 8 {
+		if got := <-done; !slices.Equal(got, want) {
+			t.Fatalf("concurrent Encode = %v, want %v", got, want)
+		}
+	}
 }

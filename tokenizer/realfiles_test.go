@@ -14,6 +14,9 @@ import (
 // and pretokenize.go fill the registries), and a 20,000-character
 // pre-token is merged in well under a second.
 func TestRealFilesCore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large files")
+	}
 	dirs, _ := filepath.Glob("../host/internal/tokenizer/testdata/models/*")
 	if len(dirs) == 0 {
 		t.Skip("no model files")
