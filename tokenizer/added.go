@@ -109,6 +109,9 @@ func newAddedVocab(raw json.RawMessage, path string, m *bpe, n normalizer) (*add
 		if old, ok := v.byID[t.id]; ok && old.content != t.content {
 			return nil, &FieldError{Field: p + ".id", Value: fmt.Sprint(t.id), Reason: "given to two added tokens"}
 		}
+		if old, ok := v.byContent[t.content]; ok && old.special {
+			t.special = true // a repeated entry: the Rust library's special set keeps it
+		}
 		v.byContent[t.content], v.byID[t.id] = t, t
 	}
 	return v, v.buildMatchers(path, n)
