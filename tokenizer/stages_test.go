@@ -93,7 +93,7 @@ func TestStagesMatchReference(t *testing.T) {
 	}
 }
 
-func mustPre(t *testing.T, stage string) preTokenizer {
+func mustPre(t testing.TB, stage string) preTokenizer {
 	t.Helper()
 	p, err := buildPreTokenizer(json.RawMessage(stage), "pre_tokenizer")
 	if err != nil {
