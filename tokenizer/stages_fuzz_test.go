@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // fuzzSeeds are the inputs of the kinds issue 24 names.
@@ -14,6 +17,8 @@ var fuzzSeeds = append([]string{
 	"<|im_start|>user\n[INST] <s>hi</s> [/INST]",
 	strings.Repeat("9", 100),
 	"\U0001FBF5 \u1AC1 \u0898",
+	"Cụ thể, bạn sẽ tham gia ậ… ำน\u0e49ำ3ลำ",
+	"\u1100\u1161\u11a8 각 \u0b47\u0b3e \u09c7\u09be a\u0316\u0301\u0300\u0327 \u1e0b\u0323 q\u0307\u0323",
 }, referenceTexts...)
 
 func fuzzStages[T any](t testing.TB, cases []struct{ name, stage string }, build func(json.RawMessage, string) (T, error)) []T {
@@ -40,9 +45,20 @@ func FuzzNormalize(f *testing.F) {
 	}
 	cases = append(cases, struct{ name, stage string }{"nmt", `{"type":"Sequence","normalizers":[{"type":"Nmt"},{"type":"ByteLevel"},{"type":"Prepend","prepend":"▁"}]}`})
 	norms := fuzzStages(f, cases, buildNormalizer)
+	forms := []norm.Form{norm.NFC, norm.NFD, norm.NFKC, norm.NFKD}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, n := range norms {
 			_ = n.normalize(s)
+		}
+		// Where Go's norm is exact (no long run of marks, nothing new
+		// since Unicode 9.0), the slow path agrees with it.
+		if !utf8.ValidString(s) || longMarkRun(s) || strings.ContainsFunc(s, func(r rune) bool { return inRanges(since9Normalizing, r) }) {
+			return
+		}
+		for _, fm := range forms {
+			if got, want := (unicodeForm{fm}).slow(s), fm.String(s); got != want {
+				t.Fatalf("form %v of %+q: slow path %+q, norm %+q", fm, s, got, want)
+			}
 		}
 	})
 }

@@ -266,3 +266,36 @@ func TestStripAccentsAsRust(t *testing.T) {
 	}
 	_ = strings.Repeat
 }
+
+// The forms as the Rust library's (Unicode 9.0, no Stream-Safe limit):
+// Go's norm alone fails each of these.
+func TestUnicodeFormsAsRust(t *testing.T) {
+	acute, grave := "\u0301", "\u0316" // classes 230, 220
+	cases := []struct{ typ, in, want string }{
+		// 35 marks: no U+034F after the 30th.
+		{"NFC", "e" + strings.Repeat(acute, 35), "é" + strings.Repeat(acute, 34)},
+		{"NFD", "é" + strings.Repeat(acute, 35), "e" + strings.Repeat(acute, 36)},
+		// 40 marks reordered as one run, then the first 230 composes.
+		{"NFC", "a" + strings.Repeat(acute+grave, 20), "á" + strings.Repeat(grave, 20) + strings.Repeat(acute, 19)},
+		{"NFKD", "ﬁ" + strings.Repeat(acute+grave, 20), "fi" + strings.Repeat(grave, 20) + strings.Repeat(acute, 20)},
+		// Unicode 13's segmented digit and 12's ㋿ are unassigned in 9.0.
+		{"NFKC", "\U0001FBF5 ㋿ ①", "\U0001FBF5 ㋿ 1"},
+		// Unicode 14's Arabic mark U+0898 (class 230 now) is a starter in
+		// 9.0: the marks around it are not reordered across it.
+		{"NFD", "a\u0898\u0316", "a\u0898\u0316"},
+		{"NFC", "a\u0898" + acute, "a\u0898" + acute},
+	}
+	for _, c := range cases {
+		n, err := buildNormalizer(json.RawMessage(`{"type":"`+c.typ+`"}`), "normalizer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := n.normalize(c.in); got != c.want {
+			t.Errorf("%s(%+q) = %+q, want %+q", c.typ, c.in, got, c.want)
+		}
+	}
+	sa, _ := buildNormalizer(json.RawMessage(`{"type":"StripAccents"}`), "normalizer")
+	if got := sa.normalize("a\u0301\u1ac1b"); got != "a\u1ac1b" {
+		t.Errorf("StripAccents kept %+q; a mark new since 9.0 (U+1AC1) stays, U+0301 goes", got)
+	}
+}
