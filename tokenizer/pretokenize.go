@@ -331,10 +331,10 @@ func regexSpans(re *regexp2.Regexp, s string) []span {
 	return out
 }
 
-// literalSpans is find_matches for a String pattern: its occurrences, left
-// to right, not overlapping; an empty pattern matches nothing.
+// literalSpans is find_matches for a non-empty String pattern: its
+// occurrences, left to right, not overlapping.
 func literalSpans(lit, s string) []span {
-	if lit == "" || s == "" {
+	if s == "" {
 		return []span{{0, len(s), false}}
 	}
 	var out []span
@@ -365,18 +365,24 @@ type patternJSON struct {
 
 // compilePattern turns a pattern object into its find_matches. A Regex is
 // compiled by regexp2 as the file gives it (Oniguruma syntax, lookaheads
-// included, is close to .NET's that regexp2 speaks).
+// included, is close to .NET's that regexp2 speaks). An empty String is,
+// as the Rust library compiles the escaped string, an empty regex: it
+// matches between every two characters.
 func compilePattern(p *patternJSON, path string) (func(string) []span, error) {
 	switch {
 	case p == nil || (p.String == nil) == (p.Regex == nil):
 		return nil, &FieldError{Field: path, Reason: `one of {"String": ...} or {"Regex": ...} is expected`}
-	case p.String != nil:
+	case p.String != nil && *p.String != "":
 		lit := *p.String
 		return func(s string) []span { return literalSpans(lit, s) }, nil
 	}
-	re, err := regexp2.Compile(*p.Regex, regexp2.None)
+	src, field := "", path+".String"
+	if p.Regex != nil {
+		src, field = *p.Regex, path+".Regex"
+	}
+	re, err := regexp2.Compile(src, regexp2.None)
 	if err != nil {
-		return nil, &FieldError{Field: path + ".Regex", Value: fmt.Sprintf("%q", *p.Regex), Reason: "does not compile: " + err.Error()}
+		return nil, &FieldError{Field: field, Value: fmt.Sprintf("%q", src), Reason: "does not compile: " + err.Error()}
 	}
 	return func(s string) []span { return regexSpans(re, s) }, nil
 }
@@ -437,8 +443,6 @@ type byteLevelPre struct {
 // gpt2Split is GPT-2's pattern, ByteLevel's split when use_regex is true.
 const gpt2Split = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 
-var gpt2Regexp = regexp2.MustCompile(gpt2Split, regexp2.None)
-
 func newByteLevelPre(obj json.RawMessage, path string) (preTokenizer, error) {
 	var c struct {
 		AddPrefixSpace *bool `json:"add_prefix_space"`
@@ -452,7 +456,11 @@ func newByteLevelPre(obj json.RawMessage, path string) (preTokenizer, error) {
 	}
 	b := byteLevelPre{addPrefixSpace: *c.AddPrefixSpace}
 	if c.UseRegex == nil || *c.UseRegex {
-		b.re = gpt2Regexp
+		re, err := regexp2.Compile(gpt2Split, regexp2.None)
+		if err != nil {
+			return nil, &FieldError{Field: path + ".use_regex", Reason: "GPT-2's pattern does not compile: " + err.Error()}
+		}
+		b.re = re
 	}
 	return b, nil
 }

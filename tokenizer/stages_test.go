@@ -299,3 +299,19 @@ func TestUnicodeFormsAsRust(t *testing.T) {
 		t.Errorf("StripAccents kept %+q; a mark new since 9.0 (U+1AC1) stays, U+0301 goes", got)
 	}
 }
+
+// An empty String pattern is the Rust library's empty regex: a match at
+// every character boundary.
+func TestEmptyStringPattern(t *testing.T) {
+	r, err := buildNormalizer(json.RawMessage(`{"type":"Replace","pattern":{"String":""},"content":"-"}`), "normalizer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.normalize("ab"); got != "-a-b-" {
+		t.Errorf("got %q, want -a-b-", got)
+	}
+	p := mustPre(t, `{"type":"Split","pattern":{"String":""},"behavior":"Isolated","invert":false}`)
+	if got := preTokenizeText(p, "héé"); !reflect.DeepEqual(got, []string{"h", "é", "é"}) {
+		t.Errorf("got %q", got)
+	}
+}
