@@ -315,3 +315,25 @@ func TestEmptyStringPattern(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// The Rust library's whitespace.rs, digits.rs and punctuation.rs tests.
+func TestSimplePreTokenizersAsRust(t *testing.T) {
+	cases := []struct {
+		stage, in string
+		want      []string
+	}{
+		{`{"type":"Whitespace"}`, "Hey man!", []string{"Hey", "man", "!"}},
+		{`{"type":"Whitespace"}`, "How are you doing?", []string{"How", "are", "you", "doing", "?"}},
+		{`{"type":"Whitespace"}`, "\n", []string{}},
+		{`{"type":"WhitespaceSplit"}`, "Hey man!", []string{"Hey", "man!"}},
+		{`{"type":"WhitespaceSplit"}`, "Hey, man, Good?", []string{"Hey,", "man,", "Good?"}},
+		{`{"type":"Digits","individual_digits":false}`, "Hey 123 friend!", []string{"Hey ", "123", " friend!"}},
+		{`{"type":"Digits","individual_digits":true}`, "Hey 123 friend!", []string{"Hey ", "1", "2", "3", " friend!"}},
+		{`{"type":"Punctuation"}`, "Hey friend!     How are you?!?", []string{"Hey friend", "!", "     How are you", "?", "!", "?"}},
+	}
+	for _, c := range cases {
+		if got := preTokenizeText(mustPre(t, c.stage), c.in); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s on %q: got %q, want %q", c.stage, c.in, got, c.want)
+		}
+	}
+}
