@@ -228,20 +228,22 @@ func (m metaspaceDecoder) decodeChain(tokens []string) []string {
 
 // byteFallbackDecoder turns runs of "<0xNN>" tokens into the text of
 // their bytes; a run that is not valid UTF-8 gives one U+FFFD per byte
-// token (the Rust library's rule: transformers.js gives one per maximal
-// invalid subpart; the Rust library wins).
-type byteFallbackDecoder struct{}
+// token (the Rust library's rule), or, lossy (the streaming Decoder's),
+// one per maximal invalid subpart as transformers.js's TextDecoder gives
+// (the engines' streamed text), which keeps a run's text stable as bytes
+// are added.
+type byteFallbackDecoder struct{ lossy bool }
 
-func (byteFallbackDecoder) decodeChain(tokens []string) []string {
+func (d byteFallbackDecoder) decodeChain(tokens []string) []string {
 	out := make([]string, 0, len(tokens))
 	var run []byte
 	flush := func() {
-		if len(run) == 0 {
+		switch {
+		case len(run) == 0:
 			return
-		}
-		if utf8.Valid(run) {
-			out = append(out, string(run))
-		} else {
+		case utf8.Valid(run) || d.lossy:
+			out = append(out, lossyUTF8(run))
+		default:
 			for range run {
 				out = append(out, "\uFFFD")
 			}
@@ -447,19 +449,18 @@ func (s sequenceDecoder) decodeChain(tokens []string) []string {
 	return tokens
 }
 
-// hasByteFallback says whether a ByteFallback step is in the chain: the
-// streaming Decoder then holds a trailing byte token back, as a run of
-// them decodes as a whole.
-func hasByteFallback(d decoderStep) bool {
+// streamingChain is d with ByteFallback lossy: the chain the streaming
+// Decoder decodes with.
+func streamingChain(d decoderStep) decoderStep {
 	switch d := d.(type) {
 	case byteFallbackDecoder:
-		return true
+		return byteFallbackDecoder{lossy: true}
 	case sequenceDecoder:
-		for _, m := range d {
-			if hasByteFallback(m) {
-				return true
-			}
+		seq := make(sequenceDecoder, len(d))
+		for i, m := range d {
+			seq[i] = streamingChain(m)
 		}
+		return seq
 	}
-	return false
+	return d
 }
