@@ -47,6 +47,12 @@ func (d *detokenizer) decode(toks []string) string {
 // it: vLLM's initial incremental detokenization offset.
 const contextTokens = 5
 
+// maxHeld is how many tokens text ending in U+FFFD is held back for: a
+// character has at most 4 bytes, so text held longer is invalid bytes
+// (or U+FFFD tokens), not a character in progress; holding it for ever
+// would make each token's decoding slower.
+const maxHeld = 8
+
 // Decoder turns a stream of generated token ids into text incrementally,
 // in the context of the prompt's last tokens, as vLLM's incremental
 // detokenizer does (prefix and read offsets into a short window of
@@ -56,14 +62,14 @@ const contextTokens = 5
 // ("The capital of France is" continues as " Paris"), and the text is
 // decode(prompt + output) minus decode(prompt), the text the engines
 // return. Text ending in an incomplete character is held back until the
-// next tokens complete it.
+// next tokens complete it (for at most maxHeld tokens).
 //
 // Tokens are taken one at a time whatever the split of ids between Next
 // calls, so the concatenation of every Next and the final Flush is the
 // same for any split. A character cut by the end of the stream comes out
 // at Flush as one U+FFFD. With ByteFallback, a run of byte tokens that is
-// not valid UTF-8 is decoded as transformers.js and the engines' streams
-// give it (its valid characters, one U+FFFD per invalid part), not as
+// not valid UTF-8 is decoded as transformers.js gives it (its valid
+// characters, one U+FFFD per invalid part), not as
 // Decode does (one U+FFFD per byte token of the run, the Rust library's
 // rule): text already streamed cannot be taken back.
 //
@@ -141,13 +147,17 @@ func (d *Decoder) step(id uint32) string {
 	d.toks = append(d.toks, tok)
 	context := d.d.decode(d.toks[d.prefix:d.read])
 	text := d.d.decode(d.toks[d.prefix:])
-	if len(text) <= len(context) || strings.HasSuffix(text, "\uFFFD") {
+	if len(d.toks)-d.read <= maxHeld && (len(text) <= len(context) || strings.HasSuffix(text, "\uFFFD")) {
 		return ""
+	}
+	var out string
+	if len(text) > len(context) {
+		out = after(text, context)
 	}
 	// The tokens just read become the next token's context.
 	d.toks = d.toks[d.read:]
 	d.prefix, d.read = 0, len(d.toks)
-	return after(text, context)
+	return out
 }
 
 // Flush returns the text held back (a character cut by the end of the

@@ -350,8 +350,14 @@ func FuzzDecode(f *testing.F) {
 	f.Add(idBytes([]uint32{3 + 0xF0, 3 + 0x9F, 29871, 3 + 0x41, 1 << 31}), []byte{}, uint64(1), uint8(0))
 	f.Add(idBytes([]uint32{128000, 9468, 234, 1, 2, 3}), idBytes([]uint32{128001, 220}), uint64(2), uint8(1))
 	f.Add(idBytes([]uint32{9468, 234, 262143, 0, 151645}), []byte{0xff}, uint64(9), uint8(2))
+	// A byte-level file and a SentencePiece-style one (ByteFallback,
+	// Strip), loaded before fuzzing: the bigger files take seconds to read.
+	fams := []string{"llama3", "llama2"}
+	for _, fam := range fams {
+		family(f, fam)
+	}
 	f.Fuzz(func(t *testing.T, out, tail []byte, seed uint64, which uint8) {
-		tk := family(t, familyNames[int(which)%len(familyNames)])
+		tk := family(t, fams[int(which)%len(fams)])
 		ids, prompt := bytesIDs(out), bytesIDs(tail)
 		_, _ = tk.Decode(append(prompt, ids...), false)
 		whole := stream(tk, prompt, ids, func() int { return len(ids) })
