@@ -297,6 +297,8 @@ func TestDecoders(t *testing.T) {
 		{`{"type":"ByteFallback"}`, []string{"My", "<0xE5>", "<0x8f>", "<0xab>", "a"}, "My叫a"},
 		{`{"type":"ByteFallback"}`, []string{"<0x41>", "<0xE5>", "<0x+F>", "<0xZZ>"}, "\uFFFD\uFFFD\uFFFD<0xZZ>"},
 		{`{"type":"Fuse"}`, []string{"Hey", " friend"}, "Hey friend"},
+		{`{"type":"Strip","content":"H","start":1,"stop":0}`, []string{"Hey", " friend!", "HHH"}, "ey friend!HH"},
+		{`{"type":"Strip","content":"y","start":0,"stop":1}`, []string{"Hey", " friend!"}, "He friend!"},
 		{`{"type":"Strip","content":"H","start":1,"stop":1}`, []string{"Hey", "HH", "H", "aHH"}, "ey" + "" + "" + "aH"},
 		{`{"type":"Replace","pattern":{"String":"▁"},"content":" "}`, []string{"▁a▁", "b"}, " a b"},
 		{`{"type":"Replace","pattern":{"Regex":"\\s+"},"content":"$1"}`, []string{"a  b\tc"}, "a$1b$1c"},
@@ -391,4 +393,20 @@ func bytesIDs(b []byte) []uint32 {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// TestDecodeWithoutDecoder: a file with no decoder joins the tokens with
+// spaces, as the Rust library does; skipped special tokens leave no gap.
+func TestDecodeWithoutDecoder(t *testing.T) {
+	tk := withDetok(t, map[string]uint32{"a": 0, "b": 1, "<s>": 2}, map[uint32]bool{2: true}, json.RawMessage("null"))
+	if got, err := tk.Decode([]uint32{2, 0, 1}, true); err != nil || got != "a b" {
+		t.Fatalf("Decode = %q, %v; want %q", got, err, "a b")
+	}
+	if got, _ := tk.Decode([]uint32{2, 0, 1}, false); got != "<s> a b" {
+		t.Fatalf("Decode = %q, want %q", got, "<s> a b")
+	}
+	d := tk.NewDecoder(true, []uint32{2, 0})
+	if got := d.Next([]uint32{1, 0}) + d.Flush(); got != " b a" {
+		t.Fatalf("stream after a = %q, want %q", got, " b a")
+	}
 }
