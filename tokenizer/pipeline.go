@@ -16,7 +16,7 @@ type Tokenizer struct {
 type detokenizer struct {
 	tokens  []string        // id → token, added tokens included; "" where no token has the id
 	special map[uint32]bool // the ids of added tokens marked special
-	dec     decoderStep     // nil: the tokens concatenated
+	dec     decoderStep     // nil: the tokens joined with " ", as the Rust library does
 }
 
 // The pipeline's stages: one small type per JSON "type", behind its
