@@ -2,13 +2,9 @@ package endpoint
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 
-	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -52,29 +48,4 @@ func chatMessages(p *workerv1.Messages, engine sdk.Generator) ([]*workerv1.Messa
 		return nil, errNoChatTemplate
 	}
 	return msgs, nil
-}
-
-// contextLengthError is the INVALID_ARGUMENT for a prompt of promptLen
-// tokens, with maxTokens to generate, over a model of maxLen; field is
-// the field at fault (the prompt's, or stopping.max_tokens), named first
-// in the message.
-func contextLengthError(field string, maxLen, promptLen, maxTokens uint32) error {
-	var msg string
-	if field == "stopping.max_tokens" {
-		msg = fmt.Sprintf("%s: %d plus the prompt's %d tokens exceeds the model's maximum length %d", field, maxTokens, promptLen, maxLen)
-	} else {
-		msg = fmt.Sprintf("%s: %d tokens, but the model's maximum length is %d", field, promptLen, maxLen)
-	}
-	st, err := status.New(codes.InvalidArgument, msg).WithDetails(&errdetails.ErrorInfo{
-		Reason: workerapi.ReasonContextLength, Domain: workerapi.ErrorDomain,
-		Metadata: map[string]string{
-			workerapi.MetaMaxModelLen:  strconv.FormatUint(uint64(maxLen), 10),
-			workerapi.MetaPromptTokens: strconv.FormatUint(uint64(promptLen), 10),
-			workerapi.MetaMaxTokens:    strconv.FormatUint(uint64(maxTokens), 10),
-		},
-	})
-	if err != nil {
-		return status.Error(codes.InvalidArgument, msg)
-	}
-	return st.Err()
 }

@@ -267,9 +267,9 @@ func validate(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator)
 			return nil, nil, status.Errorf(codes.InvalidArgument, "stopping.max_tokens: %d exceeds the model's maximum length %d", mt, max)
 		case ids == nil:
 		case promptLen >= max:
-			return nil, nil, contextLengthError("prompt.token_ids", max, promptLen, mt)
+			return nil, nil, workerapi.ContextLengthError("prompt.token_ids", max, promptLen, mt)
 		case mt > max-promptLen:
-			return nil, nil, contextLengthError("stopping.max_tokens", max, promptLen, mt)
+			return nil, nil, workerapi.ContextLengthError("stopping.max_tokens", max, promptLen, mt)
 		}
 	}
 	if st := req.GetStopping(); st.GetMaxTokens() > 0 && st.GetMinTokens() > st.GetMaxTokens() {

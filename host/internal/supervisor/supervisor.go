@@ -193,9 +193,10 @@ type Config struct {
 	// --metrics-listen). Nil: none.
 	Observer Observer
 	// Tokenizer, when set, is called once the engine first serves, with
-	// what it reported (its model path, for one), on a goroutine of its own:
-	// a stop or a loss meanwhile is acted on at once, while the worker
-	// registers and the endpoint admits requests only after it returns. It
+	// what it reported (its model path, for one), on a goroutine of its own,
+	// while the lifecycle is Preparing: a stop or a loss meanwhile is acted
+	// on at once, while the worker registers and the endpoint admits
+	// requests only after it returns. It
 	// gives the endpoint the model's tokenizer, if it has one, and reports
 	// whether it did (the worker then takes text prompts whatever its engine
 	// takes) and whether a chat template came with it (the worker takes chat

@@ -14,15 +14,12 @@ package textgen
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/vigilhq/vigil/host/internal/stopstring"
 	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -132,9 +129,9 @@ func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []ui
 	if e.maxLen > 0 {
 		switch {
 		case promptLen >= e.maxLen:
-			return sdk.Result{}, ContextLengthError(field, e.maxLen, promptLen, req.MaxTokens)
+			return sdk.Result{}, workerapi.ContextLengthError(field, e.maxLen, promptLen, req.MaxTokens)
 		case req.MaxTokens > e.maxLen-promptLen:
-			return sdk.Result{}, ContextLengthError("stopping.max_tokens", e.maxLen, promptLen, req.MaxTokens)
+			return sdk.Result{}, workerapi.ContextLengthError("stopping.max_tokens", e.maxLen, promptLen, req.MaxTokens)
 		case req.MaxTokens == 0:
 			// The default is the rest of the model's context, as
 			// OpenAI's and vLLM's, not the engine's (vLLM's is 20
@@ -226,30 +223,4 @@ func (d *detokenizer) flush() (string, bool) {
 	}
 	d.stopped = stopped
 	return text, stopped
-}
-
-// ContextLengthError is the INVALID_ARGUMENT for a prompt of promptLen
-// tokens, with maxTokens to generate, over a model of maxLen; field is
-// the field at fault (the prompt's, or stopping.max_tokens), named first
-// in the message, and a workerapi.ReasonContextLength ErrorInfo carries
-// the numbers.
-func ContextLengthError(field string, maxLen, promptLen, maxTokens uint32) error {
-	var msg string
-	if field == "stopping.max_tokens" {
-		msg = fmt.Sprintf("%s: %d plus the prompt's %d tokens exceeds the model's maximum length %d", field, maxTokens, promptLen, maxLen)
-	} else {
-		msg = fmt.Sprintf("%s: %d tokens, but the model's maximum length is %d", field, promptLen, maxLen)
-	}
-	st, err := status.New(codes.InvalidArgument, msg).WithDetails(&errdetails.ErrorInfo{
-		Reason: workerapi.ReasonContextLength, Domain: workerapi.ErrorDomain,
-		Metadata: map[string]string{
-			workerapi.MetaMaxModelLen:  strconv.FormatUint(uint64(maxLen), 10),
-			workerapi.MetaPromptTokens: strconv.FormatUint(uint64(promptLen), 10),
-			workerapi.MetaMaxTokens:    strconv.FormatUint(uint64(maxTokens), 10),
-		},
-	})
-	if err != nil {
-		return status.Error(codes.InvalidArgument, msg)
-	}
-	return st.Err()
 }
