@@ -258,9 +258,11 @@ func validate(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator)
 		return nil, nil, err
 	}
 	promptLen := uint32(len(ids))
+	_, counts := engine.(Prompts) // it checks the lengths of the prompts it encodes, with the numbers
 	if max := w.MaxModelLen; max > 0 {
 		mt := req.GetStopping().GetMaxTokens()
 		switch {
+		case ids == nil && counts:
 		case ids == nil && mt > max:
 			// A text or chat prompt's length only the engine knows: no
 			// numbers to give but these.

@@ -87,6 +87,10 @@ func TestGenerateTailStopAndLimits(t *testing.T) {
 	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "prompt.text: 10 tokens") {
 		t.Errorf("long prompt: %v, want InvalidArgument naming prompt.text and its 10 tokens", err)
 	}
+	_, err = g.Generate(t.Context(), sdk.GenerateRequest{Text: "hi", MaxTokens: 20}, func(sdk.Chunk) error { return nil })
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "stopping.max_tokens: 20 plus the prompt's 3 tokens") {
+		t.Errorf("max_tokens over the model: %v, want InvalidArgument naming stopping.max_tokens with the numbers", err)
+	}
 	if _, err := g.GenerateChat(t.Context(), nil, sdk.GenerateRequest{}, nil); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("chat without a template: %v, want InvalidArgument", err)
 	}
