@@ -30,12 +30,16 @@ type reference struct {
 		EOS     *uint32 `json:"eos_token_id"`
 		Rebuild bool    `json:"rebuilds_post_processor"`
 	} `json:"config"`
-	// Texts[i] is inputs.json's Texts[i]; a nil ids_special is ids, a nil
-	// decoding is the text.
+	// Texts[i] is inputs.json's Texts[i]; ids_special is special_prefix
+	// + ids + special_suffix when those are given, ids when none of the
+	// three is; a nil decoding is the text.
 	Texts []struct {
 		Name               string   `json:"name"`
+		Long               bool     `json:"long"` // only decoded is recorded
 		IDs                []uint32 `json:"ids"`
 		IDsSpecial         []uint32 `json:"ids_special"`
+		SpecialPrefix      []uint32 `json:"special_prefix"`
+		SpecialSuffix      []uint32 `json:"special_suffix"`
 		Decoded            *string  `json:"decoded"`
 		DecodedSpecial     *string  `json:"decoded_special"`
 		DecodedSkipSpecial *string  `json:"decoded_skip_special"`
@@ -113,7 +117,7 @@ func checkFamily(t *testing.T, dir string, in *inputs) {
 		text := in.Texts[i].Text
 		want := c.IDsSpecial
 		if want == nil {
-			want = c.IDs
+			want = slices.Concat(c.SpecialPrefix, c.IDs, c.SpecialSuffix)
 		}
 		if ref.Config.Rebuild {
 			want = configured(t, &ref, c.IDs)
@@ -121,6 +125,9 @@ func checkFamily(t *testing.T, dir string, in *inputs) {
 		checkEncode(t, tok, c.Name, text, false, c.IDs)
 		checkEncode(t, tok, c.Name, text, true, want)
 		checkDecode(t, tok, c.Name, c.IDs, false, orText(c.Decoded, text))
+		if c.Long {
+			continue
+		}
 		checkDecode(t, tok, c.Name, want, false, orText(c.DecodedSpecial, text))
 		checkDecode(t, tok, c.Name, want, true, orText(c.DecodedSkipSpecial, text))
 	}
