@@ -1,0 +1,175 @@
+package tokenizer
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ardanlabs/jinja"
+)
+
+type filterFunc = func(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error)
+
+// vigilFilters are the filters vigil renders itself, as transformers'
+// environment does: tojson is transformers' json.dumps(ensure_ascii=False)
+// (the library's escapes <>& and sorts keys with indent), trim is
+// Python's str.strip (the library keeps U+001C-U+001F), and format and
+// truncate are jinja2's, which the library lacks.
+var vigilFilters = map[string]filterFunc{
+	"tojson":   filterToJSON,
+	"trim":     filterTrim,
+	"format":   filterFormat,
+	"truncate": filterTruncate,
+}
+
+// vigilFilterValues are vigilFilters as render data.
+var vigilFilterValues = func() map[string]jinja.Value {
+	m := make(map[string]jinja.Value, len(vigilFilters))
+	for name, fn := range vigilFilters {
+		m[vigilFilterPrefix+name] = jinja.NewCallable(name, fn)
+	}
+	return m
+}()
+
+// arg returns the i-th positional argument or the keyword argument name,
+// and whether either was given (None counts as not given).
+func arg(args []jinja.Value, kwargs map[string]jinja.Value, i int, name string) (jinja.Value, bool) {
+	if v, ok := kwargs[name]; ok {
+		return v, !v.IsNone()
+	}
+	if i < len(args) {
+		return args[i], !args[i].IsNone()
+	}
+	return jinja.None(), false
+}
+
+// pyWhitespace is what Python's str.strip() removes.
+func pyWhitespace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', 0x1c, 0x1d, 0x1e, 0x1f, ' ', 0x85, 0xa0, 0x1680,
+		0x2028, 0x2029, 0x202f, 0x205f, 0x3000:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200a
+}
+
+func filterTrim(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	s, err := pyStr(args[0])
+	if err != nil {
+		return jinja.Value{}, fmt.Errorf("trim: %w", err)
+	}
+	if chars, ok := arg(args, kwargs, 1, "chars"); ok {
+		if !chars.IsString() {
+			return jinja.Value{}, fmt.Errorf("trim: chars must be a string")
+		}
+		return jinja.NewString(strings.Trim(s, chars.AsString())), nil
+	}
+	return jinja.NewString(strings.TrimFunc(s, pyWhitespace)), nil
+}
+
+// filterTruncate is jinja2's do_truncate with the default leeway 5.
+func filterTruncate(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	s, err := pyStr(args[0])
+	if err != nil {
+		return jinja.Value{}, fmt.Errorf("truncate: %w", err)
+	}
+	length, leeway, end := 255, 5, "..."
+	killwords := false
+	if v, ok := arg(args, kwargs, 1, "length"); ok {
+		if !v.IsInt() {
+			return jinja.Value{}, fmt.Errorf("truncate: length must be an integer")
+		}
+		length = int(v.AsInt())
+	}
+	if v, ok := arg(args, kwargs, 2, "killwords"); ok {
+		killwords = v.IsTruthy()
+	}
+	if v, ok := arg(args, kwargs, 3, "end"); ok {
+		if !v.IsString() {
+			return jinja.Value{}, fmt.Errorf("truncate: end must be a string")
+		}
+		end = v.AsString()
+	}
+	if v, ok := arg(args, kwargs, 4, "leeway"); ok {
+		if !v.IsInt() || v.AsInt() < 0 {
+			return jinja.Value{}, fmt.Errorf("truncate: expected leeway >= 0")
+		}
+		leeway = int(v.AsInt())
+	}
+	r := []rune(s)
+	if length < utf8.RuneCountInString(end) {
+		return jinja.Value{}, fmt.Errorf("truncate: expected length >= %d, got %d", utf8.RuneCountInString(end), length)
+	}
+	if len(r) <= length+leeway {
+		return jinja.NewString(s), nil
+	}
+	head := string(r[:length-utf8.RuneCountInString(end)])
+	if !killwords {
+		if i := strings.LastIndexByte(head, ' '); i >= 0 {
+			head = head[:i]
+		}
+	}
+	return jinja.NewString(head + end), nil
+}
+
+// pyStr is Python's str() of a scalar; containers and undefined values
+// are refused (their Python text is not what the library prints).
+func pyStr(v jinja.Value) (string, error) {
+	switch {
+	case v.IsString():
+		return v.AsString(), nil
+	case v.IsUndefined():
+		return "", nil // jinja2.Undefined prints as ""
+	case v.IsNone():
+		return "None", nil
+	case v.IsBool():
+		if v.AsBool() {
+			return "True", nil
+		}
+		return "False", nil
+	case v.IsInt():
+		return strconv.FormatInt(v.AsInt(), 10), nil
+	case v.IsFloat():
+		return pyFloat(v.AsFloat()), nil
+	}
+	return "", fmt.Errorf("a %s value is not supported here", kindName(v))
+}
+
+func kindName(v jinja.Value) string {
+	switch {
+	case v.IsList():
+		return "list"
+	case v.IsDict():
+		return "dict"
+	}
+	return "callable"
+}
+
+// pyFloat is Python's repr of a float.
+func pyFloat(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±XX
+	mant, exp, _ := strings.Cut(e, "e")
+	x, _ := strconv.Atoi(exp)
+	if x < -4 || x >= 16 {
+		sign := "+"
+		if x < 0 {
+			sign, x = "-", -x
+		}
+		return fmt.Sprintf("%se%s%02d", mant, sign, x)
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.ContainsAny(s, ".") {
+		s += ".0"
+	}
+	return s
+}
