@@ -38,8 +38,9 @@ func (t *Tokenizer) RenderChat(msgs []Message, addGenerationPrompt bool) (string
 		d.AsDict().Set("content", jinja.NewString(m.Content))
 		list[i] = d
 	}
-	vars := make(map[string]jinja.Value, len(t.templateVars)+len(vigilFilterValues)+4)
+	vars := make(map[string]jinja.Value, len(t.templateVars)+len(vigilFilterValues)+len(vigilFuncValues)+4)
 	maps.Copy(vars, vigilFilterValues)
+	maps.Copy(vars, vigilFuncValues)
 	for k, v := range t.templateVars {
 		vars[k] = jinja.FromGoValue(v)
 	}

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unsafe"
 
 	"github.com/ardanlabs/jinja"
 )
@@ -101,16 +100,49 @@ func (u *templateUse) node(v reflect.Value) {
 		}
 	case "attrExpr":
 		u.methods[v.FieldByName("attr").String()] = true
-	case "binExpr":
-		if v.FieldByName("op").String() == "%" && isStringLiteral(v.FieldByName("left")) {
-			u.refused = append(u.refused, `string formatting with "%" (use the format filter)`)
+		u.wrap(v, "obj", fnDefined)
+	case "itemExpr", "sliceExpr":
+		u.wrap(v, "obj", fnDefined)
+	case "unaryExpr":
+		if v.FieldByName("op").String() != "not" {
+			u.wrap(v, "operand", fnDefined)
 		}
+	case "binExpr":
+		u.binary(v)
+	case "forNode":
+		u.wrap(v, "iter", fnIterable)
+	case "outputNode":
+		u.wrap(v, "expression", fnPrint)
 	case "callExpr":
 		if m := calledMethod(v.FieldByName("fn")); inexactMethods[m] {
 			u.refused = append(u.refused, fmt.Sprintf("the string method .%s()", m))
 		}
 	case "filterBlockNode":
 		u.refused = append(u.refused, "a {% filter %} block")
+	}
+}
+
+// arithmetic are the operators that raise on an undefined operand.
+var arithmetic = map[string]bool{"+": true, "-": true, "*": true, "/": true, "//": true, "%": true, "**": true,
+	"<": true, ">": true, "<=": true, ">=": true}
+
+func (u *templateUse) binary(v reflect.Value) {
+	op := v.FieldByName("op").String()
+	switch {
+	case op == "%" && isStringLiteral(v.FieldByName("left")):
+		u.refused = append(u.refused, `string formatting with "%" (use the format filter)`)
+	case arithmetic[op]:
+		u.wrap(v, "left", fnDefined)
+		u.wrap(v, "right", fnDefined)
+	case op == "~":
+		u.wrap(v, "left", fnPrint)
+		u.wrap(v, "right", fnPrint)
+	}
+}
+
+func (u *templateUse) wrap(v reflect.Value, field, fn string) {
+	if err := wrap(v.FieldByName(field), fn); err != nil {
+		u.refused = append(u.refused, fmt.Sprintf("an expression vigil cannot check (%v)", err))
 	}
 }
 
@@ -163,9 +195,4 @@ func isStringLiteral(e reflect.Value) bool {
 		return false
 	}
 	return e.Elem().FieldByName("val").FieldByName("kind").Int() == int64(jinja.KindString)
-}
-
-// setString sets an unexported string field of the parsed template.
-func setString(f reflect.Value, s string) {
-	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().SetString(s)
 }
