@@ -117,6 +117,10 @@ func (u *templateUse) node(v reflect.Value) {
 		if m := calledMethod(v.FieldByName("fn")); inexactMethods[m] {
 			u.refused = append(u.refused, fmt.Sprintf("the string method .%s()", m))
 		}
+		// The library's dict() loses the keyword arguments' order.
+		if describe(v.FieldByName("fn")) == "'dict'" && v.FieldByName("kwargs").Len() > 1 {
+			u.refused = append(u.refused, "dict() with more than one keyword argument (use a {...} literal)")
+		}
 	case "filterBlockNode":
 		u.refused = append(u.refused, "a {% filter %} block")
 	}

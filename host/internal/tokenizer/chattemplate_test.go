@@ -67,6 +67,8 @@ var jinjaCases = []jinjaCase{
 	{tmpl: "{{ messages[0].content.title() }}", loadErr: "the string method .title()"},
 	{tmpl: "{{ messages | map('upper') }}", loadErr: "the map filter without attribute="},
 	{tmpl: "{% filter upper %}x{% endfilter %}", loadErr: "{% filter %} block"},
+	{tmpl: "{{ dict(b=1, a=2) }}", loadErr: "dict() with more than one keyword argument"},
+	{tmpl: "{{ dict(b=1) }}", want: "{'b': 1}"},
 }
 
 func TestChatTemplateMatchesPythonJinja(t *testing.T) {
