@@ -48,11 +48,22 @@ func (t *Tokenizer) RenderChat(msgs []Message, addGenerationPrompt bool) (string
 	vars["add_generation_prompt"] = jinja.NewBool(addGenerationPrompt)
 	vars["tools"] = jinja.None()
 	vars["documents"] = jinja.None()
-	out, err := t.template.RenderValues(vars)
+	out, err := render(t.template, vars)
 	if err != nil {
 		return "", fmt.Errorf("tokenizer: chat template: %w", err)
 	}
 	return out, nil
+}
+
+// render renders tmpl, turning a panic of the library (its rejectattr
+// with one argument slices out of range) into an error.
+func render(tmpl *jinja.Template, vars map[string]jinja.Value) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("the template engine failed: %v", r)
+		}
+	}()
+	return tmpl.RenderValues(vars)
 }
 
 // compileChat compiles a chat template and checks that vigil renders it

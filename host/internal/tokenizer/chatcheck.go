@@ -14,7 +14,7 @@ import (
 // renders with (ImmutableSandboxedEnvironment, trim_blocks,
 // lstrip_blocks, jinja2.Undefined). Its parsed template is unexported, so
 // vigil reads it by reflection once at load (the version is pinned in
-// go.mod; TestTemplateCheck fails if the shape changes): constructs it
+// go.mod; TestChatTemplateMatchesPythonJinja fails if its shape changes): constructs it
 // renders differently are refused, naming them, and the filters vigil
 // renders itself are renamed to names only vigil's render data holds
 // (the library looks a filter up there when it has no builtin of that
@@ -23,20 +23,19 @@ import (
 // libraryFilters are the library's builtin filters that jinja2 also has
 // and that render as jinja2's do for the values a chat request gives.
 var libraryFilters = []string{
-	"abs", "batch", "count", "d", "default", "dictsort", "e", "escape", "first", "float",
-	"indent", "int", "items", "join", "last", "length", "list", "lower", "max", "min",
-	"reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr",
-	"sort", "string", "sum", "unique", "upper", "wordcount",
+	"batch", "count", "d", "default", "dictsort", "e", "escape", "float",
+	"items", "join", "length", "list", "map", "max", "min",
+	"reject", "rejectattr", "replace", "reverse", "safe", "select", "selectattr",
+	"sort", "sum", "wordcount",
 }
 
-// libraryTests are the library's tests that jinja2 also has. jinja2's
-// divisibleby, escaped, filter and test are missing from the library,
-// which cannot be given tests: templates using them are refused.
-var libraryTests = []string{
+// pyTests are jinja2's tests that vigil renders (chatpy.go's pyTest);
+// escaped, filter and test are refused.
+var pyTests = []string{
 	"defined", "undefined", "none", "boolean", "integer", "float", "number", "string",
 	"mapping", "iterable", "sequence", "callable", "true", "false", "eq", "equalto", "==",
 	"ne", "!=", "gt", "greaterthan", ">", "ge", ">=", "lt", "lessthan", "<", "le", "<=",
-	"in", "odd", "even", "upper", "lower", "sameas",
+	"in", "odd", "even", "divisibleby", "upper", "lower", "sameas",
 }
 
 // vigilFilterPrefix starts the render-data name of a filter vigil
@@ -54,12 +53,17 @@ const jinjaPkg = "github.com/ardanlabs/jinja"
 // checkTemplate walks a compiled template, renames the filters vigil
 // renders itself, and returns an error naming every construct that it
 // cannot render as transformers' jinja2 does.
-func checkTemplate(t *jinja.Template) (*templateUse, error) {
+func checkTemplate(t *jinja.Template) (u *templateUse, err error) {
+	defer func() { // a library of another shape: refuse, never crash
+		if r := recover(); r != nil {
+			u, err = nil, fmt.Errorf("chat template: this build's template engine has an unexpected shape: %v", r)
+		}
+	}()
 	nodes := reflect.ValueOf(t).Elem().FieldByName("nodes")
 	if !nodes.IsValid() || nodes.Kind() != reflect.Slice {
 		return nil, fmt.Errorf("chat template: this build's template engine has an unexpected shape")
 	}
-	u := &templateUse{methods: map[string]bool{}}
+	u = &templateUse{methods: map[string]bool{}}
 	u.visit(nodes)
 	if len(u.refused) > 0 {
 		sort.Strings(u.refused)
@@ -71,9 +75,14 @@ func checkTemplate(t *jinja.Template) (*templateUse, error) {
 
 func (u *templateUse) visit(v reflect.Value) {
 	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
+	case reflect.Pointer:
 		if !v.IsNil() {
 			u.visit(v.Elem())
+		}
+	case reflect.Interface:
+		if !v.IsNil() {
+			u.visit(v.Elem())
+			u.replace(v)
 		}
 	case reflect.Slice:
 		for i := range v.Len() {
@@ -95,7 +104,7 @@ func (u *templateUse) node(v reflect.Value) {
 	case "filterExpr":
 		u.filter(v)
 	case "testExpr":
-		if name := v.FieldByName("name").String(); !slices.Contains(libraryTests, name) {
+		if name := v.FieldByName("name").String(); !slices.Contains(pyTests, name) {
 			u.refused = append(u.refused, fmt.Sprintf("the test %q", name))
 		}
 	case "attrExpr":
@@ -126,21 +135,40 @@ func (u *templateUse) node(v reflect.Value) {
 	}
 }
 
-// arithmetic are the operators that raise on an undefined operand.
-var arithmetic = map[string]bool{"+": true, "-": true, "*": true, "/": true, "//": true, "%": true, "**": true,
-	"<": true, ">": true, "<=": true, ">=": true}
+// pyOps are the binary operators vigil evaluates as Python does.
+var pyOps = map[string]bool{"+": true, "-": true, "*": true, "/": true, "//": true, "%": true, "**": true,
+	"<": true, ">": true, "<=": true, ">=": true, "==": true, "!=": true, "in": true, "not in": true}
 
 func (u *templateUse) binary(v reflect.Value) {
-	op := v.FieldByName("op").String()
-	switch {
-	case op == "%" && isStringLiteral(v.FieldByName("left")):
-		u.refused = append(u.refused, `string formatting with "%" (use the format filter)`)
-	case arithmetic[op]:
-		u.wrap(v, "left", fnDefined)
-		u.wrap(v, "right", fnDefined)
-	case op == "~":
+	if v.FieldByName("op").String() == "~" {
 		u.wrap(v, "left", fnPrint)
 		u.wrap(v, "right", fnPrint)
+	}
+}
+
+// replace puts vigil's operator or test in place of the library's one
+// that the expression interface e holds (its children already checked).
+func (u *templateUse) replace(e reflect.Value) {
+	if e.Elem().Kind() != reflect.Pointer {
+		return
+	}
+	n := e.Elem().Elem()
+	var err error
+	switch n.Type().Name() {
+	case "binExpr":
+		if op := n.FieldByName("op").String(); pyOps[op] {
+			err = replaceWithCall(e, fnBinop, n.FieldByName("left"), n.FieldByName("right"), op)
+		}
+	case "testExpr":
+		neg := map[bool]string{true: "not", false: ""}[n.FieldByName("negated").Bool()]
+		parts := []any{n.FieldByName("expr"), n.FieldByName("name").String(), neg}
+		for i, a := 0, n.FieldByName("args"); i < a.Len(); i++ {
+			parts = append(parts, a.Index(i))
+		}
+		err = replaceWithCall(e, fnTest, parts...)
+	}
+	if err != nil {
+		u.refused = append(u.refused, fmt.Sprintf("an expression vigil cannot check (%v)", err))
 	}
 }
 
@@ -187,16 +215,4 @@ func calledMethod(fn reflect.Value) string {
 		return ""
 	}
 	return fn.Elem().FieldByName("attr").String()
-}
-
-// isStringLiteral reports whether an expression (an interface holding
-// a *litExpr) is a string literal.
-func isStringLiteral(e reflect.Value) bool {
-	if e.Kind() == reflect.Interface && !e.IsNil() {
-		e = e.Elem()
-	}
-	if e.Kind() != reflect.Pointer || e.IsNil() || e.Elem().Type().Name() != "litExpr" {
-		return false
-	}
-	return e.Elem().FieldByName("val").FieldByName("kind").Int() == int64(jinja.KindString)
 }

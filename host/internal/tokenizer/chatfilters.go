@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 )
 
 type filterFunc = func(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error)
@@ -22,6 +24,13 @@ var vigilFilters = map[string]filterFunc{
 	"trim":     filterTrim,
 	"format":   filterFormat,
 	"truncate": filterTruncate,
+	"first":    filterFirst,
+	"last":     filterLast,
+	"abs":      filterAbs,
+	"string":   filterString,
+	"upper":    filterUpper,
+	"lower":    filterLower,
+	"round":    filterRound,
 }
 
 // vigilFilterValues are vigilFilters as render data.
@@ -172,4 +181,103 @@ func pyFloat(f float64) string {
 		s += ".0"
 	}
 	return s
+}
+
+func filterFirst(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	items, err := pyItems(args[0])
+	if err != nil || len(items) == 0 {
+		return jinja.Undefined(), err
+	}
+	return items[0], nil
+}
+
+func filterLast(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	items, err := pyItems(args[0])
+	if err != nil || len(items) == 0 {
+		return jinja.Undefined(), err
+	}
+	return items[len(items)-1], nil
+}
+
+// pyItems is what iterating a value gives in Python: a list's items, a
+// dict's keys, a string's characters.
+func pyItems(v jinja.Value) ([]jinja.Value, error) {
+	switch {
+	case v.IsUndefined():
+		return nil, nil
+	case v.IsList():
+		return v.AsList().Items, nil
+	case v.IsDict():
+		var keys []jinja.Value
+		for _, k := range v.AsDict().Keys {
+			keys = append(keys, jinja.NewString(k))
+		}
+		return keys, nil
+	case v.IsString():
+		var chars []jinja.Value
+		for _, r := range v.AsString() {
+			chars = append(chars, jinja.NewString(string(r)))
+		}
+		return chars, nil
+	}
+	return nil, fmt.Errorf("'%s' object is not iterable", pyTypeName(v))
+}
+
+func filterAbs(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	v := args[0]
+	switch {
+	case v.IsFloat():
+		return jinja.NewFloat(math.Abs(v.AsFloat())), nil
+	case isNum(v):
+		return jinja.NewInt(max(asInt(v), -asInt(v))), nil
+	}
+	return jinja.Value{}, fmt.Errorf("abs: bad operand type %s", pyTypeName(v))
+}
+
+func filterString(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	s, err := pyRepr(args[0])
+	return jinja.NewString(s), err
+}
+
+// Python's str.upper and str.lower map ß to SS and the like.
+func filterUpper(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	s, err := pyStr(args[0])
+	return jinja.NewString(cases.Upper(language.Und).String(s)), err
+}
+
+func filterLower(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	s, err := pyStr(args[0])
+	return jinja.NewString(cases.Lower(language.Und).String(s)), err
+}
+
+// filterRound is jinja2's round(value, precision=0, method="common"):
+// Python's round (half to even on the binary value) for common.
+func filterRound(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	if !isNum(args[0]) {
+		return jinja.Value{}, fmt.Errorf("round: a number is required, not %s", pyTypeName(args[0]))
+	}
+	prec := 0
+	if v, ok := arg(args, kwargs, 1, "precision"); ok && v.IsInt() {
+		prec = int(v.AsInt())
+	}
+	method := "common"
+	if v, ok := arg(args, kwargs, 2, "method"); ok && v.IsString() {
+		method = v.AsString()
+	}
+	if method == "common" && !args[0].IsFloat() {
+		return jinja.NewInt(asInt(args[0])), nil // round(int, n) stays an int
+	}
+	p := math.Pow(10, float64(prec))
+	x := asFloat(args[0]) * p
+	switch method {
+	case "common":
+		x = math.RoundToEven(x)
+	case "floor":
+		x = math.Floor(x)
+	case "ceil":
+		x = math.Ceil(x)
+	default:
+		return jinja.Value{}, fmt.Errorf("round: method must be common, ceil or floor")
+	}
+	return jinja.NewFloat(x / p), nil
 }

@@ -22,12 +22,16 @@ const (
 	fnDefined  = "vigil defined"
 	fnIterable = "vigil iterable"
 	fnPrint    = "vigil print"
+	fnBinop    = "vigil binop"
+	fnTest     = "vigil test"
 )
 
 var vigilFuncValues = map[string]jinja.Value{
 	fnDefined:  jinja.NewCallable(fnDefined, callDefined),
 	fnIterable: jinja.NewCallable(fnIterable, callIterable),
 	fnPrint:    jinja.NewCallable(fnPrint, callPrint),
+	fnBinop:    jinja.NewCallable(fnBinop, callBinop),
+	fnTest:     jinja.NewCallable(fnTest, callTest),
 }
 
 func callDefined(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
@@ -152,14 +156,32 @@ func wrap(field reflect.Value, fn string) error {
 	if field.Kind() != reflect.Interface || field.IsNil() {
 		return nil
 	}
-	probe, err := jinja.Compile(`{{ f(x, ` + strconv.Quote(describe(field)) + `) }}`)
+	return replaceWithCall(field, fn, field, describe(field))
+}
+
+// replaceWithCall sets field to the expression fn(parts...): a part is
+// an expression (an expr interface reflect.Value) or a string literal.
+func replaceWithCall(field reflect.Value, fn string, parts ...any) error {
+	src := make([]string, len(parts))
+	for i, p := range parts {
+		src[i] = "x"
+		if s, ok := p.(string); ok {
+			src[i] = strconv.Quote(s)
+		}
+	}
+	probe, err := jinja.Compile("{{ f(" + strings.Join(src, ", ") + ") }}")
 	if err != nil {
 		return err
 	}
 	call := reflect.ValueOf(probe).Elem().FieldByName("nodes").Index(0).Elem().Elem().FieldByName("expression")
 	c := call.Elem().Elem()
 	setString(c.FieldByName("fn").Elem().Elem().FieldByName("name"), fn)
-	unlock(c.FieldByName("args").Index(0)).Set(unlock(field))
+	args := c.FieldByName("args")
+	for i, p := range parts {
+		if e, ok := p.(reflect.Value); ok {
+			unlock(args.Index(i)).Set(unlock(e))
+		}
+	}
 	unlock(field).Set(unlock(call))
 	return nil
 }
