@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/ardanlabs/jinja"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 )
 
 // ErrNoChatTemplate is returned by RenderChat when neither
@@ -90,13 +92,21 @@ func stripDiffers(r rune) bool { return r >= 0x1c && r <= 0x1f }
 
 func lrstripDiffers(r rune) bool { return pyWhitespace(r) && !strings.ContainsRune(" \t\n\r", r) }
 
+// caseDiffers: the library's str.upper() and str.lower() map one
+// character to one (Python maps ß to SS, ﬁ to FI...).
+func caseDiffers(r rune) bool {
+	s := string(r)
+	return cases.Upper(language.Und).String(s) != strings.ToUpper(s) || cases.Lower(language.Und).String(s) != strings.ToLower(s)
+}
+
 // checkText refuses text holding characters whose stripping or
 // splitting by the template's string methods differs from Python's.
 func (u *templateUse) checkText(what, s string) error {
 	for _, c := range []struct {
 		methods []string
 		differs func(rune) bool
-	}{{[]string{"strip", "split"}, stripDiffers}, {[]string{"lstrip", "rstrip"}, lrstripDiffers}} {
+	}{{[]string{"strip", "split"}, stripDiffers}, {[]string{"lstrip", "rstrip"}, lrstripDiffers},
+		{[]string{"upper", "lower"}, caseDiffers}} {
 		for _, m := range c.methods {
 			if !u.methods[m] {
 				continue

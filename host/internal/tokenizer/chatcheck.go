@@ -13,12 +13,13 @@ import (
 // ardanlabs/jinja is laxer than the Python Jinja that transformers
 // renders with (ImmutableSandboxedEnvironment, trim_blocks,
 // lstrip_blocks, jinja2.Undefined). Its parsed template is unexported, so
-// vigil reads it by reflection once at load (the version is pinned in
-// go.mod; TestChatTemplateMatchesPythonJinja fails if its shape changes): constructs it
-// renders differently are refused, naming them, and the filters vigil
-// renders itself are renamed to names only vigil's render data holds
-// (the library looks a filter up there when it has no builtin of that
-// name).
+// vigil walks it by reflection once at load (the version is pinned in
+// go.mod; TestChatTemplateMatchesPythonJinja fails if its shape
+// changes): constructs it renders differently are refused, naming them;
+// filters vigil renders itself are renamed to names only vigil's render
+// data holds (the library looks a filter up there when it has no builtin
+// of that name); operators, tests, printing and attribute access are
+// wrapped in calls to vigil's functions (chatrewrite.go, chatpy.go).
 
 // libraryFilters are the library's builtin filters that jinja2 also has
 // and that render as jinja2's do for the values a chat request gives.
@@ -123,9 +124,7 @@ func (u *templateUse) node(v reflect.Value) {
 	case "outputNode":
 		u.wrap(v, "expression", fnPrint)
 	case "callExpr":
-		if m := calledMethod(v.FieldByName("fn")); inexactMethods[m] {
-			u.refused = append(u.refused, fmt.Sprintf("the string method .%s()", m))
-		}
+		u.method(v)
 		// The library's dict() loses the keyword arguments' order.
 		if describe(v.FieldByName("fn")) == "'dict'" && v.FieldByName("kwargs").Len() > 1 {
 			u.refused = append(u.refused, "dict() with more than one keyword argument (use a {...} literal)")
@@ -205,6 +204,24 @@ func hasKwarg(filter reflect.Value, name string) bool {
 // from Python (title and capitalize case only some characters; format
 // ignores named fields and format specs).
 var inexactMethods = map[string]bool{"title": true, "capitalize": true, "format": true}
+
+func (u *templateUse) method(call reflect.Value) {
+	m := calledMethod(call.FieldByName("fn"))
+	args := call.FieldByName("args")
+	switch {
+	case inexactMethods[m]:
+		u.refused = append(u.refused, fmt.Sprintf("the string method .%s()", m))
+	case m == "split" && args.Len() > 1:
+		u.refused = append(u.refused, ".split() with a maximum number of splits")
+	case (m == "startswith" || m == "endswith") && args.Len() > 0 && isList(args.Index(0)):
+		u.refused = append(u.refused, fmt.Sprintf(".%s() with a tuple", m))
+	}
+}
+
+func isList(e reflect.Value) bool {
+	return e.Kind() == reflect.Interface && !e.IsNil() && e.Elem().Kind() == reflect.Pointer &&
+		e.Elem().Elem().Type().Name() == "listExpr"
+}
 
 // calledMethod is the attribute name a call expression calls, or "".
 func calledMethod(fn reflect.Value) string {

@@ -52,6 +52,10 @@ var jinjaCases = []jinjaCase{
 	{tmpl: "{{ 'abc' | first }} {{ 'abc' | last }} {{ [3, 1] | first }} {{ none | string }} {{ 'straße' | upper }}", want: "a c 3 None STRASSE"},
 	{tmpl: "{{ 2.5 | round }} {{ 3.5 | round }} {{ 2.567 | round(2) }} {{ 2.5 | round(0, 'floor') }} {{ 7 | round }} {{ (0 - 3) | abs }}", want: "2.0 4.0 2.57 2.0 7 3"},
 	{tmpl: "{{ 'a' | indent }}", loadErr: `the filter "indent"`},
+	{tmpl: "{{ 'a b c'.split(' ', 1) }}", loadErr: ".split() with a maximum number of splits"},
+	{tmpl: "{{ 'abc'.endswith(('c', 'x')) }}", loadErr: ".endswith() with a tuple"},
+	{tmpl: "{{ messages[0].content.upper() }}", content: "straße", renderErr: "U+00DF"},
+	{tmpl: "{{ messages[0].content.upper() }}", content: "stre", want: "STRE"},
 	// transformers' tojson is json.dumps(ensure_ascii=False).
 	{tmpl: "{{ {'role': 'user', 'content': messages[0].content} | tojson(indent=2) }}", content: "a<b&c>\u2028é\x01",
 		want: "{\n  \"role\": \"user\",\n  \"content\": \"a<b&c>\u2028é\\u0001\"\n}"},
