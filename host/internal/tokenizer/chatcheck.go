@@ -109,7 +109,11 @@ func (u *templateUse) node(v reflect.Value) {
 			u.refused = append(u.refused, fmt.Sprintf("the test %q", name))
 		}
 	case "attrExpr":
-		u.methods[v.FieldByName("attr").String()] = true
+		attr := v.FieldByName("attr").String()
+		u.methods[attr] = true
+		if describe(v.FieldByName("obj")) == "'loop'" && (attr == "depth" || attr == "depth0" || attr == "changed") {
+			u.refused = append(u.refused, "loop."+attr)
+		}
 		u.wrap(v, "obj", fnDefined)
 	case "itemExpr", "sliceExpr":
 		u.wrap(v, "obj", fnDefined)
@@ -134,6 +138,11 @@ func (u *templateUse) node(v reflect.Value) {
 	}
 }
 
+// mutating are the methods jinja2's immutable sandbox refuses to call
+// on lists and dicts (SecurityError); strings have none of them.
+var mutating = map[string]bool{"append": true, "extend": true, "insert": true, "pop": true, "remove": true,
+	"reverse": true, "sort": true, "clear": true, "popitem": true, "setdefault": true, "update": true}
+
 // pyOps are the binary operators vigil evaluates as Python does.
 var pyOps = map[string]bool{"+": true, "-": true, "*": true, "/": true, "//": true, "%": true, "**": true,
 	"<": true, ">": true, "<=": true, ">=": true, "==": true, "!=": true, "in": true, "not in": true}
@@ -157,6 +166,10 @@ func (u *templateUse) replace(e reflect.Value) {
 	case "binExpr":
 		if op := n.FieldByName("op").String(); pyOps[op] {
 			err = replaceWithCall(e, fnBinop, n.FieldByName("left"), n.FieldByName("right"), op)
+		}
+	case "callExpr":
+		if m := calledMethod(n.FieldByName("fn")); mutating[m] {
+			err = replaceWithCall(e, fnUnsafe, describe(n.FieldByName("fn")))
 		}
 	case "testExpr":
 		neg := map[bool]string{true: "not", false: ""}[n.FieldByName("negated").Bool()]

@@ -24,6 +24,7 @@ const (
 	fnPrint    = "vigil print"
 	fnBinop    = "vigil binop"
 	fnTest     = "vigil test"
+	fnUnsafe   = "vigil unsafe"
 )
 
 var vigilFuncValues = map[string]jinja.Value{
@@ -32,6 +33,11 @@ var vigilFuncValues = map[string]jinja.Value{
 	fnPrint:    jinja.NewCallable(fnPrint, callPrint),
 	fnBinop:    jinja.NewCallable(fnBinop, callBinop),
 	fnTest:     jinja.NewCallable(fnTest, callTest),
+	fnUnsafe:   jinja.NewCallable(fnUnsafe, callUnsafe),
+}
+
+func callUnsafe(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	return jinja.Value{}, fmt.Errorf("calling %s() is refused by Python's sandboxed Jinja (it modifies a value, or does not exist)", args[0].AsString())
 }
 
 func callDefined(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {

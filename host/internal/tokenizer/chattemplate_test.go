@@ -56,6 +56,10 @@ var jinjaCases = []jinjaCase{
 	{tmpl: "{{ 'abc'.endswith(('c', 'x')) }}", loadErr: ".endswith() with a tuple"},
 	{tmpl: "{{ messages[0].content.upper() }}", content: "straße", renderErr: "U+00DF"},
 	{tmpl: "{{ messages[0].content.upper() }}", content: "stre", want: "STRE"},
+	// jinja2's immutable sandbox refuses list.append and the like.
+	{tmpl: "{% set l = [] %}{% if false %}{{ l.append(1) }}{% endif %}{{ l }}", want: "[]"},
+	{tmpl: "{% set l = [] %}{% set _ = l.append(1) %}{{ l }}", renderErr: ".append() is refused"},
+	{tmpl: "{% for m in messages %}{{ loop.depth }}{% endfor %}", loadErr: "loop.depth"},
 	// transformers' tojson is json.dumps(ensure_ascii=False).
 	{tmpl: "{{ {'role': 'user', 'content': messages[0].content} | tojson(indent=2) }}", content: "a<b&c>\u2028é\x01",
 		want: "{\n  \"role\": \"user\",\n  \"content\": \"a<b&c>\u2028é\\u0001\"\n}"},
