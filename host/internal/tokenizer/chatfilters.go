@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
@@ -20,17 +21,19 @@ type filterFunc = func(args []jinja.Value, kwargs map[string]jinja.Value) (jinja
 // Python's str.strip (the library keeps U+001C-U+001F), and format and
 // truncate are jinja2's, which the library lacks.
 var vigilFilters = map[string]filterFunc{
-	"tojson":   filterToJSON,
-	"trim":     filterTrim,
-	"format":   filterFormat,
-	"truncate": filterTruncate,
-	"first":    filterFirst,
-	"last":     filterLast,
-	"abs":      filterAbs,
-	"string":   filterString,
-	"upper":    filterUpper,
-	"lower":    filterLower,
-	"round":    filterRound,
+	"tojson":     filterToJSON,
+	"trim":       filterTrim,
+	"format":     filterFormat,
+	"truncate":   filterTruncate,
+	"first":      filterFirst,
+	"last":       filterLast,
+	"abs":        filterAbs,
+	"string":     filterString,
+	"upper":      filterUpper,
+	"lower":      filterLower,
+	"round":      filterRound,
+	"int":        filterInt,
+	"capitalize": filterCapitalize,
 }
 
 // vigilFilterValues are vigilFilters as render data.
@@ -280,4 +283,102 @@ func filterRound(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value
 		return jinja.Value{}, fmt.Errorf("round: method must be common, ceil or floor")
 	}
 	return jinja.NewFloat(x / p), nil
+}
+
+// filterInt is jinja2's int(value, default=0, base=10): int(), else
+// int(float()), else default.
+func filterInt(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	v := args[0]
+	def, ok := arg(args, kwargs, 1, "default")
+	if !ok {
+		def = jinja.NewInt(0)
+	}
+	base := int64(10)
+	if b, ok := arg(args, kwargs, 2, "base"); ok && b.IsInt() {
+		base = b.AsInt()
+	}
+	switch {
+	case v.IsUndefined():
+		return jinja.Value{}, fmt.Errorf("int of an undefined value (Python's Jinja raises UndefinedError)")
+	case v.IsInt() || v.IsBool():
+		return jinja.NewInt(asInt(v)), nil
+	case v.IsFloat():
+		return floatToInt(v.AsFloat(), def)
+	case !v.IsString():
+		return def, nil
+	}
+	s := strings.TrimFunc(v.AsString(), pyWhitespace)
+	for _, r := range s {
+		if r > 0x7f {
+			return jinja.Value{}, fmt.Errorf("int of non-ASCII text is not supported")
+		}
+	}
+	if n, ok := pyParseInt(s, int(base)); ok {
+		return jinja.NewInt(n), nil
+	}
+	if s, ok := pyDigits(s); ok && !strings.ContainsAny(s, "xXpP") {
+		if f, err := strconv.ParseFloat(s, 64); err == nil || math.IsInf(f, 0) {
+			return floatToInt(f, def)
+		}
+	}
+	return def, nil
+}
+
+func floatToInt(f float64, def jinja.Value) (jinja.Value, error) {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return def, nil
+	case math.Abs(f) >= 1<<63:
+		return jinja.Value{}, fmt.Errorf("int: %g is too large", f)
+	}
+	return jinja.NewInt(int64(f)), nil
+}
+
+// pyParseInt is Python's int(s, base) for ASCII text s.
+func pyParseInt(s string, base int) (int64, bool) {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
+	if neg && strings.HasPrefix(s, "+") {
+		return 0, false
+	}
+	prefix := map[int]string{16: "0x", 8: "0o", 2: "0b"}[base]
+	if p := strings.ToLower(s); prefix != "" && strings.HasPrefix(p, prefix) {
+		s = strings.TrimPrefix(s[2:], "_")
+	}
+	s, ok := pyDigits(s)
+	if !ok || s == "" || strings.ContainsAny(s, "+-") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, base, 64)
+	if err != nil {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// pyDigits removes the underscores Python allows between digits.
+func pyDigits(s string) (string, bool) {
+	if strings.HasPrefix(s, "_") || strings.HasSuffix(s, "_") || strings.Contains(s, "__") {
+		return "", false
+	}
+	return strings.ReplaceAll(s, "_", ""), true
+}
+
+// filterCapitalize is Python's str.capitalize: the first character in
+// title case, the rest lower case.
+func filterCapitalize(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	s, err := pyStr(args[0])
+	if err != nil {
+		return jinja.Value{}, fmt.Errorf("capitalize: %w", err)
+	}
+	if i := strings.IndexFunc(s, caseDiffers); i >= 0 {
+		return jinja.Value{}, fmt.Errorf("capitalize: U+%04X is not supported", []rune(s[i:])[0])
+	}
+	for i, r := range s {
+		return jinja.NewString(string(unicode.ToTitle(r)) + strings.ToLower(s[i+utf8.RuneLen(r):])), nil
+	}
+	return jinja.NewString(""), nil
 }
