@@ -75,7 +75,7 @@ func compileChat(src string) (*jinja.Template, *templateUse, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	use, err := checkTemplate(tmpl)
+	use, err := checkTemplate(tmpl, src)
 	if err != nil {
 		return nil, nil, err
 	}

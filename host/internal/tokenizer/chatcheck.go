@@ -54,7 +54,7 @@ const jinjaPkg = "github.com/ardanlabs/jinja"
 // checkTemplate walks a compiled template, renames the filters vigil
 // renders itself, and returns an error naming every construct that it
 // cannot render as transformers' jinja2 does.
-func checkTemplate(t *jinja.Template) (u *templateUse, err error) {
+func checkTemplate(t *jinja.Template, src string) (u *templateUse, err error) {
 	defer func() { // a library of another shape: refuse, never crash
 		if r := recover(); r != nil {
 			u, err = nil, fmt.Errorf("chat template: this build's template engine has an unexpected shape: %v", r)
@@ -63,6 +63,9 @@ func checkTemplate(t *jinja.Template) (u *templateUse, err error) {
 	nodes := reflect.ValueOf(t).Elem().FieldByName("nodes")
 	if !nodes.IsValid() || nodes.Kind() != reflect.Slice {
 		return nil, fmt.Errorf("chat template: this build's template engine has an unexpected shape")
+	}
+	if err := fixWhitespace(src, nodes); err != nil {
+		return nil, fmt.Errorf("chat template: %w", err)
 	}
 	u = &templateUse{methods: map[string]bool{}}
 	u.visit(nodes)

@@ -59,6 +59,9 @@ var jinjaCases = []jinjaCase{
 	{tmpl: "{{ 'abc'.endswith(('c', 'x')) }}", loadErr: ".endswith() with a tuple"},
 	{tmpl: "{{ messages[0].content.upper() }}", content: "straße", renderErr: "U+00DF"},
 	{tmpl: "{{ messages[0].content.upper() }}", content: "stre", want: "STRE"},
+	// Whitespace control reaches only the adjacent text (GLM's template).
+	{tmpl: "{%- if true -%}<|s|>R E: {{ 'max' }}{%- endif -%}", want: "<|s|>R E: max"},
+	{tmpl: "a \n  {% if true %}\n  b {{ 'c' }}\n {%- endif %}\n{# x #}  \n{{- 'd' -}}  e", want: "a \n  b cde"},
 	// jinja2's immutable sandbox refuses list.append and the like.
 	{tmpl: "{% set l = [] %}{% if false %}{{ l.append(1) }}{% endif %}{{ l }}", want: "[]"},
 	{tmpl: "{% set l = [] %}{% set _ = l.append(1) %}{{ l }}", renderErr: ".append() is refused"},
