@@ -25,7 +25,7 @@ import (
 // and that render as jinja2's do for the values a chat request gives.
 var libraryFilters = []string{
 	"batch", "count", "d", "default", "dictsort", "e", "escape", "float",
-	"items", "join", "length", "list", "map", "max", "min",
+	"items", "join", "length", "list", "max", "min",
 	"reject", "rejectattr", "replace", "reverse", "safe", "select", "selectattr",
 	"sort", "sum", "wordcount",
 }
@@ -199,21 +199,9 @@ func (u *templateUse) filter(v reflect.Value) {
 	switch {
 	case vigilFilters[name] != nil:
 		setString(f, vigilFilterPrefix+name)
-	case name == "map" && !hasKwarg(v, "attribute"):
-		u.refused = append(u.refused, `the map filter without attribute=`)
 	case !slices.Contains(libraryFilters, name):
 		u.refused = append(u.refused, fmt.Sprintf("the filter %q", name))
 	}
-}
-
-func hasKwarg(filter reflect.Value, name string) bool {
-	kw := filter.FieldByName("kwargs")
-	for i := range kw.Len() {
-		if kw.Index(i).FieldByName("name").String() == name {
-			return true
-		}
-	}
-	return false
 }
 
 // inexactMethods are string methods the library renders differently

@@ -34,6 +34,12 @@ var vigilFilters = map[string]filterFunc{
 	"round":      filterRound,
 	"int":        filterInt,
 	"capitalize": filterCapitalize,
+	"map":        nil, // set in init: filterMap calls vigilFilters
+}
+
+func init() {
+	vigilFilters["map"] = filterMap
+	vigilFilterValues[vigilFilterPrefix+"map"] = jinja.NewCallable("map", filterMap)
 }
 
 // vigilFilterValues are vigilFilters as render data.
@@ -381,4 +387,66 @@ func filterCapitalize(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value
 		return jinja.NewString(string(unicode.ToTitle(r)) + strings.ToLower(s[i+utf8.RuneLen(r):])), nil
 	}
 	return jinja.NewString(""), nil
+}
+
+// filterMap is jinja2's map: map(attribute="a.b", default=...) or
+// map("filter", args...) for the filters vigil renders itself.
+func filterMap(args []jinja.Value, kwargs map[string]jinja.Value) (jinja.Value, error) {
+	items, err := pyItems(args[0])
+	if err != nil {
+		return jinja.Value{}, fmt.Errorf("map: %w", err)
+	}
+	out := make([]jinja.Value, len(items))
+	if attr, ok := kwargs["attribute"]; ok {
+		def, hasDef := kwargs["default"]
+		for i, it := range items {
+			out[i] = pyGetAttr(it, attr)
+			if out[i].IsUndefined() && hasDef {
+				out[i] = def
+			}
+		}
+		return jinja.NewList(out), nil
+	}
+	if len(args) < 2 || !args[1].IsString() || vigilFilters[args[1].AsString()] == nil {
+		return jinja.Value{}, fmt.Errorf("map: only attribute= and the filters %s are supported", "tojson, trim, format, truncate, first, last, abs, string, upper, lower, round, int, capitalize")
+	}
+	fn := vigilFilters[args[1].AsString()]
+	for i, it := range items {
+		if out[i], err = fn(append([]jinja.Value{it}, args[2:]...), kwargs); err != nil {
+			return jinja.Value{}, err
+		}
+	}
+	return jinja.NewList(out), nil
+}
+
+// pyGetAttr is jinja2's attribute lookup of a dotted path in dicts (and
+// integer parts as list indices).
+func pyGetAttr(v, attr jinja.Value) jinja.Value {
+	path := []string{printKey(attr)}
+	if attr.IsString() {
+		path = strings.Split(attr.AsString(), ".")
+	}
+	for _, p := range path {
+		switch {
+		case v.IsDict():
+			var ok bool
+			if v, ok = v.AsDict().Get(p); !ok {
+				return jinja.Undefined()
+			}
+		case v.IsList():
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 0 || n >= v.AsList().Len() {
+				return jinja.Undefined()
+			}
+			v = v.AsList().Get(n)
+		default:
+			return jinja.Undefined()
+		}
+	}
+	return v
+}
+
+func printKey(v jinja.Value) string {
+	s, _ := pyStr(v)
+	return s
 }
