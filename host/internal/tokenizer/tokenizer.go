@@ -27,7 +27,10 @@
 // reference. Chat templates use ardanlabs/jinja (v1.8.0, the newest that
 // builds on Go 1.26), written for Hugging Face chat templates: transformers'
 // trim_blocks/lstrip_blocks, raise_exception, strftime_now, namespace,
-// loop controls, tojson.
+// loop controls, tojson. It is laxer than Python's Jinja, so each parsed
+// template is checked and rewritten at load (chatcheck.go) to render as
+// transformers' jinja2 environment does, or is refused naming the
+// construct; what only a request's values can show is refused per request.
 //
 // A Tokenizer is safe for concurrent use; a Decoder is not.
 package tokenizer
