@@ -27,7 +27,10 @@
 // reference. Chat templates use ardanlabs/jinja (v1.8.0, the newest that
 // builds on Go 1.26), written for Hugging Face chat templates: transformers'
 // trim_blocks/lstrip_blocks, raise_exception, strftime_now, namespace,
-// loop controls, tojson.
+// loop controls, tojson. It is laxer than Python's Jinja, so each parsed
+// template is checked and rewritten at load (chatcheck.go) to render as
+// transformers' jinja2 environment does, or is refused naming the
+// construct; what only a request's values can show is refused per request.
 //
 // A Tokenizer is safe for concurrent use; a Decoder is not.
 package tokenizer
@@ -55,6 +58,7 @@ type Tokenizer struct {
 	special map[int]bool // added tokens marked special: Decode may skip them
 
 	template     *jinja.Template // nil: no chat template
+	templateUse  *templateUse    // what template uses that rendering checks
 	templateVars map[string]any  // bos_token, eos_token... as transformers passes them
 	eos          []uint32
 }
@@ -70,20 +74,20 @@ const (
 // a bad one is found at start-up, before any tokenizer is loaded. Errors
 // name the file.
 func CheckChatTemplate(file string) error {
-	_, err := compileTemplateFile(file)
+	_, _, err := compileTemplateFile(file)
 	return err
 }
 
-func compileTemplateFile(file string) (*jinja.Template, error) {
+func compileTemplateFile(file string) (*jinja.Template, *templateUse, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
+		return nil, nil, fmt.Errorf("tokenizer: chat template: %w", err)
 	}
-	tmpl, err := jinja.Compile(string(b))
+	tmpl, use, err := compileChat(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %s: %w", file, err)
+		return nil, nil, fmt.Errorf("tokenizer: %s: %w", file, err)
 	}
-	return tmpl, nil
+	return tmpl, use, nil
 }
 
 // Load reads dir/tokenizer.json (required), dir/tokenizer_config.json and
@@ -112,11 +116,11 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 		return nil, err
 	}
 	if chatTemplateFile != "" {
-		if t.template, err = compileTemplateFile(chatTemplateFile); err != nil {
+		if t.template, t.templateUse, err = compileTemplateFile(chatTemplateFile); err != nil {
 			return nil, err
 		}
 	} else if cfg.chatTemplate != "" {
-		if t.template, err = jinja.Compile(cfg.chatTemplate); err != nil {
+		if t.template, t.templateUse, err = compileChat(cfg.chatTemplate); err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: field chat_template: %w", filepath.Join(dir, TokenizerConfigFile), err)
 		}
 	}
