@@ -387,7 +387,7 @@ func newReplaceDecoder(obj json.RawMessage, path string) (decoderStep, error) {
 	case p.String != nil:
 		return replaceDecoder{literal: *p.String, content: *c.Content}, nil
 	}
-	re, err := regexp2.Compile(*p.Regex, regexp2.None)
+	re, err := compileRegexp(*p.Regex)
 	if err != nil {
 		return nil, &FieldError{Field: path + ".pattern.Regex", Value: fmt.Sprintf("%q", *p.Regex), Reason: "not a valid regex: " + err.Error()}
 	}

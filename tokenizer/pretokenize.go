@@ -380,7 +380,7 @@ func compilePattern(p *patternJSON, path string) (func(string) []span, error) {
 	if p.Regex != nil {
 		src, field = *p.Regex, path+".Regex"
 	}
-	re, err := regexp2.Compile(src, regexp2.None)
+	re, err := compileRegexp(src)
 	if err != nil {
 		return nil, &FieldError{Field: field, Value: fmt.Sprintf("%q", src), Reason: "does not compile: " + err.Error()}
 	}
@@ -456,7 +456,7 @@ func newByteLevelPre(obj json.RawMessage, path string) (preTokenizer, error) {
 	}
 	b := byteLevelPre{addPrefixSpace: *c.AddPrefixSpace}
 	if c.UseRegex == nil || *c.UseRegex {
-		re, err := regexp2.Compile(gpt2Split, regexp2.None)
+		re, err := compileRegexp(gpt2Split)
 		if err != nil {
 			return nil, &FieldError{Field: path + ".use_regex", Reason: "GPT-2's pattern does not compile: " + err.Error()}
 		}
