@@ -17,7 +17,7 @@ endif
 GOMODS   := $(MODULES) $(patsubst %/go.mod,%,$(wildcard tools/*/go.mod))
 # The example adapter: its own module, outside go.work, with no replace.
 EXAMPLE  := examples/adapter
-# staticcheck's pin and the function-length test, outside go.work.
+# staticcheck's pin and the lint tests, outside go.work.
 LINTMOD  := tools/lint
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
@@ -57,8 +57,9 @@ image: ## the OCI image $(IMAGE):$(IMAGE_TAG) (and :latest), built with $(PODMAN
 		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) \
 		--tag $(IMAGE):$(IMAGE_TAG) --tag $(IMAGE):latest $(IMAGE_CTX)
 
-# staticcheck with its default checks; tools/lint's test holds every
-# function of every module to 60 lines.
+# staticcheck with its default checks; tools/lint's tests hold every
+# function of every module to 60 lines and find no panic, log.Fatal or
+# os.Exit reachable from the tokenizer module's exported API.
 lint: tidy-check lint-tools ## gofmt, go vet, staticcheck, the function-length test and the tidy check over every module
 	@out=$$(gofmt -l $(MODULES) $(EXAMPLE) $(LINTMOD)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS) ./e2e/...
