@@ -131,7 +131,7 @@ func TestDecoderStreamsWholeCharacters(t *testing.T) {
 						splits = append(splits, randomSplit(rng, len(ids)))
 					}
 					for _, sizes := range splits {
-						d := tok.NewDecoder(skip)
+						d := tok.NewDecoder(skip, nil)
 						var got strings.Builder
 						rest := ids
 						for _, n := range sizes {
@@ -198,7 +198,7 @@ func TestDecoderHoldsSplitCharacter(t *testing.T) {
 			if text == "" {
 				t.Fatal("no candidate character is split across tokens")
 			}
-			d := tok.NewDecoder(true)
+			d := tok.NewDecoder(true, nil)
 			var pieces []string
 			for _, id := range ids {
 				pieces = append(pieces, d.Next([]uint32{id}))
@@ -211,7 +211,7 @@ func TestDecoderHoldsSplitCharacter(t *testing.T) {
 				t.Fatalf("pieces %q: %q did not come out whole", pieces, char)
 			}
 			// The character's first token alone, then the end of the stream.
-			d = tok.NewDecoder(true)
+			d = tok.NewDecoder(true, nil)
 			if got := d.Next(ids[:1]); got != "" {
 				t.Fatalf("Next(%q's first token) = %q, want nothing yet", char, got)
 			}
@@ -280,7 +280,7 @@ func TestDecoderDoesNotHoldInvalidBytesForEver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := tok.NewDecoder(false)
+			d := tok.NewDecoder(false, nil)
 			var got strings.Builder
 			emitted := false
 			for i := range ids {
