@@ -1,8 +1,11 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -301,5 +304,59 @@ func TestDecoderDoesNotHoldInvalidBytesForEver(t *testing.T) {
 				t.Fatalf("streamed %q, want %q", got.String(), want)
 			}
 		})
+	}
+}
+
+// A SentencePiece-style decoder ends in Strip, which drops the first
+// token's space: seeded with the prompt's ids, the output is decoded in
+// their context, so "The capital of France is" continues as " Paris", and
+// streamed text equals Decode(prompt+output) less Decode(prompt) (issue
+// 24, item 3). Gemma 3's vocabulary with Llama 2's decoder.
+func TestDecoderSeededWithPromptKeepsSpace(t *testing.T) {
+	family(t, "gemma3") // skips without the model files
+	src, err := os.ReadFile(filepath.Join("testdata", "models", "gemma3", TokenizerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(src, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["decoder"] = json.RawMessage(`{"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+		{"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}`)
+	data, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := Load(modelDir(t, map[string]string{TokenizerFile: string(data)}), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := sp.Encode("The capital of France is", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := sp.Encode("The capital of France is Paris, a city", true)
+	if err != nil || !slices.Equal(whole[:len(prompt)], prompt) {
+		t.Fatalf("Encode = %v, %v; want the prompt's ids %v first", whole, err, prompt)
+	}
+	out := whole[len(prompt):]
+	all, _ := sp.Decode(whole, true)
+	head, _ := sp.Decode(prompt, true)
+	want := strings.TrimPrefix(all, head)
+	if want != " Paris, a city" {
+		t.Fatalf("reference %q, want %q", want, " Paris, a city")
+	}
+	d := sp.NewDecoder(true, prompt)
+	var got strings.Builder
+	for _, id := range out {
+		got.WriteString(d.Next([]uint32{id}))
+	}
+	got.WriteString(d.Flush())
+	if got.String() != want {
+		t.Errorf("streamed %q, want %q", got.String(), want)
+	}
+	if unseeded := sp.NewDecoder(true, nil).Next(out[:1]); strings.HasPrefix(unseeded, " ") {
+		t.Errorf("unseeded first token %q keeps its space: the test no longer shows the seeding", unseeded)
 	}
 }
