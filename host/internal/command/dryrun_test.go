@@ -316,9 +316,12 @@ func TestDryRunChecksTokenizerFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	invert := strings.Replace(string(tokJSON), `"invert": false`, `"invert": "sometimes"`, 1)
 	for name, tc := range map[string]struct{ tokenizer, config, file string }{
 		"tokenizer.json not JSON": {`{"model": `, `{}`, "tokenizer.json"},
-		"tokenizer.json's model":  {`{"model": {"type": "Nope", "vocab": {}}}`, `{}`, "tokenizer.json"},
+		"tokenizer.json's model":  {`{"model": {"type": "Nope", "vocab": {}}}`, `{}`, "tokenizer.json: model.type"},
+		"a WordPiece model":       {`{"model": {"type": "WordPiece", "vocab": {}}}`, `{}`, "tokenizer.json: model.type"},
+		"a pre-tokenizer option":  {invert, `{}`, "tokenizer.json: pre_tokenizer"},
 		"chat template":           {string(tokJSON), `{"chat_template": "{% if %}"}`, "tokenizer_config.json"},
 		"config not JSON":         {string(tokJSON), `{"chat_template": `, "tokenizer_config.json"},
 	} {

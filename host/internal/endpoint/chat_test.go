@@ -37,7 +37,7 @@ func (fakeTokenizer) Encode(text string) ([]uint32, error) {
 
 func (fakeTokenizer) HasChatTemplate() bool { return true }
 
-func (fakeTokenizer) NewDecoder() textgen.Decoder { return &byteDecoder{} }
+func (fakeTokenizer) NewDecoder([]uint32) textgen.Decoder { return &byteDecoder{} }
 
 // byteDecoder decodes ids as bytes, holding back an incomplete character.
 type byteDecoder struct{ held []byte }

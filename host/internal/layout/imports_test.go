@@ -33,9 +33,7 @@ type rule struct {
 // rules is every host/internal package. A package missing here, or a row
 // for a package that is gone, fails the test. Coming rows: a Kubernetes
 // backend, discovery/kubernetes, would be a row like discovery/consul's
-// (discovery, k8s.io/...), imported by command alone; the tokenizer, when
-// it becomes a module of its own (vigil/tokenizer/...), keeps this row's
-// job and its importers (textgen and command; see exclusive).
+// (discovery, k8s.io/...), imported by command alone.
 var rules = map[string]rule{
 	"adapter": {"command (vigil run, vigil plugin)", "where a plugin directory keeps an engine's adapter, its SHA-256 pins, the adapter's environment", nil},
 	"builtin": {"the adapter subprocess", "the adapters built into the binary, run when vigil re-executes itself",
@@ -66,7 +64,7 @@ var rules = map[string]rule{
 	"tlsconfig":         {"command; the router, to name TLS failures", "TLS configurations from PEM files, reloaded when they change; what a TLS failure was", nil},
 	"tlsconfig/tlstest": {"tests", "certificates for tests", nil},
 	"tokenizer": {"textgen", "a model's own tokenizer and chat template",
-		[]string{"github.com/sugarme/tokenizer/...", "github.com/ardanlabs/jinja/...", "github.com/dlclark/regexp2/..."}},
+		[]string{"vigil/tokenizer", "github.com/ardanlabs/jinja/..."}},
 	"workerapi": {"endpoint and router", "the vigil.worker.v1 facts both sides agree on: limits, names, reasons, options", nil},
 }
 
@@ -94,13 +92,13 @@ var exclusive = map[string][]string{
 	"endpoint":   {"command", "metrics"},
 	"supervisor": {"command", "metrics"},
 	"router":     {"command", "metrics"},
-	// The tokenizer, today's package and the module it is to become, and
-	// the libraries it carries along.
-	"tokenizer":                        {"textgen", "command"},
-	"vigil/tokenizer/...":              {"textgen", "command"},
-	"github.com/sugarme/tokenizer/...": {"tokenizer"},
-	"github.com/ardanlabs/jinja/...":   {"tokenizer"},
-	"github.com/dlclark/regexp2/...":   {"tokenizer"},
+	// The tokenizer: the host's package (chat templates around the
+	// module's encoding and decoding) for textgen and command; the module
+	// for them and the package; regexp2 is the module's, no host package's.
+	"tokenizer":                      {"textgen", "command"},
+	"vigil/tokenizer/...":            {"tokenizer", "textgen", "command"},
+	"github.com/ardanlabs/jinja/...": {"tokenizer"},
+	"github.com/dlclark/regexp2/...": nil,
 	// The sdk: its root (the author's contract and the types) for all but
 	// the router; its host side for what runs and talks to adapters;
 	// go-plugin only behind it.

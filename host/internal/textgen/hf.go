@@ -25,4 +25,4 @@ func (h hf) ChatTokens(msgs []Message) ([]uint32, error) {
 
 func (h hf) HasChatTemplate() bool { return h.t.HasChatTemplate() }
 
-func (h hf) NewDecoder() Decoder { return h.t.NewDecoder(true) }
+func (h hf) NewDecoder(prompt []uint32) Decoder { return h.t.NewDecoder(true, prompt) }

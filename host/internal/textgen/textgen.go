@@ -47,8 +47,10 @@ type Tokenizer interface {
 	ChatTokens(msgs []Message) ([]uint32, error)
 	// HasChatTemplate reports whether ChatTokens has a template.
 	HasChatTemplate() bool
-	// NewDecoder returns a Decoder for one request's output.
-	NewDecoder() Decoder
+	// NewDecoder returns a Decoder for one request's output, seeded with
+	// its prompt's ids so that the output is decoded in their context (a
+	// SentencePiece-style first token keeps its leading space).
+	NewDecoder(prompt []uint32) Decoder
 }
 
 // Decoder turns one request's output token ids into text incrementally,
@@ -145,7 +147,7 @@ func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []ui
 	// its own text, which a token-only engine does not have.
 	stops := req.Stop
 	req.TokenIDs, req.Text, req.Stop = ids, "", nil
-	out := &detokenizer{dec: e.tok.NewDecoder(), stops: stopstring.New(stops)}
+	out := &detokenizer{dec: e.tok.NewDecoder(ids), stops: stopstring.New(stops)}
 	res, err := e.engine.Generate(ctx, req, func(c sdk.Chunk) error { return out.send(c, send) })
 	switch {
 	case out.stopped && ctx.Err() == nil:

@@ -26,7 +26,7 @@ func (byteTokenizer) Encode(text string) ([]uint32, error) {
 
 func (byteTokenizer) ChatTokens([]Message) ([]uint32, error) { return nil, errors.New("no template") }
 func (byteTokenizer) HasChatTemplate() bool                  { return false }
-func (byteTokenizer) NewDecoder() Decoder                    { return &bytes{} }
+func (byteTokenizer) NewDecoder([]uint32) Decoder            { return &bytes{} }
 
 // bytes decodes ids as bytes, all held back until Flush, as a decoder
 // that waits for more does.
@@ -96,5 +96,27 @@ func TestGenerateTailStopAndLimits(t *testing.T) {
 	}
 	if err := g.Abort(t.Context(), []string{"r1"}); err != nil || !cmp.Equal(e.aborted, []string{"r1"}) {
 		t.Errorf("Abort: %v, engine aborted %v; want r1 passed on", err, e.aborted)
+	}
+}
+
+// seeded records the prompt its decoder was seeded with.
+type seeded struct {
+	byteTokenizer
+	prompt *[]uint32
+}
+
+func (s seeded) NewDecoder(prompt []uint32) Decoder { *s.prompt = prompt; return &bytes{} }
+
+// The output's decoder is seeded with the prompt's ids as the engine got
+// them, so output text is decoded in the prompt's context.
+func TestDecoderSeededWithPrompt(t *testing.T) {
+	t.Parallel()
+	var prompt []uint32
+	g := New(&echo{out: []uint32{'x'}}, seeded{prompt: &prompt}, 0)
+	if _, err := g.Generate(t.Context(), sdk.GenerateRequest{Text: "hi"}, func(sdk.Chunk) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]uint32{1, 'h', 'i'}, prompt); diff != "" {
+		t.Errorf("decoder seeded with %v, want the prompt's ids [1 h i]:\n%s", prompt, diff)
 	}
 }
