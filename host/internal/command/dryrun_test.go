@@ -165,7 +165,7 @@ func TestRunDryRunConfigError(t *testing.T) {
 		{"unknown engine", []string{"--engine-plugin", "", "--engine", "tgi"}, `--engine "tgi": unknown engine`},
 		{"wildcard listen", []string{"--listen", "0.0.0.0:8470"}, "--listen \"0.0.0.0:8470\" is a wildcard address"},
 		{"no tokenizer.json", []string{"--tokenizer-dir", os.TempDir()}, `--tokenizer-dir "` + os.TempDir() + `": want a directory holding the model's tokenizer.json`},
-		{"bad tokenizer.json", []string{"--tokenizer-dir", badTokenizerDir(t)}, "--tokenizer-dir"},
+		{"bad tokenizer.json", []string{"--tokenizer-dir", badTokenizerDir(t)}, "tokenizer.json"},
 		{"no chat template file", []string{"--chat-template", "/nonexistent/t.jinja"}, `--chat-template "/nonexistent/t.jinja": want a readable Jinja template file`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -302,6 +302,42 @@ func TestDryRunRedactsSecrets(t *testing.T) {
 	}
 	if got["api-key"] != redacted || got["unset-token"] != "" || got["listen"] != "a:1" {
 		t.Errorf("got %v, want api-key %q, unset-token empty, listen a:1", got, redacted)
+	}
+}
+
+// --dry-run loads the tokenizer and compiles its chat template: a
+// tokenizer.json that does not load, or a template in
+// tokenizer_config.json that does not compile, is refused with exit 78
+// naming --tokenizer-dir and the file.
+func TestDryRunChecksTokenizerFiles(t *testing.T) {
+	exe, _ := thirdPartyAdapter(t)
+	model := fixtureModel(t, "qwen3")
+	tokJSON, err := os.ReadFile(filepath.Join(model, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	invert := strings.Replace(string(tokJSON), `"invert": false`, `"invert": "sometimes"`, 1)
+	for name, tc := range map[string]struct{ tokenizer, config, file string }{
+		"tokenizer.json not JSON": {`{"model": `, `{}`, "tokenizer.json"},
+		"tokenizer.json's model":  {`{"model": {"type": "Nope", "vocab": {}}}`, `{}`, "tokenizer.json: model.type"},
+		"a WordPiece model":       {`{"model": {"type": "WordPiece", "vocab": {}}}`, `{}`, "tokenizer.json: model.type"},
+		"a pre-tokenizer option":  {invert, `{}`, "tokenizer.json: pre_tokenizer"},
+		"chat template":           {string(tokJSON), `{"chat_template": "{% if %}"}`, "tokenizer_config.json"},
+		"config not JSON":         {string(tokJSON), `{"chat_template": `, "tokenizer_config.json"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			for f, body := range map[string]string{"tokenizer.json": tc.tokenizer, "tokenizer_config.json": tc.config} {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, stdout, stderr := dryRun(t, "run", "--dry-run", "--registry-dir", t.TempDir(), "--engine-plugin", exe, "--tokenizer-dir", dir)
+			want := `--tokenizer-dir "` + dir + `"`
+			if code != ExitConfig || stdout != "" || !strings.Contains(stderr, want) || !strings.Contains(stderr, tc.file) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d naming %s and %s", code, stdout, stderr, ExitConfig, want, tc.file)
+			}
+		})
 	}
 }
 

@@ -183,7 +183,7 @@ func runAction(c *cli.Context) error {
 	log.Info("worker endpoint listening", "listen", lis.Addr().String(), "advertise", advertise,
 		"tls", srvTLS != nil, "mtls", cfg.tls.ClientCAFile != "", "service", cfg.service, "worker_id", cfg.workerID, "registry", registry.String())
 	lc := lifecycleConfig(cfg, src, registry, ep, log)
-	lc.Tokenizer = workerTokenizer(cfg, tok, ep.SetTokenizer, log)
+	lc.Tokenizer = workerTokenizer(cfg, tok, ep.Wrap, log)
 	stopMetrics, err := serveRunMetrics(cfg.metrics, &lc, ep, log)
 	if err != nil {
 		return err

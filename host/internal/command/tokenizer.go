@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"github.com/vigilhq/vigil/host/internal/textgen"
 	"github.com/vigilhq/vigil/host/internal/tokenizer"
 	"github.com/vigilhq/vigil/sdk"
 )
@@ -56,11 +56,12 @@ func withTokenizer(r map[string]any, cfg runConfig, tok *tokenizer.Tokenizer) ma
 	return r
 }
 
-// workerTokenizer is the supervisor's Tokenizer hook: it gives the
-// endpoint tok, or else the tokenizer in the model path the engine
-// reports when that is a local directory holding tokenizer.json (a
-// failure there is a warning: the worker runs as without one).
-func workerTokenizer(cfg runConfig, tok *tokenizer.Tokenizer, set func(endpoint.Tokenizer), log hclog.Logger) func(sdk.Worker) (bool, bool) {
+// workerTokenizer is the supervisor's Tokenizer hook: it has the endpoint
+// wrap its engine with vigil's tokenization (textgen) by tok, or else by
+// the tokenizer in the model path the engine reports when that is a local
+// directory holding tokenizer.json (a failure there is a warning: the
+// worker runs as without one).
+func workerTokenizer(cfg runConfig, tok *tokenizer.Tokenizer, wrap func(func(sdk.Generator) sdk.Generator), log hclog.Logger) func(sdk.Worker) (bool, bool) {
 	return func(w sdk.Worker) (bool, bool) {
 		if tok == nil {
 			tok = modelDirTokenizer(w.ModelID, cfg.chatTemplate, log)
@@ -71,7 +72,8 @@ func workerTokenizer(cfg runConfig, tok *tokenizer.Tokenizer, set func(endpoint.
 			}
 			return false, false
 		}
-		set(endpoint.HFTokenizer(tok))
+		t, maxLen := textgen.HF(tok), w.MaxModelLen
+		wrap(func(g sdk.Generator) sdk.Generator { return textgen.New(g, t, maxLen) })
 		return true, tok.HasChatTemplate()
 	}
 }

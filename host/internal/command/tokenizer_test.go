@@ -78,11 +78,18 @@ func TestTokenizerFromModelPath(t *testing.T) {
 		"hub id":          {"meta-llama/Llama-3.1-8B-Instruct", false, false},
 		"broken":          {broken, false, false},
 	} {
-		var set endpoint.Tokenizer
-		hook := workerTokenizer(runConfig{}, nil, func(t endpoint.Tokenizer) { set = t }, hclog.NewNullLogger())
+		var set func(sdk.Generator) sdk.Generator
+		hook := workerTokenizer(runConfig{}, nil, func(w func(sdk.Generator) sdk.Generator) { set = w }, hclog.NewNullLogger())
 		loaded, chat := hook(sdk.Worker{ModelID: tc.modelID})
 		if loaded != tc.loaded || chat != tc.chat || (set != nil) != tc.loaded {
-			t.Errorf("%s: loaded %v chat %v (endpoint given one: %v), want %v %v", name, loaded, chat, set != nil, tc.loaded, tc.chat)
+			t.Errorf("%s: loaded %v chat %v (endpoint given a wrapper: %v), want %v %v", name, loaded, chat, set != nil, tc.loaded, tc.chat)
+		}
+		if set == nil {
+			continue
+		}
+		// What the endpoint asks the wrapped engine: text and chat.
+		if p, ok := set(nil).(endpoint.Prompts); !ok || !p.TakesText() || p.TakesChat() != tc.chat {
+			t.Errorf("%s: the wrapped engine is %T, want an endpoint.Prompts taking text, and chat %v", name, set(nil), tc.chat)
 		}
 	}
 }

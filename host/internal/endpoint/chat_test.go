@@ -7,12 +7,20 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vigilhq/vigil/host/internal/textgen"
 	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
+
+// tokenized wraps engines with vigil run's tokenization, by tok, for a
+// model of maxLen tokens.
+func tokenized(tok textgen.Tokenizer, maxLen uint32) func(sdk.Generator) sdk.Generator {
+	return func(g sdk.Generator) sdk.Generator { return textgen.New(g, tok, maxLen) }
+}
 
 // fakeTokenizer renders each message as its role's length then one token
 // per byte of its content; a role "bad" fails, as a template that raises.
@@ -29,7 +37,7 @@ func (fakeTokenizer) Encode(text string) ([]uint32, error) {
 
 func (fakeTokenizer) HasChatTemplate() bool { return true }
 
-func (fakeTokenizer) NewDecoder() Decoder { return &byteDecoder{} }
+func (fakeTokenizer) NewDecoder([]uint32) textgen.Decoder { return &byteDecoder{} }
 
 // byteDecoder decodes ids as bytes, holding back an incomplete character.
 type byteDecoder struct{ held []byte }
@@ -49,7 +57,7 @@ func (d *byteDecoder) Next(ids []uint32) string {
 
 func (d *byteDecoder) Flush() string { out := string(d.held); d.held = nil; return out }
 
-func (fakeTokenizer) ChatTokens(msgs []ChatMessage) ([]uint32, error) {
+func (fakeTokenizer) ChatTokens(msgs []textgen.Message) ([]uint32, error) {
 	var ids []uint32
 	for _, m := range msgs {
 		if m.Role == "bad" {
@@ -108,7 +116,7 @@ func TestMessagesRendered(t *testing.T) {
 	tokenOnly.SupportsTextInput = false
 	e := &fakeEngine{}
 	s, c := serve(t, e, tokenOnly, 0)
-	s.SetTokenizer(fakeTokenizer{})
+	s.Wrap(tokenized(fakeTokenizer{}, 100))
 	s.Admit(true, "")
 
 	if r := run(t.Context(), c, chat("system", "A", "user", "hi")); r.err != nil || r.tokens != 2 {

@@ -23,16 +23,15 @@
 // Finish drains for an engine that drains on purpose: requests in flight
 // run on while they make progress, and one with no chunk for the stall
 // timeout is cut alone.
-// With a [Tokenizer] given with SetTokenizer, every engine gets token ids:
-// a text prompt is encoded (special tokens added once), a chat prompt
-// (prompt.messages) rendered with the chat template and encoded; the
-// output text is the worker's own incremental detokenization, stop
-// strings are matched on it (the engine never sees them; a match ends the
-// engine's stream, so the adapter aborts it, and the request finishes with
-// STOP), and max_tokens defaults to the rest of the model's context.
-// Without one, text goes to the engine as it is and prompt.messages is
-// refused (INVALID_ARGUMENT naming prompt.messages and the flags that load
-// a chat template). A request over the model's length carries a
+// An engine wrapped with Wrap (vigil run's tokenization, package textgen)
+// may take more than its adapter reports: text prompts whatever the
+// adapter takes ([Prompts].TakesText) and chat prompts
+// ([Prompts].TakesChat, prompt.messages, forwarded with GenerateChat).
+// Otherwise text goes to the engine as it is, where it takes text, and
+// prompt.messages is refused (INVALID_ARGUMENT naming prompt.messages and
+// the flags that load a chat template). An engine's refusal carrying an
+// INVALID_ARGUMENT gRPC status reaches the client as it is.
+// A request over the model's length carries a
 // google.rpc.ErrorInfo ([workerapi.ReasonContextLength]) with the numbers.
 // A request larger than [workerapi.MaxRequestBytes] is refused by gRPC itself
 // (RESOURCE_EXHAUSTED, "received message larger than max") and never
@@ -95,11 +94,12 @@ type Server struct {
 
 	mu        sync.Mutex
 	admitting bool
-	refusal   string // why requests are refused while !admitting
-	engine    sdk.Generator
+	refusal   string        // why requests are refused while !admitting
+	engine    sdk.Generator // wrapped, when wrap is set
+	raw       sdk.Generator // as attached
+	wrap      func(sdk.Generator) sdk.Generator
 	worker    sdk.Worker
-	tokenizer Tokenizer // nil: no chat template, messages refused
-	workerID  string    // "": requests naming any worker id are served
+	workerID  string // "": requests naming any worker id are served
 	seq       uint64
 	inflight  map[uint64]*request
 	idle      chan struct{} // closed when inflight empties; nil while it is empty
@@ -183,18 +183,24 @@ func (s *Server) Serve() error {
 func (s *Server) Attach(g sdk.Generator, w sdk.Worker) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.engine, s.worker = g, w
+	s.raw, s.engine, s.worker = g, g, w
+	if s.wrap != nil && g != nil {
+		s.engine = s.wrap(g)
+	}
 }
 
-// SetTokenizer sets the model's tokenizer (see the package doc); nil, the
-// default, leaves text to the engine and refuses chat prompts with
-// INVALID_ARGUMENT naming prompt.messages and the flags that load a chat
-// template. Set it before Admit; the registration should say the same
-// (text prompts taken, Chat when it has a chat template).
-func (s *Server) SetTokenizer(t Tokenizer) {
+// Wrap has requests forwarded to wrap(engine), for the engine attached
+// now and every one attached later; nil forwards to the engine itself.
+// What the wrapped engine takes (see [Prompts]) decides which prompts the
+// worker takes. Set it before Admit; the registration should say the
+// same.
+func (s *Server) Wrap(wrap func(sdk.Generator) sdk.Generator) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tokenizer = t
+	s.wrap, s.engine = wrap, s.raw
+	if wrap != nil && s.raw != nil {
+		s.engine = wrap(s.raw)
+	}
 }
 
 // SetWorkerID sets the worker's id (--worker-id). A request whose metadata
@@ -317,7 +323,7 @@ func (s *Server) Abandon(reason string) {
 		}
 	}
 	n := len(s.inflight)
-	s.engine = nil
+	s.engine, s.raw = nil, nil
 	s.mu.Unlock()
 	s.setHealth(false)
 	if n > 0 {

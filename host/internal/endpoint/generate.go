@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/vigilhq/vigil/host/internal/stopstring"
 	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
@@ -21,12 +19,11 @@ import (
 
 // admission is one admitted request.
 type admission struct {
-	seq       uint64
-	engine    sdk.Generator
-	worker    sdk.Worker
-	tokenizer Tokenizer
-	ctx       context.Context
-	progress  *atomic.Int64 // the request's last chunk, Unix nanoseconds
+	seq      uint64
+	engine   sdk.Generator
+	worker   sdk.Worker
+	ctx      context.Context
+	progress *atomic.Int64 // the request's last chunk, Unix nanoseconds
 }
 
 // admit admits a request or says why not, as a gRPC status.
@@ -50,7 +47,7 @@ func (s *Server) admit(parent context.Context) (admission, error) {
 	if s.idle == nil {
 		s.idle = make(chan struct{})
 	}
-	return admission{seq: s.seq, engine: s.engine, worker: s.worker, tokenizer: s.tokenizer, ctx: ctx, progress: &r.progress}, nil
+	return admission{seq: s.seq, engine: s.engine, worker: s.worker, ctx: ctx, progress: &r.progress}, nil
 }
 
 // forwarding records the engine-side id of a request about to be
@@ -103,7 +100,7 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		return err
 	}
 	defer s.release(a)
-	ids, err := validate(req, a.worker, a.tokenizer)
+	ids, msgs, err := validate(req, a.worker, a.engine)
 	if err != nil {
 		e.outcome = OutcomeInvalid
 		return err
@@ -116,28 +113,12 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	engineReq := toEngine(req, ids, id+"-"+strconv.FormatUint(a.seq, 10))
 	f := newForward(stream, id, uint32(len(ids)))
 	f.progress = a.progress
-	if a.tokenizer != nil {
-		// vigil detokenizes and matches stop strings itself: the engine
-		// would match them on its own text, which a token-only engine
-		// does not have.
-		engineReq.Stop = nil
-		f.out = &detokenizer{dec: a.tokenizer.NewDecoder(), stops: stopstring.New(req.GetStopping().GetStop())}
-		if engineReq.MaxTokens == 0 && a.worker.MaxModelLen > 0 {
-			// The prompt's length is known: the default is the rest of
-			// the model's context, as OpenAI's and vLLM's, not the
-			// engine's (vLLM's is 20 tokens). Less one: SGLang refuses
-			// a prompt and max_new_tokens that reach its context length
-			// (vLLM takes them), so that is the most every engine takes.
-			engineReq.MaxTokens = max(a.worker.MaxModelLen-uint32(len(ids))-1, 1)
-		}
-	}
 	s.forwarding(a, engineReq.RequestID)
-	res, err := a.engine.Generate(a.ctx, engineReq, f.send)
-	if f.out != nil && f.out.stopped && stream.Context().Err() == nil {
-		// The engine's prompt count is lost with its result; ours is
-		// the same prompt.
-		e.outcome, e.prompt, e.completion = OutcomeOK, f.prompt, f.sentTokens
-		return stream.Send(final(id, workerv1.FinishReason_FINISH_REASON_STOP, "", f.prompt, f.sentTokens))
+	var res sdk.Result
+	if msgs != nil {
+		res, err = a.engine.(Prompts).GenerateChat(a.ctx, msgs, engineReq, f.send)
+	} else {
+		res, err = a.engine.Generate(a.ctx, engineReq, f.send)
 	}
 	if err == nil {
 		return f.finish(res, e)
@@ -149,8 +130,7 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 type forward struct {
 	stream     workerv1.Worker_GenerateServer
 	id         string
-	prompt     uint32 // the prompt's tokens, as far as vigil knows them
-	out        *detokenizer
+	prompt     uint32        // the prompt's tokens, as far as vigil knows them
 	progress   *atomic.Int64 // set to the time of every chunk, for Finish's stall cut
 	sent       bool
 	sentTokens uint32
@@ -173,40 +153,14 @@ func (f *forward) send(c sdk.Chunk) error {
 	if f.progress != nil {
 		f.progress.Store(time.Now().UnixNano())
 	}
-	ids, text := c.TokenIDs, c.Text
-	if f.out != nil {
-		ids, text = f.out.next(ids)
-	}
-	f.sentTokens += uint32(len(ids))
-	f.chunk.TokenIds, f.chunk.Text = ids, text
-	if err := f.stream.Send(f.msg); err != nil {
-		return err
-	}
-	if f.out != nil && f.out.stopped {
-		// Failing send ends the adapter's stream, so the adapter
-		// aborts the engine request.
-		return errStopString
-	}
-	return nil
+	f.sentTokens += uint32(len(c.TokenIDs))
+	f.chunk.TokenIds, f.chunk.Text = c.TokenIDs, c.Text
+	return f.stream.Send(f.msg)
 }
 
-// finish sends the text held back, if any, and the final message of a
-// generation that ended with res.
+// finish sends the final message of a generation that ended with res.
 func (f *forward) finish(res sdk.Result, e *ended) error {
 	reason := finishToProto(res.FinishReason)
-	if f.out != nil {
-		if tail, stopped := f.out.flush(); tail != "" || stopped {
-			if tail != "" {
-				f.chunk.TokenIds, f.chunk.Text = nil, tail
-				if err := f.stream.Send(f.msg); err != nil {
-					return err
-				}
-			}
-			if stopped {
-				reason = workerv1.FinishReason_FINISH_REASON_STOP
-			}
-		}
-	}
 	e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
 	return f.stream.Send(final(f.id, reason, "", res.PromptTokens, res.CompletionTokens))
 }
@@ -224,6 +178,12 @@ func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
 		e.outcome = OutcomeCut
 	}
 	if !f.sent {
+		if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument && cut == nil {
+			// The wrapped engine's refusal, with its details (the
+			// numbers of a prompt over the model's length).
+			e.outcome = OutcomeInvalid
+			return st.Err()
+		}
 		switch {
 		case cut != nil:
 			return status.Error(codes.Unavailable, cut.Error())
@@ -257,47 +217,6 @@ func cutBy(ctx context.Context) error {
 	return nil
 }
 
-// errStopString ends the engine's stream once a stop string matched.
-var errStopString = errors.New("stop string matched")
-
-// detokenizer is one request's output as vigil's own text: decoded
-// incrementally and cut at the first stop string.
-type detokenizer struct {
-	dec     Decoder
-	stops   *stopstring.Matcher
-	stopped bool
-}
-
-// next returns the text ids complete that can be emitted now, and ids up
-// to the one that completed a stop string, if one did: chunks merged on
-// the way hold tokens generated after it, which do not count.
-func (d *detokenizer) next(ids []uint32) ([]uint32, string) {
-	if d.stopped {
-		return nil, ""
-	}
-	var text strings.Builder
-	for i := range ids {
-		emit, stopped := d.stops.Push(d.dec.Next(ids[i : i+1]))
-		text.WriteString(emit)
-		if stopped {
-			d.stopped = true
-			return ids[:i+1], text.String()
-		}
-	}
-	return ids, text.String()
-}
-
-// flush returns the text held back at the end of the output, and whether
-// a stop string matched in it.
-func (d *detokenizer) flush() (string, bool) {
-	text, stopped := d.stops.Push(d.dec.Flush())
-	if !stopped {
-		text += d.stops.Flush()
-	}
-	d.stopped = stopped
-	return text, stopped
-}
-
 func final(id string, reason workerv1.FinishReason, desc string, prompt, completion uint32) *workerv1.GenerateResponse {
 	return &workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: &workerv1.Final{
 		FinishReason: reason,
@@ -326,78 +245,67 @@ func newRequestID() string {
 	return "req-" + hex.EncodeToString(b[:])
 }
 
-// validate checks a request against the worker; every error is
-// INVALID_ARGUMENT (or NOT_FOUND for the model) and names the field. It
-// returns the prompt's token ids, given or rendered from messages by tok;
-// nil for a text prompt without tok.
-func validate(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uint32, error) {
+// validate checks a request against the worker and its engine; every
+// error is INVALID_ARGUMENT (or NOT_FOUND for the model) and names the
+// field. It returns the prompt's token ids (nil for a text or chat
+// prompt) or its chat messages.
+func validate(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator) ([]uint32, []*workerv1.Message, error) {
 	if m := req.GetModel(); m != "" && m != w.ServedModelName {
-		return nil, status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
+		return nil, nil, status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
 	}
-	ids, field, err := promptTokens(req, w, tok)
+	ids, msgs, err := promptOf(req, w, engine)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	promptLen := uint32(len(ids))
+	_, counts := engine.(Prompts) // it checks the lengths of the prompts it encodes, with the numbers
 	if max := w.MaxModelLen; max > 0 {
 		mt := req.GetStopping().GetMaxTokens()
 		switch {
+		case ids == nil && counts:
 		case ids == nil && mt > max:
-			// A text prompt's length only the engine knows: no numbers
-			// to give but these.
-			return nil, status.Errorf(codes.InvalidArgument, "stopping.max_tokens: %d exceeds the model's maximum length %d", mt, max)
+			// A text or chat prompt's length only the engine knows: no
+			// numbers to give but these.
+			return nil, nil, status.Errorf(codes.InvalidArgument, "stopping.max_tokens: %d exceeds the model's maximum length %d", mt, max)
 		case ids == nil:
 		case promptLen >= max:
-			return nil, contextLengthError(field, max, promptLen, mt)
+			return nil, nil, workerapi.ContextLengthError("prompt.token_ids", max, promptLen, mt)
 		case mt > max-promptLen:
-			return nil, contextLengthError("stopping.max_tokens", max, promptLen, mt)
+			return nil, nil, workerapi.ContextLengthError("stopping.max_tokens", max, promptLen, mt)
 		}
 	}
 	if st := req.GetStopping(); st.GetMaxTokens() > 0 && st.GetMinTokens() > st.GetMaxTokens() {
-		return nil, status.Errorf(codes.InvalidArgument, "stopping.min_tokens: %d exceeds stopping.max_tokens %d", st.GetMinTokens(), st.GetMaxTokens())
+		return nil, nil, status.Errorf(codes.InvalidArgument, "stopping.min_tokens: %d exceeds stopping.max_tokens %d", st.GetMinTokens(), st.GetMaxTokens())
 	}
 	if err := validateSampling(req.GetSampling()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ids, nil
+	return ids, msgs, nil
 }
 
-// promptTokens is the prompt's token ids, given or rendered from messages
-// by tok (nil for a text prompt without tok), and the prompt field they
-// come from.
-func promptTokens(req *workerv1.GenerateRequest, w sdk.Worker, tok Tokenizer) ([]uint32, string, error) {
+// promptOf is the prompt's token ids, or its chat messages, or neither for
+// a text prompt, checked against what the engine takes.
+func promptOf(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator) ([]uint32, []*workerv1.Message, error) {
 	switch p := req.GetPrompt().(type) {
 	case *workerv1.GenerateRequest_Text:
 		if p.Text == "" {
-			return nil, "", status.Error(codes.InvalidArgument, "prompt: must not be empty")
+			return nil, nil, status.Error(codes.InvalidArgument, "prompt: must not be empty")
 		}
-		if tok != nil {
-			// Token ids to every engine: never text the engine
-			// tokenizes again with a second BOS.
-			ids, err := tok.Encode(p.Text)
-			if err != nil {
-				return nil, "", status.Errorf(codes.InvalidArgument, "prompt.text: tokenizing: %v", err)
-			}
-			if len(ids) == 0 {
-				return nil, "", status.Error(codes.InvalidArgument, "prompt.text: encodes to no tokens")
-			}
-			return ids, "prompt.text", nil
+		if pe, ok := engine.(Prompts); !w.SupportsTextInput && (!ok || !pe.TakesText()) {
+			return nil, nil, status.Error(codes.InvalidArgument, "prompt.text: this worker's engine takes token ids only; send prompt.token_ids")
 		}
-		if !w.SupportsTextInput {
-			return nil, "", status.Error(codes.InvalidArgument, "prompt.text: this worker's engine takes token ids only; send prompt.token_ids")
-		}
-		return nil, "prompt.token_ids", nil
+		return nil, nil, nil
 	case *workerv1.GenerateRequest_TokenIds:
 		ids := p.TokenIds.GetIds()
 		if len(ids) == 0 {
-			return nil, "", status.Error(codes.InvalidArgument, "prompt: must not be empty")
+			return nil, nil, status.Error(codes.InvalidArgument, "prompt: must not be empty")
 		}
-		return ids, "prompt.token_ids", nil
+		return ids, nil, nil
 	case *workerv1.GenerateRequest_Messages:
-		ids, err := chatTokens(p.Messages, tok)
-		return ids, "prompt.messages", err
+		msgs, err := chatMessages(p.Messages, engine)
+		return nil, msgs, err
 	}
-	return nil, "", status.Error(codes.InvalidArgument, "prompt: must not be empty: set prompt.text, prompt.token_ids or prompt.messages")
+	return nil, nil, status.Error(codes.InvalidArgument, "prompt: must not be empty: set prompt.text, prompt.token_ids or prompt.messages")
 }
 
 // validateSampling checks the sampling parameters that have a range.

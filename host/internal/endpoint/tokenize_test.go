@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vigilhq/vigil/host/internal/textgen"
 	"github.com/vigilhq/vigil/host/internal/tokenizer"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
@@ -34,7 +35,7 @@ func TestTextPromptTokenized(t *testing.T) {
 	tokenOnly.SupportsTextInput = false
 	e := &fakeEngine{}
 	s, c := serve(t, e, tokenOnly, 0)
-	s.SetTokenizer(fakeTokenizer{})
+	s.Wrap(tokenized(fakeTokenizer{}, 100))
 	s.Admit(true, "")
 
 	req := text("hi")
@@ -176,7 +177,7 @@ func TestDetokenizedStream(t *testing.T) {
 	e := &scriptEngine{out: outIDs}
 	tokenOnly := sdk.Worker{ServedModelName: "m", MaxModelLen: 4096}
 	s, c := serve(t, e, tokenOnly, 0)
-	s.SetTokenizer(HFTokenizer(tok))
+	s.Wrap(tokenized(textgen.HF(tok), 4096))
 	s.Admit(true, "")
 
 	r := run(t.Context(), c, text(promptText))
@@ -221,7 +222,7 @@ func testStopString(t *testing.T, perChunk int) {
 	}
 	e := &scriptEngine{out: out, perChunk: perChunk}
 	s, c := serve(t, e, sdk.Worker{ServedModelName: "m", MaxModelLen: 4096}, 0)
-	s.SetTokenizer(HFTokenizer(tok))
+	s.Wrap(tokenized(textgen.HF(tok), 4096))
 	s.Admit(true, "")
 
 	req := text("Say hello")
@@ -242,7 +243,7 @@ func testStopString(t *testing.T, perChunk int) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !errors.Is(e.sendErr, errStopString) || e.sentUpTo != max(2, perChunk) {
+	if !errors.Is(e.sendErr, textgen.ErrStopString) || e.sentUpTo != max(2, perChunk) {
 		t.Errorf("engine: send failed with %v after %d tokens, want the stop's chunk, which ends its stream", e.sendErr, e.sentUpTo)
 	}
 	if len(e.req.Stop) != 0 {

@@ -33,24 +33,22 @@ type rule struct {
 // rules is every host/internal package. A package missing here, or a row
 // for a package that is gone, fails the test. Coming rows: a Kubernetes
 // backend, discovery/kubernetes, would be a row like discovery/consul's
-// (discovery, k8s.io/...), imported by command alone; the tokenizer, when
-// it becomes a module of its own (vigil/tokenizer/...), keeps this row's
-// job and its importers (endpoint and command; see exclusive).
+// (discovery, k8s.io/...), imported by command alone.
 var rules = map[string]rule{
 	"adapter": {"command (vigil run, vigil plugin)", "where a plugin directory keeps an engine's adapter, its SHA-256 pins, the adapter's environment", nil},
 	"builtin": {"the adapter subprocess", "the adapters built into the binary, run when vigil re-executes itself",
 		[]string{"vigil/plugins/...", "vigil/sdk"}},
 	"command": {"the operator (the command line)", "flags, their validation, exit codes; wires the others together",
 		[]string{"adapter", "builtin", "discovery", "discovery/consul", "discovery/file", "endpoint", "logwriter", "metrics",
-			"outcome", "router", "supervisor", "tlsconfig", "tokenizer", "workerapi", "vigil/sdk", "vigil/sdk/pluginhost",
+			"outcome", "router", "supervisor", "textgen", "tlsconfig", "tokenizer", "workerapi", "vigil/sdk", "vigil/sdk/pluginhost",
 			"vigil/sdk/sdktest", "github.com/hashicorp/consul/...", "github.com/urfave/cli/..."}},
 	"discovery": {"every registry user", "the contract: Registration, its metadata, Registry, Discoverer, Announcer", nil},
 	"discovery/consul": {"command", "the Consul backend, both halves",
 		[]string{"discovery", "github.com/hashicorp/consul/..."}},
 	"discovery/discoverytest": {"tests of backends", "running a Discoverer for a test and reading its sets", []string{"discovery"}},
 	"discovery/file":          {"command", "the file backend, both halves", []string{"discovery"}},
-	"endpoint": {"a worker's clients (vigil route, SDKs)", "vigil run's worker API: admission, drain, health, tokenization",
-		[]string{"stopstring", "tokenizer", "workerapi", "vigil/proto/vigil/worker/v1", "vigil/sdk", "vigil/sdk/pluginhost"}},
+	"endpoint": {"a worker's clients (vigil route, SDKs)", "vigil run's worker API: admission, drain, health",
+		[]string{"workerapi", "vigil/proto/vigil/worker/v1", "vigil/sdk", "vigil/sdk/pluginhost"}},
 	"layout":    {"the project", "this table", nil},
 	"logwriter": {"vigil's log", "a log output that never holds vigil up", nil},
 	"metrics": {"Prometheus", "the metrics of vigil run and vigil route, and their listener",
@@ -58,13 +56,15 @@ var rules = map[string]rule{
 	"outcome": {"command", "why a lifecycle ended, for the exit code", nil},
 	"router": {"the router's clients (gRPC and OpenAI HTTP)", "vigil route: the pool of workers, balancing, retries, the OpenAI API",
 		[]string{"discovery", "outcome", "tlsconfig", "workerapi", "vigil/proto/vigil/worker/v1"}},
-	"stopstring": {"endpoint", "stop strings matched on streamed text", nil},
+	"stopstring": {"textgen", "stop strings matched on streamed text", nil},
+	"textgen": {"command", "the worker's tokenization, a wrapper around the engine: prompts encoded and rendered, output detokenized, stop strings, the default max_tokens",
+		[]string{"stopstring", "tokenizer", "workerapi", "vigil/proto/vigil/worker/v1", "vigil/sdk"}},
 	"supervisor": {"vigil run", "the lifecycle: adapter, engine, registration, drain",
 		[]string{"discovery", "outcome", "vigil/sdk", "vigil/sdk/healthwatch", "vigil/sdk/pluginhost"}},
 	"tlsconfig":         {"command; the router, to name TLS failures", "TLS configurations from PEM files, reloaded when they change; what a TLS failure was", nil},
 	"tlsconfig/tlstest": {"tests", "certificates for tests", nil},
-	"tokenizer": {"endpoint", "a model's own tokenizer and chat template",
-		[]string{"github.com/sugarme/tokenizer/...", "github.com/ardanlabs/jinja/...", "github.com/dlclark/regexp2/..."}},
+	"tokenizer": {"textgen", "a model's own tokenizer and chat template",
+		[]string{"vigil/tokenizer", "github.com/ardanlabs/jinja/..."}},
 	"workerapi": {"endpoint and router", "the vigil.worker.v1 facts both sides agree on: limits, names, reasons, options", nil},
 }
 
@@ -92,17 +92,17 @@ var exclusive = map[string][]string{
 	"endpoint":   {"command", "metrics"},
 	"supervisor": {"command", "metrics"},
 	"router":     {"command", "metrics"},
-	// The tokenizer, today's package and the module it is to become, and
-	// the libraries it carries along.
-	"tokenizer":                        {"endpoint", "command"},
-	"vigil/tokenizer/...":              {"endpoint", "command"},
-	"github.com/sugarme/tokenizer/...": {"tokenizer"},
-	"github.com/ardanlabs/jinja/...":   {"tokenizer"},
-	"github.com/dlclark/regexp2/...":   {"tokenizer"},
+	// The tokenizer: the host's package (chat templates around the
+	// module's encoding and decoding) for textgen and command; the module
+	// for them and the package; regexp2 is the module's, no host package's.
+	"tokenizer":                      {"textgen", "command"},
+	"vigil/tokenizer/...":            {"tokenizer", "textgen", "command"},
+	"github.com/ardanlabs/jinja/...": {"tokenizer"},
+	"github.com/dlclark/regexp2/...": nil,
 	// The sdk: its root (the author's contract and the types) for all but
 	// the router; its host side for what runs and talks to adapters;
 	// go-plugin only behind it.
-	"vigil/sdk":            {"builtin", "command", "endpoint", "metrics", "supervisor"},
+	"vigil/sdk":            {"builtin", "command", "endpoint", "metrics", "supervisor", "textgen"},
 	"vigil/sdk/pluginhost": {"command", "endpoint", "supervisor"},
 	// vigil plugin check --conformance runs the author's conformance kit.
 	"vigil/sdk/sdktest":                  {"command"},

@@ -133,7 +133,7 @@ vigil_worker_registered 1
 		t.Error(err)
 	}
 	states := gatherGauges(t, w.Registry(), "vigil_lifecycle_state", "state")
-	if diff := cmp.Diff(map[string]float64{"launching": 0, "waiting": 0, "started": 0, "serving": 0,
+	if diff := cmp.Diff(map[string]float64{"launching": 0, "waiting": 0, "started": 0, "preparing": 0, "serving": 0,
 		"not_ready": 1, "engine_draining": 0, "draining": 0, "stopped": 0}, states); diff != "" {
 		t.Errorf("vigil_lifecycle_state (-want +got):\n%s", diff)
 	}
@@ -551,5 +551,15 @@ vigil_worker_registration_refused %d
 		if err := testutil.GatherAndCompare(w.Registry(), strings.NewReader(exp), "vigil_worker_registration_refused"); err != nil {
 			t.Errorf("refused %v: %v", want, err)
 		}
+	}
+}
+
+// A worker deciding which prompts it takes shows as preparing.
+func TestWorkerPreparing(t *testing.T) {
+	w := newTestWorker(0, false)
+	w.Entered(supervisor.StateStarted)
+	w.Entered(supervisor.StatePreparing)
+	if got := gatherGauges(t, w.Registry(), "vigil_lifecycle_state", "state"); got["preparing"] != 1 || got["started"] != 0 {
+		t.Errorf("vigil_lifecycle_state = %v, want preparing 1", got)
 	}
 }

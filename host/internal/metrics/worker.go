@@ -58,7 +58,7 @@ func ErrorKind(err error) string {
 var (
 	availabilities = []sdk.Availability{sdk.Serving, sdk.NotReady, sdk.Draining, sdk.Lost}
 	states         = []supervisor.State{supervisor.StateLaunching, supervisor.StateWaiting, supervisor.StateStarted,
-		supervisor.StateServing, supervisor.StateNotReady, supervisor.StateEngineDraining, supervisor.StateDraining, supervisor.StateStopped}
+		supervisor.StatePreparing, supervisor.StateServing, supervisor.StateNotReady, supervisor.StateEngineDraining, supervisor.StateDraining, supervisor.StateStopped}
 	withdrawCauses = []string{supervisor.CauseNotReady, supervisor.CauseLost, supervisor.CauseStop, supervisor.CauseFailed, supervisor.CauseDraining}
 	reregCauses    = []string{supervisor.CauseNotReady, CauseRegistryLost}
 	recoverCauses  = []string{supervisor.CauseLost, supervisor.CauseHung, supervisor.CauseDraining}

@@ -19,6 +19,12 @@
 //
 //	(and Started ──NOT_READY──▶ NotReady)
 //
+//	Config.Tokenizer set: Started ──prepare──▶ Preparing, then, when it returns,
+//	with the availability seen meanwhile:
+//
+//	Preparing ──SERVING──▶ Serving   ──NOT_READY──▶ NotReady   ──prepared (none)──▶ Started
+//	    │ LOST/failed/stop ──▶ Draining;   DRAINING ──▶ EngineDraining
+//
 //	Started/Serving/NotReady ──DRAINING──▶ EngineDraining ──drained / overdue──▶ Stopped
 //	                                            │ LOST / stop
 //	                                            ▼
@@ -35,6 +41,10 @@
 //	    the engine to serve.
 //	  - Started: the engine served; the endpoint has it, and the availability
 //	    watch opens. Nothing is registered until the watch says SERVING.
+//	  - Preparing: the worker decides which prompts it takes (the
+//	    Tokenizer hook loads the model's tokenizer, off the loop): nothing
+//	    is registered, a loss or a stop acts at once, and a SERVING or
+//	    NOT_READY seen meanwhile is held and fed when it returns.
 //	  - Serving: the worker is registered and admits requests.
 //	  - NotReady: the engine is alive but not accepting work; the worker is
 //	    withdrawn and vigil stays up.

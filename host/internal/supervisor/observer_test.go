@@ -131,3 +131,86 @@ func TestObserverSeesBusy(t *testing.T) {
 		t.Errorf("observed (-want +got):\n%s", diff)
 	}
 }
+
+// availRecorder is a recorder that also hands over each availability it
+// is told of, so that a test knows the loop has taken it.
+type availRecorder struct {
+	*recorder
+	avail   chan sdk.Availability
+	entered chan State
+}
+
+func (r availRecorder) Entered(st State) {
+	r.recorder.Entered(st)
+	r.entered <- st
+}
+
+// await returns once st has been entered.
+func (r availRecorder) await(st State) {
+	for got := range r.entered {
+		if got == st {
+			return
+		}
+	}
+}
+
+func (r availRecorder) Availability(a sdk.Availability) {
+	r.recorder.Availability(a)
+	r.avail <- a
+}
+
+// With a Tokenizer hook the worker is Preparing while it runs: nothing is
+// registered, and the availability seen meanwhile takes effect when it
+// returns (a SERVING registers then, a NOT_READY leaves it not ready);
+// with none seen it is Started, and the next SERVING registers. (A loss
+// or a stop while preparing: TestTokenizerLoadDoesNotHoldLifecycle.)
+func TestPreparing(t *testing.T) {
+	t.Parallel()
+	for name, during := range map[string][]sdk.Availability{
+		"serving": {sdk.Serving}, "not ready": {sdk.NotReady}, "serving then not ready": {sdk.Serving, sdk.NotReady}, "none": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			rec := availRecorder{&recorder{}, make(chan sdk.Availability, 4), make(chan State, 32)}
+			loading, release := make(chan struct{}), make(chan struct{})
+			h := startHarnessWith(t, newFakeEngine(), &fakeEndpoint{}, func(c *Config) {
+				c.Observer = rec
+				c.Tokenizer = func(sdk.Worker) (bool, bool) { close(loading); <-release; return true, false }
+			})
+			<-loading
+			rec.await(StatePreparing)
+			want := []string{"entered launching", "entered waiting", "entered started", "entered preparing"}
+			for _, a := range during {
+				h.send(a)
+				<-rec.avail
+				want = append(want, "availability "+a.String())
+			}
+			h.registered(false)
+			close(release)
+			switch {
+			case len(during) > 0 && during[len(during)-1] == sdk.Serving:
+				want = append(want, "entered serving")
+			case len(during) > 0:
+				want = append(want, "entered not-ready")
+			default:
+				want = append(want, "entered started")
+			}
+			if len(during) == 0 {
+				rec.await(StateStarted)
+				h.send(sdk.Serving)
+				<-rec.avail
+				want = append(want, "availability SERVING", "entered serving")
+			}
+			if len(during) == 0 || during[len(during)-1] == sdk.Serving {
+				h.registered(true)
+			} else {
+				rec.await(StateNotReady)
+			}
+			h.signal()
+			h.ended(nil)
+			if diff := cmp.Diff(want, rec.get()[:len(want)]); diff != "" {
+				t.Errorf("observed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

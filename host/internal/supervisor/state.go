@@ -14,6 +14,9 @@ const (
 	StateStopped
 	// StateEngineDraining: the engine drains on purpose (sdk.Draining).
 	StateEngineDraining
+	// StatePreparing: the engine served and the worker decides which
+	// prompts it takes (Config.Tokenizer runs); nothing is registered.
+	StatePreparing
 )
 
 func (s State) String() string {
@@ -34,6 +37,8 @@ func (s State) String() string {
 		return "stopped"
 	case StateEngineDraining:
 		return "engine-draining"
+	case StatePreparing:
+		return "preparing"
 	default:
 		return "unknown"
 	}
@@ -79,6 +84,12 @@ const (
 	// come: the lifecycle restarts the adapter and waits for the engine
 	// again.
 	InputRecover
+	// InputPrepare: the engine started and Config.Tokenizer is set: the
+	// worker decides which prompts it takes before it registers.
+	InputPrepare
+	// InputPrepared: Config.Tokenizer returned with no availability seen
+	// meanwhile (a SERVING or a NOT_READY seen meanwhile is fed instead).
+	InputPrepared
 )
 
 func (i Input) String() string {
@@ -107,6 +118,10 @@ func (i Input) String() string {
 		return "draining"
 	case InputRecover:
 		return "recover"
+	case InputPrepare:
+		return "prepare"
+	case InputPrepared:
+		return "prepared"
 	default:
 		return "unknown"
 	}
@@ -124,7 +139,13 @@ func next(s State, in Input) State {
 		case in == InputFailed, in == InputStop, in == InputHung:
 			return StateDraining
 		}
-	case StateStarted, StateServing, StateNotReady:
+	case StateStarted, StateServing, StateNotReady, StatePreparing:
+		switch {
+		case s == StateStarted && in == InputPrepare:
+			return StatePreparing
+		case s == StatePreparing && in == InputPrepared:
+			return StateStarted
+		}
 		switch in {
 		case InputServing:
 			return StateServing

@@ -193,9 +193,10 @@ type Config struct {
 	// --metrics-listen). Nil: none.
 	Observer Observer
 	// Tokenizer, when set, is called once the engine first serves, with
-	// what it reported (its model path, for one), on a goroutine of its own:
-	// a stop or a loss meanwhile is acted on at once, while the worker
-	// registers and the endpoint admits requests only after it returns. It
+	// what it reported (its model path, for one), on a goroutine of its own,
+	// while the lifecycle is Preparing: a stop or a loss meanwhile is acted
+	// on at once, while the worker registers and the endpoint admits
+	// requests only after it returns. It
 	// gives the endpoint the model's tokenizer, if it has one, and reports
 	// whether it did (the worker then takes text prompts whatever its engine
 	// takes) and whether a chat template came with it (the worker takes chat
@@ -242,11 +243,12 @@ type supervisor struct {
 	// a loss's drain then ends Run rather than waiting again.
 	stopAsked bool
 	refused   <-chan struct{} // the announcer's Done once it runs; nil once taken
-	// tokenized delivers the Tokenizer hook's decision, which runs off the
-	// loop (loading a tokenizer takes seconds) so that a stop or a loss is
-	// acted on meanwhile; nil when none is pending. held is a SERVING that
-	// came before it: the worker registers only once it knows which
-	// prompts it takes.
+	// tokenized delivers the Tokenizer hook's decision (StatePreparing),
+	// which runs off the loop (loading a tokenizer takes seconds) so that
+	// a stop or a loss is acted on meanwhile; nil when none is pending.
+	// held is the last SERVING or NOT_READY seen while preparing, fed
+	// when it ends: the worker registers only once it knows which prompts
+	// it takes.
 	tokenized <-chan tokenizerDecision
 	hookDone  chan struct{} // closed when the last hook started returns; nil before the first
 	held      *sdk.Event
@@ -317,7 +319,9 @@ func (s *supervisor) watched(ev sdk.Event, ok bool) {
 		if s.state != StateDraining {
 			s.step(InputLost, "adapter closed the availability stream")
 		}
-	case ev.Availability == sdk.Serving && s.tokenized != nil:
+	case (ev.Availability == sdk.Serving || ev.Availability == sdk.NotReady) && s.state == StatePreparing:
+		// Fed when preparing ends: the worker registers only once it
+		// knows which prompts it takes.
 		s.cfg.Observer.Availability(ev.Availability)
 		s.held = &ev
 	case ev.Availability == sdk.Serving:
@@ -515,7 +519,13 @@ func (s *supervisor) enter(st State) {
 		engine := s.plugin.Engine // read here: a recovery replaces it
 		s.startPhase(func(ctx context.Context, p *phase) { p.worker, p.err = s.start(ctx, engine) })
 	case StateStarted:
+		if s.started {
+			return // back from Preparing: serve ran
+		}
 		s.serve()
+		if s.tokenized != nil {
+			s.step(InputPrepare, "deciding which prompts the worker takes")
+		}
 	case StateServing:
 		s.cfg.Announcer.Announce(s.reg)
 		s.cfg.Endpoint.Admit(true, "")
@@ -612,15 +622,22 @@ func (s *supervisor) startTokenizer(w sdk.Worker) {
 type tokenizerDecision struct{ loaded, chat bool }
 
 // decided takes the Tokenizer hook's decision into the registration, and
-// then the SERVING that waited for it.
+// ends Preparing with the availability that waited for it, if any.
 func (s *supervisor) decided(d tokenizerDecision) {
 	s.tokenized = nil
 	// vigil tokenizes text for every engine once it has the model's
 	// tokenizer.
 	s.reg.TokensOnly, s.reg.Chat = s.reg.TokensOnly && !d.loaded, d.chat
-	if ev := s.held; ev != nil {
-		s.held = nil
+	ev := s.held
+	s.held = nil
+	switch {
+	case s.state != StatePreparing: // a loss or a stop came first
+	case ev == nil:
+		s.step(InputPrepared, "")
+	case ev.Availability == sdk.Serving:
 		s.step(InputServing, ev.Reason)
+	default:
+		s.step(InputNotReady, ev.Reason)
 	}
 }
 

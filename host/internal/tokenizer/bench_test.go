@@ -55,7 +55,7 @@ func BenchmarkDecoderNext(b *testing.B) {
 			b.ReportAllocs()
 			n := 0
 			for b.Loop() {
-				d := tok.NewDecoder(true)
+				d := tok.NewDecoder(true, nil)
 				for i := range ids {
 					d.Next(ids[i : i+1])
 				}

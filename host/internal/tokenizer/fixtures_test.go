@@ -47,13 +47,7 @@ type loadResult struct {
 // reference outputs.
 func family(tb testing.TB, name string) (*Tokenizer, *reference) {
 	tb.Helper()
-	dir := filepath.Join("testdata", "models", name)
-	if _, err := os.Stat(filepath.Join(dir, TokenizerFile)); err != nil {
-		if os.Getenv(requireEnv) != "" {
-			tb.Fatalf("%s is set but %s is missing: run make tokenizer-models", requireEnv, dir)
-		}
-		tb.Skipf("%s missing: run make tokenizer-models (CI sets %s)", dir, requireEnv)
-	}
+	dir := familyDir(tb, name)
 	v, _ := loaded.LoadOrStore(name, &loadResult{})
 	r := v.(*loadResult)
 	r.once.Do(func() { r.tok, r.err = Load(dir, "") })
@@ -69,4 +63,18 @@ func family(tb testing.TB, name string) (*Tokenizer, *reference) {
 		tb.Fatalf("testdata/%s.json: %v", name, err)
 	}
 	return r.tok, &ref
+}
+
+// familyDir is a family's model directory; without it the test is
+// skipped, or fails when CI requires the models.
+func familyDir(tb testing.TB, name string) string {
+	tb.Helper()
+	dir := filepath.Join("testdata", "models", name)
+	if _, err := os.Stat(filepath.Join(dir, TokenizerFile)); err != nil {
+		if os.Getenv(requireEnv) != "" {
+			tb.Fatalf("%s is set but %s is missing: run make tokenizer-models", requireEnv, dir)
+		}
+		tb.Skipf("%s missing: run make tokenizer-models (CI sets %s)", dir, requireEnv)
+	}
+	return dir
 }

@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/sugarme/tokenizer/pretokenizer"
 )
 
 // tinyTokenizer is a byte-level BPE tokenizer.json: the 256 byte
@@ -18,7 +16,7 @@ func tinyTokenizer(t *testing.T, modelType string) []byte {
 	t.Helper()
 	vocab := map[string]int{}
 	for b := range 256 {
-		vocab[pretokenizer.BytesChar[uint8(b)]] = b
+		vocab[pretokenizerBytesChar(uint8(b))] = b
 	}
 	vocab["he"] = 256
 	special := func(id int, s string) map[string]any {
@@ -195,7 +193,7 @@ func TestDecoderKeepsContext(t *testing.T) {
 	if want != "Hello world! world" {
 		t.Fatalf("Decode = %q", want)
 	}
-	d := tok.NewDecoder(false)
+	d := tok.NewDecoder(false, nil)
 	var got strings.Builder
 	for _, id := range ids {
 		got.WriteString(d.Next([]uint32{id}))
@@ -206,4 +204,18 @@ func TestDecoderKeepsContext(t *testing.T) {
 	}
 }
 
-func pretokenizerBytesChar(b uint8) string { return pretokenizer.BytesChar[b] }
+// pretokenizerBytesChar is GPT-2's byte-level character for b: printable
+// Latin-1 bytes are themselves, the others 256 and up in byte order.
+func pretokenizerBytesChar(b uint8) string {
+	printable := func(c int) bool { return c >= '!' && c <= '~' || c >= 0xA1 && c <= 0xAC || c >= 0xAE }
+	if printable(int(b)) {
+		return string(rune(b))
+	}
+	n := 0
+	for c := range int(b) {
+		if !printable(c) {
+			n++
+		}
+	}
+	return string(rune(256 + n))
+}

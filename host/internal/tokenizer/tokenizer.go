@@ -1,6 +1,7 @@
 // Package tokenizer gives vigil a model's own tokenization and chat
 // template, read from a Hugging Face model directory: tokenizer.json
-// (required) through github.com/sugarme/tokenizer, and
+// (required) through vigil's own module github.com/vigilhq/vigil/tokenizer,
+// and
 // tokenizer_config.json (optional: chat_template, bos_token, eos_token...)
 // rendered with github.com/ardanlabs/jinja as transformers'
 // apply_chat_template does. Pure Go, no cgo.
@@ -14,20 +15,16 @@
 // Use in a worker: prompt, _ := t.RenderChat(msgs, true), then
 // t.Encode(prompt, false) (the template wrote bos_token itself); a plain
 // completion prompt is t.Encode(text, true). For output, one
-// t.NewDecoder(true) per request, Next(ids) per engine chunk, Flush at the
+// t.NewDecoder(true, promptIDs) per request, Next(ids) per engine chunk, Flush at the
 // end; stop when an id is in t.EOSTokenIDs().
 //
-// Why sugarme/tokenizer: of the pure-Go libraries the module proxy serves,
-// it is the one that reads tokenizer.json (gomlx/go-huggingface reads only
-// SentencePiece models; daulet/tokenizers binds the Rust library through
-// cgo). Where it falls short for these models (regex splits with lookahead,
-// byte fallback, ignore_merges, added tokens, NFC, the byte-level
-// pre-tokenizer and decoder), hfjson.go and added.go fill in around its
-// BPE model, normalized strings and decoders, each gap tested against the
-// reference. Chat templates use ardanlabs/jinja (v1.8.0, the newest that
-// builds on Go 1.26), written for Hugging Face chat templates: transformers'
+// Chat templates use ardanlabs/jinja (v1.8.0, the newest that builds on
+// Go 1.26), written for Hugging Face chat templates: transformers'
 // trim_blocks/lstrip_blocks, raise_exception, strftime_now, namespace,
-// loop controls, tojson.
+// loop controls, tojson. It is laxer than Python's Jinja, so each parsed
+// template is checked and rewritten at load (chatcheck.go) to render as
+// transformers' jinja2 environment does, or is refused naming the
+// construct; what only a request's values can show is refused per request.
 //
 // A Tokenizer is safe for concurrent use; a Decoder is not.
 package tokenizer
@@ -40,6 +37,7 @@ import (
 	"path/filepath"
 
 	"github.com/ardanlabs/jinja"
+	vtok "github.com/vigilhq/vigil/tokenizer"
 )
 
 // Message is one chat turn: Role is "system", "user", "assistant" or
@@ -51,10 +49,10 @@ type Message struct {
 
 // Tokenizer encodes text to token ids and back, and renders chat prompts.
 type Tokenizer struct {
-	p       *pipeline
-	special map[int]bool // added tokens marked special: Decode may skip them
+	tk *vtok.Tokenizer // tokenizer.json: encoding and decoding
 
 	template     *jinja.Template // nil: no chat template
+	templateUse  *templateUse    // what template uses that rendering checks
 	templateVars map[string]any  // bos_token, eos_token... as transformers passes them
 	eos          []uint32
 }
@@ -70,20 +68,20 @@ const (
 // a bad one is found at start-up, before any tokenizer is loaded. Errors
 // name the file.
 func CheckChatTemplate(file string) error {
-	_, err := compileTemplateFile(file)
+	_, _, err := compileTemplateFile(file)
 	return err
 }
 
-func compileTemplateFile(file string) (*jinja.Template, error) {
+func compileTemplateFile(file string) (*jinja.Template, *templateUse, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
+		return nil, nil, fmt.Errorf("tokenizer: chat template: %w", err)
 	}
-	tmpl, err := jinja.Compile(string(b))
+	tmpl, use, err := compileChat(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %s: %w", file, err)
+		return nil, nil, fmt.Errorf("tokenizer: %s: %w", file, err)
 	}
-	return tmpl, nil
+	return tmpl, use, nil
 }
 
 // Load reads dir/tokenizer.json (required), dir/tokenizer_config.json and
@@ -91,32 +89,21 @@ func compileTemplateFile(file string) (*jinja.Template, error) {
 // "", is a Jinja chat template file that replaces the config's
 // chat_template (vLLM's --chat-template). Errors name the file and field.
 func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
-	path := filepath.Join(dir, TokenizerFile)
-	data, err := os.ReadFile(path)
+	tk, err := vtok.Load(dir)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %w", err)
+		return nil, err
 	}
-	p, err := buildPipeline(data)
-	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
-	}
-	t := &Tokenizer{p: p, special: map[int]bool{}}
-	for _, a := range p.added.byContent {
-		if a.Special {
-			t.special[a.ID] = true
-		}
-	}
-
+	t := &Tokenizer{tk: tk}
 	cfg, err := readConfig(filepath.Join(dir, TokenizerConfigFile))
 	if err != nil {
 		return nil, err
 	}
 	if chatTemplateFile != "" {
-		if t.template, err = compileTemplateFile(chatTemplateFile); err != nil {
+		if t.template, t.templateUse, err = compileTemplateFile(chatTemplateFile); err != nil {
 			return nil, err
 		}
 	} else if cfg.chatTemplate != "" {
-		if t.template, err = jinja.Compile(cfg.chatTemplate); err != nil {
+		if t.template, t.templateUse, err = compileChat(cfg.chatTemplate); err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: field chat_template: %w", filepath.Join(dir, TokenizerConfigFile), err)
 		}
 	}
@@ -126,23 +113,7 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := map[uint32]bool{}
-	addEOS := func(id uint32) {
-		if !seen[id] {
-			seen[id] = true
-			t.eos = append(t.eos, id)
-		}
-	}
-	if s, ok := cfg.specialTokens["eos_token"].(string); ok && s != "" {
-		id, ok := t.TokenID(s)
-		if !ok {
-			return nil, fmt.Errorf("tokenizer: %s: field eos_token: %q is not in the vocabulary", filepath.Join(dir, TokenizerConfigFile), s)
-		}
-		addEOS(id)
-	}
-	for _, id := range gen {
-		addEOS(id)
-	}
+	t.eos = mergeIDs(tk.EOSTokenIDs(), gen)
 	return t, nil
 }
 
@@ -150,77 +121,28 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 // tokenizer.json's post_processor (Gemma's adds <bos>; Llama 3's and
 // Qwen's add nothing). A rendered chat prompt already holds its bos_token:
 // encode it with addSpecialTokens false, as vLLM does.
-func (t *Tokenizer) Encode(text string, addSpecialTokens bool) (ids []uint32, err error) {
-	// The library panics on a character its vocabulary lacks when the
-	// model has no unk_token (a byte-level vocabulary never does).
-	defer func() {
-		if r := recover(); r != nil {
-			ids, err = nil, fmt.Errorf("tokenizer: encode: %v", r)
-		}
-	}()
-	if addSpecialTokens {
-		ids = append(ids, t.p.prefix...)
-	}
-	for _, seg := range t.p.added.split(text) {
-		if seg.id >= 0 {
-			ids = append(ids, uint32(seg.id))
-			continue
-		}
-		enc, err := t.p.tk.EncodeSingle(seg.text, false)
-		if err != nil {
-			return nil, fmt.Errorf("tokenizer: encode: %w", err)
-		}
-		for _, id := range enc.Ids {
-			ids = append(ids, uint32(id))
-		}
-	}
-	if addSpecialTokens {
-		ids = append(ids, t.p.suffix...)
-	}
-	return ids, nil
+func (t *Tokenizer) Encode(text string, addSpecialTokens bool) ([]uint32, error) {
+	return t.tk.Encode(text, addSpecialTokens)
 }
 
 // Decode returns the text of ids; skipSpecialTokens leaves out added
 // tokens marked special (<|eot_id|>, <end_of_turn>...). An id outside the
 // vocabulary is an error.
 func (t *Tokenizer) Decode(ids []uint32, skipSpecialTokens bool) (string, error) {
-	toks := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if skipSpecialTokens && t.special[int(id)] {
-			continue
-		}
-		tok, ok := t.token(id)
-		if !ok {
-			return "", fmt.Errorf("tokenizer: decode: token id %d is not in the vocabulary", id)
-		}
-		toks = append(toks, tok)
-	}
-	return t.decodeTokens(toks), nil
+	return t.tk.Decode(ids, skipSpecialTokens)
 }
 
-func (t *Tokenizer) decodeTokens(toks []string) string {
-	if len(toks) == 0 {
-		return ""
-	}
-	if d := t.p.tk.GetDecoder(); d != nil {
-		return d.Decode(toks)
-	}
-	return joinSpace(toks)
-}
+// Decoder turns a stream of generated token ids into text incrementally
+// (Next per engine chunk, Flush at the end), never part of a character.
+// It is not safe for concurrent use.
+type Decoder = vtok.Decoder
 
-func joinSpace(toks []string) string {
-	n := len(toks) - 1
-	for _, s := range toks {
-		n += len(s)
-	}
-	b := make([]byte, 0, n)
-	for i, s := range toks {
-		if i > 0 {
-			b = append(b, ' ')
-		}
-		b = append(b, s...)
-	}
-	return string(b)
+// NewDecoder returns a streaming decoder for one generation, seeded with
+// the prompt's ids (nil for none) so that the first generated token is
+// decoded in their context, as vLLM's incremental detokenizer does: a
+// SentencePiece-style decoder then keeps its leading space.
+func (t *Tokenizer) NewDecoder(skipSpecialTokens bool, promptIDs []uint32) *Decoder {
+	return t.tk.NewDecoder(skipSpecialTokens, promptIDs)
 }
 
 // EOSTokenIDs returns the ids that end a generation: eos_token of
@@ -232,20 +154,19 @@ func (t *Tokenizer) EOSTokenIDs() []uint32 {
 
 // TokenID returns the id of a token (an added token's content, or a
 // vocabulary entry), and whether there is one.
-func (t *Tokenizer) TokenID(token string) (uint32, bool) {
-	if a, ok := t.p.added.byContent[token]; ok {
-		return uint32(a.ID), true
-	}
-	id, ok := t.p.tk.GetModel().TokenToId(token)
-	return uint32(id), ok
-}
+func (t *Tokenizer) TokenID(token string) (uint32, bool) { return t.tk.TokenID(token) }
 
-// token is the string of an id: an added token's content or the model's.
-func (t *Tokenizer) token(id uint32) (string, bool) {
-	if s, ok := t.p.added.byID[int(id)]; ok {
-		return s, true
+// mergeIDs is a's ids then b's, without repeats.
+func mergeIDs(a, b []uint32) []uint32 {
+	var out []uint32
+	seen := map[uint32]bool{}
+	for _, id := range append(append([]uint32(nil), a...), b...) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
 	}
-	return t.p.tk.GetModel().IdToToken(int(id))
+	return out
 }
 
 type tokenizerConfig struct {

@@ -3,6 +3,8 @@ package tokenizer
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -131,7 +133,7 @@ func TestDecoderStreamsWholeCharacters(t *testing.T) {
 						splits = append(splits, randomSplit(rng, len(ids)))
 					}
 					for _, sizes := range splits {
-						d := tok.NewDecoder(skip)
+						d := tok.NewDecoder(skip, nil)
 						var got strings.Builder
 						rest := ids
 						for _, n := range sizes {
@@ -198,7 +200,7 @@ func TestDecoderHoldsSplitCharacter(t *testing.T) {
 			if text == "" {
 				t.Fatal("no candidate character is split across tokens")
 			}
-			d := tok.NewDecoder(true)
+			d := tok.NewDecoder(true, nil)
 			var pieces []string
 			for _, id := range ids {
 				pieces = append(pieces, d.Next([]uint32{id}))
@@ -211,7 +213,7 @@ func TestDecoderHoldsSplitCharacter(t *testing.T) {
 				t.Fatalf("pieces %q: %q did not come out whole", pieces, char)
 			}
 			// The character's first token alone, then the end of the stream.
-			d = tok.NewDecoder(true)
+			d = tok.NewDecoder(true, nil)
 			if got := d.Next(ids[:1]); got != "" {
 				t.Fatalf("Next(%q's first token) = %q, want nothing yet", char, got)
 			}
@@ -280,7 +282,7 @@ func TestDecoderDoesNotHoldInvalidBytesForEver(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := tok.NewDecoder(false)
+			d := tok.NewDecoder(false, nil)
 			var got strings.Builder
 			emitted := false
 			for i := range ids {
@@ -301,5 +303,56 @@ func TestDecoderDoesNotHoldInvalidBytesForEver(t *testing.T) {
 				t.Fatalf("streamed %q, want %q", got.String(), want)
 			}
 		})
+	}
+}
+
+// A SentencePiece-style decoder ends in Strip, which drops the first
+// token's space: seeded with the prompt's ids, the output is decoded in
+// their context, so "The capital of France is" continues as " Paris", and
+// streamed text equals Decode(prompt+output) less Decode(prompt) (issue
+// 24, item 3). Gemma 3's vocabulary with Llama 2's decoder.
+func TestDecoderSeededWithPromptKeepsSpace(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(filepath.Join(familyDir(t, "gemma3"), TokenizerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The decoder's last member, as the file writes it, gains a Strip
+	// (a byte edit: re-encoding the 33 MB file takes seconds).
+	fuse := "{\n        \"type\": \"Fuse\"\n      }\n    ]"
+	if !strings.Contains(string(src), fuse) {
+		t.Fatalf("gemma3's %s: no decoder ending in %q", TokenizerFile, fuse)
+	}
+	data := strings.Replace(string(src), fuse, `{"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]`, 1)
+	sp, err := Load(modelDir(t, map[string]string{TokenizerFile: data}), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := sp.Encode("The capital of France is", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := sp.Encode("The capital of France is Paris, a city", true)
+	if err != nil || !slices.Equal(whole[:len(prompt)], prompt) {
+		t.Fatalf("Encode = %v, %v; want the prompt's ids %v first", whole, err, prompt)
+	}
+	out := whole[len(prompt):]
+	all, _ := sp.Decode(whole, true)
+	head, _ := sp.Decode(prompt, true)
+	want := strings.TrimPrefix(all, head)
+	if want != " Paris, a city" {
+		t.Fatalf("reference %q, want %q", want, " Paris, a city")
+	}
+	d := sp.NewDecoder(true, prompt)
+	var got strings.Builder
+	for _, id := range out {
+		got.WriteString(d.Next([]uint32{id}))
+	}
+	got.WriteString(d.Flush())
+	if got.String() != want {
+		t.Errorf("streamed %q, want %q", got.String(), want)
+	}
+	if unseeded := sp.NewDecoder(true, nil).Next(out[:1]); strings.HasPrefix(unseeded, " ") {
+		t.Errorf("unseeded first token %q keeps its space: the test no longer shows the seeding", unseeded)
 	}
 }

@@ -11,6 +11,8 @@ package workerapi
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -150,4 +152,30 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow),
 		grpc.MaxRecvMsgSize(MaxRequestBytes),
 	}
+}
+
+// ContextLengthError is the INVALID_ARGUMENT for a prompt of promptLen
+// tokens, with maxTokens to generate, over a model of maxLen; field is
+// the field at fault (the prompt's, or stopping.max_tokens), named first
+// in the message, and a ReasonContextLength ErrorInfo carries
+// the numbers.
+func ContextLengthError(field string, maxLen, promptLen, maxTokens uint32) error {
+	var msg string
+	if field == "stopping.max_tokens" {
+		msg = fmt.Sprintf("%s: %d plus the prompt's %d tokens exceeds the model's maximum length %d", field, maxTokens, promptLen, maxLen)
+	} else {
+		msg = fmt.Sprintf("%s: %d tokens, but the model's maximum length is %d", field, promptLen, maxLen)
+	}
+	st, err := status.New(codes.InvalidArgument, msg).WithDetails(&errdetails.ErrorInfo{
+		Reason: ReasonContextLength, Domain: ErrorDomain,
+		Metadata: map[string]string{
+			MetaMaxModelLen:  strconv.FormatUint(uint64(maxLen), 10),
+			MetaPromptTokens: strconv.FormatUint(uint64(promptLen), 10),
+			MetaMaxTokens:    strconv.FormatUint(uint64(maxTokens), 10),
+		},
+	})
+	if err != nil {
+		return status.Error(codes.InvalidArgument, msg)
+	}
+	return st.Err()
 }

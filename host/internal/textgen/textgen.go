@@ -1,0 +1,228 @@
+// Package textgen is the worker's own tokenization, as a wrapper around
+// the engine (the sdk.Generator the endpoint forwards to), built by vigil
+// run from the model's directory: it encodes text prompts (special tokens
+// added once), renders chat prompts with the chat template, sends every
+// engine token ids, detokenizes the output incrementally, matches stop
+// strings on that text (the engine never sees them: a match ends the
+// engine's stream, so the adapter aborts it, and the request finishes with
+// FinishStop) and sets max_tokens to the rest of the model's context when
+// the request has none. The endpoint knows only what it takes
+// (TakesText, TakesChat): the tokenizer behind it (Tokenizer) can change
+// without the endpoint changing.
+package textgen
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/vigilhq/vigil/host/internal/stopstring"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"github.com/vigilhq/vigil/sdk"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Message is one turn of a chat prompt (vigil.worker.v1 Message).
+type Message struct {
+	// Role is "system", "user", "assistant" or another role the chat
+	// template knows.
+	Role string
+	// Content is the turn's text.
+	Content string
+}
+
+// Tokenizer is the model's tokenization. Its methods are called from many
+// goroutines at once.
+type Tokenizer interface {
+	// Encode returns a text prompt's token ids with the model's special
+	// tokens added (its BOS, where it has one), as vLLM encodes a
+	// completion prompt.
+	Encode(text string) ([]uint32, error)
+	// ChatTokens returns the token ids of msgs rendered with the chat
+	// template, the generation prompt appended, then encoded without
+	// adding special tokens again. An error (a template that rejects a
+	// role, say) is the client's.
+	ChatTokens(msgs []Message) ([]uint32, error)
+	// HasChatTemplate reports whether ChatTokens has a template.
+	HasChatTemplate() bool
+	// NewDecoder returns a Decoder for one request's output, seeded with
+	// its prompt's ids so that the output is decoded in their context (a
+	// SentencePiece-style first token keeps its leading space).
+	NewDecoder(prompt []uint32) Decoder
+}
+
+// Decoder turns one request's output token ids into text incrementally,
+// never returning part of a character: the concatenation of every Next
+// and the final Flush is the text of all the ids, special tokens skipped.
+type Decoder interface {
+	Next(ids []uint32) string
+	Flush() string
+}
+
+// Engine is an engine with the worker's tokenization around it.
+type Engine struct {
+	engine sdk.Generator
+	tok    Tokenizer
+	maxLen uint32 // the model's length in tokens; 0: unknown
+}
+
+// New returns engine with tok around it, for a model of maxModelLen
+// tokens (0: unknown, then max_tokens keeps the engine's default).
+func New(engine sdk.Generator, tok Tokenizer, maxModelLen uint32) *Engine {
+	return &Engine{engine: engine, tok: tok, maxLen: maxModelLen}
+}
+
+// TakesText reports that text prompts are taken whatever the engine
+// takes: they reach it as token ids.
+func (e *Engine) TakesText() bool { return true }
+
+// TakesChat reports whether chat prompts are taken: the tokenizer has a
+// chat template.
+func (e *Engine) TakesChat() bool { return e.tok.HasChatTemplate() }
+
+// Abort is the engine's.
+func (e *Engine) Abort(ctx context.Context, ids []string) error { return e.engine.Abort(ctx, ids) }
+
+// Generate forwards req to the engine as token ids, a text prompt encoded
+// first; see the package doc. A prompt the worker refuses (it does not
+// encode, or is over the model's length) gets an INVALID_ARGUMENT status
+// naming the field, with a workerapi.ReasonContextLength ErrorInfo for a
+// length, before anything reaches the engine.
+func (e *Engine) Generate(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	if req.TokenIDs == nil {
+		ids, err := e.tok.Encode(req.Text)
+		if err != nil {
+			return sdk.Result{}, status.Errorf(codes.InvalidArgument, "prompt.text: tokenizing: %v", err)
+		}
+		if len(ids) == 0 {
+			return sdk.Result{}, status.Error(codes.InvalidArgument, "prompt.text: encodes to no tokens")
+		}
+		return e.generate(ctx, req, ids, "prompt.text", send)
+	}
+	return e.generate(ctx, req, req.TokenIDs, "prompt.token_ids", send)
+}
+
+// GenerateChat is Generate for a chat prompt: msgs rendered with the chat
+// template, the generation prompt appended, and encoded.
+func (e *Engine) GenerateChat(ctx context.Context, msgs []*workerv1.Message, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	if !e.tok.HasChatTemplate() {
+		return sdk.Result{}, status.Error(codes.InvalidArgument, "prompt.messages: the model's tokenizer has no chat template")
+	}
+	chat := make([]Message, len(msgs))
+	for i, m := range msgs {
+		chat[i] = Message{Role: m.GetRole(), Content: m.GetContent()}
+	}
+	ids, err := e.tok.ChatTokens(chat)
+	if err != nil {
+		return sdk.Result{}, status.Errorf(codes.InvalidArgument, "prompt.messages: rendering the chat template: %v", err)
+	}
+	if len(ids) == 0 {
+		return sdk.Result{}, status.Error(codes.InvalidArgument, "prompt.messages: the chat template rendered no tokens")
+	}
+	return e.generate(ctx, req, ids, "prompt.messages", send)
+}
+
+// generate forwards req with ids as its prompt (field names it for a
+// length refusal), detokenizing the output and matching stop strings.
+func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []uint32, field string, send func(sdk.Chunk) error) (sdk.Result, error) {
+	promptLen := uint32(len(ids))
+	if e.maxLen > 0 {
+		switch {
+		case promptLen >= e.maxLen:
+			return sdk.Result{}, workerapi.ContextLengthError(field, e.maxLen, promptLen, req.MaxTokens)
+		case req.MaxTokens > e.maxLen-promptLen:
+			return sdk.Result{}, workerapi.ContextLengthError("stopping.max_tokens", e.maxLen, promptLen, req.MaxTokens)
+		case req.MaxTokens == 0:
+			// The default is the rest of the model's context, as
+			// OpenAI's and vLLM's, not the engine's (vLLM's is 20
+			// tokens). Less one: SGLang refuses a prompt and
+			// max_new_tokens that reach its context length (vLLM takes
+			// them), so that is the most every engine takes.
+			req.MaxTokens = max(e.maxLen-promptLen-1, 1)
+		}
+	}
+	// vigil matches stop strings itself: the engine would match them on
+	// its own text, which a token-only engine does not have.
+	stops := req.Stop
+	req.TokenIDs, req.Text, req.Stop = ids, "", nil
+	out := &detokenizer{dec: e.tok.NewDecoder(ids), stops: stopstring.New(stops)}
+	res, err := e.engine.Generate(ctx, req, func(c sdk.Chunk) error { return out.send(c, send) })
+	switch {
+	case out.stopped && ctx.Err() == nil:
+		// The engine's result is lost with its stream; ours has the
+		// same prompt.
+		return sdk.Result{FinishReason: sdk.FinishStop, PromptTokens: promptLen, CompletionTokens: out.sent}, nil
+	case err != nil:
+		return res, err
+	}
+	if tail, stopped := out.flush(); tail != "" || stopped {
+		if tail != "" {
+			if err := send(sdk.Chunk{Text: tail}); err != nil {
+				return res, err
+			}
+		}
+		if stopped {
+			res.FinishReason = sdk.FinishStop
+		}
+	}
+	return res, nil
+}
+
+// ErrStopString ends the engine's stream once a stop string matched.
+var ErrStopString = errors.New("stop string matched")
+
+// detokenizer is one request's output as vigil's own text: decoded
+// incrementally and cut at the first stop string.
+type detokenizer struct {
+	dec     Decoder
+	stops   *stopstring.Matcher
+	stopped bool
+	sent    uint32 // token ids sent on
+}
+
+// send sends c on as vigil's text, the ids up to a stop string's end;
+// once one matched, it fails, so that the engine's stream ends and the
+// adapter aborts the engine request.
+func (d *detokenizer) send(c sdk.Chunk, send func(sdk.Chunk) error) error {
+	ids, text := d.next(c.TokenIDs)
+	d.sent += uint32(len(ids))
+	if err := send(sdk.Chunk{TokenIDs: ids, Text: text}); err != nil {
+		return err
+	}
+	if d.stopped {
+		return ErrStopString
+	}
+	return nil
+}
+
+// next returns the text ids complete that can be emitted now, and ids up
+// to the one that completed a stop string, if one did: chunks merged on
+// the way hold tokens generated after it, which do not count.
+func (d *detokenizer) next(ids []uint32) ([]uint32, string) {
+	if d.stopped {
+		return nil, ""
+	}
+	var text strings.Builder
+	for i := range ids {
+		emit, stopped := d.stops.Push(d.dec.Next(ids[i : i+1]))
+		text.WriteString(emit)
+		if stopped {
+			d.stopped = true
+			return ids[:i+1], text.String()
+		}
+	}
+	return ids, text.String()
+}
+
+// flush returns the text held back at the end of the output, and whether
+// a stop string matched in it.
+func (d *detokenizer) flush() (string, bool) {
+	text, stopped := d.stops.Push(d.dec.Flush())
+	if !stopped {
+		text += d.stops.Flush()
+	}
+	d.stopped = stopped
+	return text, stopped
+}
