@@ -3,7 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -155,22 +157,26 @@ func TestTokenizerFamilies(t *testing.T) {
 	for _, name := range []string{harness.SGLang.Name, harness.TRTLLM.Name} {
 		runs = append(runs, run{engineNamed(t, name), "llama3"})
 	}
+	// One service and one router for all: each worker serves a model
+	// of its own, which the router routes by.
+	c := consulFor(t)
+	svc := uniqueService(t)
+	base := "http://" + startRouter(t, c, svc, 0).HTTP
 	for _, r := range runs {
-		t.Run(r.e.row()+"-"+r.family, func(t *testing.T) {
+		name := r.e.row() + "-" + r.family
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			testTokenizerFamily(t, r.e, r.family)
+			testTokenizerFamily(t, c, svc, base, r.e, r.family, path.Join(path.Dir(r.e.model), name))
 		})
 	}
 }
 
-func testTokenizerFamily(t *testing.T, e *engine, family string) {
+func testTokenizerFamily(t *testing.T, c *consulAgent, svc, base string, e *engine, family, model string) {
 	dir, ref := moduleFixture(t, family)
-	c := consulFor(t)
-	svc := uniqueService(t)
-	m := startMock(t, e, harness.MockOpts{GRPC: addr(freePort(t)), TokenDelay: delay(time.Millisecond)})
+	m := startMock(t, e, harness.MockOpts{GRPC: addr(freePort(t)), Model: model, TokenDelay: delay(time.Millisecond)})
 	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--tokenizer-dir", dir}})
 	v.waitLine("worker registered", 60*time.Second)
-	base := "http://" + startRouter(t, c, svc, 1).HTTP
+	waitRouterModel(t, base, model)
 	// The output: indented code, decoded after its prompt.
 	i := slices.IndexFunc(ref.InContext, func(x inContextRef) bool { return x.Name == "code" })
 	if i < 0 {
@@ -181,7 +187,7 @@ func testTokenizerFamily(t *testing.T, e *engine, family string) {
 
 	for _, name := range []string{"code with indentation", "look-alike im_start", "look-alike inst", "multilingual"} {
 		text, want := ref.withSpecial(t, name)
-		code, _, resp := post(t, base+"/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":%d}`, e.servedModel, text, len(out.OutputIDs)))
+		code, _, resp := post(t, base+"/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":%d}`, model, text, len(out.OutputIDs)))
 		if code != 200 {
 			t.Fatalf("%s: got %d %s", name, code, resp)
 		}
@@ -189,8 +195,8 @@ func testTokenizerFamily(t *testing.T, e *engine, family string) {
 			t.Errorf("%s: the engine got prompt ids\n%v\nwant the reference with special tokens\n%v", name, got, want)
 		}
 	}
-	checkStreamInContext(t, m, base, e.servedModel, out.Prompt, out.PromptIDs, out.Text)
-	checkFamilyChat(t, m, base, e.servedModel, family)
+	checkStreamInContext(t, m, base, model, out.Prompt, out.PromptIDs, out.Text)
+	checkFamilyChat(t, m, base, model, family)
 }
 
 // checkStreamInContext: a streamed completion of prompt, the mock scripted
@@ -260,5 +266,35 @@ func checkFamilyChat(t *testing.T, m *mock, base, model, family string) {
 	}
 	if got := m.state(t).LastPrompt; !slices.Equal(got, chat.IDs) {
 		t.Errorf("chat: the engine got prompt ids\n%v\nwant the reference ids of the template's rendering\n%v", got, chat.IDs)
+	}
+}
+
+// waitRouterModel polls the router's GET /v1/models until it lists model
+// (the router offers no event to await).
+func waitRouterModel(t *testing.T, base, model string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var list struct {
+			Data []struct {
+				ID string `json:"id"`
+			} `json:"data"`
+		}
+		resp, err := http.Get(base + "/v1/models")
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&list)
+			resp.Body.Close()
+		}
+		if slices.ContainsFunc(list.Data, func(m struct {
+			ID string `json:"id"`
+		}) bool {
+			return m.ID == model
+		}) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the router does not list model %q (last: %v)", model, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
