@@ -175,7 +175,8 @@ func testTokenizerFamily(t *testing.T, c *consulAgent, svc, base string, e *engi
 	dir, ref := moduleFixture(t, family)
 	m := startMock(t, e, harness.MockOpts{GRPC: addr(freePort(t)), Model: model, TokenDelay: delay(time.Millisecond)})
 	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--tokenizer-dir", dir}})
-	v.waitLine("worker registered", 60*time.Second)
+	// gemma3's 262k-token file loads for tens of seconds in a race build.
+	v.waitLine("worker registered", 120*time.Second)
 	waitRouterModel(t, base, model)
 	// The output: indented code, decoded after its prompt.
 	i := slices.IndexFunc(ref.InContext, func(x inContextRef) bool { return x.Name == "code" })
