@@ -154,7 +154,7 @@ func run(opts options) int {
 	envs := make([]*env, len(opts.engines))
 	res := report.Results{Machine: report.DescribeMachine(root), Quick: opts.quick, Figures: opts.figures, Notes: notes(opts.quick)}
 	for i, be := range opts.engines {
-		envs[i] = &env{engine: be, h: h, consul: consul, quick: opts.quick, prof: opts.profiler(), vigilEnv: opts.vigilEnv, stepOnly: opts.stepOnly, registryDir: filepath.Join(h.Dir, "registry", be.Name)}
+		envs[i] = &env{engine: be, h: h, root: root, consul: consul, quick: opts.quick, prof: opts.profiler(), vigilEnv: opts.vigilEnv, stepOnly: opts.stepOnly, registryDir: filepath.Join(h.Dir, "registry", be.Name)}
 		res.Engines = append(res.Engines, be.Name)
 	}
 	code := runFigures(envs, opts.figures, &res)
