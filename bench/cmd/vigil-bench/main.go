@@ -1,8 +1,8 @@
 // Command vigil-bench measures vigil as processes: it builds vigil and
 // the mock of each engine it measures, starts a Consul dev agent on
 // loopback ports of its own, runs the figures of bench/README.md (B1 to
-// B10) for each engine (B7 and B8, the router's, and B9, go-plugin's pings
-// of the adapter, for the first alone), prints one
+// B11) for each engine (B7 and B8, the router's, B9, go-plugin's pings
+// of the adapter, and B11, the tokenizer's, for the first alone), prints one
 // table of figure, engine, metric, value and target, and writes results.md
 // and results.json.
 //
