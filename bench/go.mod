@@ -10,12 +10,14 @@ require (
 	github.com/vigilhq/vigil/plugins/vllm v0.0.0
 	github.com/vigilhq/vigil/proto v0.0.0
 	github.com/vigilhq/vigil/sdk v0.0.0
+	github.com/vigilhq/vigil/tokenizer v0.0.0
 	google.golang.org/grpc v1.85.0
 )
 
 require (
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
+	github.com/dlclark/regexp2 v1.11.5 // indirect
 	github.com/fatih/color v1.19.0 // indirect
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
@@ -56,3 +58,5 @@ replace github.com/vigilhq/vigil/plugins/trtllm => ../plugins/trtllm
 replace github.com/vigilhq/vigil/sdk => ../sdk
 
 replace github.com/vigilhq/vigil/e2e => ../e2e
+
+replace github.com/vigilhq/vigil/tokenizer => ../tokenizer

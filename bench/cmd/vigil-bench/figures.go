@@ -37,6 +37,9 @@ var figures = []figure{
 	// The adapter's pings are go-plugin's, the same for every engine.
 	{"B9", "frozen adapter (SIGSTOP) to withdrawn from Consul", figB9, true},
 	{"B10", "busy engine, then frozen (SIGSTOP), to withdrawn from Consul", figB10, false},
+	// The tokenizer module does not depend on the engine; its memory rows
+	// run against the first engine's mock.
+	{"B11", "tokenizer: encoding against @lenml/tokenizers, scaling, idle memory per family", figB11, true},
 }
 
 // benchEngine is an engine the bench measures: how the harness runs it
@@ -86,6 +89,7 @@ func figureNames() []string {
 type env struct {
 	engine      benchEngine
 	h           *harness.Harness
+	root        string // the repository's root
 	consul      *harness.Consul
 	quick       bool
 	prof        *profiler // -profile's, recording B5's step rows

@@ -1,8 +1,8 @@
 // Command vigil-bench measures vigil as processes: it builds vigil and
 // the mock of each engine it measures, starts a Consul dev agent on
 // loopback ports of its own, runs the figures of bench/README.md (B1 to
-// B10) for each engine (B7 and B8, the router's, and B9, go-plugin's pings
-// of the adapter, for the first alone), prints one
+// B11) for each engine (B7 and B8, the router's, B9, go-plugin's pings
+// of the adapter, and B11, the tokenizer's, for the first alone), prints one
 // table of figure, engine, metric, value and target, and writes results.md
 // and results.json.
 //
@@ -154,7 +154,7 @@ func run(opts options) int {
 	envs := make([]*env, len(opts.engines))
 	res := report.Results{Machine: report.DescribeMachine(root), Quick: opts.quick, Figures: opts.figures, Notes: notes(opts.quick)}
 	for i, be := range opts.engines {
-		envs[i] = &env{engine: be, h: h, consul: consul, quick: opts.quick, prof: opts.profiler(), vigilEnv: opts.vigilEnv, stepOnly: opts.stepOnly, registryDir: filepath.Join(h.Dir, "registry", be.Name)}
+		envs[i] = &env{engine: be, h: h, root: root, consul: consul, quick: opts.quick, prof: opts.profiler(), vigilEnv: opts.vigilEnv, stepOnly: opts.stepOnly, registryDir: filepath.Join(h.Dir, "registry", be.Name)}
 		res.Engines = append(res.Engines, be.Name)
 	}
 	code := runFigures(envs, opts.figures, &res)
