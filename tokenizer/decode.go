@@ -95,32 +95,6 @@ func appendByteLevel(buf []byte, tok string) []byte {
 	return buf
 }
 
-// byteOfChar inverts GPT-2's bytes_to_unicode: the printable bytes map to
-// themselves, the other 68 to U+0100 on, in byte order.
-func byteOfChar(r rune) (byte, bool) {
-	if printableByte(r) {
-		return byte(r), true
-	}
-	if r < 0x100 || r > 0x143 {
-		return 0, false
-	}
-	n := rune(0)
-	for b := rune(0); b < 0x100; b++ {
-		if printableByte(b) {
-			continue
-		}
-		if 0x100+n == r {
-			return byte(b), true
-		}
-		n++
-	}
-	return 0, false
-}
-
-func printableByte(r rune) bool {
-	return (r >= '!' && r <= '~') || (r >= 0xA1 && r <= 0xAC) || (r >= 0xAE && r <= 0xFF)
-}
-
 // lossyUTF8 is Rust's String::from_utf8_lossy: each maximal prefix of an
 // invalid or truncated sequence becomes one U+FFFD (Go's own conversion
 // gives one per byte: a character cut after 3 of its 4 bytes would end in

@@ -488,31 +488,6 @@ func (b byteLevelPre) preTokenize(pieces []piece) []piece {
 	return out
 }
 
-// byteChars maps each byte to GPT-2's printable alphabet: the printable
-// Latin-1 bytes are themselves, the others 256, 257... in byte order.
-var byteChars = func() (m [256]rune) {
-	n := rune(0)
-	for b := range 256 {
-		if b >= '!' && b <= '~' || b >= 0xa1 && b <= 0xac || b >= 0xae {
-			m[b] = rune(b)
-		} else {
-			m[b] = 256 + n
-			n++
-		}
-	}
-	return m
-}()
-
-// byteLevelText writes s's bytes in GPT-2's alphabet.
-func byteLevelText(s string) string {
-	var sb strings.Builder
-	sb.Grow(2 * len(s))
-	for i := 0; i < len(s); i++ {
-		sb.WriteRune(byteChars[s[i]])
-	}
-	return sb.String()
-}
-
 // metaspace is Metaspace: spaces (only U+0020: a newline or tab stays
 // itself) become the replacement, which is prepended as prepend_scheme
 // says, and with split each replacement starts a new piece.
