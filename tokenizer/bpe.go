@@ -19,16 +19,16 @@ import (
 
 // bpeJSON is the model object. Pointers tell a JSON null from a value.
 type bpeJSON struct {
-	Type         string            `json:"type"`
-	Vocab        json.RawMessage   `json:"vocab"` // scan.go reads it
-	Merges       json.RawMessage   `json:"merges"`
-	UnkToken     *string           `json:"unk_token"`
-	FuseUnk      *bool             `json:"fuse_unk"`
-	ByteFallback *bool             `json:"byte_fallback"`
-	IgnoreMerges *bool             `json:"ignore_merges"`
-	Prefix       *string           `json:"continuing_subword_prefix"`
-	Suffix       *string           `json:"end_of_word_suffix"`
-	Dropout      *float64          `json:"dropout"`
+	Type         string          `json:"type"`
+	Vocab        json.RawMessage `json:"vocab"` // scan.go reads it
+	Merges       json.RawMessage `json:"merges"`
+	UnkToken     *string         `json:"unk_token"`
+	FuseUnk      *bool           `json:"fuse_unk"`
+	ByteFallback *bool           `json:"byte_fallback"`
+	IgnoreMerges *bool           `json:"ignore_merges"`
+	Prefix       *string         `json:"continuing_subword_prefix"`
+	Suffix       *string         `json:"end_of_word_suffix"`
+	Dropout      *float64        `json:"dropout"`
 }
 
 // bpe is the model the pipeline runs.
