@@ -77,10 +77,10 @@ type WorkerClient interface {
 	Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateResponse], error)
 	// Tokenize returns the token ids of a text or of chat messages rendered
 	// with the model's chat template, as the worker would send them to the
-	// engine. A compatible addition (issue 26): an older worker, or one
-	// without a tokenizer (vigil run without --tokenizer-dir), answers
-	// UNIMPLEMENTED or FAILED_PRECONDITION with a message naming the reason;
-	// it publishes the "tokenize" capability when it serves it. Errors:
+	// engine. A compatible addition (issue 26): an older worker answers
+	// UNIMPLEMENTED; a worker without a tokenizer (vigil run without
+	// --tokenizer-dir) answers FAILED_PRECONDITION naming that flag. A worker
+	// that serves it publishes the "tokenize" capability. Other errors:
 	// INVALID_ARGUMENT naming the field, NOT_FOUND for another model.
 	Tokenize(ctx context.Context, in *TokenizeRequest, opts ...grpc.CallOption) (*TokenizeResponse, error)
 	// Detokenize returns the text of token ids, special tokens skipped, as
@@ -198,10 +198,10 @@ type WorkerServer interface {
 	Generate(*GenerateRequest, grpc.ServerStreamingServer[GenerateResponse]) error
 	// Tokenize returns the token ids of a text or of chat messages rendered
 	// with the model's chat template, as the worker would send them to the
-	// engine. A compatible addition (issue 26): an older worker, or one
-	// without a tokenizer (vigil run without --tokenizer-dir), answers
-	// UNIMPLEMENTED or FAILED_PRECONDITION with a message naming the reason;
-	// it publishes the "tokenize" capability when it serves it. Errors:
+	// engine. A compatible addition (issue 26): an older worker answers
+	// UNIMPLEMENTED; a worker without a tokenizer (vigil run without
+	// --tokenizer-dir) answers FAILED_PRECONDITION naming that flag. A worker
+	// that serves it publishes the "tokenize" capability. Other errors:
 	// INVALID_ARGUMENT naming the field, NOT_FOUND for another model.
 	Tokenize(context.Context, *TokenizeRequest) (*TokenizeResponse, error)
 	// Detokenize returns the text of token ids, special tokens skipped, as
