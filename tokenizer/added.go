@@ -89,7 +89,7 @@ func newAddedVocab(raw json.RawMessage, path string, m *bpe, n normalizer) (*add
 			return nil, &FieldError{Field: path, Reason: "a list of added token objects expected: " + err.Error()}
 		}
 	}
-	next := uint32(len(m.vocab))
+	next := uint32(m.vocab.len())
 	for i, e := range list {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		t, err := e.token(p)
@@ -121,7 +121,7 @@ func (v *addedVocab) idOf(content string, m *bpe) (uint32, bool) {
 	if t, ok := v.byContent[content]; ok {
 		return t.id, true
 	}
-	id, ok := m.vocab[content]
+	id, ok := m.vocab.get(content)
 	return id, ok
 }
 

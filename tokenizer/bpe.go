@@ -37,8 +37,8 @@ var _ model = (*bpe)(nil)
 type mergeRule struct{ rank, id uint32 }
 
 type bpe struct {
-	vocab        map[string]uint32
-	merges       map[[2]uint32]mergeRule
+	vocab        *vocabTable
+	merges       *mergeTable
 	unk          uint32
 	hasUnk       bool
 	fuseUnk      bool
@@ -99,7 +99,7 @@ func buildBPE(obj json.RawMessage, path string) (*bpe, error) {
 		m.suffix = *j.Suffix
 	}
 	if j.UnkToken != nil {
-		id, ok := m.vocab[*j.UnkToken]
+		id, ok := m.vocab.get(*j.UnkToken)
 		if !ok {
 			// The Rust library fails every encode that needs it.
 			return nil, &FieldError{Field: path + ".unk_token", Value: fmt.Sprintf("%q", *j.UnkToken), Reason: "not in the vocabulary"}
@@ -108,7 +108,7 @@ func buildBPE(obj json.RawMessage, path string) (*bpe, error) {
 	}
 	for b := range 256 {
 		m.byteIDs[b] = -1
-		if id, ok := m.vocab[fmt.Sprintf("<0x%02X>", b)]; ok {
+		if id, ok := m.vocab.get(fmt.Sprintf("<0x%02X>", b)); ok {
 			m.byteIDs[b] = int64(id)
 		}
 	}
@@ -174,18 +174,18 @@ func pairForm(raw json.RawMessage) bool {
 // setMerges ranks pairs by position (a repeated pair keeps its last rank,
 // as the Rust library's map does); every token must be in the vocabulary.
 func (m *bpe) setMerges(pairs [][2]string, path string) error {
-	m.merges = make(map[[2]uint32]mergeRule, len(pairs))
+	m.merges = newMergeTable(len(pairs))
 	for i, p := range pairs {
-		a, okA := m.vocab[p[0]]
-		b, okB := m.vocab[p[1]]
+		a, okA := m.vocab.get(p[0])
+		b, okB := m.vocab.get(p[1])
 		if !okA || !okB || len(p[1]) < len(m.prefix) {
 			return &FieldError{Field: fmt.Sprintf("%s[%d]", path, i), Value: fmt.Sprintf("%q", p[0]+" "+p[1]), Reason: "a token of the merge is not in the vocabulary"}
 		}
-		id, ok := m.vocab[p[0]+p[1][len(m.prefix):]]
+		id, ok := m.vocab.get(p[0] + p[1][len(m.prefix):])
 		if !ok {
 			return &FieldError{Field: fmt.Sprintf("%s[%d]", path, i), Value: fmt.Sprintf("%q", p[0]+" "+p[1]), Reason: "the merged token is not in the vocabulary"}
 		}
-		m.merges[[2]uint32{a, b}] = mergeRule{rank: uint32(i), id: id}
+		m.merges.set(a, b, mergeRule{rank: uint32(i), id: id})
 	}
 	return nil
 }
@@ -196,7 +196,7 @@ func (m *bpe) tokenize(text string) []uint32 {
 		return nil
 	}
 	if m.ignoreMerges {
-		if id, ok := m.vocab[text]; ok {
+		if id, ok := m.vocab.get(text); ok {
 			return []uint32{id}
 		}
 	}
@@ -257,7 +257,7 @@ func (m *bpe) mergeWord(text string) []uint32 {
 		if i+size == len(text) {
 			s += m.suffix
 		}
-		if id, ok := m.vocab[s]; ok {
+		if id, ok := m.vocab.get(s); ok {
 			if unk.pending {
 				w.add(m.unk, unk.size)
 				unk.pending = false
@@ -326,10 +326,10 @@ func (q *mergeQueue) Pop() any {
 }
 
 // mergeAll applies merges and returns the ids left, in order.
-func (w word) mergeAll(merges map[[2]uint32]mergeRule) []uint32 {
+func (w word) mergeAll(merges *mergeTable) []uint32 {
 	q := make(mergeQueue, 0, len(w))
 	for i := 0; i+1 < len(w); i++ {
-		if r, ok := merges[[2]uint32{w[i].id, w[i+1].id}]; ok {
+		if r, ok := merges.get(w[i].id, w[i+1].id); ok {
 			q = append(q, pendingMerge{pos: i, rank: r.rank, id: r.id})
 		}
 	}
@@ -342,7 +342,7 @@ func (w word) mergeAll(merges map[[2]uint32]mergeRule) []uint32 {
 		}
 		next := cur.next
 		right := w[next]
-		if r, ok := merges[[2]uint32{cur.id, right.id}]; !ok || r.id != top.id {
+		if r, ok := merges.get(cur.id, right.id); !ok || r.id != top.id {
 			continue // expired: a side was merged since
 		}
 		cur.id, cur.size, cur.next = top.id, cur.size+right.size, right.next
@@ -351,12 +351,12 @@ func (w word) mergeAll(merges map[[2]uint32]mergeRule) []uint32 {
 			w[right.next].prev = top.pos
 		}
 		if cur.prev >= 0 {
-			if r, ok := merges[[2]uint32{w[cur.prev].id, cur.id}]; ok {
+			if r, ok := merges.get(w[cur.prev].id, cur.id); ok {
 				heap.Push(&q, pendingMerge{pos: cur.prev, rank: r.rank, id: r.id})
 			}
 		}
 		if cur.next >= 0 {
-			if r, ok := merges[[2]uint32{cur.id, w[cur.next].id}]; ok {
+			if r, ok := merges.get(cur.id, w[cur.next].id); ok {
 				heap.Push(&q, pendingMerge{pos: top.pos, rank: r.rank, id: r.id})
 			}
 		}

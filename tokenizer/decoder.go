@@ -16,7 +16,7 @@ func (t *Tokenizer) Decode(ids []uint32, skipSpecialTokens bool) (string, error)
 	for _, id := range ids {
 		tok, ok := t.detok.token(id)
 		if !ok {
-			return "", fmt.Errorf("tokenizer: decode: token id %d is not in the vocabulary (ids 0 to %d)", id, len(t.detok.tokens)-1)
+			return "", fmt.Errorf("tokenizer: decode: token id %d is not in the vocabulary (ids 0 to %d)", id, len(t.detok.byID)-1)
 		}
 		if skipSpecialTokens && t.detok.special[id] {
 			continue
@@ -28,10 +28,25 @@ func (t *Tokenizer) Decode(ids []uint32, skipSpecialTokens bool) (string, error)
 
 // token is id's token; false for an id no token has.
 func (d *detokenizer) token(id uint32) (string, bool) {
-	if uint64(id) >= uint64(len(d.tokens)) || d.tokens[id] == "" {
-		return "", false
+	s, _, ok := d.lookup(id)
+	return s, ok && s != ""
+}
+
+// addedBit marks a byID entry that is an added token's.
+const addedBit = 1 << 31
+
+// lookup is id's token, whether it is an added token's form, and whether
+// the id has one.
+func (d *detokenizer) lookup(id uint32) (tok string, added, ok bool) {
+	if uint64(id) >= uint64(len(d.byID)) || d.byID[id] == 0 {
+		return "", false, false
 	}
-	return d.tokens[id], true
+	e := d.byID[id]
+	if e&addedBit != 0 {
+		return d.forms[e&^addedBit], true, true
+	}
+	tok, _ = d.vocab.entry(int(e - 1))
+	return tok, false, true
 }
 
 // decode runs toks through the chain; without a decoder the tokens are

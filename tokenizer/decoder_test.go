@@ -68,19 +68,17 @@ func fromTokenizerJSON(t testing.TB, raw []byte) *Tokenizer {
 
 func withDetok(t testing.TB, vocab map[string]uint32, special map[uint32]bool, decoder json.RawMessage) *Tokenizer {
 	t.Helper()
-	n := uint32(0)
-	for _, id := range vocab {
-		n = max(n, id+1)
-	}
-	tokens := make([]string, n)
+	b := newVocabBuilder(len(vocab), 0)
 	for tok, id := range vocab {
-		tokens[id] = tok
+		b.set(tok, id)
 	}
-	dec, err := buildDecoder(decoder, "decoder")
-	if err != nil {
+	v := b.done()
+	tk := &Tokenizer{enc: encoding{model: &bpe{vocab: v}, added: &addedVocab{}}}
+	if err := tk.fillDetok(&fileJSON{Decoder: decoder}); err != nil {
 		t.Fatal(err)
 	}
-	return &Tokenizer{detok: detokenizer{tokens: tokens, special: special, dec: dec}}
+	tk.detok.special = special
+	return tk
 }
 
 // llama2 has the tokens the reference cases use (its vocabulary has
@@ -220,11 +218,8 @@ func llama3IDs(t *testing.T, toks ...string) []uint32 {
 	tk := family(t, "llama3")
 	var ids []uint32
 	for _, want := range toks {
-		for id, tok := range tk.detok.tokens {
-			if tok == want {
-				ids = append(ids, uint32(id))
-				break
-			}
+		if id, ok := tk.enc.model.vocab.get(want); ok {
+			ids = append(ids, id)
 		}
 	}
 	if len(ids) != len(toks) {

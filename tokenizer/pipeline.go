@@ -14,7 +14,9 @@ type Tokenizer struct {
 
 // detokenizer is what decoding needs, filled by Load.
 type detokenizer struct {
-	tokens  []string        // id → token, added tokens included; "" where no token has the id
+	vocab   *vocabTable     // the model's, shared
+	byID    []uint32        // id → 1 + a vocab entry, addedBit | an index in forms, or 0 (no token)
+	forms   []string        // the added tokens' forms
 	special map[uint32]bool // the ids of added tokens marked special
 	dec     decoderStep     // nil: the tokens joined with " ", as the Rust library does
 }

@@ -215,7 +215,7 @@ func (s *scanner) end() error {
 }
 
 // scanVocab reads model.vocab: nil for null.
-func scanVocab(raw []byte) (map[string]uint32, error) {
+func scanVocab(raw []byte) (*vocabTable, error) {
 	s := &scanner{b: raw}
 	if s.lit("null") {
 		return nil, s.end()
@@ -223,10 +223,10 @@ func scanVocab(raw []byte) (map[string]uint32, error) {
 	if !s.lit("{") {
 		return nil, errors.New("an object of token to id expected")
 	}
-	// About one entry per 12 bytes: one allocation for the map.
-	v := make(map[string]uint32, len(raw)/12)
+	// About one entry per 12 bytes; done sizes the table exactly.
+	v := newVocabBuilder(len(raw)/12, len(raw))
 	if s.lit("}") {
-		return v, s.end()
+		return v.done(), s.end()
 	}
 	for {
 		k, err := s.str()
@@ -240,9 +240,9 @@ func scanVocab(raw []byte) (map[string]uint32, error) {
 		if err != nil {
 			return nil, err
 		}
-		v[k] = id
+		v.set(k, id)
 		if s.lit("}") {
-			return v, s.end()
+			return v.done(), s.end()
 		}
 		if !s.lit(",") {
 			return nil, errSyntax

@@ -153,24 +153,29 @@ func (e *encoding) setPostProcessor(f *fileJSON, cfg *tokenizerConfig, v vocab) 
 // library decodes: normalized ones as normalized), the special set and
 // the decoder.
 func (t *Tokenizer) fillDetok(f *fileJSON) error {
+	v := t.enc.model.vocab
 	n := 0
-	for _, id := range t.enc.model.vocab {
+	for k := range v.len() {
+		_, id := v.entry(k)
 		n = max(n, int(id)+1)
 	}
 	for id := range t.enc.added.byID {
 		n = max(n, int(id)+1)
 	}
 	d := &t.detok
-	d.tokens = make([]string, n)
+	d.vocab, d.byID = v, make([]uint32, n)
 	d.special = map[uint32]bool{}
-	for tok, id := range t.enc.model.vocab {
-		if d.tokens[id] != "" && d.tokens[id] != tok {
-			return &FieldError{Field: "model.vocab", Value: fmt.Sprint(id), Reason: fmt.Sprintf("this id is given to two tokens (%q and %q)", min(tok, d.tokens[id]), max(tok, d.tokens[id]))}
+	for k := range v.len() {
+		tok, id := v.entry(k)
+		if old := d.byID[id]; old != 0 {
+			prev, _ := v.entry(int(old - 1))
+			return &FieldError{Field: "model.vocab", Value: fmt.Sprint(id), Reason: fmt.Sprintf("this id is given to two tokens (%q and %q)", min(tok, prev), max(tok, prev))}
 		}
-		d.tokens[id] = tok
+		d.byID[id] = uint32(k + 1)
 	}
 	for id, a := range t.enc.added.byID {
-		d.tokens[id] = a.form
+		d.byID[id] = addedBit | uint32(len(d.forms))
+		d.forms = append(d.forms, a.form)
 		if a.special {
 			d.special[id] = true
 		}
@@ -219,26 +224,19 @@ func (t *Tokenizer) id(token string) (uint32, bool) {
 	if a, ok := t.enc.added.byContent[token]; ok {
 		return a.id, true
 	}
-	id, ok := t.enc.model.vocab[token]
-	return id, ok
+	return t.enc.model.vocab.get(token)
 }
 
 // Token returns the token of an id, as decoding sees it, and whether
 // there is one.
 func (t *Tokenizer) Token(id uint32) (string, bool) {
-	if int64(id) >= int64(len(t.detok.tokens)) {
-		return "", false
-	}
-	if _, ok := t.enc.added.byID[id]; ok {
-		return t.detok.tokens[id], true
-	}
-	s := t.detok.tokens[id]
-	return s, s != ""
+	s, added, ok := t.detok.lookup(id)
+	return s, ok && (added || s != "")
 }
 
 // VocabSize is the number of ids: the highest id (added tokens included)
 // plus one.
-func (t *Tokenizer) VocabSize() int { return len(t.detok.tokens) }
+func (t *Tokenizer) VocabSize() int { return len(t.detok.byID) }
 
 // EOSTokenIDs returns the ids that end a generation: tokenizer_config.json's
 // eos_token (none without one).
