@@ -36,9 +36,25 @@ func newVocabBuilder(n, textBytes int) *vocabBuilder {
 	return &vocabBuilder{v: v, buf: make([]byte, 0, textBytes)}
 }
 
-// tableSize is a power of two at least 4/3 of n: a load of at most 3/4.
+// tableSize is 4/3 of n: a load of at most 3/4. Not a power of two (that
+// would be up to 8/3 of n); a hash is reduced to a slot by reduce.
 func tableSize(n int) int {
-	return 1 << bits.Len(uint(n+n/3+1))
+	return n + n/3 + 1
+}
+
+// reduce maps a hash to [0, size) with the high half of its product
+// (Lemire's multiply-shift, no division).
+func reduce(h uint64, size int) int {
+	hi, _ := bits.Mul64(h, uint64(size))
+	return int(hi)
+}
+
+// next is the slot after i, wrapping.
+func next(i, size int) int {
+	if i++; i == size {
+		return 0
+	}
+	return i
 }
 
 // set adds or (a repeated key, as a map) replaces tok's id.
@@ -47,8 +63,8 @@ func (b *vocabBuilder) set(tok string, id uint32) {
 	if 4*(len(v.ids)+1) > 3*len(v.slots) {
 		b.rehash(2 * len(v.slots))
 	}
-	mask := uint64(len(v.slots) - 1)
-	for i := maphash.String(v.seed, tok) & mask; ; i = (i + 1) & mask {
+	n := len(v.slots)
+	for i := reduce(maphash.String(v.seed, tok), n); ; i = next(i, n) {
 		k := v.slots[i]
 		if k == 0 {
 			b.buf = append(b.buf, tok...)
@@ -68,11 +84,10 @@ func (b *vocabBuilder) set(tok string, id uint32) {
 func (b *vocabBuilder) rehash(size int) {
 	v := b.v
 	v.slots = make([]uint32, size)
-	mask := uint64(len(v.slots) - 1)
 	for k := range v.ids {
-		i := maphash.Bytes(v.seed, b.buf[v.off[k]:v.off[k+1]]) & mask
+		i := reduce(maphash.Bytes(v.seed, b.buf[v.off[k]:v.off[k+1]]), size)
 		for v.slots[i] != 0 {
-			i = (i + 1) & mask
+			i = next(i, size)
 		}
 		v.slots[i] = uint32(k + 1)
 	}
@@ -92,8 +107,8 @@ func (b *vocabBuilder) done() *vocabTable {
 
 // get is tok's id.
 func (v *vocabTable) get(tok string) (uint32, bool) {
-	mask := uint64(len(v.slots) - 1)
-	for i := maphash.String(v.seed, tok) & mask; ; i = (i + 1) & mask {
+	n := len(v.slots)
+	for i := reduce(maphash.String(v.seed, tok), n); ; i = next(i, n) {
 		k := v.slots[i]
 		if k == 0 {
 			return 0, false
@@ -116,7 +131,6 @@ func (v *vocabTable) entry(k int) (string, uint32) {
 // merge's rank plus one (0: empty).
 type mergeTable struct {
 	slots []mergeSlot
-	shift uint
 }
 
 type mergeSlot struct {
@@ -125,21 +139,20 @@ type mergeSlot struct {
 }
 
 func newMergeTable(n int) *mergeTable {
-	size := tableSize(n)
-	return &mergeTable{slots: make([]mergeSlot, size), shift: uint(64 - bits.TrailingZeros(uint(size)))}
+	return &mergeTable{slots: make([]mergeSlot, tableSize(n))}
 }
 
-// index is the first slot to probe: Fibonacci hashing of the pair.
-func (t *mergeTable) index(key uint64) uint64 {
-	return (key * 0x9E3779B97F4A7C15) >> t.shift
+// index is the first slot to probe: the pair's Fibonacci hash, reduced.
+func (t *mergeTable) index(key uint64) int {
+	return reduce(key*0x9E3779B97F4A7C15, len(t.slots))
 }
 
 // set adds or (a repeated pair: the last rank, as the Rust library's map
 // keeps) replaces a pair's rule.
 func (t *mergeTable) set(a, b uint32, r mergeRule) {
 	key := uint64(a)<<32 | uint64(b)
-	mask := uint64(len(t.slots) - 1)
-	for i := t.index(key); ; i = (i + 1) & mask {
+	n := len(t.slots)
+	for i := t.index(key); ; i = next(i, n) {
 		s := &t.slots[i]
 		if s.rank == 0 || s.key == key {
 			*s = mergeSlot{key: key, rank: r.rank + 1, id: r.id}
@@ -151,8 +164,8 @@ func (t *mergeTable) set(a, b uint32, r mergeRule) {
 // get is the rule of the pair (a, b).
 func (t *mergeTable) get(a, b uint32) (mergeRule, bool) {
 	key := uint64(a)<<32 | uint64(b)
-	mask := uint64(len(t.slots) - 1)
-	for i := t.index(key); ; i = (i + 1) & mask {
+	n := len(t.slots)
+	for i := t.index(key); ; i = next(i, n) {
 		s := &t.slots[i]
 		if s.rank == 0 {
 			return mergeRule{}, false
