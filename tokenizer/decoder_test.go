@@ -30,6 +30,8 @@ func family(t testing.TB, name string) *Tokenizer {
 	var tk *Tokenizer
 	if name == "llama2" {
 		tk = llama2(t)
+	} else if loaded, err := loadFamily(name); err == nil {
+		tk = loaded // shared with the tests of Encode
 	} else {
 		raw, err := os.ReadFile(modelsDir + name + "/tokenizer.json")
 		if err != nil {
@@ -104,6 +106,7 @@ var familyNames = []string{"llama3", "qwen3", "gemma3", "llama2"}
 // TestDecodeReference: Decode gives the reference's text, with and
 // without special tokens.
 func TestDecodeReference(t *testing.T) {
+	t.Parallel()
 	for _, fam := range familyNames {
 		tk := family(t, fam)
 		for _, c := range decodeRefCases[fam] {
@@ -136,6 +139,7 @@ func stream(tk *Tokenizer, tail, out []uint32, split func() int) string {
 // decode(prompt+output) minus decode(prompt), however the ids are split
 // between Next calls (issue 24, item 3).
 func TestDecoderInContext(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(24, 3))
 	splits := map[string]func() int{
 		"whole":  func() int { return 1 << 20 },
@@ -158,6 +162,7 @@ func TestDecoderInContext(t *testing.T) {
 // eat the first generated token's space: "The capital of France is"
 // continues as " Paris".
 func TestDecoderKeepsFirstSpace(t *testing.T) {
+	t.Parallel()
 	tk := family(t, "llama2")
 	c := decodeRefCases["llama2"][0]
 	d := tk.NewDecoder(true, c.prompt)
@@ -174,6 +179,7 @@ func TestDecoderKeepsFirstSpace(t *testing.T) {
 // ends, at Flush, in one U+FFFD as the reference gives it (three before:
 // issue 24, item 5).
 func TestDecoderCutCharacter(t *testing.T) {
+	t.Parallel()
 	for _, fam := range familyNames {
 		tk := family(t, fam)
 		for _, c := range decodeRefCases[fam] {
@@ -233,6 +239,7 @@ func llama3IDs(t *testing.T, toks ...string) []uint32 {
 // workers' texts together are the stream's text, wherever it was cut
 // (inside a character too).
 func TestDecoderResume(t *testing.T) {
+	t.Parallel()
 	for _, fam := range familyNames {
 		tk := family(t, fam)
 		for _, c := range decodeRefCases[fam] {
@@ -251,6 +258,7 @@ func TestDecoderResume(t *testing.T) {
 // TestDecodeUnknownID: Decode names an id outside the vocabulary; a
 // Decoder skips it.
 func TestDecodeUnknownID(t *testing.T) {
+	t.Parallel()
 	tk := family(t, "qwen3")
 	if _, err := tk.Decode([]uint32{9707, 1 << 30}, false); err == nil || !strings.Contains(err.Error(), "1073741824") {
 		t.Fatalf("Decode of an unknown id: err = %v, want one naming it", err)

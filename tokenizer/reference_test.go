@@ -75,6 +75,7 @@ func readJSON(t testing.TB, file string, v any) {
 // references: Encode's ids, Decode's text, and a stream's text in the
 // prompt's context; a refused file must be a *FieldError naming the field.
 func TestReference(t *testing.T) {
+	t.Parallel()
 	dirs, _ := filepath.Glob(filepath.Join("testdata", "models", "*", "tokenizer.json"))
 	if len(dirs) == 0 {
 		if os.Getenv(requireModels) != "" {
@@ -86,14 +87,17 @@ func TestReference(t *testing.T) {
 	readJSON(t, filepath.Join("testdata", "inputs.json"), &in)
 	for _, file := range dirs {
 		dir := filepath.Dir(file)
-		t.Run(filepath.Base(dir), func(t *testing.T) { checkFamily(t, dir, &in) })
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			t.Parallel()
+			checkFamily(t, dir, &in)
+		})
 	}
 }
 
 func checkFamily(t *testing.T, dir string, in *inputs) {
 	var ref reference
 	readJSON(t, filepath.Join("testdata", filepath.Base(dir)+".json"), &ref)
-	tok, err := Load(dir)
+	tok, err := loadDir(dir)
 	if ref.Refused != nil {
 		var fe *FieldError
 		if !errors.As(err, &fe) || fe.Field != ref.Refused.Field {
