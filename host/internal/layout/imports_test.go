@@ -49,6 +49,7 @@ var rules = map[string]rule{
 	"discovery/file":          {"command", "the file backend, both halves", []string{"discovery"}},
 	"endpoint": {"a worker's clients (vigil route, SDKs)", "vigil run's worker API: admission, drain, health",
 		[]string{"workerapi", "vigil/proto/vigil/worker/v1", "vigil/sdk", "vigil/sdk/pluginhost"}},
+	"jinja":     {"tokenizer", "Jinja templates rendered as Python's jinja2 in transformers' sandbox", nil},
 	"layout":    {"the project", "this table", nil},
 	"logwriter": {"vigil's log", "a log output that never holds vigil up", nil},
 	"metrics": {"Prometheus", "the metrics of vigil run and vigil route, and their listener",
