@@ -22,8 +22,8 @@ type (
 		obj, key expr
 		line     int
 	}
-	sliceExpr  struct{ start, stop, step expr }
-	binExpr    struct {
+	sliceExpr struct{ start, stop, step expr }
+	binExpr   struct {
 		op   string
 		l, r expr
 		line int
@@ -77,12 +77,12 @@ type (
 		els    []node
 	}
 	forNode struct {
-		target   expr
-		iter     expr
-		cond     expr
-		body     []node
-		els      []node
-		line     int
+		target    expr
+		iter      expr
+		cond      expr
+		body      []node
+		els       []node
+		line      int
 		recursive bool
 	}
 	setNode struct {
@@ -113,6 +113,6 @@ type (
 		vals    []expr
 		body    []node
 	}
-	loopCtl struct{ brk bool }
+	loopCtl  struct{ brk bool }
 	exprStmt struct{ x expr }
 )

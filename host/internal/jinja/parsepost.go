@@ -165,4 +165,3 @@ func (p *parser) test(x expr) expr {
 	}
 	return n
 }
-
