@@ -47,21 +47,9 @@ func percentFormat(f string, args any) (any, error) {
 			b.WriteByte('%')
 			continue
 		}
-		var v any
-		switch {
-		case key != nil:
-			if mapping == nil {
-				return nil, typeErr("format requires a mapping")
-			}
-			var ok bool
-			if v, ok = mapping.Get(*key); !ok {
-				return nil, &Error{Msg: pyRepr(*key)}
-			}
-		case n < len(list):
-			v = list[n]
-			n++
-		default:
-			return nil, typeErr("not enough arguments for format string")
+		v, err := percentArg(key, mapping, list, &n)
+		if err != nil {
+			return nil, err
 		}
 		s, err := formatOne(f[spec:i], conv, v)
 		if err != nil {
@@ -235,4 +223,22 @@ func pad(s string, sp fmtSpec, numeric bool) string {
 		return z + s
 	}
 	return fill + s
+}
+
+func percentArg(key *string, mapping *Dict, list Tuple, n *int) (any, error) {
+	switch {
+	case key != nil:
+		if mapping == nil {
+			return nil, typeErr("format requires a mapping")
+		}
+		v, ok := mapping.Get(*key)
+		if !ok {
+			return nil, &Error{Msg: pyRepr(*key)}
+		}
+		return v, nil
+	case *n < len(list):
+		*n++
+		return list[*n-1], nil
+	}
+	return nil, typeErr("not enough arguments for format string")
 }
