@@ -9,15 +9,23 @@ import (
 )
 
 // generateRequestFields are the GenerateRequest field numbers this sdk
-// reads: all of them, from its descriptor.
+// reads: those of its descriptor that it converts into a Request.
 var generateRequestFields = sync.OnceValue(func() []uint32 {
 	fields := (&pluginv1.GenerateRequest{}).ProtoReflect().Descriptor().Fields()
-	out := make([]uint32, fields.Len())
-	for i := range out {
-		out[i] = uint32(fields.Get(i).Number())
+	out := make([]uint32, 0, fields.Len())
+	for i := range fields.Len() {
+		if n := fields.Get(i).Number(); !notConverted[n] {
+			out = append(out, uint32(n))
+		}
 	}
 	return out
 })
+
+// notConverted are the fields of this round's worker API (docs/worker-api.md)
+// that the sdk does not yet convert into a Request: an adapter built with
+// it must not claim to read them, or the host would send them to be
+// dropped. Each leaves this set with its conversion.
+var notConverted = map[protoreflect.FieldNumber]bool{15: true, 16: true, 17: true, 18: true, 19: true, 20: true, 21: true, 22: true}
 
 // requestFields is what the host knows of the GenerateRequest fields an
 // adapter reads, from its Info.

@@ -123,3 +123,17 @@ func TestNoRequestFields(t *testing.T) {
 		}
 	}
 }
+
+// An adapter claims only the request fields the sdk converts: one built
+// from this tree would otherwise be sent this round's new fields (penalties,
+// logit bias, structured output, n, logprobs, the prompt's ids) and drop them.
+func TestRequestFieldsOnlyConverted(t *testing.T) {
+	for _, n := range generateRequestFields() {
+		if n >= 15 && n <= 22 {
+			t.Errorf("generate_request_fields lists %d, which the sdk does not convert", n)
+		}
+	}
+	if got := len(generateRequestFields()); got != 13 {
+		t.Errorf("generate_request_fields has %d fields, want the 13 of sdk/v0.1.0", got)
+	}
+}

@@ -19,16 +19,16 @@ import (
 
 // bpeJSON is the model object. Pointers tell a JSON null from a value.
 type bpeJSON struct {
-	Type         string            `json:"type"`
-	Vocab        map[string]uint32 `json:"vocab"`
-	Merges       json.RawMessage   `json:"merges"`
-	UnkToken     *string           `json:"unk_token"`
-	FuseUnk      *bool             `json:"fuse_unk"`
-	ByteFallback *bool             `json:"byte_fallback"`
-	IgnoreMerges *bool             `json:"ignore_merges"`
-	Prefix       *string           `json:"continuing_subword_prefix"`
-	Suffix       *string           `json:"end_of_word_suffix"`
-	Dropout      *float64          `json:"dropout"`
+	Type         string          `json:"type"`
+	Vocab        json.RawMessage `json:"vocab"` // scan.go reads it
+	Merges       json.RawMessage `json:"merges"`
+	UnkToken     *string         `json:"unk_token"`
+	FuseUnk      *bool           `json:"fuse_unk"`
+	ByteFallback *bool           `json:"byte_fallback"`
+	IgnoreMerges *bool           `json:"ignore_merges"`
+	Prefix       *string         `json:"continuing_subword_prefix"`
+	Suffix       *string         `json:"end_of_word_suffix"`
+	Dropout      *float64        `json:"dropout"`
 }
 
 // bpe is the model the pipeline runs.
@@ -81,10 +81,14 @@ func buildBPE(obj json.RawMessage, path string) (*bpe, error) {
 	if j.Dropout != nil && *j.Dropout != 0 {
 		return nil, &FieldError{Field: path + ".dropout", Value: fmt.Sprint(*j.Dropout), Reason: "not supported (null or 0 is: dropout is for training)"}
 	}
-	if j.Vocab == nil {
+	vocab, err := scanVocab(j.Vocab)
+	if err != nil {
+		return nil, &FieldError{Field: path + ".vocab", Reason: "malformed: " + err.Error()}
+	}
+	if vocab == nil {
 		return nil, &FieldError{Field: path + ".vocab", Reason: "missing"}
 	}
-	m := &bpe{vocab: j.Vocab, cache: map[string][]uint32{}}
+	m := &bpe{vocab: vocab, cache: map[string][]uint32{}}
 	m.fuseUnk = j.FuseUnk != nil && *j.FuseUnk
 	m.byteFallback = j.ByteFallback != nil && *j.ByteFallback
 	m.ignoreMerges = j.IgnoreMerges != nil && *j.IgnoreMerges
@@ -122,10 +126,9 @@ func readMerges(raw json.RawMessage, path string) ([][2]string, error) {
 		return nil, &FieldError{Field: path, Reason: "missing"}
 	}
 	var pairs [][2]string
-	var lines []string
 	if pairForm(raw) {
-		var list [][]string
-		if err := json.Unmarshal(raw, &list); err != nil {
+		list, err := scanPairs(raw)
+		if err != nil {
 			return nil, &FieldError{Field: path, Reason: `a list of "a b" strings or of ["a", "b"] pairs expected`}
 		}
 		for i, p := range list {
@@ -136,7 +139,8 @@ func readMerges(raw json.RawMessage, path string) ([][2]string, error) {
 		}
 		return pairs, nil
 	}
-	if err := json.Unmarshal(raw, &lines); err != nil {
+	lines, err := scanLines(raw)
+	if err != nil {
 		return nil, &FieldError{Field: path, Reason: `a list of "a b" strings or of ["a", "b"] pairs expected`}
 	}
 	for i, l := range lines {

@@ -143,23 +143,23 @@ func newPostSequence(obj json.RawMessage, path string, v vocab) (postProcessor, 
 }
 
 // rebuiltClasses are the tokenizer classes whose post-processor
-// transformers (v4) rebuilds at load from add_bos_token and add_eos_token
+// transformers v4 rebuilds at load from add_bos_token and add_eos_token
 // (update_post_processor, called from __init__), with each class's
-// defaults: src/transformers/models/llama/tokenization_llama_fast.py
+// defaults, read in src/transformers/models/: llama/tokenization_llama_fast.py
 // (LlamaTokenizerFast), code_llama/tokenization_code_llama_fast.py,
-// gemma/tokenization_gemma_fast.py, cohere/tokenization_cohere_fast.py
-// and gpt_neox/tokenization_gpt_neox_fast.py. AutoTokenizer loads the
-// Fast class for the slow name too. Cohere drops a token that is None
-// where the others raise.
+// gemma/tokenization_gemma_fast.py, cohere/tokenization_cohere_fast.py and
+// gpt_neox/tokenization_gpt_neox_fast.py (since v4.40). AutoTokenizer loads
+// the Fast class for the slow name too. Each raises ValueError when a flag
+// is on and its token is None. transformers v5 differs (any class, when the
+// configuration names a flag): docs/engines.md says so.
 var rebuiltClasses = map[string]struct {
 	addBOS, addEOS bool
 	bos, eos       string
-	lenient        bool
 }{
 	"LlamaTokenizer":     {addBOS: true, bos: "<s>", eos: "</s>"},
 	"CodeLlamaTokenizer": {addBOS: true, bos: "<s>", eos: "</s>"},
 	"GemmaTokenizer":     {addBOS: true, bos: "<bos>", eos: "<eos>"},
-	"CohereTokenizer":    {addBOS: true, bos: "<BOS_TOKEN>", eos: "<|END_OF_TURN_TOKEN|>", lenient: true},
+	"CohereTokenizer":    {addBOS: true, bos: "<BOS_TOKEN>", eos: "<|END_OF_TURN_TOKEN|>"},
 	"GPTNeoXTokenizer":   {bos: "<|endoftext|>", eos: "<|endoftext|>"},
 }
 
@@ -192,8 +192,8 @@ func configPostProcessor(cfg *tokenizerConfig, v vocab) (p postProcessor, ok boo
 		if s.tok != nil {
 			tok = *s.tok
 		}
-		if tok == "" && class.lenient {
-			continue
+		if tok == "" {
+			return nil, false, fmt.Errorf("%s: %s is null but add_%s is true (transformers raises ValueError at load)", TokenizerConfigFile, s.field, s.field)
 		}
 		id, found := v.id(tok)
 		if !found {

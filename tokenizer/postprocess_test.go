@@ -77,11 +77,18 @@ func TestConfigDecidesSpecialTokens(t *testing.T) {
 		{`{"tokenizer_class": "LlamaTokenizerFast", "add_eos_token": true, "eos_token": {"content": "<sep>"}}`, []uint32{3, 2, 6}},
 		{`{"tokenizer_class": "CodeLlamaTokenizer", "add_bos_token": null}`, []uint32{3, 2}},
 		{`{"tokenizer_class": "GPTNeoXTokenizerFast"}`, []uint32{2}},
-		{`{"tokenizer_class": "CohereTokenizerFast", "bos_token": null, "add_eos_token": true, "eos_token": "</s>"}`, []uint32{2, 4}},
+		{`{"tokenizer_class": "CohereTokenizerFast", "bos_token": null, "add_bos_token": false, "add_eos_token": true, "eos_token": "</s>"}`, []uint32{2, 4}},
 	} {
 		tok := mustLoad(t, d, c.config)
 		checkEncodes(t, tok, true, []encodeCase{{"ab", c.want}})
 		checkEncodes(t, tok, false, []encodeCase{{"ab", []uint32{2}}})
+	}
+	// A null token with its flag on: transformers raises at load.
+	for _, cfg := range []string{`{"tokenizer_class": "CohereTokenizerFast", "bos_token": null}`,
+		`{"tokenizer_class": "LlamaTokenizerFast", "add_eos_token": true, "eos_token": null}`} {
+		if _, err := FromJSON(d.bytes(t), []byte(cfg)); err == nil || !strings.Contains(err.Error(), "is null but add_") {
+			t.Errorf("%s: err = %v, want a null token refused", cfg, err)
+		}
 	}
 	// Gemma's default bos_token is <bos>, which this vocabulary lacks.
 	_, err := FromJSON(d.bytes(t), []byte(`{"tokenizer_class": "GemmaTokenizer"}`))

@@ -60,7 +60,7 @@ type inputs struct {
 	} `json:"texts"`
 }
 
-func readJSON(t *testing.T, file string, v any) {
+func readJSON(t testing.TB, file string, v any) {
 	t.Helper()
 	data, err := os.ReadFile(file)
 	if err != nil {

@@ -57,7 +57,7 @@ def main():
                 text = tmpl.render(messages=conv["messages"], tools=None, documents=None,
                                    add_generation_prompt=gen, **special)
                 out.append({"name": conv["name"], "add_generation_prompt": gen, "rendering": text})
-            except jinja2.exceptions.TemplateError as e:
+            except Exception as e:  # TypeError, ZeroDivisionError... raise from render too
                 out.append({"name": conv["name"], "add_generation_prompt": gen, "error": str(e)})
     json.dump({"jinja2": jinja2.__version__, "results": out}, sys.stdout, ensure_ascii=False)
 

@@ -72,6 +72,10 @@ type Registration struct {
 	// MaxModelLen is the model's maximum length in tokens, prompt plus
 	// completion, as the engine reports it; 0 when unknown.
 	MaxModelLen uint32
+	// Caps is what the worker accepts beyond the basic request (MetaCaps);
+	// the zero value, from a worker that does not say, reads as
+	// LegacyCapabilities.
+	Caps Capabilities
 	// Owner is the owner token of the vigil run that publishes the
 	// registration: random per Announcer, set by Announce.
 	Owner string

@@ -112,16 +112,18 @@ func TestMeta(t *testing.T) {
 		want map[string]string
 	}{
 		"zero": {discovery.Registration{}, map[string]string{
-			"engine": "", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids", "max_model_len": "0", "owner": ""}},
+			"engine": "", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids", "max_model_len": "0", "caps": "", "owner": ""}},
 		"full": {discovery.Registration{Service: "llm", WorkerID: "w1", Address: "10.0.0.1", Port: 8470,
 			Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1", Owner: "tok", MaxModelLen: 4096},
-			map[string]string{"engine": "vllm", "model": "m", "model_id": "org/m", "instance_id": "i1", "worker_id": "w1", "prompts": "text,token_ids", "max_model_len": "4096", "owner": "tok"}},
+			map[string]string{"engine": "vllm", "model": "m", "model_id": "org/m", "instance_id": "i1", "worker_id": "w1", "prompts": "text,token_ids", "max_model_len": "4096", "caps": "", "owner": "tok"}},
 		"token ids only": {discovery.Registration{Engine: "sglang", TokensOnly: true}, map[string]string{
-			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids", "max_model_len": "0", "owner": ""}},
+			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids", "max_model_len": "0", "caps": "", "owner": ""}},
 		"token ids and chat": {discovery.Registration{Engine: "sglang", TokensOnly: true, Chat: true}, map[string]string{
-			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids,messages", "max_model_len": "0", "owner": ""}},
+			"engine": "sglang", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "token_ids,messages", "max_model_len": "0", "caps": "", "owner": ""}},
+		"capabilities": {discovery.Registration{Engine: "vllm", Caps: mustCaps(t, discovery.Capability{Name: "seed"}, discovery.Capability{Name: "logprobs", Value: 20})},
+			map[string]string{"engine": "vllm", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids", "max_model_len": "0", "caps": "logprobs=20,seed", "owner": ""}},
 		"text and chat": {discovery.Registration{Engine: "vllm", Chat: true}, map[string]string{
-			"engine": "vllm", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids,messages", "max_model_len": "0", "owner": ""}},
+			"engine": "vllm", "model": "", "model_id": "", "instance_id": "", "worker_id": "", "prompts": "text,token_ids,messages", "max_model_len": "0", "caps": "", "owner": ""}},
 	}
 	for name, tc := range testCases {
 		t.Run(name, func(t *testing.T) {

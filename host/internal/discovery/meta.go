@@ -56,7 +56,12 @@ const (
 )
 
 // MetaKeys lists every metadata key, in the docs table's order.
-var MetaKeys = []string{MetaEngine, MetaModel, MetaModelID, MetaInstanceID, MetaWorkerID, MetaPrompts, MetaMaxModelLen, MetaOwner}
+var MetaKeys = []string{MetaEngine, MetaModel, MetaModelID, MetaInstanceID, MetaWorkerID, MetaPrompts, MetaMaxModelLen, MetaCaps, MetaOwner}
+
+// metaOptional are the keys of MetaKeys added in this release: optional to
+// readers until the next, as workers one release older do not publish
+// them.
+var metaOptional = map[string]bool{MetaCaps: true}
 
 // Meta returns the metadata every backend publishes for r.
 func (r Registration) Meta() map[string]string {
@@ -68,6 +73,7 @@ func (r Registration) Meta() map[string]string {
 		MetaWorkerID:    r.WorkerID,
 		MetaPrompts:     r.prompts(),
 		MetaMaxModelLen: strconv.FormatUint(uint64(r.MaxModelLen), 10),
+		MetaCaps:        r.Caps.String(),
 		MetaOwner:       r.Owner,
 	}
 }
@@ -85,13 +91,14 @@ func (r Registration) prompts() string {
 
 // FromMeta returns the registration whose Meta is meta, but for Service,
 // Address and Port, which backends hold outside the metadata. It refuses
-// metadata that no current vigil publishes: a key of MetaKeys missing, or
+// metadata that no current vigil publishes: a key of MetaKeys missing (but
+// for the ones added in this release, such as MetaCaps), or
 // prompts listing neither text nor token ids; readers leave such a
 // registration out (Skips).
 func FromMeta(meta map[string]string) (Registration, error) {
 	var missing []string
 	for _, k := range MetaKeys {
-		if _, ok := meta[k]; !ok {
+		if _, ok := meta[k]; !ok && !metaOptional[k] {
 			missing = append(missing, k)
 		}
 	}
@@ -111,6 +118,7 @@ func FromMeta(meta map[string]string) (Registration, error) {
 		TokensOnly:  !hasPrompt(prompts, PromptText),
 		Chat:        hasPrompt(prompts, PromptMessages),
 		MaxModelLen: maxModelLen(meta[MetaMaxModelLen]),
+		Caps:        ParseCapabilities(meta[MetaCaps]),
 		Owner:       meta[MetaOwner],
 	}, nil
 }

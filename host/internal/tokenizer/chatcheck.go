@@ -121,9 +121,7 @@ func (u *templateUse) node(v reflect.Value) {
 	case "itemExpr", "sliceExpr":
 		u.wrap(v, "obj", fnDefined)
 	case "unaryExpr":
-		if v.FieldByName("op").String() != "not" {
-			u.wrap(v, "operand", fnDefined)
-		}
+		u.unary(v)
 	case "binExpr":
 		u.binary(v)
 	case "forNode":
@@ -191,6 +189,23 @@ func (u *templateUse) wrap(v reflect.Value, field, fn string) {
 	if err := wrap(v.FieldByName(field), fn); err != nil {
 		u.refused = append(u.refused, fmt.Sprintf("an expression vigil cannot check (%v)", err))
 	}
+}
+
+// unary checks a unary minus or plus. The library binds it looser than a
+// filter or test and cannot tell -x|f from -(x|f), where Python applies
+// the filter to -x; and it gives 0 for a non-number, where Python raises.
+func (u *templateUse) unary(v reflect.Value) {
+	op := v.FieldByName("op").String()
+	if op != "-" && op != "+" {
+		return
+	}
+	if e := v.FieldByName("operand"); e.Kind() == reflect.Interface && !e.IsNil() && e.Elem().Kind() == reflect.Pointer {
+		if n := e.Elem().Elem().Type().Name(); n == "filterExpr" || n == "testExpr" {
+			u.refused = append(u.refused, fmt.Sprintf("a unary %s before a filter or test (Python's Jinja applies the filter to %sx: write (%sx)|f, or 0 - x|f)", op, op, op))
+			return
+		}
+	}
+	u.wrap(v, "operand", fnUnary+op)
 }
 
 func (u *templateUse) filter(v reflect.Value) {

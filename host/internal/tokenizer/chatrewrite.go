@@ -25,15 +25,35 @@ const (
 	fnBinop    = "vigil binop"
 	fnTest     = "vigil test"
 	fnUnsafe   = "vigil unsafe"
+	fnUnary    = "vigil unary "
 )
 
 var vigilFuncValues = map[string]jinja.Value{
-	fnDefined:  jinja.NewCallable(fnDefined, callDefined),
-	fnIterable: jinja.NewCallable(fnIterable, callIterable),
-	fnPrint:    jinja.NewCallable(fnPrint, callPrint),
-	fnBinop:    jinja.NewCallable(fnBinop, callBinop),
-	fnTest:     jinja.NewCallable(fnTest, callTest),
-	fnUnsafe:   jinja.NewCallable(fnUnsafe, callUnsafe),
+	fnDefined:     jinja.NewCallable(fnDefined, callDefined),
+	fnIterable:    jinja.NewCallable(fnIterable, callIterable),
+	fnPrint:       jinja.NewCallable(fnPrint, callPrint),
+	fnBinop:       jinja.NewCallable(fnBinop, callBinop),
+	fnTest:        jinja.NewCallable(fnTest, callTest),
+	fnUnsafe:      jinja.NewCallable(fnUnsafe, callUnsafe),
+	fnUnary + "-": jinja.NewCallable(fnUnary+"-", unaryCall("-")),
+	fnUnary + "+": jinja.NewCallable(fnUnary+"+", unaryCall("+")),
+}
+
+// unaryCall checks the operand of a unary op as Python does: undefined
+// raises, a bool counts as an int, anything else but a number raises.
+func unaryCall(op string) func([]jinja.Value, map[string]jinja.Value) (jinja.Value, error) {
+	return func(args []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
+		v, err := callDefined(args, kw)
+		switch {
+		case err != nil:
+			return v, err
+		case v.IsBool():
+			return jinja.NewInt(int64(asInt(v))), nil
+		case v.IsInt() || v.IsFloat():
+			return v, nil
+		}
+		return jinja.Value{}, fmt.Errorf("bad operand type for unary %s: '%s'", op, pyTypeName(v))
+	}
 }
 
 func callUnsafe(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {

@@ -36,6 +36,18 @@ var jinjaCases = []jinjaCase{
 	{tmpl: "{{ -x }}", renderErr: "'x' is undefined"},
 	{tmpl: "{% for t in tools %}x{% endfor %}", renderErr: "'tools' is not iterable"},
 	{tmpl: "{% for t in x %}x{% endfor %}y", want: "y"},
+	// Unary minus and plus: Python applies a filter to -x, raises on a
+	// non-number, and counts a bool as an int.
+	{tmpl: "{{ -3|abs }}", loadErr: "a unary - before a filter or test"},
+	{tmpl: "{{ - 3 | string }}", loadErr: "a unary - before a filter or test"},
+	{tmpl: "{{ +x is defined }}", renderErr: "'x' is undefined"},
+	{tmpl: "{{ -1 is number }}", want: "True"},
+	{tmpl: "{{ (-3)|abs }} {{ 0 - 3|abs }} {{ -true }} {{ -1.5 }} {{ -(1) }} {{ +2 }} {{ -2**2 }}", want: "3 -3 -1 -1.5 -1 2 4"},
+	{tmpl: "{{ -'a' }}", renderErr: "bad operand type for unary -: 'str'"},
+	{tmpl: "{{ -[1] }}", renderErr: "bad operand type for unary -: 'list'"},
+	{tmpl: "{{ -none }}", renderErr: "bad operand type for unary -: 'NoneType'"},
+	{tmpl: "{{ +{} }}", renderErr: "bad operand type for unary +: 'dict'"},
+	{tmpl: "{{ -x }}", renderErr: "'x' is undefined"},
 	// "%" formatting: the library gives 0.
 	{tmpl: `{{ "%s" % 1 }}`, want: "1"},
 	{tmpl: `{{ "%s" % x }}`, want: ""},

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/ardanlabs/jinja"
 	vtok "github.com/vigilhq/vigil/tokenizer"
@@ -114,6 +115,11 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 		return nil, err
 	}
 	t.eos = mergeIDs(tk.EOSTokenIDs(), gen)
+	// Reading tokenizer.json (up to 33 MB, and its parse) grows the heap
+	// far past what the Tokenizer keeps; the runtime would return the
+	// difference to the OS only minutes later, so a loaded worker would
+	// idle at several times its size. Once per load, at start.
+	debug.FreeOSMemory()
 	return t, nil
 }
 

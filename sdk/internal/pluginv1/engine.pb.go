@@ -275,8 +275,10 @@ type Capabilities struct {
 	// Required with generate: the host refuses an adapter that forwards
 	// requests but lists none, at Info, naming this field.
 	GenerateRequestFields []uint32 `protobuf:"varint,5,rep,packed,name=generate_request_fields,json=generateRequestFields,proto3" json:"generate_request_fields,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The adapter serves Embed. An adapter built before this field does not.
+	Embed         bool `protobuf:"varint,6,opt,name=embed,proto3" json:"embed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Capabilities) Reset() {
@@ -342,6 +344,13 @@ func (x *Capabilities) GetGenerateRequestFields() []uint32 {
 		return x.GenerateRequestFields
 	}
 	return nil
+}
+
+func (x *Capabilities) GetEmbed() bool {
+	if x != nil {
+		return x.Embed
+	}
+	return false
 }
 
 type StartRequest struct {
@@ -580,8 +589,26 @@ type Worker struct {
 	KvBlockSize uint32 `protobuf:"varint,6,opt,name=kv_block_size,json=kvBlockSize,proto3" json:"kv_block_size,omitempty"`
 	// Whether the engine takes text prompts (false: token ids only).
 	SupportsTextInput bool `protobuf:"varint,7,opt,name=supports_text_input,json=supportsTextInput,proto3" json:"supports_text_input,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Fields 8 on: what the engine does beyond the basic request, read at
+	// Start (it may depend on the engine's version, layout or model). A host
+	// takes a field missing from an older adapter as "nothing".
+	//
+	// What the engine accepts, as capability items in the syntax of the
+	// discovery metadata key caps (docs/worker-api.md, "Capabilities"): a
+	// name, or name=number, e.g. "presence_penalty", "json_schema",
+	// "grammar.ebnf", "logprobs=20", "n=64" (native n up to 64), "embed" (an
+	// embedding model). The host adds what it does itself (its tokenizer, chat
+	// template, fan-out n) and publishes the whole; an item here tells the
+	// host the engine takes the GenerateRequest field of that name, which the
+	// adapter must also list in Capabilities.generate_request_fields.
+	Accepts []string `protobuf:"bytes,8,rep,name=accepts,proto3" json:"accepts,omitempty"`
+	// The engine's reasoning and tool-call parser names, where it reports
+	// them (vLLM's ModelInfo); empty: none said. The worker's defaults for
+	// --reasoning-parser and --tool-call-parser (issue 27).
+	ReasoningParser string `protobuf:"bytes,9,opt,name=reasoning_parser,json=reasoningParser,proto3" json:"reasoning_parser,omitempty"`
+	ToolCallParser  string `protobuf:"bytes,10,opt,name=tool_call_parser,json=toolCallParser,proto3" json:"tool_call_parser,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Worker) Reset() {
@@ -661,6 +688,27 @@ func (x *Worker) GetSupportsTextInput() bool {
 		return x.SupportsTextInput
 	}
 	return false
+}
+
+func (x *Worker) GetAccepts() []string {
+	if x != nil {
+		return x.Accepts
+	}
+	return nil
+}
+
+func (x *Worker) GetReasoningParser() string {
+	if x != nil {
+		return x.ReasoningParser
+	}
+	return ""
+}
+
+func (x *Worker) GetToolCallParser() string {
+	if x != nil {
+		return x.ToolCallParser
+	}
+	return ""
 }
 
 type WatchAvailabilityRequest struct {
@@ -867,10 +915,35 @@ type GenerateRequest struct {
 	// Fewest tokens to generate before a stop token or end of sequence may
 	// end the generation; 0 means none. Drop tokens less likely than min_p
 	// times the most likely token's probability, in [0, 1]; 0 keeps all.
-	MinTokens     uint32  `protobuf:"varint,13,opt,name=min_tokens,json=minTokens,proto3" json:"min_tokens,omitempty"`
-	MinP          float32 `protobuf:"fixed32,14,opt,name=min_p,json=minP,proto3" json:"min_p,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MinTokens uint32  `protobuf:"varint,13,opt,name=min_tokens,json=minTokens,proto3" json:"min_tokens,omitempty"`
+	MinP      float32 `protobuf:"fixed32,14,opt,name=min_p,json=minP,proto3" json:"min_p,omitempty"`
+	// Fields 15 on mean what vigil.worker.v1's fields of the same names mean
+	// (issues 25 and 26); the host sets one only when Worker.accepts lists it
+	// and the adapter lists the field's number, so an adapter that lacks it
+	// never sees it set.
+	//
+	// In [-2, 2]; 0: none.
+	PresencePenalty float32 `protobuf:"fixed32,15,opt,name=presence_penalty,json=presencePenalty,proto3" json:"presence_penalty,omitempty"`
+	// In [-2, 2]; 0: none.
+	FrequencyPenalty float32 `protobuf:"fixed32,16,opt,name=frequency_penalty,json=frequencyPenalty,proto3" json:"frequency_penalty,omitempty"`
+	// > 0; 1 or unset: none.
+	RepetitionPenalty *float32 `protobuf:"fixed32,17,opt,name=repetition_penalty,json=repetitionPenalty,proto3,oneof" json:"repetition_penalty,omitempty"`
+	// Token id to a bias in [-100, 100] added to its logit; empty: none.
+	LogitBias map[uint32]float32 `protobuf:"bytes,18,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"fixed32,2,opt,name=value"`
+	// The output's form; unset: free.
+	StructuredOutput *StructuredOutput `protobuf:"bytes,19,opt,name=structured_output,json=structuredOutput,proto3" json:"structured_output,omitempty"`
+	// Sequences to generate, for engines with a native n (Worker.accepts
+	// "n=N"); 0 and 1 mean one. Chunks and the final message tell them apart
+	// by index. Without native n the host sends n requests of one.
+	N uint32 `protobuf:"varint,20,opt,name=n,proto3" json:"n,omitempty"`
+	// Log probabilities to return; unset: none.
+	Logprobs *Logprobs `protobuf:"bytes,21,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	// Send the prompt's token ids first (GenerateResponse.prompt), where the
+	// engine echoes them (vLLM's prompt_token_ids). The host, which
+	// tokenizes, asks only when it does not know them.
+	ReturnPromptTokenIds bool `protobuf:"varint,22,opt,name=return_prompt_token_ids,json=returnPromptTokenIds,proto3" json:"return_prompt_token_ids,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GenerateRequest) Reset() {
@@ -1005,6 +1078,62 @@ func (x *GenerateRequest) GetMinP() float32 {
 	return 0
 }
 
+func (x *GenerateRequest) GetPresencePenalty() float32 {
+	if x != nil {
+		return x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetFrequencyPenalty() float32 {
+	if x != nil {
+		return x.FrequencyPenalty
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetRepetitionPenalty() float32 {
+	if x != nil && x.RepetitionPenalty != nil {
+		return *x.RepetitionPenalty
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetLogitBias() map[uint32]float32 {
+	if x != nil {
+		return x.LogitBias
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetStructuredOutput() *StructuredOutput {
+	if x != nil {
+		return x.StructuredOutput
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetN() uint32 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetLogprobs() *Logprobs {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetReturnPromptTokenIds() bool {
+	if x != nil {
+		return x.ReturnPromptTokenIds
+	}
+	return false
+}
+
 type isGenerateRequest_Prompt interface {
 	isGenerateRequest_Prompt()
 }
@@ -1021,6 +1150,327 @@ func (*GenerateRequest_Text) isGenerateRequest_Prompt() {}
 
 func (*GenerateRequest_TokenIds) isGenerateRequest_Prompt() {}
 
+// StructuredOutput is a constraint the engine's guided decoding enforces;
+// the adapter maps each kind to the engine's own field (docs/engines.md)
+// or answers INVALID_ARGUMENT naming it.
+type StructuredOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*StructuredOutput_JsonObject
+	//	*StructuredOutput_JsonSchema
+	//	*StructuredOutput_Regex
+	//	*StructuredOutput_Choice
+	//	*StructuredOutput_Grammar
+	//	*StructuredOutput_StructuralTag
+	Kind          isStructuredOutput_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StructuredOutput) Reset() {
+	*x = StructuredOutput{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StructuredOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StructuredOutput) ProtoMessage() {}
+
+func (x *StructuredOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StructuredOutput.ProtoReflect.Descriptor instead.
+func (*StructuredOutput) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *StructuredOutput) GetKind() isStructuredOutput_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *StructuredOutput) GetJsonObject() bool {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_JsonObject); ok {
+			return x.JsonObject
+		}
+	}
+	return false
+}
+
+func (x *StructuredOutput) GetJsonSchema() string {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_JsonSchema); ok {
+			return x.JsonSchema
+		}
+	}
+	return ""
+}
+
+func (x *StructuredOutput) GetRegex() string {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_Regex); ok {
+			return x.Regex
+		}
+	}
+	return ""
+}
+
+func (x *StructuredOutput) GetChoice() *Choice {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_Choice); ok {
+			return x.Choice
+		}
+	}
+	return nil
+}
+
+func (x *StructuredOutput) GetGrammar() *Grammar {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_Grammar); ok {
+			return x.Grammar
+		}
+	}
+	return nil
+}
+
+func (x *StructuredOutput) GetStructuralTag() string {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_StructuralTag); ok {
+			return x.StructuralTag
+		}
+	}
+	return ""
+}
+
+type isStructuredOutput_Kind interface {
+	isStructuredOutput_Kind()
+}
+
+type StructuredOutput_JsonObject struct {
+	// Any JSON object; true when set.
+	JsonObject bool `protobuf:"varint,1,opt,name=json_object,json=jsonObject,proto3,oneof"`
+}
+
+type StructuredOutput_JsonSchema struct {
+	// A JSON schema, JSON text.
+	JsonSchema string `protobuf:"bytes,2,opt,name=json_schema,json=jsonSchema,proto3,oneof"`
+}
+
+type StructuredOutput_Regex struct {
+	Regex string `protobuf:"bytes,3,opt,name=regex,proto3,oneof"`
+}
+
+type StructuredOutput_Choice struct {
+	Choice *Choice `protobuf:"bytes,4,opt,name=choice,proto3,oneof"`
+}
+
+type StructuredOutput_Grammar struct {
+	Grammar *Grammar `protobuf:"bytes,5,opt,name=grammar,proto3,oneof"`
+}
+
+type StructuredOutput_StructuralTag struct {
+	// JSON text, as vLLM and SGLang take it.
+	StructuralTag string `protobuf:"bytes,6,opt,name=structural_tag,json=structuralTag,proto3,oneof"`
+}
+
+func (*StructuredOutput_JsonObject) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_JsonSchema) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_Regex) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_Choice) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_Grammar) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_StructuralTag) isStructuredOutput_Kind() {}
+
+type Choice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Choices       []string               `protobuf:"bytes,1,rep,name=choices,proto3" json:"choices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Choice) Reset() {
+	*x = Choice{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Choice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Choice) ProtoMessage() {}
+
+func (x *Choice) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Choice.ProtoReflect.Descriptor instead.
+func (*Choice) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Choice) GetChoices() []string {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
+
+type Grammar struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "ebnf" or "lark": passed as it is; the adapter lists the dialects its
+	// engine takes in Worker.accepts (grammar.<dialect>).
+	Dialect       string `protobuf:"bytes,1,opt,name=dialect,proto3" json:"dialect,omitempty"`
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grammar) Reset() {
+	*x = Grammar{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grammar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grammar) ProtoMessage() {}
+
+func (x *Grammar) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grammar.ProtoReflect.Descriptor instead.
+func (*Grammar) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Grammar) GetDialect() string {
+	if x != nil {
+		return x.Dialect
+	}
+	return ""
+}
+
+func (x *Grammar) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type Logprobs struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each output token's log probability (Chunk.logprobs).
+	Output bool `protobuf:"varint,1,opt,name=output,proto3" json:"output,omitempty"`
+	// Alternatives per output position besides the chosen token.
+	Top uint32 `protobuf:"varint,2,opt,name=top,proto3" json:"top,omitempty"`
+	// Each prompt token's log probability (PromptInfo.logprobs).
+	Prompt        bool   `protobuf:"varint,3,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	PromptTop     uint32 `protobuf:"varint,4,opt,name=prompt_top,json=promptTop,proto3" json:"prompt_top,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Logprobs) Reset() {
+	*x = Logprobs{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Logprobs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Logprobs) ProtoMessage() {}
+
+func (x *Logprobs) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Logprobs.ProtoReflect.Descriptor instead.
+func (*Logprobs) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Logprobs) GetOutput() bool {
+	if x != nil {
+		return x.Output
+	}
+	return false
+}
+
+func (x *Logprobs) GetTop() uint32 {
+	if x != nil {
+		return x.Top
+	}
+	return 0
+}
+
+func (x *Logprobs) GetPrompt() bool {
+	if x != nil {
+		return x.Prompt
+	}
+	return false
+}
+
+func (x *Logprobs) GetPromptTop() uint32 {
+	if x != nil {
+		return x.PromptTop
+	}
+	return 0
+}
+
 type TokenIds struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ids           []uint32               `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
@@ -1030,7 +1480,7 @@ type TokenIds struct {
 
 func (x *TokenIds) Reset() {
 	*x = TokenIds{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[12]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1492,7 @@ func (x *TokenIds) String() string {
 func (*TokenIds) ProtoMessage() {}
 
 func (x *TokenIds) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[12]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1505,7 @@ func (x *TokenIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenIds.ProtoReflect.Descriptor instead.
 func (*TokenIds) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{12}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TokenIds) GetIds() []uint32 {
@@ -1071,6 +1521,7 @@ type GenerateResponse struct {
 	//
 	//	*GenerateResponse_Chunk
 	//	*GenerateResponse_Final
+	//	*GenerateResponse_Prompt
 	Kind          isGenerateResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1078,7 +1529,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[13]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1090,7 +1541,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[13]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1103,7 +1554,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{13}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GenerateResponse) GetKind() isGenerateResponse_Kind {
@@ -1131,6 +1582,15 @@ func (x *GenerateResponse) GetFinal() *Final {
 	return nil
 }
 
+func (x *GenerateResponse) GetPrompt() *PromptInfo {
+	if x != nil {
+		if x, ok := x.Kind.(*GenerateResponse_Prompt); ok {
+			return x.Prompt
+		}
+	}
+	return nil
+}
+
 type isGenerateResponse_Kind interface {
 	isGenerateResponse_Kind()
 }
@@ -1143,21 +1603,207 @@ type GenerateResponse_Final struct {
 	Final *Final `protobuf:"bytes,2,opt,name=final,proto3,oneof"`
 }
 
+type GenerateResponse_Prompt struct {
+	// The prompt, before any chunk; sent only when the request asks
+	// (return_prompt_token_ids, logprobs.prompt).
+	Prompt *PromptInfo `protobuf:"bytes,3,opt,name=prompt,proto3,oneof"`
+}
+
 func (*GenerateResponse_Chunk) isGenerateResponse_Kind() {}
 
 func (*GenerateResponse_Final) isGenerateResponse_Kind() {}
 
+func (*GenerateResponse_Prompt) isGenerateResponse_Kind() {}
+
+type PromptInfo struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TokenIds []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	// One per prompt position when logprobs.prompt; the first has no
+	// logprob.
+	Logprobs      []*TokenLogprob `protobuf:"bytes,2,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptInfo) Reset() {
+	*x = PromptInfo{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptInfo) ProtoMessage() {}
+
+func (x *PromptInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptInfo.ProtoReflect.Descriptor instead.
+func (*PromptInfo) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PromptInfo) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+func (x *PromptInfo) GetLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+// TokenLogprob is one position's token and its likeliest alternatives, as
+// the engine gives them: ids and numbers only (the host adds text and
+// bytes).
+type TokenLogprob struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Chosen *Logprob               `protobuf:"bytes,1,opt,name=chosen,proto3" json:"chosen,omitempty"`
+	// Most likely first, at most Logprobs.top (prompt_top).
+	Top           []*Logprob `protobuf:"bytes,2,rep,name=top,proto3" json:"top,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenLogprob) Reset() {
+	*x = TokenLogprob{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenLogprob) ProtoMessage() {}
+
+func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
+func (*TokenLogprob) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TokenLogprob) GetChosen() *Logprob {
+	if x != nil {
+		return x.Chosen
+	}
+	return nil
+}
+
+func (x *TokenLogprob) GetTop() []*Logprob {
+	if x != nil {
+		return x.Top
+	}
+	return nil
+}
+
+type Logprob struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TokenId uint32                 `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// Natural log of the probability, <= 0; unset when the engine gave none
+	// (the prompt's first position; TensorRT-LLM's chosen token outside its
+	// top-k, which it reports as 0.0: the adapter leaves it unset).
+	Logprob *float32 `protobuf:"fixed32,2,opt,name=logprob,proto3,oneof" json:"logprob,omitempty"`
+	// Rank at the position, 1 the likeliest; 0 when the engine gives none.
+	Rank          uint32 `protobuf:"varint,3,opt,name=rank,proto3" json:"rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Logprob) Reset() {
+	*x = Logprob{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Logprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Logprob) ProtoMessage() {}
+
+func (x *Logprob) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Logprob.ProtoReflect.Descriptor instead.
+func (*Logprob) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Logprob) GetTokenId() uint32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *Logprob) GetLogprob() float32 {
+	if x != nil && x.Logprob != nil {
+		return *x.Logprob
+	}
+	return 0
+}
+
+func (x *Logprob) GetRank() uint32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
 type Chunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TokenIds      []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
-	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TokenIds []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	Text     string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// The sequence, 0 to n-1 (0 without n).
+	Index uint32 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	// With logprobs.output: one per token id, in order.
+	Logprobs      []*TokenLogprob `protobuf:"bytes,5,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[14]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1169,7 +1815,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[14]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1182,7 +1828,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{14}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Chunk) GetTokenIds() []uint32 {
@@ -1199,18 +1845,38 @@ func (x *Chunk) GetText() string {
 	return ""
 }
 
+func (x *Chunk) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Chunk) GetLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
 type Final struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	FinishReason     FinishReason           `protobuf:"varint,1,opt,name=finish_reason,json=finishReason,proto3,enum=vigil.plugin.v1.FinishReason" json:"finish_reason,omitempty"`
 	PromptTokens     uint32                 `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	CompletionTokens uint32                 `protobuf:"varint,3,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Prompt tokens the engine served from its prefix cache; 0 when it does
+	// not say.
+	CachedTokens uint32 `protobuf:"varint,4,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	// With n > 1: each sequence's end, by index (the fields above are then
+	// the request's: finish_reason that of sequence 0, counts summed).
+	Sequences     []*SequenceFinal `protobuf:"bytes,5,rep,name=sequences,proto3" json:"sequences,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Final) Reset() {
 	*x = Final{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[15]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1888,7 @@ func (x *Final) String() string {
 func (*Final) ProtoMessage() {}
 
 func (x *Final) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[15]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1901,7 @@ func (x *Final) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Final.ProtoReflect.Descriptor instead.
 func (*Final) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{15}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Final) GetFinishReason() FinishReason {
@@ -1259,6 +1925,232 @@ func (x *Final) GetCompletionTokens() uint32 {
 	return 0
 }
 
+func (x *Final) GetCachedTokens() uint32 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *Final) GetSequences() []*SequenceFinal {
+	if x != nil {
+		return x.Sequences
+	}
+	return nil
+}
+
+type SequenceFinal struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Index            uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	FinishReason     FinishReason           `protobuf:"varint,2,opt,name=finish_reason,json=finishReason,proto3,enum=vigil.plugin.v1.FinishReason" json:"finish_reason,omitempty"`
+	CompletionTokens uint32                 `protobuf:"varint,3,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SequenceFinal) Reset() {
+	*x = SequenceFinal{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SequenceFinal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SequenceFinal) ProtoMessage() {}
+
+func (x *SequenceFinal) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SequenceFinal.ProtoReflect.Descriptor instead.
+func (*SequenceFinal) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SequenceFinal) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SequenceFinal) GetFinishReason() FinishReason {
+	if x != nil {
+		return x.FinishReason
+	}
+	return FinishReason_FINISH_REASON_UNSPECIFIED
+}
+
+func (x *SequenceFinal) GetCompletionTokens() uint32 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+type EmbedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Engine-side request id, unique per request.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Types that are valid to be assigned to Input:
+	//
+	//	*EmbedRequest_Text
+	//	*EmbedRequest_TokenIds
+	Input isEmbedRequest_Input `protobuf_oneof:"input"`
+	// Dimensions to truncate to; 0: the model's.
+	Dimensions    uint32 `protobuf:"varint,4,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedRequest) Reset() {
+	*x = EmbedRequest{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedRequest) ProtoMessage() {}
+
+func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
+func (*EmbedRequest) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *EmbedRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetInput() isEmbedRequest_Input {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *EmbedRequest) GetText() string {
+	if x != nil {
+		if x, ok := x.Input.(*EmbedRequest_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetTokenIds() *TokenIds {
+	if x != nil {
+		if x, ok := x.Input.(*EmbedRequest_TokenIds); ok {
+			return x.TokenIds
+		}
+	}
+	return nil
+}
+
+func (x *EmbedRequest) GetDimensions() uint32 {
+	if x != nil {
+		return x.Dimensions
+	}
+	return 0
+}
+
+type isEmbedRequest_Input interface {
+	isEmbedRequest_Input()
+}
+
+type EmbedRequest_Text struct {
+	Text string `protobuf:"bytes,2,opt,name=text,proto3,oneof"`
+}
+
+type EmbedRequest_TokenIds struct {
+	TokenIds *TokenIds `protobuf:"bytes,3,opt,name=token_ids,json=tokenIds,proto3,oneof"`
+}
+
+func (*EmbedRequest_Text) isEmbedRequest_Input() {}
+
+func (*EmbedRequest_TokenIds) isEmbedRequest_Input() {}
+
+type EmbedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Embedding     []float32              `protobuf:"fixed32,1,rep,packed,name=embedding,proto3" json:"embedding,omitempty"`
+	PromptTokens  uint32                 `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedResponse) Reset() {
+	*x = EmbedResponse{}
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedResponse) ProtoMessage() {}
+
+func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
+func (*EmbedResponse) Descriptor() ([]byte, []int) {
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *EmbedResponse) GetEmbedding() []float32 {
+	if x != nil {
+		return x.Embedding
+	}
+	return nil
+}
+
+func (x *EmbedResponse) GetPromptTokens() uint32 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
 type AbortRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestIds    []string               `protobuf:"bytes,1,rep,name=request_ids,json=requestIds,proto3" json:"request_ids,omitempty"`
@@ -1268,7 +2160,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[16]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +2172,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[16]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +2185,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{16}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AbortRequest) GetRequestIds() []string {
@@ -1311,7 +2203,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[17]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +2215,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[17]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +2228,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{17}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{27}
 }
 
 // MultiplexRequest is one frame from the host on a Multiplex stream.
@@ -1353,7 +2245,7 @@ type MultiplexRequest struct {
 
 func (x *MultiplexRequest) Reset() {
 	*x = MultiplexRequest{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[18]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +2257,7 @@ func (x *MultiplexRequest) String() string {
 func (*MultiplexRequest) ProtoMessage() {}
 
 func (x *MultiplexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[18]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +2270,7 @@ func (x *MultiplexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiplexRequest.ProtoReflect.Descriptor instead.
 func (*MultiplexRequest) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{18}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MultiplexRequest) GetKind() isMultiplexRequest_Kind {
@@ -1437,7 +2329,7 @@ type MultiplexStart struct {
 
 func (x *MultiplexStart) Reset() {
 	*x = MultiplexStart{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[19]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +2341,7 @@ func (x *MultiplexStart) String() string {
 func (*MultiplexStart) ProtoMessage() {}
 
 func (x *MultiplexStart) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[19]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +2354,7 @@ func (x *MultiplexStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiplexStart.ProtoReflect.Descriptor instead.
 func (*MultiplexStart) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{19}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MultiplexStart) GetId() uint64 {
@@ -1490,7 +2382,7 @@ type MultiplexResponse struct {
 
 func (x *MultiplexResponse) Reset() {
 	*x = MultiplexResponse{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[20]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +2394,7 @@ func (x *MultiplexResponse) String() string {
 func (*MultiplexResponse) ProtoMessage() {}
 
 func (x *MultiplexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[20]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +2407,7 @@ func (x *MultiplexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiplexResponse.ProtoReflect.Descriptor instead.
 func (*MultiplexResponse) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{20}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *MultiplexResponse) GetItems() []*MultiplexItem {
@@ -1541,7 +2433,7 @@ type MultiplexItem struct {
 
 func (x *MultiplexItem) Reset() {
 	*x = MultiplexItem{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[21]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +2445,7 @@ func (x *MultiplexItem) String() string {
 func (*MultiplexItem) ProtoMessage() {}
 
 func (x *MultiplexItem) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[21]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +2458,7 @@ func (x *MultiplexItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MultiplexItem.ProtoReflect.Descriptor instead.
 func (*MultiplexItem) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{21}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MultiplexItem) GetId() uint64 {
@@ -1650,7 +2542,7 @@ type Status struct {
 
 func (x *Status) Reset() {
 	*x = Status{}
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[22]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +2554,7 @@ func (x *Status) String() string {
 func (*Status) ProtoMessage() {}
 
 func (x *Status) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[22]
+	mi := &file_vigil_plugin_v1_engine_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +2567,7 @@ func (x *Status) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Status.ProtoReflect.Descriptor instead.
 func (*Status) Descriptor() ([]byte, []int) {
-	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{22}
+	return file_vigil_plugin_v1_engine_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Status) GetCode() int32 {
@@ -1708,13 +2600,14 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\fInfoResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12A\n" +
-	"\fcapabilities\x18\x03 \x01(\v2\x1d.vigil.plugin.v1.CapabilitiesR\fcapabilities\"\xb4\x01\n" +
+	"\fcapabilities\x18\x03 \x01(\v2\x1d.vigil.plugin.v1.CapabilitiesR\fcapabilities\"\xca\x01\n" +
 	"\fCapabilities\x12\x1c\n" +
 	"\treadiness\x18\x01 \x01(\bR\treadiness\x12\x1a\n" +
 	"\bgenerate\x18\x02 \x01(\bR\bgenerate\x12\x14\n" +
 	"\x05abort\x18\x03 \x01(\bR\x05abort\x12\x1c\n" +
 	"\tmultiplex\x18\x04 \x01(\bR\tmultiplex\x126\n" +
-	"\x17generate_request_fields\x18\x05 \x03(\rR\x15generateRequestFields\"\xae\x02\n" +
+	"\x17generate_request_fields\x18\x05 \x03(\rR\x15generateRequestFields\x12\x14\n" +
+	"\x05embed\x18\x06 \x01(\bR\x05embed\"\xae\x02\n" +
 	"\fStartRequest\x12\x1f\n" +
 	"\vengine_addr\x18\x01 \x01(\tR\n" +
 	"engineAddr\x12D\n" +
@@ -1732,7 +2625,7 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\fbusy_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\vbusyTimeout\x123\n" +
 	"\aconfirm\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\aconfirm\"@\n" +
 	"\rStartResponse\x12/\n" +
-	"\x06worker\x18\x01 \x01(\v2\x17.vigil.plugin.v1.WorkerR\x06worker\"\x8f\x02\n" +
+	"\x06worker\x18\x01 \x01(\v2\x17.vigil.plugin.v1.WorkerR\x06worker\"\xfe\x02\n" +
 	"\x06Worker\x12\x19\n" +
 	"\bmodel_id\x18\x01 \x01(\tR\amodelId\x12*\n" +
 	"\x11served_model_name\x18\x02 \x01(\tR\x0fservedModelName\x12%\n" +
@@ -1741,7 +2634,11 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"instanceId\x12\"\n" +
 	"\rmax_model_len\x18\x05 \x01(\rR\vmaxModelLen\x12\"\n" +
 	"\rkv_block_size\x18\x06 \x01(\rR\vkvBlockSize\x12.\n" +
-	"\x13supports_text_input\x18\a \x01(\bR\x11supportsTextInput\"\x1a\n" +
+	"\x13supports_text_input\x18\a \x01(\bR\x11supportsTextInput\x12\x18\n" +
+	"\aaccepts\x18\b \x03(\tR\aaccepts\x12)\n" +
+	"\x10reasoning_parser\x18\t \x01(\tR\x0freasoningParser\x12(\n" +
+	"\x10tool_call_parser\x18\n" +
+	" \x01(\tR\x0etoolCallParser\"\x1a\n" +
 	"\x18WatchAvailabilityRequest\"\xb2\x01\n" +
 	"\x11AvailabilityEvent\x12A\n" +
 	"\favailability\x18\x01 \x01(\x0e2\x1d.vigil.plugin.v1.AvailabilityR\favailability\x12\x16\n" +
@@ -1749,7 +2646,7 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
 	"\x04busy\x18\x04 \x01(\bR\x04busy\"\x11\n" +
 	"\x0fShutdownRequest\"\x12\n" +
-	"\x10ShutdownResponse\"\xe4\x03\n" +
+	"\x10ShutdownResponse\"\xe1\a\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1768,25 +2665,93 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"ignore_eos\x18\v \x01(\bR\tignoreEos\x12\x1d\n" +
 	"\n" +
 	"min_tokens\x18\r \x01(\rR\tminTokens\x12\x13\n" +
-	"\x05min_p\x18\x0e \x01(\x02R\x04minPB\b\n" +
+	"\x05min_p\x18\x0e \x01(\x02R\x04minP\x12)\n" +
+	"\x10presence_penalty\x18\x0f \x01(\x02R\x0fpresencePenalty\x12+\n" +
+	"\x11frequency_penalty\x18\x10 \x01(\x02R\x10frequencyPenalty\x122\n" +
+	"\x12repetition_penalty\x18\x11 \x01(\x02H\x05R\x11repetitionPenalty\x88\x01\x01\x12N\n" +
+	"\n" +
+	"logit_bias\x18\x12 \x03(\v2/.vigil.plugin.v1.GenerateRequest.LogitBiasEntryR\tlogitBias\x12N\n" +
+	"\x11structured_output\x18\x13 \x01(\v2!.vigil.plugin.v1.StructuredOutputR\x10structuredOutput\x12\f\n" +
+	"\x01n\x18\x14 \x01(\rR\x01n\x125\n" +
+	"\blogprobs\x18\x15 \x01(\v2\x19.vigil.plugin.v1.LogprobsR\blogprobs\x125\n" +
+	"\x17return_prompt_token_ids\x18\x16 \x01(\bR\x14returnPromptTokenIds\x1a<\n" +
+	"\x0eLogitBiasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\rR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x02R\x05value:\x028\x01B\b\n" +
 	"\x06promptB\x0e\n" +
 	"\f_temperatureB\b\n" +
 	"\x06_top_pB\b\n" +
 	"\x06_top_kB\a\n" +
-	"\x05_seedJ\x04\b\f\x10\rR\x05trace\"\x1c\n" +
+	"\x05_seedB\x15\n" +
+	"\x13_repetition_penaltyJ\x04\b\f\x10\rR\x05trace\"\x8a\x02\n" +
+	"\x10StructuredOutput\x12!\n" +
+	"\vjson_object\x18\x01 \x01(\bH\x00R\n" +
+	"jsonObject\x12!\n" +
+	"\vjson_schema\x18\x02 \x01(\tH\x00R\n" +
+	"jsonSchema\x12\x16\n" +
+	"\x05regex\x18\x03 \x01(\tH\x00R\x05regex\x121\n" +
+	"\x06choice\x18\x04 \x01(\v2\x17.vigil.plugin.v1.ChoiceH\x00R\x06choice\x124\n" +
+	"\agrammar\x18\x05 \x01(\v2\x18.vigil.plugin.v1.GrammarH\x00R\agrammar\x12'\n" +
+	"\x0estructural_tag\x18\x06 \x01(\tH\x00R\rstructuralTagB\x06\n" +
+	"\x04kind\"\"\n" +
+	"\x06Choice\x12\x18\n" +
+	"\achoices\x18\x01 \x03(\tR\achoices\"7\n" +
+	"\aGrammar\x12\x18\n" +
+	"\adialect\x18\x01 \x01(\tR\adialect\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"k\n" +
+	"\bLogprobs\x12\x16\n" +
+	"\x06output\x18\x01 \x01(\bR\x06output\x12\x10\n" +
+	"\x03top\x18\x02 \x01(\rR\x03top\x12\x16\n" +
+	"\x06prompt\x18\x03 \x01(\bR\x06prompt\x12\x1d\n" +
+	"\n" +
+	"prompt_top\x18\x04 \x01(\rR\tpromptTop\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\rR\x03ids\"z\n" +
+	"\x03ids\x18\x01 \x03(\rR\x03ids\"\xb1\x01\n" +
 	"\x10GenerateResponse\x12.\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x16.vigil.plugin.v1.ChunkH\x00R\x05chunk\x12.\n" +
-	"\x05final\x18\x02 \x01(\v2\x16.vigil.plugin.v1.FinalH\x00R\x05finalB\x06\n" +
-	"\x04kind\"O\n" +
+	"\x05final\x18\x02 \x01(\v2\x16.vigil.plugin.v1.FinalH\x00R\x05final\x125\n" +
+	"\x06prompt\x18\x03 \x01(\v2\x1b.vigil.plugin.v1.PromptInfoH\x00R\x06promptB\x06\n" +
+	"\x04kind\"d\n" +
+	"\n" +
+	"PromptInfo\x12\x1b\n" +
+	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x129\n" +
+	"\blogprobs\x18\x02 \x03(\v2\x1d.vigil.plugin.v1.TokenLogprobR\blogprobs\"l\n" +
+	"\fTokenLogprob\x120\n" +
+	"\x06chosen\x18\x01 \x01(\v2\x18.vigil.plugin.v1.LogprobR\x06chosen\x12*\n" +
+	"\x03top\x18\x02 \x03(\v2\x18.vigil.plugin.v1.LogprobR\x03top\"c\n" +
+	"\aLogprob\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x1d\n" +
+	"\alogprob\x18\x02 \x01(\x02H\x00R\alogprob\x88\x01\x01\x12\x12\n" +
+	"\x04rank\x18\x03 \x01(\rR\x04rankB\n" +
+	"\n" +
+	"\b_logprob\"\xa0\x01\n" +
 	"\x05Chunk\x12\x1b\n" +
 	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04textJ\x04\b\x03\x10\x04R\x0ftrace_unix_nano\"\x9d\x01\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\rR\x05index\x129\n" +
+	"\blogprobs\x18\x05 \x03(\v2\x1d.vigil.plugin.v1.TokenLogprobR\blogprobsJ\x04\b\x03\x10\x04R\x0ftrace_unix_nano\"\x80\x02\n" +
 	"\x05Final\x12B\n" +
 	"\rfinish_reason\x18\x01 \x01(\x0e2\x1d.vigil.plugin.v1.FinishReasonR\ffinishReason\x12#\n" +
 	"\rprompt_tokens\x18\x02 \x01(\rR\fpromptTokens\x12+\n" +
-	"\x11completion_tokens\x18\x03 \x01(\rR\x10completionTokens\"/\n" +
+	"\x11completion_tokens\x18\x03 \x01(\rR\x10completionTokens\x12#\n" +
+	"\rcached_tokens\x18\x04 \x01(\rR\fcachedTokens\x12<\n" +
+	"\tsequences\x18\x05 \x03(\v2\x1e.vigil.plugin.v1.SequenceFinalR\tsequences\"\x96\x01\n" +
+	"\rSequenceFinal\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12B\n" +
+	"\rfinish_reason\x18\x02 \x01(\x0e2\x1d.vigil.plugin.v1.FinishReasonR\ffinishReason\x12+\n" +
+	"\x11completion_tokens\x18\x03 \x01(\rR\x10completionTokens\"\xa6\x01\n" +
+	"\fEmbedRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
+	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x128\n" +
+	"\ttoken_ids\x18\x03 \x01(\v2\x19.vigil.plugin.v1.TokenIdsH\x00R\btokenIds\x12\x1e\n" +
+	"\n" +
+	"dimensions\x18\x04 \x01(\rR\n" +
+	"dimensionsB\a\n" +
+	"\x05input\"R\n" +
+	"\rEmbedResponse\x12\x1c\n" +
+	"\tembedding\x18\x01 \x03(\x02R\tembedding\x12#\n" +
+	"\rprompt_tokens\x18\x02 \x01(\rR\fpromptTokens\"/\n" +
 	"\fAbortRequest\x12\x1f\n" +
 	"\vrequest_ids\x18\x01 \x03(\tR\n" +
 	"requestIds\"\x0f\n" +
@@ -1821,7 +2786,7 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1b\n" +
 	"\x17FINISH_REASON_CANCELLED\x10\x03\x12\x17\n" +
-	"\x13FINISH_REASON_ERROR\x10\x042\xbf\x04\n" +
+	"\x13FINISH_REASON_ERROR\x10\x042\x87\x05\n" +
 	"\x06Engine\x12C\n" +
 	"\x04Info\x12\x1c.vigil.plugin.v1.InfoRequest\x1a\x1d.vigil.plugin.v1.InfoResponse\x12F\n" +
 	"\x05Start\x12\x1d.vigil.plugin.v1.StartRequest\x1a\x1e.vigil.plugin.v1.StartResponse\x12d\n" +
@@ -1829,7 +2794,8 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\bShutdown\x12 .vigil.plugin.v1.ShutdownRequest\x1a!.vigil.plugin.v1.ShutdownResponse\x12Q\n" +
 	"\bGenerate\x12 .vigil.plugin.v1.GenerateRequest\x1a!.vigil.plugin.v1.GenerateResponse0\x01\x12F\n" +
 	"\x05Abort\x12\x1d.vigil.plugin.v1.AbortRequest\x1a\x1e.vigil.plugin.v1.AbortResponse\x12V\n" +
-	"\tMultiplex\x12!.vigil.plugin.v1.MultiplexRequest\x1a\".vigil.plugin.v1.MultiplexResponse(\x010\x01B9Z7github.com/vigilhq/vigil/sdk/internal/pluginv1;pluginv1b\x06proto3"
+	"\tMultiplex\x12!.vigil.plugin.v1.MultiplexRequest\x1a\".vigil.plugin.v1.MultiplexResponse(\x010\x01\x12F\n" +
+	"\x05Embed\x12\x1d.vigil.plugin.v1.EmbedRequest\x1a\x1e.vigil.plugin.v1.EmbedResponseB9Z7github.com/vigilhq/vigil/sdk/internal/pluginv1;pluginv1b\x06proto3"
 
 var (
 	file_vigil_plugin_v1_engine_proto_rawDescOnce sync.Once
@@ -1844,7 +2810,7 @@ func file_vigil_plugin_v1_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_vigil_plugin_v1_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_vigil_plugin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_vigil_plugin_v1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_vigil_plugin_v1_engine_proto_goTypes = []any{
 	(Availability)(0),                // 0: vigil.plugin.v1.Availability
 	(FinishReason)(0),                // 1: vigil.plugin.v1.FinishReason
@@ -1860,65 +2826,91 @@ var file_vigil_plugin_v1_engine_proto_goTypes = []any{
 	(*ShutdownRequest)(nil),          // 11: vigil.plugin.v1.ShutdownRequest
 	(*ShutdownResponse)(nil),         // 12: vigil.plugin.v1.ShutdownResponse
 	(*GenerateRequest)(nil),          // 13: vigil.plugin.v1.GenerateRequest
-	(*TokenIds)(nil),                 // 14: vigil.plugin.v1.TokenIds
-	(*GenerateResponse)(nil),         // 15: vigil.plugin.v1.GenerateResponse
-	(*Chunk)(nil),                    // 16: vigil.plugin.v1.Chunk
-	(*Final)(nil),                    // 17: vigil.plugin.v1.Final
-	(*AbortRequest)(nil),             // 18: vigil.plugin.v1.AbortRequest
-	(*AbortResponse)(nil),            // 19: vigil.plugin.v1.AbortResponse
-	(*MultiplexRequest)(nil),         // 20: vigil.plugin.v1.MultiplexRequest
-	(*MultiplexStart)(nil),           // 21: vigil.plugin.v1.MultiplexStart
-	(*MultiplexResponse)(nil),        // 22: vigil.plugin.v1.MultiplexResponse
-	(*MultiplexItem)(nil),            // 23: vigil.plugin.v1.MultiplexItem
-	(*Status)(nil),                   // 24: vigil.plugin.v1.Status
-	nil,                              // 25: vigil.plugin.v1.StartRequest.OptionsEntry
-	(*durationpb.Duration)(nil),      // 26: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),    // 27: google.protobuf.Timestamp
-	(*anypb.Any)(nil),                // 28: google.protobuf.Any
+	(*StructuredOutput)(nil),         // 14: vigil.plugin.v1.StructuredOutput
+	(*Choice)(nil),                   // 15: vigil.plugin.v1.Choice
+	(*Grammar)(nil),                  // 16: vigil.plugin.v1.Grammar
+	(*Logprobs)(nil),                 // 17: vigil.plugin.v1.Logprobs
+	(*TokenIds)(nil),                 // 18: vigil.plugin.v1.TokenIds
+	(*GenerateResponse)(nil),         // 19: vigil.plugin.v1.GenerateResponse
+	(*PromptInfo)(nil),               // 20: vigil.plugin.v1.PromptInfo
+	(*TokenLogprob)(nil),             // 21: vigil.plugin.v1.TokenLogprob
+	(*Logprob)(nil),                  // 22: vigil.plugin.v1.Logprob
+	(*Chunk)(nil),                    // 23: vigil.plugin.v1.Chunk
+	(*Final)(nil),                    // 24: vigil.plugin.v1.Final
+	(*SequenceFinal)(nil),            // 25: vigil.plugin.v1.SequenceFinal
+	(*EmbedRequest)(nil),             // 26: vigil.plugin.v1.EmbedRequest
+	(*EmbedResponse)(nil),            // 27: vigil.plugin.v1.EmbedResponse
+	(*AbortRequest)(nil),             // 28: vigil.plugin.v1.AbortRequest
+	(*AbortResponse)(nil),            // 29: vigil.plugin.v1.AbortResponse
+	(*MultiplexRequest)(nil),         // 30: vigil.plugin.v1.MultiplexRequest
+	(*MultiplexStart)(nil),           // 31: vigil.plugin.v1.MultiplexStart
+	(*MultiplexResponse)(nil),        // 32: vigil.plugin.v1.MultiplexResponse
+	(*MultiplexItem)(nil),            // 33: vigil.plugin.v1.MultiplexItem
+	(*Status)(nil),                   // 34: vigil.plugin.v1.Status
+	nil,                              // 35: vigil.plugin.v1.StartRequest.OptionsEntry
+	nil,                              // 36: vigil.plugin.v1.GenerateRequest.LogitBiasEntry
+	(*durationpb.Duration)(nil),      // 37: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),    // 38: google.protobuf.Timestamp
+	(*anypb.Any)(nil),                // 39: google.protobuf.Any
 }
 var file_vigil_plugin_v1_engine_proto_depIdxs = []int32{
 	4,  // 0: vigil.plugin.v1.InfoResponse.capabilities:type_name -> vigil.plugin.v1.Capabilities
-	26, // 1: vigil.plugin.v1.StartRequest.startup_deadline:type_name -> google.protobuf.Duration
+	37, // 1: vigil.plugin.v1.StartRequest.startup_deadline:type_name -> google.protobuf.Duration
 	6,  // 2: vigil.plugin.v1.StartRequest.health:type_name -> vigil.plugin.v1.HealthPolicy
-	25, // 3: vigil.plugin.v1.StartRequest.options:type_name -> vigil.plugin.v1.StartRequest.OptionsEntry
-	26, // 4: vigil.plugin.v1.HealthPolicy.interval:type_name -> google.protobuf.Duration
-	26, // 5: vigil.plugin.v1.HealthPolicy.timeout:type_name -> google.protobuf.Duration
-	26, // 6: vigil.plugin.v1.HealthPolicy.retry_max:type_name -> google.protobuf.Duration
-	26, // 7: vigil.plugin.v1.HealthPolicy.busy_timeout:type_name -> google.protobuf.Duration
-	26, // 8: vigil.plugin.v1.HealthPolicy.confirm:type_name -> google.protobuf.Duration
+	35, // 3: vigil.plugin.v1.StartRequest.options:type_name -> vigil.plugin.v1.StartRequest.OptionsEntry
+	37, // 4: vigil.plugin.v1.HealthPolicy.interval:type_name -> google.protobuf.Duration
+	37, // 5: vigil.plugin.v1.HealthPolicy.timeout:type_name -> google.protobuf.Duration
+	37, // 6: vigil.plugin.v1.HealthPolicy.retry_max:type_name -> google.protobuf.Duration
+	37, // 7: vigil.plugin.v1.HealthPolicy.busy_timeout:type_name -> google.protobuf.Duration
+	37, // 8: vigil.plugin.v1.HealthPolicy.confirm:type_name -> google.protobuf.Duration
 	8,  // 9: vigil.plugin.v1.StartResponse.worker:type_name -> vigil.plugin.v1.Worker
 	0,  // 10: vigil.plugin.v1.AvailabilityEvent.availability:type_name -> vigil.plugin.v1.Availability
-	27, // 11: vigil.plugin.v1.AvailabilityEvent.time:type_name -> google.protobuf.Timestamp
-	14, // 12: vigil.plugin.v1.GenerateRequest.token_ids:type_name -> vigil.plugin.v1.TokenIds
-	16, // 13: vigil.plugin.v1.GenerateResponse.chunk:type_name -> vigil.plugin.v1.Chunk
-	17, // 14: vigil.plugin.v1.GenerateResponse.final:type_name -> vigil.plugin.v1.Final
-	1,  // 15: vigil.plugin.v1.Final.finish_reason:type_name -> vigil.plugin.v1.FinishReason
-	21, // 16: vigil.plugin.v1.MultiplexRequest.start:type_name -> vigil.plugin.v1.MultiplexStart
-	13, // 17: vigil.plugin.v1.MultiplexStart.request:type_name -> vigil.plugin.v1.GenerateRequest
-	23, // 18: vigil.plugin.v1.MultiplexResponse.items:type_name -> vigil.plugin.v1.MultiplexItem
-	16, // 19: vigil.plugin.v1.MultiplexItem.chunk:type_name -> vigil.plugin.v1.Chunk
-	17, // 20: vigil.plugin.v1.MultiplexItem.final:type_name -> vigil.plugin.v1.Final
-	24, // 21: vigil.plugin.v1.MultiplexItem.error:type_name -> vigil.plugin.v1.Status
-	28, // 22: vigil.plugin.v1.Status.details:type_name -> google.protobuf.Any
-	2,  // 23: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
-	5,  // 24: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
-	9,  // 25: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
-	11, // 26: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
-	13, // 27: vigil.plugin.v1.Engine.Generate:input_type -> vigil.plugin.v1.GenerateRequest
-	18, // 28: vigil.plugin.v1.Engine.Abort:input_type -> vigil.plugin.v1.AbortRequest
-	20, // 29: vigil.plugin.v1.Engine.Multiplex:input_type -> vigil.plugin.v1.MultiplexRequest
-	3,  // 30: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
-	7,  // 31: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
-	10, // 32: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
-	12, // 33: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
-	15, // 34: vigil.plugin.v1.Engine.Generate:output_type -> vigil.plugin.v1.GenerateResponse
-	19, // 35: vigil.plugin.v1.Engine.Abort:output_type -> vigil.plugin.v1.AbortResponse
-	22, // 36: vigil.plugin.v1.Engine.Multiplex:output_type -> vigil.plugin.v1.MultiplexResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	38, // 11: vigil.plugin.v1.AvailabilityEvent.time:type_name -> google.protobuf.Timestamp
+	18, // 12: vigil.plugin.v1.GenerateRequest.token_ids:type_name -> vigil.plugin.v1.TokenIds
+	36, // 13: vigil.plugin.v1.GenerateRequest.logit_bias:type_name -> vigil.plugin.v1.GenerateRequest.LogitBiasEntry
+	14, // 14: vigil.plugin.v1.GenerateRequest.structured_output:type_name -> vigil.plugin.v1.StructuredOutput
+	17, // 15: vigil.plugin.v1.GenerateRequest.logprobs:type_name -> vigil.plugin.v1.Logprobs
+	15, // 16: vigil.plugin.v1.StructuredOutput.choice:type_name -> vigil.plugin.v1.Choice
+	16, // 17: vigil.plugin.v1.StructuredOutput.grammar:type_name -> vigil.plugin.v1.Grammar
+	23, // 18: vigil.plugin.v1.GenerateResponse.chunk:type_name -> vigil.plugin.v1.Chunk
+	24, // 19: vigil.plugin.v1.GenerateResponse.final:type_name -> vigil.plugin.v1.Final
+	20, // 20: vigil.plugin.v1.GenerateResponse.prompt:type_name -> vigil.plugin.v1.PromptInfo
+	21, // 21: vigil.plugin.v1.PromptInfo.logprobs:type_name -> vigil.plugin.v1.TokenLogprob
+	22, // 22: vigil.plugin.v1.TokenLogprob.chosen:type_name -> vigil.plugin.v1.Logprob
+	22, // 23: vigil.plugin.v1.TokenLogprob.top:type_name -> vigil.plugin.v1.Logprob
+	21, // 24: vigil.plugin.v1.Chunk.logprobs:type_name -> vigil.plugin.v1.TokenLogprob
+	1,  // 25: vigil.plugin.v1.Final.finish_reason:type_name -> vigil.plugin.v1.FinishReason
+	25, // 26: vigil.plugin.v1.Final.sequences:type_name -> vigil.plugin.v1.SequenceFinal
+	1,  // 27: vigil.plugin.v1.SequenceFinal.finish_reason:type_name -> vigil.plugin.v1.FinishReason
+	18, // 28: vigil.plugin.v1.EmbedRequest.token_ids:type_name -> vigil.plugin.v1.TokenIds
+	31, // 29: vigil.plugin.v1.MultiplexRequest.start:type_name -> vigil.plugin.v1.MultiplexStart
+	13, // 30: vigil.plugin.v1.MultiplexStart.request:type_name -> vigil.plugin.v1.GenerateRequest
+	33, // 31: vigil.plugin.v1.MultiplexResponse.items:type_name -> vigil.plugin.v1.MultiplexItem
+	23, // 32: vigil.plugin.v1.MultiplexItem.chunk:type_name -> vigil.plugin.v1.Chunk
+	24, // 33: vigil.plugin.v1.MultiplexItem.final:type_name -> vigil.plugin.v1.Final
+	34, // 34: vigil.plugin.v1.MultiplexItem.error:type_name -> vigil.plugin.v1.Status
+	39, // 35: vigil.plugin.v1.Status.details:type_name -> google.protobuf.Any
+	2,  // 36: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
+	5,  // 37: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
+	9,  // 38: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
+	11, // 39: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
+	13, // 40: vigil.plugin.v1.Engine.Generate:input_type -> vigil.plugin.v1.GenerateRequest
+	28, // 41: vigil.plugin.v1.Engine.Abort:input_type -> vigil.plugin.v1.AbortRequest
+	30, // 42: vigil.plugin.v1.Engine.Multiplex:input_type -> vigil.plugin.v1.MultiplexRequest
+	26, // 43: vigil.plugin.v1.Engine.Embed:input_type -> vigil.plugin.v1.EmbedRequest
+	3,  // 44: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
+	7,  // 45: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
+	10, // 46: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
+	12, // 47: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
+	19, // 48: vigil.plugin.v1.Engine.Generate:output_type -> vigil.plugin.v1.GenerateResponse
+	29, // 49: vigil.plugin.v1.Engine.Abort:output_type -> vigil.plugin.v1.AbortResponse
+	32, // 50: vigil.plugin.v1.Engine.Multiplex:output_type -> vigil.plugin.v1.MultiplexResponse
+	27, // 51: vigil.plugin.v1.Engine.Embed:output_type -> vigil.plugin.v1.EmbedResponse
+	44, // [44:52] is the sub-list for method output_type
+	36, // [36:44] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_vigil_plugin_v1_engine_proto_init() }
@@ -1930,15 +2922,29 @@ func file_vigil_plugin_v1_engine_proto_init() {
 		(*GenerateRequest_Text)(nil),
 		(*GenerateRequest_TokenIds)(nil),
 	}
-	file_vigil_plugin_v1_engine_proto_msgTypes[13].OneofWrappers = []any{
+	file_vigil_plugin_v1_engine_proto_msgTypes[12].OneofWrappers = []any{
+		(*StructuredOutput_JsonObject)(nil),
+		(*StructuredOutput_JsonSchema)(nil),
+		(*StructuredOutput_Regex)(nil),
+		(*StructuredOutput_Choice)(nil),
+		(*StructuredOutput_Grammar)(nil),
+		(*StructuredOutput_StructuralTag)(nil),
+	}
+	file_vigil_plugin_v1_engine_proto_msgTypes[17].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Final)(nil),
+		(*GenerateResponse_Prompt)(nil),
 	}
-	file_vigil_plugin_v1_engine_proto_msgTypes[18].OneofWrappers = []any{
+	file_vigil_plugin_v1_engine_proto_msgTypes[20].OneofWrappers = []any{}
+	file_vigil_plugin_v1_engine_proto_msgTypes[24].OneofWrappers = []any{
+		(*EmbedRequest_Text)(nil),
+		(*EmbedRequest_TokenIds)(nil),
+	}
+	file_vigil_plugin_v1_engine_proto_msgTypes[28].OneofWrappers = []any{
 		(*MultiplexRequest_Start)(nil),
 		(*MultiplexRequest_Cancel)(nil),
 	}
-	file_vigil_plugin_v1_engine_proto_msgTypes[21].OneofWrappers = []any{
+	file_vigil_plugin_v1_engine_proto_msgTypes[31].OneofWrappers = []any{
 		(*MultiplexItem_Chunk)(nil),
 		(*MultiplexItem_Final)(nil),
 		(*MultiplexItem_Error)(nil),
@@ -1949,7 +2955,7 @@ func file_vigil_plugin_v1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vigil_plugin_v1_engine_proto_rawDesc), len(file_vigil_plugin_v1_engine_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	Engine_Generate_FullMethodName          = "/vigil.plugin.v1.Engine/Generate"
 	Engine_Abort_FullMethodName             = "/vigil.plugin.v1.Engine/Abort"
 	Engine_Multiplex_FullMethodName         = "/vigil.plugin.v1.Engine/Multiplex"
+	Engine_Embed_FullMethodName             = "/vigil.plugin.v1.Engine/Embed"
 )
 
 // EngineClient is the client API for Engine service.
@@ -87,6 +88,12 @@ type EngineClient interface {
 	// only when the adapter advertises Capabilities.multiplex, and uses
 	// Generate otherwise.
 	Multiplex(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[MultiplexRequest, MultiplexResponse], error)
+	// Embed returns the embedding of one input, for adapters with
+	// Capabilities.embed whose engine serves an embedding model
+	// (Worker.accepts lists "embed"). Errors as Generate's before a chunk. A
+	// compatible addition to version 1 (issue 26): a host calls it only when
+	// the adapter advertises Capabilities.embed; others answer UNIMPLEMENTED.
+	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
 }
 
 type engineClient struct {
@@ -188,6 +195,16 @@ func (c *engineClient) Multiplex(ctx context.Context, opts ...grpc.CallOption) (
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Engine_MultiplexClient = grpc.BidiStreamingClient[MultiplexRequest, MultiplexResponse]
 
+func (c *engineClient) Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EmbedResponse)
+	err := c.cc.Invoke(ctx, Engine_Embed_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // EngineServer is the server API for Engine service.
 // All implementations must embed UnimplementedEngineServer
 // for forward compatibility.
@@ -239,6 +256,12 @@ type EngineServer interface {
 	// only when the adapter advertises Capabilities.multiplex, and uses
 	// Generate otherwise.
 	Multiplex(grpc.BidiStreamingServer[MultiplexRequest, MultiplexResponse]) error
+	// Embed returns the embedding of one input, for adapters with
+	// Capabilities.embed whose engine serves an embedding model
+	// (Worker.accepts lists "embed"). Errors as Generate's before a chunk. A
+	// compatible addition to version 1 (issue 26): a host calls it only when
+	// the adapter advertises Capabilities.embed; others answer UNIMPLEMENTED.
+	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
 	mustEmbedUnimplementedEngineServer()
 }
 
@@ -269,6 +292,9 @@ func (UnimplementedEngineServer) Abort(context.Context, *AbortRequest) (*AbortRe
 }
 func (UnimplementedEngineServer) Multiplex(grpc.BidiStreamingServer[MultiplexRequest, MultiplexResponse]) error {
 	return status.Error(codes.Unimplemented, "method Multiplex not implemented")
+}
+func (UnimplementedEngineServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
 }
 func (UnimplementedEngineServer) mustEmbedUnimplementedEngineServer() {}
 func (UnimplementedEngineServer) testEmbeddedByValue()                {}
@@ -392,6 +418,24 @@ func _Engine_Multiplex_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Engine_MultiplexServer = grpc.BidiStreamingServer[MultiplexRequest, MultiplexResponse]
 
+func _Engine_Embed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EmbedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(EngineServer).Embed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Engine_Embed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(EngineServer).Embed(ctx, req.(*EmbedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Engine_ServiceDesc is the grpc.ServiceDesc for Engine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -414,6 +458,10 @@ var Engine_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Abort",
 			Handler:    _Engine_Abort_Handler,
+		},
+		{
+			MethodName: "Embed",
+			Handler:    _Engine_Embed_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -28,6 +28,62 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ToolChoiceMode int32
+
+const (
+	// auto.
+	ToolChoiceMode_TOOL_CHOICE_MODE_UNSPECIFIED ToolChoiceMode = 0
+	// The model decides whether to call tools.
+	ToolChoiceMode_TOOL_CHOICE_MODE_AUTO ToolChoiceMode = 1
+	// No tool call: the tools are not rendered.
+	ToolChoiceMode_TOOL_CHOICE_MODE_NONE ToolChoiceMode = 2
+	// At least one call, constrained with the engine's structured output.
+	ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED ToolChoiceMode = 3
+)
+
+// Enum value maps for ToolChoiceMode.
+var (
+	ToolChoiceMode_name = map[int32]string{
+		0: "TOOL_CHOICE_MODE_UNSPECIFIED",
+		1: "TOOL_CHOICE_MODE_AUTO",
+		2: "TOOL_CHOICE_MODE_NONE",
+		3: "TOOL_CHOICE_MODE_REQUIRED",
+	}
+	ToolChoiceMode_value = map[string]int32{
+		"TOOL_CHOICE_MODE_UNSPECIFIED": 0,
+		"TOOL_CHOICE_MODE_AUTO":        1,
+		"TOOL_CHOICE_MODE_NONE":        2,
+		"TOOL_CHOICE_MODE_REQUIRED":    3,
+	}
+)
+
+func (x ToolChoiceMode) Enum() *ToolChoiceMode {
+	p := new(ToolChoiceMode)
+	*p = x
+	return p
+}
+
+func (x ToolChoiceMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolChoiceMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_vigil_worker_v1_worker_proto_enumTypes[0].Descriptor()
+}
+
+func (ToolChoiceMode) Type() protoreflect.EnumType {
+	return &file_vigil_worker_v1_worker_proto_enumTypes[0]
+}
+
+func (x ToolChoiceMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolChoiceMode.Descriptor instead.
+func (ToolChoiceMode) EnumDescriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{0}
+}
+
 type FinishReason int32
 
 const (
@@ -40,6 +96,9 @@ const (
 	FinishReason_FINISH_REASON_CANCELLED FinishReason = 3
 	// The engine failed or was lost; see description.
 	FinishReason_FINISH_REASON_ERROR FinishReason = 4
+	// The output ended with tool calls (OpenAI's "tool_calls"). Sent only
+	// for requests with tools (issue 27), so an older router never sees it.
+	FinishReason_FINISH_REASON_TOOL_CALLS FinishReason = 5
 )
 
 // Enum value maps for FinishReason.
@@ -50,6 +109,7 @@ var (
 		2: "FINISH_REASON_LENGTH",
 		3: "FINISH_REASON_CANCELLED",
 		4: "FINISH_REASON_ERROR",
+		5: "FINISH_REASON_TOOL_CALLS",
 	}
 	FinishReason_value = map[string]int32{
 		"FINISH_REASON_UNSPECIFIED": 0,
@@ -57,6 +117,7 @@ var (
 		"FINISH_REASON_LENGTH":      2,
 		"FINISH_REASON_CANCELLED":   3,
 		"FINISH_REASON_ERROR":       4,
+		"FINISH_REASON_TOOL_CALLS":  5,
 	}
 )
 
@@ -71,11 +132,11 @@ func (x FinishReason) String() string {
 }
 
 func (FinishReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_vigil_worker_v1_worker_proto_enumTypes[0].Descriptor()
+	return file_vigil_worker_v1_worker_proto_enumTypes[1].Descriptor()
 }
 
 func (FinishReason) Type() protoreflect.EnumType {
-	return &file_vigil_worker_v1_worker_proto_enumTypes[0]
+	return &file_vigil_worker_v1_worker_proto_enumTypes[1]
 }
 
 func (x FinishReason) Number() protoreflect.EnumNumber {
@@ -84,7 +145,7 @@ func (x FinishReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FinishReason.Descriptor instead.
 func (FinishReason) EnumDescriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{0}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{1}
 }
 
 type GenerateRequest struct {
@@ -108,9 +169,41 @@ type GenerateRequest struct {
 	//	*GenerateRequest_Text
 	//	*GenerateRequest_TokenIds
 	//	*GenerateRequest_Messages
-	Prompt        isGenerateRequest_Prompt `protobuf_oneof:"prompt"`
-	Sampling      *Sampling                `protobuf:"bytes,5,opt,name=sampling,proto3" json:"sampling,omitempty"`
-	Stopping      *Stopping                `protobuf:"bytes,6,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	Prompt   isGenerateRequest_Prompt `protobuf_oneof:"prompt"`
+	Sampling *Sampling                `protobuf:"bytes,5,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	Stopping *Stopping                `protobuf:"bytes,6,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	// Constrain the output to a format (response_format, vLLM's
+	// guided_*/structured_outputs). Unset: no constraint. Capabilities
+	// json_object, json_schema, regex, choice, grammar.<dialect>,
+	// structural_tag. Issue 25.
+	StructuredOutput *StructuredOutput `protobuf:"bytes,9,opt,name=structured_output,json=structuredOutput,proto3" json:"structured_output,omitempty"`
+	// Number of choices to generate for the prompt; 0 and 1 mean one. A
+	// worker whose engine has no native n runs n engine requests (choice i
+	// with seed + i when sampling.seed is set) and merges them. Chunks carry
+	// their choice's Chunk.index; the final message lists every choice in
+	// Final.choices. Capability "n" (its value: the largest n taken).
+	// Issue 25.
+	N uint32 `protobuf:"varint,10,opt,name=n,proto3" json:"n,omitempty"`
+	// Log probabilities of output (and prompt) tokens. Unset: none.
+	// Capabilities logprobs and prompt_logprobs. Issue 26.
+	Logprobs *Logprobs `protobuf:"bytes,11,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	// Send a Prompt message first, before any chunk: the prompt's token ids
+	// as the engine got them and its text (what completions' echo prepends,
+	// and what a router keeps to resume the stream elsewhere). Capability
+	// "prompt_token_ids". Issue 25 (echo); migration.
+	ReturnPrompt bool `protobuf:"varint,12,opt,name=return_prompt,json=returnPrompt,proto3" json:"return_prompt,omitempty"`
+	// The client's prompt_cache_key (OpenAI): requests sharing a key share a
+	// prompt prefix. Not sent to the engine; a router reads it for cache-aware
+	// placement. Empty: none. Any worker accepts it (an older one ignores
+	// it). Issue 25.
+	PromptCacheKey string `protobuf:"bytes,13,opt,name=prompt_cache_key,json=promptCacheKey,proto3" json:"prompt_cache_key,omitempty"`
+	// Continue a stream another worker began (stream migration). Unset: a
+	// new request. The prompt oneof and every other field are the original
+	// request's, n excepted (1: each choice resumes on its own). Capability
+	// "resume"; an older worker would generate from the start, so a router
+	// sends resume only to workers that list it. See docs/worker-api.md,
+	// "Resume".
+	Resume        *Resume `protobuf:"bytes,14,opt,name=resume,proto3" json:"resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -207,6 +300,48 @@ func (x *GenerateRequest) GetStopping() *Stopping {
 	return nil
 }
 
+func (x *GenerateRequest) GetStructuredOutput() *StructuredOutput {
+	if x != nil {
+		return x.StructuredOutput
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetN() uint32 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetLogprobs() *Logprobs {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetReturnPrompt() bool {
+	if x != nil {
+		return x.ReturnPrompt
+	}
+	return false
+}
+
+func (x *GenerateRequest) GetPromptCacheKey() string {
+	if x != nil {
+		return x.PromptCacheKey
+	}
+	return ""
+}
+
+func (x *GenerateRequest) GetResume() *Resume {
+	if x != nil {
+		return x.Resume
+	}
+	return nil
+}
+
 type isGenerateRequest_Prompt interface {
 	isGenerateRequest_Prompt()
 }
@@ -229,6 +364,504 @@ func (*GenerateRequest_TokenIds) isGenerateRequest_Prompt() {}
 
 func (*GenerateRequest_Messages) isGenerateRequest_Prompt() {}
 
+// StructuredOutput is a constraint on the output's form; the engine's
+// guided decoding enforces it. At most one kind; a kind the worker's engine
+// lacks is INVALID_ARGUMENT naming structured_output.<kind>.
+type StructuredOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*StructuredOutput_JsonObject
+	//	*StructuredOutput_JsonSchema
+	//	*StructuredOutput_Regex
+	//	*StructuredOutput_Choice
+	//	*StructuredOutput_Grammar
+	//	*StructuredOutput_StructuralTag
+	Kind          isStructuredOutput_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StructuredOutput) Reset() {
+	*x = StructuredOutput{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StructuredOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StructuredOutput) ProtoMessage() {}
+
+func (x *StructuredOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StructuredOutput.ProtoReflect.Descriptor instead.
+func (*StructuredOutput) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StructuredOutput) GetKind() isStructuredOutput_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *StructuredOutput) GetJsonObject() bool {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_JsonObject); ok {
+			return x.JsonObject
+		}
+	}
+	return false
+}
+
+func (x *StructuredOutput) GetJsonSchema() *JsonSchema {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_JsonSchema); ok {
+			return x.JsonSchema
+		}
+	}
+	return nil
+}
+
+func (x *StructuredOutput) GetRegex() string {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_Regex); ok {
+			return x.Regex
+		}
+	}
+	return ""
+}
+
+func (x *StructuredOutput) GetChoice() *Choice {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_Choice); ok {
+			return x.Choice
+		}
+	}
+	return nil
+}
+
+func (x *StructuredOutput) GetGrammar() *Grammar {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_Grammar); ok {
+			return x.Grammar
+		}
+	}
+	return nil
+}
+
+func (x *StructuredOutput) GetStructuralTag() string {
+	if x != nil {
+		if x, ok := x.Kind.(*StructuredOutput_StructuralTag); ok {
+			return x.StructuralTag
+		}
+	}
+	return ""
+}
+
+type isStructuredOutput_Kind interface {
+	isStructuredOutput_Kind()
+}
+
+type StructuredOutput_JsonObject struct {
+	// Any JSON object (response_format json_object). Must be true when
+	// set. SGLang lacks it: the worker sends the schema {"type":"object"};
+	// TensorRT-LLM's JSON guide gets the guide text "{}".
+	JsonObject bool `protobuf:"varint,1,opt,name=json_object,json=jsonObject,proto3,oneof"`
+}
+
+type StructuredOutput_JsonSchema struct {
+	// Output matching a JSON schema (response_format json_schema).
+	JsonSchema *JsonSchema `protobuf:"bytes,2,opt,name=json_schema,json=jsonSchema,proto3,oneof"`
+}
+
+type StructuredOutput_Regex struct {
+	// Output matching a regular expression, in the engine's dialect
+	// (vLLM's guided_regex).
+	Regex string `protobuf:"bytes,3,opt,name=regex,proto3,oneof"`
+}
+
+type StructuredOutput_Choice struct {
+	// Output equal to one of the strings (vLLM's guided_choice).
+	// TensorRT-LLM has no choice type: the worker sends an escaped
+	// alternation as a regex.
+	Choice *Choice `protobuf:"bytes,4,opt,name=choice,proto3,oneof"`
+}
+
+type StructuredOutput_Grammar struct {
+	// Output in a grammar's language (vLLM's guided_grammar).
+	Grammar *Grammar `protobuf:"bytes,5,opt,name=grammar,proto3,oneof"`
+}
+
+type StructuredOutput_StructuralTag struct {
+	// A structural tag, JSON text as vLLM and SGLang take it: free text with
+	// constrained regions between begin and end markers (used for tool
+	// calls). Capability "structural_tag". Issue 27.
+	StructuralTag string `protobuf:"bytes,6,opt,name=structural_tag,json=structuralTag,proto3,oneof"`
+}
+
+func (*StructuredOutput_JsonObject) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_JsonSchema) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_Regex) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_Choice) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_Grammar) isStructuredOutput_Kind() {}
+
+func (*StructuredOutput_StructuralTag) isStructuredOutput_Kind() {}
+
+type JsonSchema struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schema, JSON text (an object).
+	Schema string `protobuf:"bytes,1,opt,name=schema,proto3" json:"schema,omitempty"`
+	// OpenAI's strict: the client asks that the output match exactly. Every
+	// engine's guide is exact, so strict changes nothing at the engine; it is
+	// kept for the router's checks (OpenAI refuses some schemas under strict).
+	Strict bool `protobuf:"varint,2,opt,name=strict,proto3" json:"strict,omitempty"`
+	// The schema's name (OpenAI's json_schema.name), for logs; not sent to
+	// the engine.
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonSchema) Reset() {
+	*x = JsonSchema{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonSchema) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonSchema) ProtoMessage() {}
+
+func (x *JsonSchema) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonSchema.ProtoReflect.Descriptor instead.
+func (*JsonSchema) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *JsonSchema) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *JsonSchema) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+func (x *JsonSchema) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type Choice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The allowed outputs; at least one.
+	Choices       []string `protobuf:"bytes,1,rep,name=choices,proto3" json:"choices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Choice) Reset() {
+	*x = Choice{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Choice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Choice) ProtoMessage() {}
+
+func (x *Choice) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Choice.ProtoReflect.Descriptor instead.
+func (*Choice) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Choice) GetChoices() []string {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
+
+type Grammar struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The grammar's dialect, passed to the engine as it is: "ebnf" (the
+	// EBNF of xgrammar/llguidance, GBNF style: vLLM's guided_grammar,
+	// SGLang's ebnf, TensorRT-LLM's EBNF_GRAMMAR) or "lark" (vLLM). The
+	// worker lists the dialects it takes as capabilities grammar.<dialect>;
+	// another is INVALID_ARGUMENT naming structured_output.grammar.dialect.
+	Dialect string `protobuf:"bytes,1,opt,name=dialect,proto3" json:"dialect,omitempty"`
+	// The grammar's text.
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Grammar) Reset() {
+	*x = Grammar{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Grammar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Grammar) ProtoMessage() {}
+
+func (x *Grammar) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Grammar.ProtoReflect.Descriptor instead.
+func (*Grammar) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Grammar) GetDialect() string {
+	if x != nil {
+		return x.Dialect
+	}
+	return ""
+}
+
+func (x *Grammar) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// Logprobs asks for the log probabilities of tokens. Token text and bytes
+// come from the worker's tokenizer: a worker without one answers
+// INVALID_ARGUMENT naming logprobs (it lists no logprobs capability).
+type Logprobs struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Return each output token's log probability (Chunk.logprobs).
+	Output bool `protobuf:"varint,1,opt,name=output,proto3" json:"output,omitempty"`
+	// With output: the most likely alternatives to return per output
+	// position, besides the chosen token, 0 (none) to the capability
+	// logprobs' value (vLLM's max_logprobs, 20 by default).
+	Top uint32 `protobuf:"varint,2,opt,name=top,proto3" json:"top,omitempty"`
+	// Return each prompt token's log probability (Prompt.logprobs; implies
+	// return_prompt). Capability "prompt_logprobs".
+	Prompt bool `protobuf:"varint,3,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// With prompt: alternatives per prompt position, as top.
+	PromptTop     uint32 `protobuf:"varint,4,opt,name=prompt_top,json=promptTop,proto3" json:"prompt_top,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Logprobs) Reset() {
+	*x = Logprobs{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Logprobs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Logprobs) ProtoMessage() {}
+
+func (x *Logprobs) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Logprobs.ProtoReflect.Descriptor instead.
+func (*Logprobs) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Logprobs) GetOutput() bool {
+	if x != nil {
+		return x.Output
+	}
+	return false
+}
+
+func (x *Logprobs) GetTop() uint32 {
+	if x != nil {
+		return x.Top
+	}
+	return 0
+}
+
+func (x *Logprobs) GetPrompt() bool {
+	if x != nil {
+		return x.Prompt
+	}
+	return false
+}
+
+func (x *Logprobs) GetPromptTop() uint32 {
+	if x != nil {
+		return x.PromptTop
+	}
+	return 0
+}
+
+// Resume is what a router sends to continue a stream on another worker:
+// the prompt and output as the first worker made them, so the second
+// needs neither the same chat template nor the same decoder state.
+type Resume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The prompt's token ids as the first worker sent them to the engine
+	// (its Prompt.token_ids). The worker generates from them, not from the
+	// prompt oneof, which it still reads for what the output is checked
+	// against (the tools offered, for the tool-call parser).
+	PromptTokenIds []uint32 `protobuf:"varint,1,rep,packed,name=prompt_token_ids,json=promptTokenIds,proto3" json:"prompt_token_ids,omitempty"`
+	// Every output token id of this choice the first worker sent in chunks,
+	// in order. The engine gets prompt_token_ids + output_token_ids as its
+	// prompt; max_tokens and min_tokens count them (the worker asks for
+	// max_tokens - len(output_token_ids)); the worker's decoder is seeded
+	// with their tail, and its reasoning and tool-call parsers are fed their
+	// text without sending it, so the next chunk continues the text exactly.
+	OutputTokenIds []uint32 `protobuf:"varint,2,rep,packed,name=output_token_ids,json=outputTokenIds,proto3" json:"output_token_ids,omitempty"`
+	// The first worker's Final.resume.held_text: text of output_token_ids
+	// it had held back (a possible stop string's start) and not sent. Unset
+	// when the first worker ended without a final message (it died): the
+	// second then takes all text of output_token_ids as sent, but for a
+	// cut character, and up to the longest stop string's length less one
+	// byte of held-back text may be lost.
+	HeldText *string `protobuf:"bytes,3,opt,name=held_text,json=heldText,proto3,oneof" json:"held_text,omitempty"`
+	// The choice's index in the original request (Chunk.index of the
+	// resumed stream's chunks).
+	Index         uint32 `protobuf:"varint,4,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resume) Reset() {
+	*x = Resume{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resume) ProtoMessage() {}
+
+func (x *Resume) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resume.ProtoReflect.Descriptor instead.
+func (*Resume) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Resume) GetPromptTokenIds() []uint32 {
+	if x != nil {
+		return x.PromptTokenIds
+	}
+	return nil
+}
+
+func (x *Resume) GetOutputTokenIds() []uint32 {
+	if x != nil {
+		return x.OutputTokenIds
+	}
+	return nil
+}
+
+func (x *Resume) GetHeldText() string {
+	if x != nil && x.HeldText != nil {
+		return *x.HeldText
+	}
+	return ""
+}
+
+func (x *Resume) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type TokenIds struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Ids           []uint32               `protobuf:"varint,1,rep,packed,name=ids,proto3" json:"ids,omitempty"`
@@ -238,7 +871,7 @@ type TokenIds struct {
 
 func (x *TokenIds) Reset() {
 	*x = TokenIds{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[1]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +883,7 @@ func (x *TokenIds) String() string {
 func (*TokenIds) ProtoMessage() {}
 
 func (x *TokenIds) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[1]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +896,7 @@ func (x *TokenIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenIds.ProtoReflect.Descriptor instead.
 func (*TokenIds) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{1}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TokenIds) GetIds() []uint32 {
@@ -278,14 +911,29 @@ func (x *TokenIds) GetIds() []uint32 {
 type Messages struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The turns in order; at least one.
-	Messages      []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Messages []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// chat_template_kwargs: extra variables for the chat template, a JSON
+	// object as text (Qwen3's {"enable_thinking": false}); empty: none. Keys
+	// that would override messages, tools or add_generation_prompt are
+	// INVALID_ARGUMENT naming them. Capability "chat_template_kwargs"; an
+	// older worker ignores it. Issue 25.
+	ChatTemplateKwargs string `protobuf:"bytes,2,opt,name=chat_template_kwargs,json=chatTemplateKwargs,proto3" json:"chat_template_kwargs,omitempty"`
+	// The tools offered, OpenAI's tools array as JSON text, given to the
+	// template as transformers passes them; empty: none. Capability "tools".
+	// Issue 27.
+	Tools string `protobuf:"bytes,3,opt,name=tools,proto3" json:"tools,omitempty"`
+	// How the model may use the tools; unset means auto. Issue 27.
+	ToolChoice *ToolChoice `protobuf:"bytes,4,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	// parallel_tool_calls: false returns the first call only; unset or true
+	// returns them all. Issue 27.
+	ParallelToolCalls *bool `protobuf:"varint,5,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Messages) Reset() {
 	*x = Messages{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +945,7 @@ func (x *Messages) String() string {
 func (*Messages) ProtoMessage() {}
 
 func (x *Messages) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +958,7 @@ func (x *Messages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Messages.ProtoReflect.Descriptor instead.
 func (*Messages) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Messages) GetMessages() []*Message {
@@ -320,6 +968,119 @@ func (x *Messages) GetMessages() []*Message {
 	return nil
 }
 
+func (x *Messages) GetChatTemplateKwargs() string {
+	if x != nil {
+		return x.ChatTemplateKwargs
+	}
+	return ""
+}
+
+func (x *Messages) GetTools() string {
+	if x != nil {
+		return x.Tools
+	}
+	return ""
+}
+
+func (x *Messages) GetToolChoice() *ToolChoice {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return nil
+}
+
+func (x *Messages) GetParallelToolCalls() bool {
+	if x != nil && x.ParallelToolCalls != nil {
+		return *x.ParallelToolCalls
+	}
+	return false
+}
+
+// ToolChoice is OpenAI's tool_choice.
+type ToolChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Choice:
+	//
+	//	*ToolChoice_Mode
+	//	*ToolChoice_Function
+	Choice        isToolChoice_Choice `protobuf_oneof:"choice"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChoice) Reset() {
+	*x = ToolChoice{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChoice) ProtoMessage() {}
+
+func (x *ToolChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
+func (*ToolChoice) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ToolChoice) GetChoice() isToolChoice_Choice {
+	if x != nil {
+		return x.Choice
+	}
+	return nil
+}
+
+func (x *ToolChoice) GetMode() ToolChoiceMode {
+	if x != nil {
+		if x, ok := x.Choice.(*ToolChoice_Mode); ok {
+			return x.Mode
+		}
+	}
+	return ToolChoiceMode_TOOL_CHOICE_MODE_UNSPECIFIED
+}
+
+func (x *ToolChoice) GetFunction() string {
+	if x != nil {
+		if x, ok := x.Choice.(*ToolChoice_Function); ok {
+			return x.Function
+		}
+	}
+	return ""
+}
+
+type isToolChoice_Choice interface {
+	isToolChoice_Choice()
+}
+
+type ToolChoice_Mode struct {
+	Mode ToolChoiceMode `protobuf:"varint,1,opt,name=mode,proto3,enum=vigil.worker.v1.ToolChoiceMode,oneof"`
+}
+
+type ToolChoice_Function struct {
+	// Call this function (by name), constrained with the engine's
+	// structured output.
+	Function string `protobuf:"bytes,2,opt,name=function,proto3,oneof"`
+}
+
+func (*ToolChoice_Mode) isToolChoice_Choice() {}
+
+func (*ToolChoice_Function) isToolChoice_Choice() {}
+
 // Message is one chat turn.
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -327,14 +1088,28 @@ type Message struct {
 	// model's chat template knows (such as "developer" or "tool").
 	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
 	// The turn's text.
-	Content       string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	// The speaker's name (OpenAI's name: a participant of a group chat),
+	// given to the template as message.name; empty: none. An older worker
+	// ignores it. Issue 25.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// An assistant turn's tool calls, given to the template as
+	// message.tool_calls (arguments as JSON text parsed to an object, as
+	// transformers passes them). Issue 27.
+	ToolCalls []*ToolCall `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// A tool turn's answer to this call id (OpenAI's tool_call_id). Issue 27.
+	ToolCallId string `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// An assistant turn's reasoning (reasoning_content), given to templates
+	// that render it (Qwen3 renders the reasoning of turns after the last
+	// user turn); empty: none. Issue 27; issue 25 leaves it empty.
+	ReasoningContent string `protobuf:"bytes,6,opt,name=reasoning_content,json=reasoningContent,proto3" json:"reasoning_content,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +1121,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +1134,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Message) GetRole() string {
@@ -372,6 +1147,107 @@ func (x *Message) GetRole() string {
 func (x *Message) GetContent() string {
 	if x != nil {
 		return x.Content
+	}
+	return ""
+}
+
+func (x *Message) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Message) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *Message) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *Message) GetReasoningContent() string {
+	if x != nil {
+		return x.ReasoningContent
+	}
+	return ""
+}
+
+// ToolCall is one function call of an assistant turn.
+type ToolCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's id, which the tool turn answering it repeats.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The call's type: "function" (the only one).
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The function's name.
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// The arguments, JSON text as the model wrote them.
+	Arguments     string `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
 	}
 	return ""
 }
@@ -391,14 +1267,31 @@ type Sampling struct {
 	// probability, in [0, 1]; 0 (the default) keeps all. A compatible
 	// addition: an older worker ignores it. Engines without it (TensorRT-LLM)
 	// answer INVALID_ARGUMENT naming min_p when it is not 0.
-	MinP          float32 `protobuf:"fixed32,5,opt,name=min_p,json=minP,proto3" json:"min_p,omitempty"`
+	MinP float32 `protobuf:"fixed32,5,opt,name=min_p,json=minP,proto3" json:"min_p,omitempty"`
+	// Fields 6 on (issue 25): an older worker ignores them; a worker whose
+	// engine lacks one answers INVALID_ARGUMENT naming it when it is set
+	// (not 0, not empty), and does not list it among its capabilities.
+	//
+	// OpenAI's presence_penalty, in [-2, 2]: subtracted from the logit of
+	// every token already in the output. 0 (the default): none.
+	PresencePenalty float32 `protobuf:"fixed32,6,opt,name=presence_penalty,json=presencePenalty,proto3" json:"presence_penalty,omitempty"`
+	// OpenAI's frequency_penalty, in [-2, 2]: subtracted from a token's
+	// logit once per time it is already in the output. 0: none.
+	FrequencyPenalty float32 `protobuf:"fixed32,7,opt,name=frequency_penalty,json=frequencyPenalty,proto3" json:"frequency_penalty,omitempty"`
+	// vLLM's repetition_penalty, > 0: logits of tokens in the prompt or the
+	// output are divided by it (multiplied when negative); 1 or unset: none.
+	RepetitionPenalty *float32 `protobuf:"fixed32,8,opt,name=repetition_penalty,json=repetitionPenalty,proto3,oneof" json:"repetition_penalty,omitempty"`
+	// OpenAI's logit_bias: token id to a bias in [-100, 100] added to its
+	// logit before sampling. Empty: none. TensorRT-LLM gets it as its
+	// vocabulary-sized embedding_bias; SGLang has none.
+	LogitBias     map[uint32]float32 `protobuf:"bytes,9,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"fixed32,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +1303,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +1316,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Sampling) GetTemperature() float32 {
@@ -461,6 +1354,34 @@ func (x *Sampling) GetMinP() float32 {
 	return 0
 }
 
+func (x *Sampling) GetPresencePenalty() float32 {
+	if x != nil {
+		return x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *Sampling) GetFrequencyPenalty() float32 {
+	if x != nil {
+		return x.FrequencyPenalty
+	}
+	return 0
+}
+
+func (x *Sampling) GetRepetitionPenalty() float32 {
+	if x != nil && x.RepetitionPenalty != nil {
+		return *x.RepetitionPenalty
+	}
+	return 0
+}
+
+func (x *Sampling) GetLogitBias() map[uint32]float32 {
+	if x != nil {
+		return x.LogitBias
+	}
+	return nil
+}
+
 // When to stop generating.
 type Stopping struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -483,7 +1404,7 @@ type Stopping struct {
 
 func (x *Stopping) Reset() {
 	*x = Stopping{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +1416,7 @@ func (x *Stopping) String() string {
 func (*Stopping) ProtoMessage() {}
 
 func (x *Stopping) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +1429,7 @@ func (x *Stopping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stopping.ProtoReflect.Descriptor instead.
 func (*Stopping) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Stopping) GetMaxTokens() uint32 {
@@ -552,6 +1473,7 @@ type GenerateResponse struct {
 	//
 	//	*GenerateResponse_Chunk
 	//	*GenerateResponse_Final
+	//	*GenerateResponse_Prompt
 	Kind          isGenerateResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -559,7 +1481,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +1493,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +1506,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GenerateResponse) GetKind() isGenerateResponse_Kind {
@@ -612,6 +1534,15 @@ func (x *GenerateResponse) GetFinal() *Final {
 	return nil
 }
 
+func (x *GenerateResponse) GetPrompt() *Prompt {
+	if x != nil {
+		if x, ok := x.Kind.(*GenerateResponse_Prompt); ok {
+			return x.Prompt
+		}
+	}
+	return nil
+}
+
 type isGenerateResponse_Kind interface {
 	isGenerateResponse_Kind()
 }
@@ -626,9 +1557,83 @@ type GenerateResponse_Final struct {
 	Final *Final `protobuf:"bytes,2,opt,name=final,proto3,oneof"`
 }
 
+type GenerateResponse_Prompt struct {
+	// The prompt, first of all messages, sent only when the request asks
+	// (return_prompt, logprobs.prompt): an older router never sees it.
+	Prompt *Prompt `protobuf:"bytes,3,opt,name=prompt,proto3,oneof"`
+}
+
 func (*GenerateResponse_Chunk) isGenerateResponse_Kind() {}
 
 func (*GenerateResponse_Final) isGenerateResponse_Kind() {}
+
+func (*GenerateResponse_Prompt) isGenerateResponse_Kind() {}
+
+// Prompt is the prompt as the engine got it.
+type Prompt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its token ids, after rendering and tokenizing.
+	TokenIds []uint32 `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	// Its text: the text prompt as given, the rendered chat prompt, or a
+	// token-id prompt decoded (empty without a tokenizer).
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// One entry per token id when the request asks (logprobs.prompt); the
+	// first position has no logprob (Logprob.logprob unset).
+	Logprobs      []*TokenLogprob `protobuf:"bytes,3,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Prompt) Reset() {
+	*x = Prompt{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Prompt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Prompt) ProtoMessage() {}
+
+func (x *Prompt) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
+func (*Prompt) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Prompt) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+func (x *Prompt) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Prompt) GetLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
 
 // Chunk is new output since the previous chunk.
 type Chunk struct {
@@ -636,14 +1641,28 @@ type Chunk struct {
 	// New token ids.
 	TokenIds []uint32 `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
 	// Their text, when the engine detokenizes.
-	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	Text string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	// Fields 4 on: set only for requests that ask (reasoning and tool
+	// parsing, logprobs, n), so an older router never needs them.
+	//
+	// With a reasoning parser (issue 27): new reasoning text
+	// (reasoning_content), which text then leaves out; text is the answer's
+	// content only. token_ids are every new token, whichever part it is in.
+	ReasoningText string `protobuf:"bytes,4,opt,name=reasoning_text,json=reasoningText,proto3" json:"reasoning_text,omitempty"`
+	// With tools (issue 27): pieces of tool calls, in order. No markup of a
+	// call reaches text or reasoning_text.
+	ToolCalls []*ToolCallDelta `protobuf:"bytes,5,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// With logprobs.output (issue 26): one entry per token id, in order.
+	Logprobs []*TokenLogprob `protobuf:"bytes,6,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
+	// The choice the chunk belongs to, 0 to n-1 (0 without n).
+	Index         uint32 `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Chunk) Reset() {
 	*x = Chunk{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +1674,7 @@ func (x *Chunk) String() string {
 func (*Chunk) ProtoMessage() {}
 
 func (x *Chunk) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +1687,7 @@ func (x *Chunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Chunk.ProtoReflect.Descriptor instead.
 func (*Chunk) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Chunk) GetTokenIds() []uint32 {
@@ -685,6 +1704,263 @@ func (x *Chunk) GetText() string {
 	return ""
 }
 
+func (x *Chunk) GetReasoningText() string {
+	if x != nil {
+		return x.ReasoningText
+	}
+	return ""
+}
+
+func (x *Chunk) GetToolCalls() []*ToolCallDelta {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *Chunk) GetLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+func (x *Chunk) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+// ToolCallDelta is a piece of one tool call, streamed as OpenAI streams
+// delta.tool_calls: the first piece of a call has its id, type and name,
+// later ones more of its arguments.
+type ToolCallDelta struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's position among this choice's calls, from 0.
+	Index uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The call's id (generated by the worker), in the first piece only.
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// "function", in the first piece only.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// The function's name, in the first piece only.
+	Name string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	// More of the arguments' JSON text; the concatenation of a call's pieces
+	// is its arguments.
+	Arguments     string `protobuf:"bytes,5,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallDelta) Reset() {
+	*x = ToolCallDelta{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallDelta) ProtoMessage() {}
+
+func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
+func (*ToolCallDelta) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ToolCallDelta) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ToolCallDelta) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+// TokenLogprob is one position's token and its likeliest alternatives.
+type TokenLogprob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chosen (sampled, or prompt) token.
+	Chosen *Logprob `protobuf:"bytes,1,opt,name=chosen,proto3" json:"chosen,omitempty"`
+	// The likeliest tokens at this position, most likely first, at most
+	// Logprobs.top (prompt_top) of them; may include the chosen token, as
+	// OpenAI's top_logprobs do.
+	Top           []*Logprob `protobuf:"bytes,2,rep,name=top,proto3" json:"top,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenLogprob) Reset() {
+	*x = TokenLogprob{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenLogprob) ProtoMessage() {}
+
+func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
+func (*TokenLogprob) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *TokenLogprob) GetChosen() *Logprob {
+	if x != nil {
+		return x.Chosen
+	}
+	return nil
+}
+
+func (x *TokenLogprob) GetTop() []*Logprob {
+	if x != nil {
+		return x.Top
+	}
+	return nil
+}
+
+// Logprob is one token's log probability.
+type Logprob struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TokenId uint32                 `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// Natural log of the token's probability, <= 0. Unset when the engine
+	// gave none: the prompt's first position, or TensorRT-LLM's chosen token
+	// outside its top-k (which that engine reports as 0.0).
+	Logprob *float32 `protobuf:"fixed32,2,opt,name=logprob,proto3,oneof" json:"logprob,omitempty"`
+	// The token's text as OpenAI shows it, from the worker's tokenizer; a
+	// token that is part of a character shows as vLLM shows it
+	// ("bytes:\xNN").
+	Token string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	// The token's UTF-8 bytes (OpenAI's bytes), possibly part of a
+	// character.
+	Bytes []byte `protobuf:"bytes,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// The token's rank at its position, 1 the likeliest; 0 when the engine
+	// gives none (TensorRT-LLM, SGLang).
+	Rank          uint32 `protobuf:"varint,5,opt,name=rank,proto3" json:"rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Logprob) Reset() {
+	*x = Logprob{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Logprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Logprob) ProtoMessage() {}
+
+func (x *Logprob) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Logprob.ProtoReflect.Descriptor instead.
+func (*Logprob) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Logprob) GetTokenId() uint32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *Logprob) GetLogprob() float32 {
+	if x != nil && x.Logprob != nil {
+		return *x.Logprob
+	}
+	return 0
+}
+
+func (x *Logprob) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+func (x *Logprob) GetBytes() []byte {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+func (x *Logprob) GetRank() uint32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
 // Final ends a stream.
 type Final struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -694,14 +1970,21 @@ type Final struct {
 	Usage       *Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
 	// The request id as the worker knows it (generated when the client sent
 	// none).
-	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// With n > 1: every choice's end, by index; the fields above are then
+	// the request's (finish_reason that of choice 0, usage summed over the
+	// choices). Empty otherwise.
+	Choices []*ChoiceFinal `protobuf:"bytes,5,rep,name=choices,proto3" json:"choices,omitempty"`
+	// With a RESUME_ELSEWHERE end (see Generate): what a router passes on in
+	// Resume. Unset otherwise.
+	Resume        *ResumeState `protobuf:"bytes,6,opt,name=resume,proto3" json:"resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Final) Reset() {
 	*x = Final{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -713,7 +1996,7 @@ func (x *Final) String() string {
 func (*Final) ProtoMessage() {}
 
 func (x *Final) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -726,7 +2009,7 @@ func (x *Final) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Final.ProtoReflect.Descriptor instead.
 func (*Final) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Final) GetFinishReason() FinishReason {
@@ -757,17 +2040,177 @@ func (x *Final) GetRequestId() string {
 	return ""
 }
 
+func (x *Final) GetChoices() []*ChoiceFinal {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
+
+func (x *Final) GetResume() *ResumeState {
+	if x != nil {
+		return x.Resume
+	}
+	return nil
+}
+
+// ChoiceFinal is how one of n choices ended.
+type ChoiceFinal struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Index        uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	FinishReason FinishReason           `protobuf:"varint,2,opt,name=finish_reason,json=finishReason,proto3,enum=vigil.worker.v1.FinishReason" json:"finish_reason,omitempty"`
+	Description  string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// Output tokens of this choice.
+	CompletionTokens uint32 `protobuf:"varint,4,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
+	// With a RESUME_ELSEWHERE end: this choice's state.
+	Resume        *ResumeState `protobuf:"bytes,5,opt,name=resume,proto3" json:"resume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChoiceFinal) Reset() {
+	*x = ChoiceFinal{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChoiceFinal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChoiceFinal) ProtoMessage() {}
+
+func (x *ChoiceFinal) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChoiceFinal.ProtoReflect.Descriptor instead.
+func (*ChoiceFinal) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ChoiceFinal) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ChoiceFinal) GetFinishReason() FinishReason {
+	if x != nil {
+		return x.FinishReason
+	}
+	return FinishReason_FINISH_REASON_UNSPECIFIED
+}
+
+func (x *ChoiceFinal) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ChoiceFinal) GetCompletionTokens() uint32 {
+	if x != nil {
+		return x.CompletionTokens
+	}
+	return 0
+}
+
+func (x *ChoiceFinal) GetResume() *ResumeState {
+	if x != nil {
+		return x.Resume
+	}
+	return nil
+}
+
+// ResumeState is what a worker that cannot finish a stream says, for the
+// worker that continues it.
+type ResumeState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The output token ids the worker sent in chunks (a router checks it
+	// has them all).
+	OutputTokens uint32 `protobuf:"varint,1,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// Text of those ids the worker held back (the start of a possible stop
+	// string) and did not send: Resume.held_text.
+	HeldText      string `protobuf:"bytes,2,opt,name=held_text,json=heldText,proto3" json:"held_text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeState) Reset() {
+	*x = ResumeState{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeState) ProtoMessage() {}
+
+func (x *ResumeState) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeState.ProtoReflect.Descriptor instead.
+func (*ResumeState) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ResumeState) GetOutputTokens() uint32 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
+}
+
+func (x *ResumeState) GetHeldText() string {
+	if x != nil {
+		return x.HeldText
+	}
+	return ""
+}
+
 type Usage struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	PromptTokens     uint32                 `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	CompletionTokens uint32                 `protobuf:"varint,2,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Fields 3 on: 0 where the engine does not say; an older worker sends
+	// none.
+	//
+	// Prompt tokens served from the engine's prefix cache (OpenAI's
+	// prompt_tokens_details.cached_tokens).
+	CachedTokens uint32 `protobuf:"varint,3,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	// Output tokens in reasoning (completion_tokens_details.reasoning_tokens),
+	// counted by the reasoning parser. Issue 27.
+	ReasoningTokens uint32 `protobuf:"varint,4,opt,name=reasoning_tokens,json=reasoningTokens,proto3" json:"reasoning_tokens,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +2222,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_vigil_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +2235,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Usage) GetPromptTokens() uint32 {
@@ -809,11 +2252,470 @@ func (x *Usage) GetCompletionTokens() uint32 {
 	return 0
 }
 
+func (x *Usage) GetCachedTokens() uint32 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetReasoningTokens() uint32 {
+	if x != nil {
+		return x.ReasoningTokens
+	}
+	return 0
+}
+
+type TokenizeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Served model name; empty means the worker's model.
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// Types that are valid to be assigned to Input:
+	//
+	//	*TokenizeRequest_Text
+	//	*TokenizeRequest_Messages
+	Input isTokenizeRequest_Input `protobuf_oneof:"input"`
+	// Add the model's special tokens (its BOS). Unset: true for text, false
+	// for messages (the template writes them), as vLLM's /tokenize.
+	AddSpecialTokens *bool `protobuf:"varint,4,opt,name=add_special_tokens,json=addSpecialTokens,proto3,oneof" json:"add_special_tokens,omitempty"`
+	// With messages: append the generation prompt. Unset: true.
+	AddGenerationPrompt *bool `protobuf:"varint,5,opt,name=add_generation_prompt,json=addGenerationPrompt,proto3,oneof" json:"add_generation_prompt,omitempty"`
+	// Return each token's text too (vLLM's return_token_strs).
+	ReturnTokenStrs bool `protobuf:"varint,6,opt,name=return_token_strs,json=returnTokenStrs,proto3" json:"return_token_strs,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *TokenizeRequest) Reset() {
+	*x = TokenizeRequest{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenizeRequest) ProtoMessage() {}
+
+func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenizeRequest.ProtoReflect.Descriptor instead.
+func (*TokenizeRequest) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TokenizeRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *TokenizeRequest) GetInput() isTokenizeRequest_Input {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *TokenizeRequest) GetText() string {
+	if x != nil {
+		if x, ok := x.Input.(*TokenizeRequest_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *TokenizeRequest) GetMessages() *Messages {
+	if x != nil {
+		if x, ok := x.Input.(*TokenizeRequest_Messages); ok {
+			return x.Messages
+		}
+	}
+	return nil
+}
+
+func (x *TokenizeRequest) GetAddSpecialTokens() bool {
+	if x != nil && x.AddSpecialTokens != nil {
+		return *x.AddSpecialTokens
+	}
+	return false
+}
+
+func (x *TokenizeRequest) GetAddGenerationPrompt() bool {
+	if x != nil && x.AddGenerationPrompt != nil {
+		return *x.AddGenerationPrompt
+	}
+	return false
+}
+
+func (x *TokenizeRequest) GetReturnTokenStrs() bool {
+	if x != nil {
+		return x.ReturnTokenStrs
+	}
+	return false
+}
+
+type isTokenizeRequest_Input interface {
+	isTokenizeRequest_Input()
+}
+
+type TokenizeRequest_Text struct {
+	// A text, encoded as a completion prompt.
+	Text string `protobuf:"bytes,2,opt,name=text,proto3,oneof"`
+}
+
+type TokenizeRequest_Messages struct {
+	// Chat messages, rendered with the chat template (its kwargs and tools
+	// included) and encoded.
+	Messages *Messages `protobuf:"bytes,3,opt,name=messages,proto3,oneof"`
+}
+
+func (*TokenizeRequest_Text) isTokenizeRequest_Input() {}
+
+func (*TokenizeRequest_Messages) isTokenizeRequest_Input() {}
+
+type TokenizeResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TokenIds []uint32               `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	// The model's maximum length in tokens; 0 when unknown.
+	MaxModelLen uint32 `protobuf:"varint,2,opt,name=max_model_len,json=maxModelLen,proto3" json:"max_model_len,omitempty"`
+	// With return_token_strs: each token's text, one per id.
+	TokenStrs     []string `protobuf:"bytes,3,rep,name=token_strs,json=tokenStrs,proto3" json:"token_strs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenizeResponse) Reset() {
+	*x = TokenizeResponse{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenizeResponse) ProtoMessage() {}
+
+func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenizeResponse.ProtoReflect.Descriptor instead.
+func (*TokenizeResponse) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TokenizeResponse) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+func (x *TokenizeResponse) GetMaxModelLen() uint32 {
+	if x != nil {
+		return x.MaxModelLen
+	}
+	return 0
+}
+
+func (x *TokenizeResponse) GetTokenStrs() []string {
+	if x != nil {
+		return x.TokenStrs
+	}
+	return nil
+}
+
+type DetokenizeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Served model name; empty means the worker's model.
+	Model         string   `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	TokenIds      []uint32 `protobuf:"varint,2,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetokenizeRequest) Reset() {
+	*x = DetokenizeRequest{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetokenizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetokenizeRequest) ProtoMessage() {}
+
+func (x *DetokenizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetokenizeRequest.ProtoReflect.Descriptor instead.
+func (*DetokenizeRequest) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DetokenizeRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *DetokenizeRequest) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+type DetokenizeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetokenizeResponse) Reset() {
+	*x = DetokenizeResponse{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetokenizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetokenizeResponse) ProtoMessage() {}
+
+func (x *DetokenizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetokenizeResponse.ProtoReflect.Descriptor instead.
+func (*DetokenizeResponse) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DetokenizeResponse) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type EmbedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As GenerateRequest's.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Model     string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Types that are valid to be assigned to Input:
+	//
+	//	*EmbedRequest_Text
+	//	*EmbedRequest_TokenIds
+	Input isEmbedRequest_Input `protobuf_oneof:"input"`
+	// Truncate the embedding to this many dimensions (OpenAI's dimensions,
+	// for models trained for it); 0: the model's. Where the engine cannot,
+	// INVALID_ARGUMENT naming dimensions.
+	Dimensions    uint32 `protobuf:"varint,5,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedRequest) Reset() {
+	*x = EmbedRequest{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedRequest) ProtoMessage() {}
+
+func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
+func (*EmbedRequest) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *EmbedRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetInput() isEmbedRequest_Input {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *EmbedRequest) GetText() string {
+	if x != nil {
+		if x, ok := x.Input.(*EmbedRequest_Text); ok {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetTokenIds() *TokenIds {
+	if x != nil {
+		if x, ok := x.Input.(*EmbedRequest_TokenIds); ok {
+			return x.TokenIds
+		}
+	}
+	return nil
+}
+
+func (x *EmbedRequest) GetDimensions() uint32 {
+	if x != nil {
+		return x.Dimensions
+	}
+	return 0
+}
+
+type isEmbedRequest_Input interface {
+	isEmbedRequest_Input()
+}
+
+type EmbedRequest_Text struct {
+	Text string `protobuf:"bytes,3,opt,name=text,proto3,oneof"`
+}
+
+type EmbedRequest_TokenIds struct {
+	TokenIds *TokenIds `protobuf:"bytes,4,opt,name=token_ids,json=tokenIds,proto3,oneof"`
+}
+
+func (*EmbedRequest_Text) isEmbedRequest_Input() {}
+
+func (*EmbedRequest_TokenIds) isEmbedRequest_Input() {}
+
+type EmbedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The embedding, floats (the router encodes them as OpenAI's float or
+	// base64 encoding_format asks).
+	Embedding     []float32 `protobuf:"fixed32,1,rep,packed,name=embedding,proto3" json:"embedding,omitempty"`
+	PromptTokens  uint32    `protobuf:"varint,2,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedResponse) Reset() {
+	*x = EmbedResponse{}
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedResponse) ProtoMessage() {}
+
+func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_vigil_worker_v1_worker_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
+func (*EmbedResponse) Descriptor() ([]byte, []int) {
+	return file_vigil_worker_v1_worker_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *EmbedResponse) GetEmbedding() []float32 {
+	if x != nil {
+		return x.Embedding
+	}
+	return nil
+}
+
+func (x *EmbedResponse) GetPromptTokens() uint32 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
+}
+
 var File_vigil_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_vigil_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"\x1cvigil/worker/v1/worker.proto\x12\x0fvigil.worker.v1\"\xd4\x02\n" +
+	"\x1cvigil/worker/v1/worker.proto\x12\x0fvigil.worker.v1\"\xe9\x04\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -822,25 +2724,96 @@ const file_vigil_worker_v1_worker_proto_rawDesc = "" +
 	"\ttoken_ids\x18\x04 \x01(\v2\x19.vigil.worker.v1.TokenIdsH\x00R\btokenIds\x127\n" +
 	"\bmessages\x18\a \x01(\v2\x19.vigil.worker.v1.MessagesH\x00R\bmessages\x125\n" +
 	"\bsampling\x18\x05 \x01(\v2\x19.vigil.worker.v1.SamplingR\bsampling\x125\n" +
-	"\bstopping\x18\x06 \x01(\v2\x19.vigil.worker.v1.StoppingR\bstoppingB\b\n" +
-	"\x06promptJ\x04\b\b\x10\tR\x05trace\"\x1c\n" +
+	"\bstopping\x18\x06 \x01(\v2\x19.vigil.worker.v1.StoppingR\bstopping\x12N\n" +
+	"\x11structured_output\x18\t \x01(\v2!.vigil.worker.v1.StructuredOutputR\x10structuredOutput\x12\f\n" +
+	"\x01n\x18\n" +
+	" \x01(\rR\x01n\x125\n" +
+	"\blogprobs\x18\v \x01(\v2\x19.vigil.worker.v1.LogprobsR\blogprobs\x12#\n" +
+	"\rreturn_prompt\x18\f \x01(\bR\freturnPrompt\x12(\n" +
+	"\x10prompt_cache_key\x18\r \x01(\tR\x0epromptCacheKey\x12/\n" +
+	"\x06resume\x18\x0e \x01(\v2\x17.vigil.worker.v1.ResumeR\x06resumeB\b\n" +
+	"\x06promptJ\x04\b\b\x10\tR\x05trace\"\xa7\x02\n" +
+	"\x10StructuredOutput\x12!\n" +
+	"\vjson_object\x18\x01 \x01(\bH\x00R\n" +
+	"jsonObject\x12>\n" +
+	"\vjson_schema\x18\x02 \x01(\v2\x1b.vigil.worker.v1.JsonSchemaH\x00R\n" +
+	"jsonSchema\x12\x16\n" +
+	"\x05regex\x18\x03 \x01(\tH\x00R\x05regex\x121\n" +
+	"\x06choice\x18\x04 \x01(\v2\x17.vigil.worker.v1.ChoiceH\x00R\x06choice\x124\n" +
+	"\agrammar\x18\x05 \x01(\v2\x18.vigil.worker.v1.GrammarH\x00R\agrammar\x12'\n" +
+	"\x0estructural_tag\x18\x06 \x01(\tH\x00R\rstructuralTagB\x06\n" +
+	"\x04kind\"P\n" +
+	"\n" +
+	"JsonSchema\x12\x16\n" +
+	"\x06schema\x18\x01 \x01(\tR\x06schema\x12\x16\n" +
+	"\x06strict\x18\x02 \x01(\bR\x06strict\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\"\"\n" +
+	"\x06Choice\x12\x18\n" +
+	"\achoices\x18\x01 \x03(\tR\achoices\"7\n" +
+	"\aGrammar\x12\x18\n" +
+	"\adialect\x18\x01 \x01(\tR\adialect\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"k\n" +
+	"\bLogprobs\x12\x16\n" +
+	"\x06output\x18\x01 \x01(\bR\x06output\x12\x10\n" +
+	"\x03top\x18\x02 \x01(\rR\x03top\x12\x16\n" +
+	"\x06prompt\x18\x03 \x01(\bR\x06prompt\x12\x1d\n" +
+	"\n" +
+	"prompt_top\x18\x04 \x01(\rR\tpromptTop\"\xa2\x01\n" +
+	"\x06Resume\x12(\n" +
+	"\x10prompt_token_ids\x18\x01 \x03(\rR\x0epromptTokenIds\x12(\n" +
+	"\x10output_token_ids\x18\x02 \x03(\rR\x0eoutputTokenIds\x12 \n" +
+	"\theld_text\x18\x03 \x01(\tH\x00R\bheldText\x88\x01\x01\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\rR\x05indexB\f\n" +
+	"\n" +
+	"_held_text\"\x1c\n" +
 	"\bTokenIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\rR\x03ids\"@\n" +
+	"\x03ids\x18\x01 \x03(\rR\x03ids\"\x93\x02\n" +
 	"\bMessages\x124\n" +
-	"\bmessages\x18\x01 \x03(\v2\x18.vigil.worker.v1.MessageR\bmessages\"7\n" +
+	"\bmessages\x18\x01 \x03(\v2\x18.vigil.worker.v1.MessageR\bmessages\x120\n" +
+	"\x14chat_template_kwargs\x18\x02 \x01(\tR\x12chatTemplateKwargs\x12\x14\n" +
+	"\x05tools\x18\x03 \x01(\tR\x05tools\x12<\n" +
+	"\vtool_choice\x18\x04 \x01(\v2\x1b.vigil.worker.v1.ToolChoiceR\n" +
+	"toolChoice\x123\n" +
+	"\x13parallel_tool_calls\x18\x05 \x01(\bH\x00R\x11parallelToolCalls\x88\x01\x01B\x16\n" +
+	"\x14_parallel_tool_calls\"k\n" +
+	"\n" +
+	"ToolChoice\x125\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x1f.vigil.worker.v1.ToolChoiceModeH\x00R\x04mode\x12\x1c\n" +
+	"\bfunction\x18\x02 \x01(\tH\x00R\bfunctionB\b\n" +
+	"\x06choice\"\xd4\x01\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\tR\acontent\"\xc0\x01\n" +
+	"\acontent\x18\x02 \x01(\tR\acontent\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x128\n" +
+	"\n" +
+	"tool_calls\x18\x04 \x03(\v2\x19.vigil.worker.v1.ToolCallR\ttoolCalls\x12 \n" +
+	"\ftool_call_id\x18\x05 \x01(\tR\n" +
+	"toolCallId\x12+\n" +
+	"\x11reasoning_content\x18\x06 \x01(\tR\x10reasoningContent\"`\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\"\xea\x03\n" +
 	"\bSampling\x12%\n" +
 	"\vtemperature\x18\x01 \x01(\x02H\x00R\vtemperature\x88\x01\x01\x12\x18\n" +
 	"\x05top_p\x18\x02 \x01(\x02H\x01R\x04topP\x88\x01\x01\x12\x18\n" +
 	"\x05top_k\x18\x03 \x01(\rH\x02R\x04topK\x88\x01\x01\x12\x17\n" +
 	"\x04seed\x18\x04 \x01(\x03H\x03R\x04seed\x88\x01\x01\x12\x13\n" +
-	"\x05min_p\x18\x05 \x01(\x02R\x04minPB\x0e\n" +
+	"\x05min_p\x18\x05 \x01(\x02R\x04minP\x12)\n" +
+	"\x10presence_penalty\x18\x06 \x01(\x02R\x0fpresencePenalty\x12+\n" +
+	"\x11frequency_penalty\x18\a \x01(\x02R\x10frequencyPenalty\x122\n" +
+	"\x12repetition_penalty\x18\b \x01(\x02H\x04R\x11repetitionPenalty\x88\x01\x01\x12G\n" +
+	"\n" +
+	"logit_bias\x18\t \x03(\v2(.vigil.worker.v1.Sampling.LogitBiasEntryR\tlogitBias\x1a<\n" +
+	"\x0eLogitBiasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\rR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x02R\x05value:\x028\x01B\x0e\n" +
 	"\f_temperatureB\b\n" +
 	"\x06_top_pB\b\n" +
 	"\x06_top_kB\a\n" +
-	"\x05_seed\"\xa1\x01\n" +
+	"\x05_seedB\x15\n" +
+	"\x13_repetition_penalty\"\xa1\x01\n" +
 	"\bStopping\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x01 \x01(\rR\tmaxTokens\x12$\n" +
@@ -849,31 +2822,114 @@ const file_vigil_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"ignore_eos\x18\x04 \x01(\bR\tignoreEos\x12\x1d\n" +
 	"\n" +
-	"min_tokens\x18\x05 \x01(\rR\tminTokens\"z\n" +
+	"min_tokens\x18\x05 \x01(\rR\tminTokens\"\xad\x01\n" +
 	"\x10GenerateResponse\x12.\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x16.vigil.worker.v1.ChunkH\x00R\x05chunk\x12.\n" +
-	"\x05final\x18\x02 \x01(\v2\x16.vigil.worker.v1.FinalH\x00R\x05finalB\x06\n" +
-	"\x04kind\"O\n" +
+	"\x05final\x18\x02 \x01(\v2\x16.vigil.worker.v1.FinalH\x00R\x05final\x121\n" +
+	"\x06prompt\x18\x03 \x01(\v2\x17.vigil.worker.v1.PromptH\x00R\x06promptB\x06\n" +
+	"\x04kind\"t\n" +
+	"\x06Prompt\x12\x1b\n" +
+	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x129\n" +
+	"\blogprobs\x18\x03 \x03(\v2\x1d.vigil.worker.v1.TokenLogprobR\blogprobs\"\x86\x02\n" +
 	"\x05Chunk\x12\x1b\n" +
 	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\x12\n" +
-	"\x04text\x18\x02 \x01(\tR\x04textJ\x04\b\x03\x10\x04R\x0ftrace_unix_nano\"\xba\x01\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12%\n" +
+	"\x0ereasoning_text\x18\x04 \x01(\tR\rreasoningText\x12=\n" +
+	"\n" +
+	"tool_calls\x18\x05 \x03(\v2\x1e.vigil.worker.v1.ToolCallDeltaR\ttoolCalls\x129\n" +
+	"\blogprobs\x18\x06 \x03(\v2\x1d.vigil.worker.v1.TokenLogprobR\blogprobs\x12\x14\n" +
+	"\x05index\x18\a \x01(\rR\x05indexJ\x04\b\x03\x10\x04R\x0ftrace_unix_nano\"{\n" +
+	"\rToolCallDelta\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x05 \x01(\tR\targuments\"l\n" +
+	"\fTokenLogprob\x120\n" +
+	"\x06chosen\x18\x01 \x01(\v2\x18.vigil.worker.v1.LogprobR\x06chosen\x12*\n" +
+	"\x03top\x18\x02 \x03(\v2\x18.vigil.worker.v1.LogprobR\x03top\"\x8f\x01\n" +
+	"\aLogprob\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x1d\n" +
+	"\alogprob\x18\x02 \x01(\x02H\x00R\alogprob\x88\x01\x01\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\tR\x05token\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\fR\x05bytes\x12\x12\n" +
+	"\x04rank\x18\x05 \x01(\rR\x04rankB\n" +
+	"\n" +
+	"\b_logprob\"\xa8\x02\n" +
 	"\x05Final\x12B\n" +
 	"\rfinish_reason\x18\x01 \x01(\x0e2\x1d.vigil.worker.v1.FinishReasonR\ffinishReason\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12,\n" +
 	"\x05usage\x18\x03 \x01(\v2\x16.vigil.worker.v1.UsageR\x05usage\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"Y\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x126\n" +
+	"\achoices\x18\x05 \x03(\v2\x1c.vigil.worker.v1.ChoiceFinalR\achoices\x124\n" +
+	"\x06resume\x18\x06 \x01(\v2\x1c.vigil.worker.v1.ResumeStateR\x06resume\"\xec\x01\n" +
+	"\vChoiceFinal\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12B\n" +
+	"\rfinish_reason\x18\x02 \x01(\x0e2\x1d.vigil.worker.v1.FinishReasonR\ffinishReason\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12+\n" +
+	"\x11completion_tokens\x18\x04 \x01(\rR\x10completionTokens\x124\n" +
+	"\x06resume\x18\x05 \x01(\v2\x1c.vigil.worker.v1.ResumeStateR\x06resume\"O\n" +
+	"\vResumeState\x12#\n" +
+	"\routput_tokens\x18\x01 \x01(\rR\foutputTokens\x12\x1b\n" +
+	"\theld_text\x18\x02 \x01(\tR\bheldText\"\xa9\x01\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
-	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens*\x95\x01\n" +
+	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12#\n" +
+	"\rcached_tokens\x18\x03 \x01(\rR\fcachedTokens\x12)\n" +
+	"\x10reasoning_tokens\x18\x04 \x01(\rR\x0freasoningTokens\"\xc8\x02\n" +
+	"\x0fTokenizeRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x14\n" +
+	"\x04text\x18\x02 \x01(\tH\x00R\x04text\x127\n" +
+	"\bmessages\x18\x03 \x01(\v2\x19.vigil.worker.v1.MessagesH\x00R\bmessages\x121\n" +
+	"\x12add_special_tokens\x18\x04 \x01(\bH\x01R\x10addSpecialTokens\x88\x01\x01\x127\n" +
+	"\x15add_generation_prompt\x18\x05 \x01(\bH\x02R\x13addGenerationPrompt\x88\x01\x01\x12*\n" +
+	"\x11return_token_strs\x18\x06 \x01(\bR\x0freturnTokenStrsB\a\n" +
+	"\x05inputB\x15\n" +
+	"\x13_add_special_tokensB\x18\n" +
+	"\x16_add_generation_prompt\"r\n" +
+	"\x10TokenizeResponse\x12\x1b\n" +
+	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\"\n" +
+	"\rmax_model_len\x18\x02 \x01(\rR\vmaxModelLen\x12\x1d\n" +
+	"\n" +
+	"token_strs\x18\x03 \x03(\tR\ttokenStrs\"F\n" +
+	"\x11DetokenizeRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1b\n" +
+	"\ttoken_ids\x18\x02 \x03(\rR\btokenIds\"(\n" +
+	"\x12DetokenizeResponse\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\"\xbc\x01\n" +
+	"\fEmbedRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x14\n" +
+	"\x04text\x18\x03 \x01(\tH\x00R\x04text\x128\n" +
+	"\ttoken_ids\x18\x04 \x01(\v2\x19.vigil.worker.v1.TokenIdsH\x00R\btokenIds\x12\x1e\n" +
+	"\n" +
+	"dimensions\x18\x05 \x01(\rR\n" +
+	"dimensionsB\a\n" +
+	"\x05input\"R\n" +
+	"\rEmbedResponse\x12\x1c\n" +
+	"\tembedding\x18\x01 \x03(\x02R\tembedding\x12#\n" +
+	"\rprompt_tokens\x18\x02 \x01(\rR\fpromptTokens*\x87\x01\n" +
+	"\x0eToolChoiceMode\x12 \n" +
+	"\x1cTOOL_CHOICE_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_AUTO\x10\x01\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_NONE\x10\x02\x12\x1d\n" +
+	"\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03*\xb3\x01\n" +
 	"\fFinishReason\x12\x1d\n" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1b\n" +
 	"\x17FINISH_REASON_CANCELLED\x10\x03\x12\x17\n" +
-	"\x13FINISH_REASON_ERROR\x10\x042[\n" +
+	"\x13FINISH_REASON_ERROR\x10\x04\x12\x1c\n" +
+	"\x18FINISH_REASON_TOOL_CALLS\x10\x052\xcb\x02\n" +
 	"\x06Worker\x12Q\n" +
-	"\bGenerate\x12 .vigil.worker.v1.GenerateRequest\x1a!.vigil.worker.v1.GenerateResponse0\x01B9Z7github.com/vigilhq/vigil/proto/vigil/worker/v1;workerv1b\x06proto3"
+	"\bGenerate\x12 .vigil.worker.v1.GenerateRequest\x1a!.vigil.worker.v1.GenerateResponse0\x01\x12O\n" +
+	"\bTokenize\x12 .vigil.worker.v1.TokenizeRequest\x1a!.vigil.worker.v1.TokenizeResponse\x12U\n" +
+	"\n" +
+	"Detokenize\x12\".vigil.worker.v1.DetokenizeRequest\x1a#.vigil.worker.v1.DetokenizeResponse\x12F\n" +
+	"\x05Embed\x12\x1d.vigil.worker.v1.EmbedRequest\x1a\x1e.vigil.worker.v1.EmbedResponseB9Z7github.com/vigilhq/vigil/proto/vigil/worker/v1;workerv1b\x06proto3"
 
 var (
 	file_vigil_worker_v1_worker_proto_rawDescOnce sync.Once
@@ -887,38 +2943,88 @@ func file_vigil_worker_v1_worker_proto_rawDescGZIP() []byte {
 	return file_vigil_worker_v1_worker_proto_rawDescData
 }
 
-var file_vigil_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_vigil_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_vigil_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_vigil_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_vigil_worker_v1_worker_proto_goTypes = []any{
-	(FinishReason)(0),        // 0: vigil.worker.v1.FinishReason
-	(*GenerateRequest)(nil),  // 1: vigil.worker.v1.GenerateRequest
-	(*TokenIds)(nil),         // 2: vigil.worker.v1.TokenIds
-	(*Messages)(nil),         // 3: vigil.worker.v1.Messages
-	(*Message)(nil),          // 4: vigil.worker.v1.Message
-	(*Sampling)(nil),         // 5: vigil.worker.v1.Sampling
-	(*Stopping)(nil),         // 6: vigil.worker.v1.Stopping
-	(*GenerateResponse)(nil), // 7: vigil.worker.v1.GenerateResponse
-	(*Chunk)(nil),            // 8: vigil.worker.v1.Chunk
-	(*Final)(nil),            // 9: vigil.worker.v1.Final
-	(*Usage)(nil),            // 10: vigil.worker.v1.Usage
+	(ToolChoiceMode)(0),        // 0: vigil.worker.v1.ToolChoiceMode
+	(FinishReason)(0),          // 1: vigil.worker.v1.FinishReason
+	(*GenerateRequest)(nil),    // 2: vigil.worker.v1.GenerateRequest
+	(*StructuredOutput)(nil),   // 3: vigil.worker.v1.StructuredOutput
+	(*JsonSchema)(nil),         // 4: vigil.worker.v1.JsonSchema
+	(*Choice)(nil),             // 5: vigil.worker.v1.Choice
+	(*Grammar)(nil),            // 6: vigil.worker.v1.Grammar
+	(*Logprobs)(nil),           // 7: vigil.worker.v1.Logprobs
+	(*Resume)(nil),             // 8: vigil.worker.v1.Resume
+	(*TokenIds)(nil),           // 9: vigil.worker.v1.TokenIds
+	(*Messages)(nil),           // 10: vigil.worker.v1.Messages
+	(*ToolChoice)(nil),         // 11: vigil.worker.v1.ToolChoice
+	(*Message)(nil),            // 12: vigil.worker.v1.Message
+	(*ToolCall)(nil),           // 13: vigil.worker.v1.ToolCall
+	(*Sampling)(nil),           // 14: vigil.worker.v1.Sampling
+	(*Stopping)(nil),           // 15: vigil.worker.v1.Stopping
+	(*GenerateResponse)(nil),   // 16: vigil.worker.v1.GenerateResponse
+	(*Prompt)(nil),             // 17: vigil.worker.v1.Prompt
+	(*Chunk)(nil),              // 18: vigil.worker.v1.Chunk
+	(*ToolCallDelta)(nil),      // 19: vigil.worker.v1.ToolCallDelta
+	(*TokenLogprob)(nil),       // 20: vigil.worker.v1.TokenLogprob
+	(*Logprob)(nil),            // 21: vigil.worker.v1.Logprob
+	(*Final)(nil),              // 22: vigil.worker.v1.Final
+	(*ChoiceFinal)(nil),        // 23: vigil.worker.v1.ChoiceFinal
+	(*ResumeState)(nil),        // 24: vigil.worker.v1.ResumeState
+	(*Usage)(nil),              // 25: vigil.worker.v1.Usage
+	(*TokenizeRequest)(nil),    // 26: vigil.worker.v1.TokenizeRequest
+	(*TokenizeResponse)(nil),   // 27: vigil.worker.v1.TokenizeResponse
+	(*DetokenizeRequest)(nil),  // 28: vigil.worker.v1.DetokenizeRequest
+	(*DetokenizeResponse)(nil), // 29: vigil.worker.v1.DetokenizeResponse
+	(*EmbedRequest)(nil),       // 30: vigil.worker.v1.EmbedRequest
+	(*EmbedResponse)(nil),      // 31: vigil.worker.v1.EmbedResponse
+	nil,                        // 32: vigil.worker.v1.Sampling.LogitBiasEntry
 }
 var file_vigil_worker_v1_worker_proto_depIdxs = []int32{
-	2,  // 0: vigil.worker.v1.GenerateRequest.token_ids:type_name -> vigil.worker.v1.TokenIds
-	3,  // 1: vigil.worker.v1.GenerateRequest.messages:type_name -> vigil.worker.v1.Messages
-	5,  // 2: vigil.worker.v1.GenerateRequest.sampling:type_name -> vigil.worker.v1.Sampling
-	6,  // 3: vigil.worker.v1.GenerateRequest.stopping:type_name -> vigil.worker.v1.Stopping
-	4,  // 4: vigil.worker.v1.Messages.messages:type_name -> vigil.worker.v1.Message
-	8,  // 5: vigil.worker.v1.GenerateResponse.chunk:type_name -> vigil.worker.v1.Chunk
-	9,  // 6: vigil.worker.v1.GenerateResponse.final:type_name -> vigil.worker.v1.Final
-	0,  // 7: vigil.worker.v1.Final.finish_reason:type_name -> vigil.worker.v1.FinishReason
-	10, // 8: vigil.worker.v1.Final.usage:type_name -> vigil.worker.v1.Usage
-	1,  // 9: vigil.worker.v1.Worker.Generate:input_type -> vigil.worker.v1.GenerateRequest
-	7,  // 10: vigil.worker.v1.Worker.Generate:output_type -> vigil.worker.v1.GenerateResponse
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	9,  // 0: vigil.worker.v1.GenerateRequest.token_ids:type_name -> vigil.worker.v1.TokenIds
+	10, // 1: vigil.worker.v1.GenerateRequest.messages:type_name -> vigil.worker.v1.Messages
+	14, // 2: vigil.worker.v1.GenerateRequest.sampling:type_name -> vigil.worker.v1.Sampling
+	15, // 3: vigil.worker.v1.GenerateRequest.stopping:type_name -> vigil.worker.v1.Stopping
+	3,  // 4: vigil.worker.v1.GenerateRequest.structured_output:type_name -> vigil.worker.v1.StructuredOutput
+	7,  // 5: vigil.worker.v1.GenerateRequest.logprobs:type_name -> vigil.worker.v1.Logprobs
+	8,  // 6: vigil.worker.v1.GenerateRequest.resume:type_name -> vigil.worker.v1.Resume
+	4,  // 7: vigil.worker.v1.StructuredOutput.json_schema:type_name -> vigil.worker.v1.JsonSchema
+	5,  // 8: vigil.worker.v1.StructuredOutput.choice:type_name -> vigil.worker.v1.Choice
+	6,  // 9: vigil.worker.v1.StructuredOutput.grammar:type_name -> vigil.worker.v1.Grammar
+	12, // 10: vigil.worker.v1.Messages.messages:type_name -> vigil.worker.v1.Message
+	11, // 11: vigil.worker.v1.Messages.tool_choice:type_name -> vigil.worker.v1.ToolChoice
+	0,  // 12: vigil.worker.v1.ToolChoice.mode:type_name -> vigil.worker.v1.ToolChoiceMode
+	13, // 13: vigil.worker.v1.Message.tool_calls:type_name -> vigil.worker.v1.ToolCall
+	32, // 14: vigil.worker.v1.Sampling.logit_bias:type_name -> vigil.worker.v1.Sampling.LogitBiasEntry
+	18, // 15: vigil.worker.v1.GenerateResponse.chunk:type_name -> vigil.worker.v1.Chunk
+	22, // 16: vigil.worker.v1.GenerateResponse.final:type_name -> vigil.worker.v1.Final
+	17, // 17: vigil.worker.v1.GenerateResponse.prompt:type_name -> vigil.worker.v1.Prompt
+	20, // 18: vigil.worker.v1.Prompt.logprobs:type_name -> vigil.worker.v1.TokenLogprob
+	19, // 19: vigil.worker.v1.Chunk.tool_calls:type_name -> vigil.worker.v1.ToolCallDelta
+	20, // 20: vigil.worker.v1.Chunk.logprobs:type_name -> vigil.worker.v1.TokenLogprob
+	21, // 21: vigil.worker.v1.TokenLogprob.chosen:type_name -> vigil.worker.v1.Logprob
+	21, // 22: vigil.worker.v1.TokenLogprob.top:type_name -> vigil.worker.v1.Logprob
+	1,  // 23: vigil.worker.v1.Final.finish_reason:type_name -> vigil.worker.v1.FinishReason
+	25, // 24: vigil.worker.v1.Final.usage:type_name -> vigil.worker.v1.Usage
+	23, // 25: vigil.worker.v1.Final.choices:type_name -> vigil.worker.v1.ChoiceFinal
+	24, // 26: vigil.worker.v1.Final.resume:type_name -> vigil.worker.v1.ResumeState
+	1,  // 27: vigil.worker.v1.ChoiceFinal.finish_reason:type_name -> vigil.worker.v1.FinishReason
+	24, // 28: vigil.worker.v1.ChoiceFinal.resume:type_name -> vigil.worker.v1.ResumeState
+	10, // 29: vigil.worker.v1.TokenizeRequest.messages:type_name -> vigil.worker.v1.Messages
+	9,  // 30: vigil.worker.v1.EmbedRequest.token_ids:type_name -> vigil.worker.v1.TokenIds
+	2,  // 31: vigil.worker.v1.Worker.Generate:input_type -> vigil.worker.v1.GenerateRequest
+	26, // 32: vigil.worker.v1.Worker.Tokenize:input_type -> vigil.worker.v1.TokenizeRequest
+	28, // 33: vigil.worker.v1.Worker.Detokenize:input_type -> vigil.worker.v1.DetokenizeRequest
+	30, // 34: vigil.worker.v1.Worker.Embed:input_type -> vigil.worker.v1.EmbedRequest
+	16, // 35: vigil.worker.v1.Worker.Generate:output_type -> vigil.worker.v1.GenerateResponse
+	27, // 36: vigil.worker.v1.Worker.Tokenize:output_type -> vigil.worker.v1.TokenizeResponse
+	29, // 37: vigil.worker.v1.Worker.Detokenize:output_type -> vigil.worker.v1.DetokenizeResponse
+	31, // 38: vigil.worker.v1.Worker.Embed:output_type -> vigil.worker.v1.EmbedResponse
+	35, // [35:39] is the sub-list for method output_type
+	31, // [31:35] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_vigil_worker_v1_worker_proto_init() }
@@ -931,18 +3037,42 @@ func file_vigil_worker_v1_worker_proto_init() {
 		(*GenerateRequest_TokenIds)(nil),
 		(*GenerateRequest_Messages)(nil),
 	}
-	file_vigil_worker_v1_worker_proto_msgTypes[4].OneofWrappers = []any{}
-	file_vigil_worker_v1_worker_proto_msgTypes[6].OneofWrappers = []any{
+	file_vigil_worker_v1_worker_proto_msgTypes[1].OneofWrappers = []any{
+		(*StructuredOutput_JsonObject)(nil),
+		(*StructuredOutput_JsonSchema)(nil),
+		(*StructuredOutput_Regex)(nil),
+		(*StructuredOutput_Choice)(nil),
+		(*StructuredOutput_Grammar)(nil),
+		(*StructuredOutput_StructuralTag)(nil),
+	}
+	file_vigil_worker_v1_worker_proto_msgTypes[6].OneofWrappers = []any{}
+	file_vigil_worker_v1_worker_proto_msgTypes[8].OneofWrappers = []any{}
+	file_vigil_worker_v1_worker_proto_msgTypes[9].OneofWrappers = []any{
+		(*ToolChoice_Mode)(nil),
+		(*ToolChoice_Function)(nil),
+	}
+	file_vigil_worker_v1_worker_proto_msgTypes[12].OneofWrappers = []any{}
+	file_vigil_worker_v1_worker_proto_msgTypes[14].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Final)(nil),
+		(*GenerateResponse_Prompt)(nil),
+	}
+	file_vigil_worker_v1_worker_proto_msgTypes[19].OneofWrappers = []any{}
+	file_vigil_worker_v1_worker_proto_msgTypes[24].OneofWrappers = []any{
+		(*TokenizeRequest_Text)(nil),
+		(*TokenizeRequest_Messages)(nil),
+	}
+	file_vigil_worker_v1_worker_proto_msgTypes[28].OneofWrappers = []any{
+		(*EmbedRequest_Text)(nil),
+		(*EmbedRequest_TokenIds)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vigil_worker_v1_worker_proto_rawDesc), len(file_vigil_worker_v1_worker_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   10,
+			NumEnums:      2,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

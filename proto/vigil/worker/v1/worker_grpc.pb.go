@@ -26,7 +26,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Worker_Generate_FullMethodName = "/vigil.worker.v1.Worker/Generate"
+	Worker_Generate_FullMethodName   = "/vigil.worker.v1.Worker/Generate"
+	Worker_Tokenize_FullMethodName   = "/vigil.worker.v1.Worker/Tokenize"
+	Worker_Detokenize_FullMethodName = "/vigil.worker.v1.Worker/Detokenize"
+	Worker_Embed_FullMethodName      = "/vigil.worker.v1.Worker/Embed"
 )
 
 // WorkerClient is the client API for Worker service.
@@ -58,7 +61,39 @@ type WorkerClient interface {
 	// ERROR or CANCELLED, a description and the usage so far) and then ends
 	// with an error status: UNAVAILABLE when the engine was lost or the drain's
 	// grace period ended.
+	//
+	// With GenerateRequest.n > 1 the stream carries the chunks of every
+	// choice, told apart by Chunk.index, and one final message for them all
+	// (Final.choices). A failure after the first chunk that another worker
+	// can continue (the engine lost, the drain's grace period over) ends with
+	// UNAVAILABLE and a google.rpc.ErrorInfo detail with reason
+	// RESUME_ELSEWHERE, domain vigil.worker.v1 and metadata output_tokens
+	// (decimal: the output token ids the worker sent in chunks, per choice);
+	// the final message before it carries Final.resume. A router continues
+	// the stream with a GenerateRequest.resume on a worker of the same
+	// model_id that publishes the "resume" capability (docs/worker-api.md,
+	// "Resume"). A router that does not know the reason sees UNAVAILABLE
+	// after a chunk, as before.
 	Generate(ctx context.Context, in *GenerateRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GenerateResponse], error)
+	// Tokenize returns the token ids of a text or of chat messages rendered
+	// with the model's chat template, as the worker would send them to the
+	// engine. A compatible addition (issue 26): an older worker answers
+	// UNIMPLEMENTED; a worker without a tokenizer (vigil run without
+	// --tokenizer-dir) answers FAILED_PRECONDITION naming that flag. A worker
+	// that serves it publishes the "tokenize" capability. Other errors:
+	// INVALID_ARGUMENT naming the field, NOT_FOUND for another model.
+	Tokenize(ctx context.Context, in *TokenizeRequest, opts ...grpc.CallOption) (*TokenizeResponse, error)
+	// Detokenize returns the text of token ids, special tokens skipped, as
+	// the worker decodes output. As Tokenize: the "tokenize" capability, the
+	// same errors; an id outside the vocabulary is INVALID_ARGUMENT naming
+	// token_ids.
+	Detokenize(ctx context.Context, in *DetokenizeRequest, opts ...grpc.CallOption) (*DetokenizeResponse, error)
+	// Embed returns the embedding of one input, for a worker whose engine
+	// serves an embedding model (it publishes the "embed" capability). A
+	// compatible addition (issue 26): other workers, and older ones, answer
+	// UNIMPLEMENTED; UNAVAILABLE and RESOURCE_EXHAUSTED mean what they mean
+	// for Generate. A router splits an input list into one call per input.
+	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
 }
 
 type workerClient struct {
@@ -87,6 +122,36 @@ func (c *workerClient) Generate(ctx context.Context, in *GenerateRequest, opts .
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Worker_GenerateClient = grpc.ServerStreamingClient[GenerateResponse]
+
+func (c *workerClient) Tokenize(ctx context.Context, in *TokenizeRequest, opts ...grpc.CallOption) (*TokenizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TokenizeResponse)
+	err := c.cc.Invoke(ctx, Worker_Tokenize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workerClient) Detokenize(ctx context.Context, in *DetokenizeRequest, opts ...grpc.CallOption) (*DetokenizeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DetokenizeResponse)
+	err := c.cc.Invoke(ctx, Worker_Detokenize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workerClient) Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EmbedResponse)
+	err := c.cc.Invoke(ctx, Worker_Embed_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // WorkerServer is the server API for Worker service.
 // All implementations must embed UnimplementedWorkerServer
@@ -117,7 +182,39 @@ type WorkerServer interface {
 	// ERROR or CANCELLED, a description and the usage so far) and then ends
 	// with an error status: UNAVAILABLE when the engine was lost or the drain's
 	// grace period ended.
+	//
+	// With GenerateRequest.n > 1 the stream carries the chunks of every
+	// choice, told apart by Chunk.index, and one final message for them all
+	// (Final.choices). A failure after the first chunk that another worker
+	// can continue (the engine lost, the drain's grace period over) ends with
+	// UNAVAILABLE and a google.rpc.ErrorInfo detail with reason
+	// RESUME_ELSEWHERE, domain vigil.worker.v1 and metadata output_tokens
+	// (decimal: the output token ids the worker sent in chunks, per choice);
+	// the final message before it carries Final.resume. A router continues
+	// the stream with a GenerateRequest.resume on a worker of the same
+	// model_id that publishes the "resume" capability (docs/worker-api.md,
+	// "Resume"). A router that does not know the reason sees UNAVAILABLE
+	// after a chunk, as before.
 	Generate(*GenerateRequest, grpc.ServerStreamingServer[GenerateResponse]) error
+	// Tokenize returns the token ids of a text or of chat messages rendered
+	// with the model's chat template, as the worker would send them to the
+	// engine. A compatible addition (issue 26): an older worker answers
+	// UNIMPLEMENTED; a worker without a tokenizer (vigil run without
+	// --tokenizer-dir) answers FAILED_PRECONDITION naming that flag. A worker
+	// that serves it publishes the "tokenize" capability. Other errors:
+	// INVALID_ARGUMENT naming the field, NOT_FOUND for another model.
+	Tokenize(context.Context, *TokenizeRequest) (*TokenizeResponse, error)
+	// Detokenize returns the text of token ids, special tokens skipped, as
+	// the worker decodes output. As Tokenize: the "tokenize" capability, the
+	// same errors; an id outside the vocabulary is INVALID_ARGUMENT naming
+	// token_ids.
+	Detokenize(context.Context, *DetokenizeRequest) (*DetokenizeResponse, error)
+	// Embed returns the embedding of one input, for a worker whose engine
+	// serves an embedding model (it publishes the "embed" capability). A
+	// compatible addition (issue 26): other workers, and older ones, answer
+	// UNIMPLEMENTED; UNAVAILABLE and RESOURCE_EXHAUSTED mean what they mean
+	// for Generate. A router splits an input list into one call per input.
+	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
 	mustEmbedUnimplementedWorkerServer()
 }
 
@@ -130,6 +227,15 @@ type UnimplementedWorkerServer struct{}
 
 func (UnimplementedWorkerServer) Generate(*GenerateRequest, grpc.ServerStreamingServer[GenerateResponse]) error {
 	return status.Error(codes.Unimplemented, "method Generate not implemented")
+}
+func (UnimplementedWorkerServer) Tokenize(context.Context, *TokenizeRequest) (*TokenizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Tokenize not implemented")
+}
+func (UnimplementedWorkerServer) Detokenize(context.Context, *DetokenizeRequest) (*DetokenizeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Detokenize not implemented")
+}
+func (UnimplementedWorkerServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
 }
 func (UnimplementedWorkerServer) mustEmbedUnimplementedWorkerServer() {}
 func (UnimplementedWorkerServer) testEmbeddedByValue()                {}
@@ -163,13 +269,80 @@ func _Worker_Generate_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Worker_GenerateServer = grpc.ServerStreamingServer[GenerateResponse]
 
+func _Worker_Tokenize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TokenizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServer).Tokenize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Worker_Tokenize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServer).Tokenize(ctx, req.(*TokenizeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Worker_Detokenize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DetokenizeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServer).Detokenize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Worker_Detokenize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServer).Detokenize(ctx, req.(*DetokenizeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Worker_Embed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EmbedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServer).Embed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Worker_Embed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServer).Embed(ctx, req.(*EmbedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Worker_ServiceDesc is the grpc.ServiceDesc for Worker service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Worker_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "vigil.worker.v1.Worker",
 	HandlerType: (*WorkerServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Tokenize",
+			Handler:    _Worker_Tokenize_Handler,
+		},
+		{
+			MethodName: "Detokenize",
+			Handler:    _Worker_Detokenize_Handler,
+		},
+		{
+			MethodName: "Embed",
+			Handler:    _Worker_Embed_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Generate",
