@@ -1,5 +1,3 @@
-//go:build vigil_jinja_wip
-
 package jinja
 
 import (
@@ -56,7 +54,7 @@ func getAttr(obj any, name string) (any, error) {
 			return v, nil
 		}
 		return &Undefined{fmt.Sprintf("'jinja2.utils.Namespace object' has no attribute '%s'", name)}, nil
-	case *loopObj:
+	case attrer:
 		return o.attr(name), nil
 	}
 	return undefAttr(obj, name), nil

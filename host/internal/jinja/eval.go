@@ -1,5 +1,3 @@
-//go:build vigil_jinja_wip
-
 package jinja
 
 import (
@@ -38,6 +36,14 @@ func (ev *evaluator) write(s string) error {
 	return nil
 }
 
+// print writes str(v); a generator's repr holds an address, so it is refused.
+func (ev *evaluator) print(v any) error {
+	if g, ok := v.(*Gen); ok && g.kind == "" {
+		return &Error{Msg: "vigil's template engine does not print a generator (Python prints its address): add |list"}
+	}
+	return ev.write(pyStr(v))
+}
+
 func lined(err error, line int) error {
 	if e, ok := err.(*Error); ok && e.Line == 0 && line > 0 {
 		c := *e
@@ -65,7 +71,7 @@ func (ev *evaluator) stmt(n node, f *frame) error {
 		if err != nil {
 			return err
 		}
-		return ev.write(pyStr(v))
+		return ev.print(v)
 	case *ifNode:
 		for i, t := range n.tests {
 			v, err := ev.eval(t, f)
@@ -91,13 +97,12 @@ func (ev *evaluator) stmt(n node, f *frame) error {
 		if err != nil {
 			return err
 		}
-		var v any = s
-		for _, fl := range n.filters {
-			if v, err = ev.applyFilter(fl, v, f); err != nil {
-				return err
-			}
+		// The last filter holds the chain: each one's x is the one before.
+		v, err := ev.applyFilter(n.filters[len(n.filters)-1], s, f)
+		if err != nil {
+			return err
 		}
-		return ev.write(pyStr(v))
+		return ev.print(v)
 	case *withNode:
 		inner := &frame{vars: map[string]any{}, parent: f}
 		for i, t := range n.targets {
@@ -197,6 +202,8 @@ func iterate(v any) ([]any, error) {
 		return out, nil
 	case *Dict:
 		return append([]any{}, x.keys...), nil
+	case *Gen:
+		return x.items, nil
 	case *Undefined:
 		return nil, nil
 	}

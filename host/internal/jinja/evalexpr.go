@@ -1,5 +1,3 @@
-//go:build vigil_jinja_wip
-
 package jinja
 
 type args struct {
@@ -244,8 +242,8 @@ func (ev *evaluator) callValue(fn any, a *args) (any, error) {
 	case builtin:
 		return fn(ev, a)
 	case *method:
-		if l, ok := fn.recv.(*loopObj); ok {
-			return l.call(fn.name, a.pos)
+		if c, ok := fn.recv.(callee); ok {
+			return c.call(fn.name, a.pos)
 		}
 		return callMethod(fn.recv, fn.name, a)
 	case *Undefined:

@@ -1,5 +1,3 @@
-//go:build vigil_jinja_wip
-
 // Package jinja renders Jinja templates as Python's jinja2 3.1 does in
 // transformers' chat-template environment: ImmutableSandboxedEnvironment
 // with trim_blocks, lstrip_blocks and loop controls, transformers'

@@ -1,10 +1,7 @@
-//go:build vigil_jinja_wip
-
 package jinja
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode"
 )

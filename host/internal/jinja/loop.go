@@ -1,5 +1,3 @@
-//go:build vigil_jinja_wip
-
 package jinja
 
 type loopObj struct {

@@ -1,5 +1,3 @@
-//go:build vigil_jinja_wip
-
 package jinja
 
 func (p *parser) postfix(x expr) expr {
@@ -119,6 +117,9 @@ func (p *parser) filterCall(x expr) *filterExpr {
 	}
 	if _, ok := filters[name]; !ok {
 		p.i--
+		if jinja2Filters[name] {
+			p.fail("vigil's template engine does not implement the filter '%s'", name)
+		}
 		p.fail("No filter named '%s'.", name)
 	}
 	return f

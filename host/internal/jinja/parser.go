@@ -1,5 +1,3 @@
-//go:build vigil_jinja_wip
-
 package jinja
 
 import (
@@ -10,7 +8,6 @@ import (
 type parser struct {
 	toks []token
 	i    int
-	env  *env
 }
 
 func (p *parser) cur() token  { return p.toks[p.i] }

@@ -1,5 +1,3 @@
-//go:build vigil_jinja_wip
-
 package jinja
 
 import (
@@ -120,6 +118,11 @@ func typeName(v any) string {
 		return "LoopContext"
 	case *method, builtin:
 		return "builtin_function_or_method"
+	case *Gen:
+		if x := v.(*Gen); x.kind != "" {
+			return x.kind
+		}
+		return "generator"
 	}
 	return fmt.Sprintf("%T", v)
 }
@@ -178,6 +181,11 @@ func writeRepr(b *strings.Builder, v any, depth int) {
 		b.WriteString("Undefined")
 	case *Macro:
 		b.WriteString("<Macro '" + x.name + "'>")
+	case *Gen:
+		if x.repr == "" {
+			b.WriteString("<generator object>")
+		}
+		b.WriteString(x.repr)
 	default:
 		fmt.Fprintf(b, "<%s object>", typeName(v))
 	}
