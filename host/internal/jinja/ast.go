@@ -95,6 +95,8 @@ type (
 		params   []string
 		defaults []expr // aligned to the end of params
 		body     []node
+		varargs  bool
+		kwargs   bool
 	}
 	callBlock struct {
 		call     *callExpr

@@ -56,6 +56,10 @@ func getAttr(obj any, name string) (any, error) {
 		return &Undefined{fmt.Sprintf("'jinja2.utils.Namespace object' has no attribute '%s'", name)}, nil
 	case attrer:
 		return o.attr(name), nil
+	case int64, float64:
+		if v, ok := numAttr(o, name); ok {
+			return v, nil
+		}
 	}
 	return undefAttr(obj, name), nil
 }
@@ -188,4 +192,23 @@ func sliceItems(items []any, p [3]any) ([]any, error) {
 		out = append(out, items[i])
 	}
 	return out, nil
+}
+
+// numAttr is int's and float's real, imag, numerator and denominator.
+func numAttr(v any, name string) (any, bool) {
+	_, isF := v.(float64)
+	switch name {
+	case "real":
+		return v, true
+	case "imag":
+		if isF {
+			return 0.0, true
+		}
+		return int64(0), true
+	case "numerator":
+		return v, !isF
+	case "denominator":
+		return int64(1), !isF
+	}
+	return nil, false
 }

@@ -38,8 +38,13 @@ func (ev *evaluator) write(s string) error {
 
 // print writes str(v); a generator's repr holds an address, so it is refused.
 func (ev *evaluator) print(v any) error {
-	if g, ok := v.(*Gen); ok && g.kind == "" {
-		return &Error{Msg: "vigil's template engine does not print a generator (Python prints its address): add |list"}
+	switch x := v.(type) {
+	case *Gen:
+		if x.kind == "" {
+			return &Error{Msg: "vigil's template engine does not print a generator (Python prints its address): add |list"}
+		}
+	case builtin, *method:
+		return &Error{Msg: "vigil's template engine does not print a function or method"}
 	}
 	return ev.write(pyStr(v))
 }
@@ -88,7 +93,8 @@ func (ev *evaluator) stmt(n node, f *frame) error {
 	case *setNode:
 		return ev.set(n, f)
 	case *macroNode:
-		f.vars[n.name] = &Macro{name: n.name, params: n.params, defaults: n.defaults, body: n.body, closure: f}
+		f.vars[n.name] = &Macro{name: n.name, params: n.params, defaults: n.defaults, body: n.body, closure: f,
+			varargs: n.varargs, kwargs: n.kwargs}
 		return nil
 	case *callBlock:
 		return ev.callBlock(n, f)

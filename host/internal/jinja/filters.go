@@ -179,7 +179,7 @@ func fInt(_ *evaluator, v any, a *args) (any, error) {
 	switch x := v.(type) {
 	case string:
 		t := strings.TrimFunc(x, isPySpace)
-		if i, err := strconv.ParseInt(strings.ReplaceAll(t, "_", ""), int(base), 64); err == nil && !strings.HasPrefix(t, "_") {
+		if i, err := parsePyInt(t, base); err == nil {
 			return i, nil
 		}
 		if f, err := strconv.ParseFloat(t, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) && base == 10 {
@@ -285,4 +285,22 @@ func fItems(_ *evaluator, v any, _ *args) (any, error) {
 		return generator(dictItems(x)), nil
 	}
 	return nil, typeErr("Can only get item pairs from a mapping.")
+}
+
+// parsePyInt is int(s, base): underscores between digits, and for base
+// 16, 8 and 2 its prefix.
+func parsePyInt(t string, base int64) (int64, error) {
+	if strings.HasPrefix(t, "_") || strings.HasSuffix(t, "_") || strings.Contains(t, "__") {
+		return 0, strconv.ErrSyntax
+	}
+	t = strings.ReplaceAll(t, "_", "")
+	body := strings.TrimLeft(t, "+-")
+	prefix := map[int64]string{16: "0x", 8: "0o", 2: "0b"}[base]
+	if prefix != "" && len(body) > 2 && strings.EqualFold(body[:2], prefix) {
+		t = t[:len(t)-len(body)] + body[2:]
+	}
+	if base < 2 || base > 36 {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.ParseInt(t, int(base), 64)
 }

@@ -172,7 +172,7 @@ func (l *lexer) emit(k tokKind, v string) {
 func (l *lexer) endTag(end string) bool {
 	s := l.src[l.pos:]
 	switch {
-	case strings.HasPrefix(s, "+"+end):
+	case end != "}}" && strings.HasPrefix(s, "+"+end): // jinja2 has no +}}
 		l.pos += 3
 	case strings.HasPrefix(s, "-"+end):
 		j := 3

@@ -118,6 +118,8 @@ type Macro struct {
 	body     []node
 	closure  *frame
 	caller   bool
+	varargs  bool
+	kwargs   bool
 }
 
 func (ev *evaluator) callMacro(m *Macro, a *args, caller any) (any, error) {
@@ -126,8 +128,11 @@ func (ev *evaluator) callMacro(m *Macro, a *args, caller any) (any, error) {
 	}
 	defer func() { ev.depth-- }()
 	f := &frame{vars: map[string]any{}, parent: m.closure}
-	if len(a.pos) > len(m.params) {
+	if len(a.pos) > len(m.params) && !m.varargs {
 		return nil, typeErr("macro '%s' takes not more than %d argument(s)", m.name, len(m.params))
+	}
+	if m.varargs {
+		f.vars["varargs"] = Tuple(append([]any{}, a.pos[min(len(a.pos), len(m.params)):]...))
 	}
 	firstDef := len(m.params) - len(m.defaults)
 	for i, p := range m.params {
@@ -144,14 +149,8 @@ func (ev *evaluator) callMacro(m *Macro, a *args, caller any) (any, error) {
 		}
 		f.vars[p] = v
 	}
-	for _, k := range a.names {
-		found := false
-		for _, p := range m.params {
-			found = found || p == k
-		}
-		if !found {
-			return nil, typeErr("macro '%s' takes no keyword argument '%s'", m.name, k)
-		}
+	if err := macroKwargs(m, a, f); err != nil {
+		return nil, err
 	}
 	if caller != nil {
 		f.vars["caller"] = caller
@@ -182,4 +181,29 @@ func (ev *evaluator) callBlock(n *callBlock, f *frame) error {
 		return err
 	}
 	return ev.write(pyStr(v))
+}
+
+// macroKwargs checks keyword arguments against the parameters; the
+// others go to kwargs when the body names it.
+func macroKwargs(m *Macro, a *args, f *frame) error {
+	kw := NewDict()
+	for i, k := range a.names {
+		if k == "caller" {
+			continue
+		}
+		found := false
+		for _, p := range m.params {
+			found = found || p == k
+		}
+		if !found && !m.kwargs {
+			return typeErr("macro '%s' takes no keyword argument '%s'", m.name, k)
+		}
+		if !found {
+			_ = kw.Set(k, a.kw[i])
+		}
+	}
+	if m.kwargs {
+		f.vars["kwargs"] = kw
+	}
+	return nil
 }

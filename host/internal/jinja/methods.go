@@ -55,6 +55,13 @@ func strMethod(s, name string, a *args) (any, error) {
 }
 
 func strMethod2(s, name string, a *args) (any, error) {
+	if name == "join" {
+		it, ok := a.get(0, "iterable")
+		if !ok {
+			return nil, typeErr("str.join() takes exactly one argument (0 given)")
+		}
+		return joinItems(s, it)
+	}
 	sub, err := strArg(a, 0, name)
 	if err != nil {
 		return nil, err
@@ -72,8 +79,6 @@ func strMethod2(s, name string, a *args) (any, error) {
 		return strings.TrimPrefix(s, sub), nil
 	case "removesuffix":
 		return strings.TrimSuffix(s, sub), nil
-	case "join":
-		return joinItems(s, a.pos[0])
 	case "replace":
 		repl, err := strArg(a, 1, name)
 		if err != nil {

@@ -53,11 +53,25 @@ func (p *parser) parseMacro() node {
 	n := &macroNode{name: p.expectName()}
 	n.params, n.defaults = p.signature()
 	p.expectBlockEnd()
+	start := p.i
 	n.body = p.subparse("endmacro")
+	n.varargs, n.kwargs = usesNames(p.toks[start:p.i])
 	p.i++
 	p.skipName(n.name)
 	p.expectBlockEnd()
 	return n
+}
+
+// usesNames tells whether a macro body names varargs or kwargs, which
+// jinja2 decides at compile time too: then extra arguments are allowed.
+func usesNames(toks []token) (varargs, kwargs bool) {
+	for _, t := range toks {
+		if t.kind == tName {
+			varargs = varargs || t.val == "varargs"
+			kwargs = kwargs || t.val == "kwargs"
+		}
+	}
+	return varargs, kwargs
 }
 
 func (p *parser) parseCall() node {

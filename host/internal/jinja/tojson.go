@@ -31,7 +31,10 @@ func fTojson(_ *evaluator, v any, a *args) (any, error) {
 			return nil, typeErr("can't multiply sequence by non-int of type '%s'", typeName(ind))
 		}
 		s := strings.Repeat(" ", max(0, int(min(n, 1000))))
-		e.indent, e.item = &s, ","
+		e.indent = &s
+	}
+	if e.indent != nil {
+		e.item = ","
 	}
 	if sep := a.or(2, "separators", nil); sep != nil {
 		items, err := iterate(sep)
