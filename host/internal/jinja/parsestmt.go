@@ -20,10 +20,10 @@ func (p *parser) parseSet(line int) node {
 
 // filterChain parses name(args) | name... for set and filter blocks.
 func (p *parser) filterChain() *filterExpr {
-	var f *filterExpr
+	var x expr // nil, not a nil *filterExpr: the chain's start
 	for {
-		g := p.filterCall(f)
-		f = g
+		f := p.filterCall(x)
+		x = f
 		if !p.skipOp("|") {
 			return f
 		}
