@@ -75,13 +75,12 @@ type (
 		els    []node
 	}
 	forNode struct {
-		target    expr
-		iter      expr
-		cond      expr
-		body      []node
-		els       []node
-		line      int
-		recursive bool
+		target expr
+		iter   expr
+		cond   expr
+		body   []node
+		els    []node
+		line   int
 	}
 	setNode struct {
 		target expr
@@ -113,6 +112,5 @@ type (
 		vals    []expr
 		body    []node
 	}
-	loopCtl  struct{ brk bool }
-	exprStmt struct{ x expr }
+	loopCtl struct{ brk bool }
 )

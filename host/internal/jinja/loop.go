@@ -117,7 +117,6 @@ type Macro struct {
 	defaults []expr
 	body     []node
 	closure  *frame
-	caller   bool
 	varargs  bool
 	kwargs   bool
 }

@@ -114,11 +114,11 @@ func testsMap() map[string]testFn {
 }
 
 func isSequence(v any) bool {
-	switch v.(type) {
+	switch x := v.(type) {
 	case string, []any, Tuple, *Dict, *Undefined:
 		return true
 	case *Gen:
-		return v.(*Gen).kind == "range"
+		return x.kind == "range"
 	}
 	return false
 }

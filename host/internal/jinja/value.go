@@ -91,7 +91,7 @@ func objectTypeRepr(obj any) string {
 }
 
 func typeName(v any) string {
-	switch v.(type) {
+	switch x := v.(type) {
 	case nil:
 		return "NoneType"
 	case bool:
@@ -119,7 +119,7 @@ func typeName(v any) string {
 	case *method, builtin:
 		return "builtin_function_or_method"
 	case *Gen:
-		if x := v.(*Gen); x.kind != "" {
+		if x.kind != "" {
 			return x.kind
 		}
 		return "generator"
