@@ -265,6 +265,92 @@ def chat_cases():
     return cases
 
 
+# The cases of host/internal/tokenizer/chattemplate_test.go: a template
+# rendered for one user message, as RenderChat does.
+CHAT_UNITS = [
+    ('{{ messages[0].content | trim }}', '\x1c hi \x1f'),
+    ("{{ messages[0].content | trim('h') }}", 'hih'),
+    ('{{ messages[0].content.strip() }}', '\x1chi\x1f'),
+    ('{{ messages[0].content.rstrip() }}', 'hi\xa0'),
+    ('{{ messages[0].content.strip() }}', ' hi\n'),
+    ('{{ x.y }}', 'hi'),
+    ('{% if x.y is defined %}a{% endif %}', 'hi'),
+    ('{% if x is defined and x.y %}a{% endif %}b', 'hi'),
+    ('{{ tools.attr }}|', 'hi'),
+    ('{{ tools.attr.b }}', 'hi'),
+    ('{{ messages[0].tool_calls[0] }}', 'hi'),
+    ('{{ x + 1 }}', 'hi'),
+    ('{{ -x }}', 'hi'),
+    ('{% for t in tools %}x{% endfor %}', 'hi'),
+    ('{% for t in x %}x{% endfor %}y', 'hi'),
+    ('{{ -3|abs }}', 'hi'),
+    ('{{ - 3 | string }}', 'hi'),
+    ('{{ +x is defined }}', 'hi'),
+    ('{{ -1 is number }}', 'hi'),
+    ('{{ (-3)|abs }} {{ 0 - 3|abs }} {{ -true }} {{ -1.5 }} {{ -(1) }} {{ +2 }} {{ -2**2 }}', 'hi'),
+    ("{{ -'a' }}", 'hi'),
+    ('{{ -[1] }}', 'hi'),
+    ('{{ -none }}', 'hi'),
+    ('{{ +{} }}', 'hi'),
+    ('{{ -x }}', 'hi'),
+    ('{{ "%s" % 1 }}', 'hi'),
+    ('{{ "%s" % x }}', 'hi'),
+    ("{{ 7 % 4 }} {{ -7 % 3 }} {{ -7 // 2 }} {{ 2 ** 3 }} {{ 10 / 4 }} {{ 'ab' * 2 }}", 'hi'),
+    ("{{ 1 in [1.0] }} {{ 1 == true }} {{ 'a' in 'abc' }} {{ [1] + [2] }}", 'hi'),
+    ("{{ 'x' + 1 }}", 'hi'),
+    ('{{ none + 1 }}', 'hi'),
+    ('{{ 1 / 0 }}', 'hi'),
+    ('{{ none < 1 }}', 'hi'),
+    ("{{ x is iterable }} {{ 'a' is sequence }} {{ {} is sequence }} {{ 1.0 is integer }} {{ true is number }}", 'hi'),
+    ("{{ 3.0 is odd }} {{ 7 is divisibleby(3) }} {{ 9 is divisibleby(3) }} {{ '123' is upper }} {{ 'AB1' is upper }}", 'hi'),
+    ("{{ 'abc' | first }} {{ 'abc' | last }} {{ [3, 1] | first }} {{ none | string }} {{ 'straße' | upper }}", 'hi'),
+    ("{{ 2.5 | round }} {{ 3.5 | round }} {{ 2.567 | round(2) }} {{ 2.5 | round(0, 'floor') }} {{ 7 | round }} {{ (0 - 3) | abs }}", 'hi'),
+    ("{{ 'a' | indent }}", 'hi'),
+    ('{{ none | int }}|{{ " 4_2 " | int }}|{{ "4.7e1" | int }}|{{ "nan" | int }}|{{ "0b11" | int(base=2) }}|{{ "0x1A" | int(base=16) }}|{{ "z" | int(7) }}|{{ true | int }}|{{ [1] | int }}|{{ "-0x1a" | int(base=16) }}|{{ "1__0" | int }}|{{ "_1" | int }}|{{ 3.9 | int }}|{{ 1 - 3.9 | int }}|{{ "1e400" | int }}|{{ "inf" | int }}', 'hi'),
+    ('{{ "hELLO wORLD" | capitalize }}|{{ "ǆa" | capitalize }}', 'hi'),
+    ("{{ 'a b c'.split(' ', 1) }}", 'hi'),
+    ("{{ 'abc'.endswith(('c', 'x')) }}", 'hi'),
+    ('{{ messages[0].content.upper() }}', 'straße'),
+    ('{{ messages[0].content.upper() }}', 'stre'),
+    ("{%- if true -%}<|s|>R E: {{ 'max' }}{%- endif -%}", 'hi'),
+    ("a \n  {% if true %}\n  b {{ 'c' }}\n {%- endif %}\n{# x #}  \n{{- 'd' -}}  e", 'hi'),
+    ('{% set l = [] %}{% if false %}{{ l.append(1) }}{% endif %}{{ l }}', 'hi'),
+    ('{% set l = [] %}{% set _ = l.append(1) %}{{ l }}', 'hi'),
+    ('{% for m in messages %}{{ loop.depth }}{% endfor %}', 'hi'),
+    ("{{ {'role': 'user', 'content': messages[0].content} | tojson(indent=2) }}", 'a<b&c>\u2028é\x01'),
+    ('{{ messages | tojson }}', 'a<b"\\'),
+    ("{{ messages | tojson(ensure_ascii=True, sort_keys=True, separators=(',', ':')) }}", 'é😀'),
+    ("{{ [1, [], {}, [2]] | tojson(indent='\t') }}", 'hi'),
+    ('{{ messages[0] }}', "it's"),
+    ('{{ [1, messages[0].content, none, true, 1.5] }}', 'a\'b"\n\xa0é'),
+    ('{{ tools }}', 'hi'),
+    ('{{ 0.1 + 0.2 }} {{ 2.0 }} {{ 1 / 2 }}', 'hi'),
+    ("{{ 'x' ~ none ~ 1.0 }}", 'hi'),
+    ('{{ messages[0].content | truncate(10) }}', 'abcdefghijklmnopqrstuvwxyz'),
+    ('{{ messages[0].content | truncate(12) }}', 'hello world foo bar baz'),
+    ("{{ messages[0].content | truncate(12, true, '..', 0) }}", 'hello world foo bar baz'),
+    ('{{ messages[0].content | truncate(12) }}', 'hello world foo'),
+    ("{{ '%s-%d %%' | format(messages[0].content, 3) }}", 'hi'),
+    ("{{ '%s' | format(none) }}", 'hi'),
+    ('{{ messages[0].content | format(1) }}', '%x'),
+    ("{{ 'a' is escaped }}", 'hi'),
+    ('{{ messages[0].content | fromjson }}', 'hi'),
+    ('{{ messages[0].content | title }}', 'hi'),
+    ('{{ messages[0].content.title() }}', 'hi'),
+    ("{{ ['a', 'b'] | map('upper') | list }} {{ messages | map(attribute='role') | join(',') }} {{ messages | map(attribute='x', default='d') | list }}", 'hi'),
+    ("{{ ['a'] | map('center') | list }}", 'hi'),
+    ('{% filter upper %}x{% endfilter %}', 'hi'),
+    ('{{ dict(b=1, a=2) }}', 'hi'),
+    ('{{ dict(b=1) }}', 'hi'),
+]
+
+
+def unit_cases():
+    return [{"name": f"unit/{i}", "template": t, "context": {
+        "messages": [{"role": "user", "content": c}], "add_generation_prompt": True, "tools": None,
+        "documents": None, "bos_token": "<s>"}} for i, (t, c) in enumerate(CHAT_UNITS)]
+
+
 def render(env, template, context):
     try:
         return {"rendering": env.from_string(template).render(**context)}
@@ -277,6 +363,7 @@ def main():
     cases = [{"name": f"expr/{i}", "template": "{{ " + e + " }}", "context": CTX} for i, e in enumerate(expr_cases())]
     cases += [{"name": f"template/{i}", "template": t, "context": CTX} for i, t in enumerate(TEMPLATES)]
     cases += chat_cases()
+    cases += unit_cases()
     for c in cases:
         c.update(render(env, c["template"], json.loads(json.dumps(c["context"]))))
     with open(OUT, "w") as fh:
