@@ -14,13 +14,12 @@ type jsonEnc struct {
 	indent      *string
 	item, colon string
 	sortKeys    bool
+	ascii       bool // ensure_ascii: \u escapes beyond printable ASCII
 }
 
 func fTojson(_ *evaluator, v any, a *args) (any, error) {
 	e := &jsonEnc{item: ", ", colon: ": ", sortKeys: truthy(a.or(3, "sort_keys", false))}
-	if truthy(a.or(0, "ensure_ascii", false)) {
-		return nil, typeErr("vigil's template engine implements tojson with ensure_ascii=False only")
-	}
+	e.ascii = truthy(a.or(0, "ensure_ascii", false))
 	switch ind := a.or(1, "indent", nil).(type) {
 	case nil:
 	case string:
@@ -72,7 +71,7 @@ func (e *jsonEnc) value(v any, depth int) error {
 	case float64:
 		e.b.WriteString(jsonFloat(x))
 	case string:
-		jsonString(&e.b, x)
+		jsonString(&e.b, x, e.ascii)
 	case []any:
 		return e.seq(x, depth)
 	case Tuple:
@@ -163,7 +162,7 @@ func (e *jsonEnc) dict(d *Dict, depth int) error {
 			e.b.WriteString(e.item)
 		}
 		e.newline(depth + 1)
-		jsonString(&e.b, k)
+		jsonString(&e.b, k, e.ascii)
 		e.b.WriteString(e.colon)
 		if err := e.value(kv[1], depth+1); err != nil {
 			return err
@@ -174,8 +173,9 @@ func (e *jsonEnc) dict(d *Dict, depth int) error {
 	return nil
 }
 
-// jsonString is json.dumps' string with ensure_ascii=False.
-func jsonString(b *strings.Builder, s string) {
+// jsonString is json.dumps' string; with ascii, every character beyond
+// printable ASCII is a \u escape (a surrogate pair above U+FFFF).
+func jsonString(b *strings.Builder, s string, ascii bool) {
 	b.WriteByte('"')
 	for _, r := range s {
 		switch r {
@@ -194,9 +194,13 @@ func jsonString(b *strings.Builder, s string) {
 		case '\f':
 			b.WriteString(`\f`)
 		default:
-			if r < 0x20 {
+			switch {
+			case r < 0x20 || ascii && r >= 0x7f && r < 0x10000:
 				fmt.Fprintf(b, `\u%04x`, r)
-			} else {
+			case ascii && r >= 0x10000:
+				r -= 0x10000
+				fmt.Fprintf(b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+			default:
 				b.WriteRune(r)
 			}
 		}
