@@ -98,7 +98,7 @@ xs|nosuchfilter;; xs|groupby('a');; s|wordwrap(5);; s|urlencode
 
 def expr_cases():
     cases = []
-    for line in EXPRS.split("\n"):
+    for line in (EXPRS + "\n" + MORE).split("\n"):
         cases.extend(e.strip() for e in line.split(";;"))
     return cases
 
@@ -222,6 +222,40 @@ TEMPLATES = [
     "{{ ('x' * 20000000)|length }}",
     "{% for i in range(2000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}done",
 ]
+
+
+def whitespace_cases():
+    """Every begin/end modifier of block, comment and print tags between
+    text with spaces, tabs and newlines on both sides."""
+    out = []
+    mods = ["", "-", "+"]
+    sides = [("a  \n  ", "  \n  b"), ("a\n", "\nb"), ("  ", "  "), ("x \t", "\t\n\n y")]
+    for pre, post in sides:
+        for b in mods:
+            for e in mods:
+                out.append(pre + "{%" + b + " if true " + e + "%}" + post + "{%" + b + " endif " + e + "%}" + post)
+                out.append(pre + "{#" + b + " note " + e + "#}" + post)
+                if b != "+" and e != "+":
+                    out.append(pre + "{{" + b + " 'v' " + e + "}}" + post)
+                out.append(pre + "{%" + b + " for i in [1, 2] " + e + "%}" + post + "{{ i }}" + pre + "{%" + b + " endfor " + e + "%}" + post)
+    return out
+
+
+MORE = r"""
+'a　b'.split();; ' x '.strip();; '​x'.strip();; 'x'.rstrip();; 'a b'.split();; 'ǆ'.upper();; 'ǆa'.title();; 'ﬁ'.upper()
+'hello'[1:-1];; 'hello'[10:];; 'hello'[-10:2];; [1, 2, 3][::-2];; [1, 2, 3][5:1:-1];; (1, 2, 3)[1:];; 'abc'[none:2]
+{'a': [1, {'b': (2, 'c')}]};; [1.5, 1e20, 1e-7, 123456789.123];; [0.1, -1.0, 1e16, 12345678901234567.0];; 'tab	nl
+'
+{'a': 1}|list;; {'a': 1}.items()|list;; d|length > 2;; msgs|map(attribute='role')|unique|list;; xs|map('string')|map('upper')|list
+'%s|%s' % ('a', none);; '%.2f' % 2.675;; '%5s|' % 'ab';; '%-6.2f|' % 3.14159;; '%s' % (none,);; '%s' % ((1, 2),);; '%%';; '%s %s' % ('x',)
+'%(a)s %(b)r' % {'a': 1, 'b': 'x'};; '%10.4f' % -1.5;; '%x %X %o' % (255, 255, 8);; '%e' % 0.0;; '%g' % 1e20;; '%G' % 1e-20;; '%.0f' % 2.5
+range(10)|batch(3)|list;; xs|slice(2)|list;; [1, 2, 3]|sum / 3;; (xs|sum) / (xs|length);; xs|max - xs|min
+n // 0.0;; 5 % -3;; -5 % 3;; 5.5 % 2;; -5.5 // 2;; 2 ** -2;; (-8) ** (1 / 3);; 0 ** 0;; 0.0 ** -1;; 10 ** 20;; 2 ** 62 + 2 ** 62
+true + true;; true * 3;; 1 == true;; 2 == true;; none == none;; none == false;; 'a' == 'a';; [] == ();; {} == {}
+'b' > 'a' > 'A';; [1, 'a'] < [1, 'b'];; [1, 'a'] < [2, 1];; [1, 'a'] < [1, 2];; (1, 2) < (1, 2, 3)
+"a" ~ "b" ~ 3 ~ 4.0 ~ none ~ true ~ [1] ~ {'k': 'v'};; 'x' ~ undefined_var ~ 'y'
+namespace(a=1, b=[1]).b;; namespace(d).a;; cycler('a').next();; joiner()();; dict(a=1)|tojson;; dict(a=1).items()|list
+""".strip()
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather <now> & \"later\"",
           "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City"}},
@@ -362,6 +396,7 @@ def main():
     env = environment()
     cases = [{"name": f"expr/{i}", "template": "{{ " + e + " }}", "context": CTX} for i, e in enumerate(expr_cases())]
     cases += [{"name": f"template/{i}", "template": t, "context": CTX} for i, t in enumerate(TEMPLATES)]
+    cases += [{"name": f"whitespace/{i}", "template": t, "context": CTX} for i, t in enumerate(whitespace_cases())]
     cases += chat_cases()
     cases += unit_cases()
     for c in cases:

@@ -188,7 +188,20 @@ func floatOp(op string, a, b float64) (any, error) {
 		if a == 0 && b < 0 {
 			return nil, typeErr("0.0 cannot be raised to a negative power")
 		}
-		return math.Pow(a, b), nil
+		return floatPow(a, b)
 	}
 	return nil, unsupported(op, a, b)
+}
+
+// floatPow is Python's float **: a complex result is refused, an
+// overflow raises.
+func floatPow(a, b float64) (any, error) {
+	if a < 0 && b != math.Trunc(b) && !math.IsInf(b, 0) {
+		return nil, typeErr("vigil's template engine does not compute complex numbers (a negative number to a fractional power)")
+	}
+	r := math.Pow(a, b)
+	if math.IsInf(r, 0) && !math.IsInf(a, 0) && !math.IsInf(b, 0) {
+		return nil, typeErr("(34, 'Numerical result out of range')")
+	}
+	return r, nil
 }

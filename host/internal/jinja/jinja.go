@@ -14,6 +14,8 @@ package jinja
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -66,7 +68,8 @@ func Compile(src string) (t *Template, err error) {
 }
 
 // Render renders the template with vars, Go values made of nil, bool,
-// int, int64, float64, string, []any, map[string]any, *Dict.
+// int, int64, float64, string, []string, []any, map[string]any (in
+// sorted key order) and *Dict (in its order).
 func (t *Template) Render(vars map[string]any) (out string, err error) {
 	ev := &evaluator{}
 	defer func() {
@@ -117,9 +120,11 @@ func FromGo(v any) any {
 		}
 		return l
 	case map[string]any:
+		// A Go map has no order; sorted keys at least print the same
+		// every time. Pass a *Dict where the order matters (messages).
 		d := NewDict()
-		for k, e := range x {
-			_ = d.Set(k, FromGo(e))
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			_ = d.Set(k, FromGo(x[k]))
 		}
 		return d
 	}
