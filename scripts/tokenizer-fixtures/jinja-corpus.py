@@ -195,6 +195,9 @@ TEMPLATES = [
     "{% for i in range(3) %}{% for j in range(2) %}{{ loop.index }}{% endfor %}{{ loop.index }};{% endfor %}",
     "{% for x in xs recursive %}{{ x }}{% endfor %}",
     "{{ loop }}",
+    "{% for x in xs.append %}{% endfor %}ok",
+    "{% for x in s._x %}{% endfor %}ok",
+    "{% if s.zfill %}y{% endif %}",
     "{% break %}",
     "{{ ''.join(['a', 'b']) }}{{ '-'.join(xs|map('string')) }}",
     "{{ msgs|map(attribute='role')|join(', ') }}",
@@ -254,6 +257,7 @@ n // 0.0;; 5 % -3;; -5 % 3;; 5.5 % 2;; -5.5 // 2;; 2 ** -2;; (-8) ** (1 / 3);; 0
 true + true;; true * 3;; 1 == true;; 2 == true;; none == none;; none == false;; 'a' == 'a';; [] == ();; {} == {}
 'b' > 'a' > 'A';; [1, 'a'] < [1, 'b'];; [1, 'a'] < [2, 1];; [1, 'a'] < [1, 2];; (1, 2) < (1, 2, 3)
 "a" ~ "b" ~ 3 ~ 4.0 ~ none ~ true ~ [1] ~ {'k': 'v'};; 'x' ~ undefined_var ~ 'y'
+s.format(1);; s.zfill(3);; s.splitlines();; d.copy();; xs.copy();; xs.sort;; d.pop;; xs.append|length;; s.__class__;; x|default;; namespace(a=1).items
 namespace(a=1, b=[1]).b;; namespace(d).a;; cycler('a').next();; joiner()();; dict(a=1)|tojson;; dict(a=1).items()|list
 """.strip()
 

@@ -13,6 +13,15 @@ var dictMethods = map[string]bool{"items": true, "keys": true, "values": true, "
 
 var listMethods = map[string]bool{"index": true, "count": true}
 
+// pyOnly are Python's other methods of str, dict and list: calling one
+// is refused by name (Python would call it), printing one too.
+var pyOnly = map[string]bool{"casefold": true, "center": true, "encode": true, "expandtabs": true,
+	"format": true, "format_map": true, "index": true, "isalnum": true, "isalpha": true, "isascii": true,
+	"isdecimal": true, "isidentifier": true, "islower": true, "isnumeric": true, "isprintable": true,
+	"istitle": true, "isupper": true, "ljust": true, "maketrans": true, "partition": true, "rfind": true,
+	"rindex": true, "rjust": true, "rpartition": true, "rsplit": true, "splitlines": true, "swapcase": true,
+	"translate": true, "zfill": true, "copy": true, "fromkeys": true}
+
 var mutators = map[string]bool{"append": true, "extend": true, "insert": true, "pop": true, "remove": true,
 	"reverse": true, "sort": true, "clear": true, "update": true, "setdefault": true, "popitem": true, "add": true, "discard": true}
 
@@ -29,7 +38,7 @@ func getAttr(obj any, name string) (any, error) {
 	case *Undefined:
 		return nil, o.err()
 	case string:
-		if strMethods[name] {
+		if strMethods[name] || pyOnly[name] {
 			return &method{recv: o, name: name}, nil
 		}
 	case *Dict:
@@ -39,11 +48,14 @@ func getAttr(obj any, name string) (any, error) {
 		if mutators[name] {
 			return unsafeAttr(obj, name), nil
 		}
+		if name == "copy" || name == "fromkeys" {
+			return &method{recv: o, name: name}, nil
+		}
 		if v, ok := o.Get(name); ok {
 			return v, nil
 		}
 	case []any:
-		if listMethods[name] {
+		if listMethods[name] || name == "copy" {
 			return &method{recv: o, name: name}, nil
 		}
 		if mutators[name] {

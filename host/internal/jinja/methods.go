@@ -7,6 +7,9 @@ import (
 
 // callMethod calls the str, dict and list methods getAttr allows.
 func callMethod(recv any, name string, a *args) (any, error) {
+	if pyOnly[name] && !(name == "index" && isList(recv)) {
+		return nil, typeErr("vigil's template engine does not implement the method .%s() of %s", name, typeName(recv))
+	}
 	switch r := recv.(type) {
 	case string:
 		return strMethod(r, name, a)
@@ -251,3 +254,5 @@ func listMethod(l []any, name string, a *args) (any, error) {
 	}
 	return n, nil
 }
+
+func isList(v any) bool { _, ok := v.([]any); return ok }
