@@ -76,12 +76,12 @@ func mulSeqN(seq any, n int64, other any) (any, error) {
 	}
 	switch x := seq.(type) {
 	case string:
-		if int64(len(x))*n > maxOutput {
+		if len(x) > 0 && n > maxOutput/int64(len(x)) {
 			return nil, errTooBig
 		}
 		return strings.Repeat(x, int(n)), nil
 	case []any:
-		if int64(len(x))*n > maxItems {
+		if len(x) > 0 && n > maxItems/int64(len(x)) {
 			return nil, errTooBig
 		}
 		var out []any

@@ -22,6 +22,23 @@ type evaluator struct {
 	out   *strings.Builder
 	depth int
 	iters int
+	work  int // bytes of strings and lists built so far (maxWork)
+}
+
+// charge counts a built value against maxWork.
+func (ev *evaluator) charge(v any, err error) (any, error) {
+	switch x := v.(type) {
+	case string:
+		ev.work += len(x)
+	case []any:
+		ev.work += 16 * len(x) // an interface value's size
+	case *Gen:
+		ev.work += 16 * len(x.items)
+	}
+	if err == nil && ev.work > maxWork {
+		return nil, errTooBig
+	}
+	return v, err
 }
 
 type ctlSignal struct{ brk bool }

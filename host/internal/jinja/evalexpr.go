@@ -160,9 +160,9 @@ func (ev *evaluator) bin(x *binExpr, f *frame) (any, error) {
 		if len(s) > maxOutput {
 			return nil, errTooBig
 		}
-		return s, nil
+		return ev.charge(s, nil)
 	}
-	v, err := binop(x.op, l, r)
+	v, err := ev.charge(binop(x.op, l, r))
 	return v, lined(err, x.line)
 }
 
@@ -227,7 +227,7 @@ func (ev *evaluator) call(x *callExpr, f *frame) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := ev.callValue(fn, a)
+	v, err := ev.charge(ev.callValue(fn, a))
 	return v, lined(err, x.line)
 }
 

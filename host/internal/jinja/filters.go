@@ -54,7 +54,7 @@ func (ev *evaluator) applyFilter(fl *filterExpr, v any, f *frame) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := filters[fl.name](ev, v, a)
+	out, err := ev.charge(filters[fl.name](ev, v, a))
 	return out, lined(err, fl.line)
 }
 

@@ -38,6 +38,9 @@ const (
 	maxOutput = 16 << 20 // bytes of rendered text
 	maxItems  = 1 << 20  // items of a built list, and loop iterations
 	maxDepth  = 200      // macro call depth
+	// maxWork bounds the bytes of all strings and lists a
+	// render builds, so a loop cannot build 16 MiB values forever.
+	maxWork = 1 << 28
 )
 
 var errTooBig = &Error{Msg: "the template's output or a value in it exceeds vigil's limit"}
