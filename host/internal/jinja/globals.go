@@ -42,12 +42,13 @@ func gRange(_ *evaluator, a *args) (any, error) {
 	if step == 0 {
 		return nil, typeErr("range() arg 3 must not be zero")
 	}
-	var items []any
-	for i := start; step > 0 && i < stop || step < 0 && i > stop; i += step {
-		if len(items) >= maxRange {
-			return nil, typeErr("Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", maxRange)
-		}
-		items = append(items, i)
+	n := rangeLen(start, stop, step)
+	if n > maxRange {
+		return nil, typeErr("Range too big. The sandbox blocks ranges larger than MAX_RANGE (%d).", maxRange)
+	}
+	items := make([]any, n)
+	for k := range items {
+		items[k] = start + int64(k)*step
 	}
 	r := fmt.Sprintf("range(%d, %d)", start, stop)
 	if step != 1 {
@@ -212,4 +213,18 @@ func strftimeOne(t time.Time, c byte, noPad bool) (string, bool) {
 		return "%", true
 	}
 	return "", false
+}
+
+// rangeLen is len(range(start, stop, step)), step not 0, without
+// overflow for any int64s.
+func rangeLen(start, stop, step int64) int64 {
+	lo, hi, st := start, stop, step
+	if step < 0 {
+		lo, hi, st = stop, start, -step
+	}
+	if lo >= hi {
+		return 0
+	}
+	d := uint64(hi) - uint64(lo)
+	return int64(min((d-1)/uint64(st)+1, maxRange+1))
 }

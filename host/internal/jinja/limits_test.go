@@ -24,7 +24,7 @@ func TestLimits(t *testing.T) {
 			t.Errorf("%s: err = %v, want a limit error", src, err)
 		}
 		t.Logf("%s: %v", src, time.Since(start))
-		if d := time.Since(start); d > 5*time.Second {
+		if d := time.Since(start); d > 20*time.Second { // -race on a shared machine
 			t.Errorf("%s: took %v", src, d)
 		}
 	}
