@@ -416,8 +416,22 @@ def main():
     cases += unit_cases()
     for c in cases:
         c.update(render(env, c["template"], json.loads(json.dumps(c["context"]))))
+    # Shared contexts and long templates are stored once, named by a
+    # case's context_ref or template_ref.
+    contexts, templates = {"ctx": CTX}, {}
+    for c in cases:
+        if c["context"] is CTX:
+            del c["context"]
+            c["context_ref"] = "ctx"
+        if len(c["template"]) > 500:
+            ref = c["name"].split("/")[0]
+            if templates.get(ref, c["template"]) != c["template"]:
+                ref = c["name"]
+            templates[ref] = c.pop("template")
+            c["template_ref"] = ref
     with open(OUT, "w") as fh:
-        json.dump({"jinja2": jinja2.__version__, "cases": cases}, fh, ensure_ascii=False, indent=1)
+        json.dump({"jinja2": jinja2.__version__, "contexts": contexts, "templates": templates, "cases": cases},
+                  fh, ensure_ascii=False, indent=1)
         fh.write("\n")
     print(f"{len(cases)} cases written to {OUT}", file=sys.stderr)
 

@@ -10,11 +10,13 @@ import (
 )
 
 type corpusCase struct {
-	Name      string          `json:"name"`
-	Template  string          `json:"template"`
-	Context   json.RawMessage `json:"context"`
-	Rendering *string         `json:"rendering"`
-	Error     *struct {
+	Name        string          `json:"name"`
+	Template    string          `json:"template"`
+	TemplateRef string          `json:"template_ref"`
+	Context     json.RawMessage `json:"context"`
+	ContextRef  string          `json:"context_ref"`
+	Rendering   *string         `json:"rendering"`
+	Error       *struct {
 		Type    string `json:"type"`
 		Message string `json:"message"`
 	} `json:"error"`
@@ -26,10 +28,21 @@ func loadCorpus(t testing.TB) []corpusCase {
 		t.Fatal(err)
 	}
 	var c struct {
-		Cases []corpusCase `json:"cases"`
+		Contexts  map[string]json.RawMessage `json:"contexts"`
+		Templates map[string]string          `json:"templates"`
+		Cases     []corpusCase               `json:"cases"`
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
 		t.Fatal(err)
+	}
+	for i := range c.Cases {
+		cc := &c.Cases[i]
+		if cc.TemplateRef != "" {
+			cc.Template = c.Templates[cc.TemplateRef]
+		}
+		if cc.ContextRef != "" {
+			cc.Context = c.Contexts[cc.ContextRef]
+		}
 	}
 	return c.Cases
 }
