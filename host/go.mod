@@ -3,7 +3,6 @@ module github.com/vigilhq/vigil/host
 go 1.26.8
 
 require (
-	github.com/ardanlabs/jinja v1.8.0
 	github.com/google/go-cmp v0.7.0
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/hashicorp/go-hclog v1.6.3

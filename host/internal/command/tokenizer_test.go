@@ -57,7 +57,7 @@ func TestTokenizerFlags(t *testing.T) {
 	for _, tokFlags := range [][]string{{"--tokenizer-dir", dir}, nil} {
 		args := append([]string{"run", "--dry-run", "--registry-dir", t.TempDir(), "--engine-plugin", exe, "--chat-template", bad}, tokFlags...)
 		code, _, stderr = dryRun(t, args...)
-		if code != ExitConfig || !strings.Contains(stderr, `--chat-template "`+bad+`"`) || !strings.Contains(stderr, "unclosed") {
+		if code != ExitConfig || !strings.Contains(stderr, `--chat-template "`+bad+`"`) || !strings.Contains(stderr, "Expected an expression") {
 			t.Errorf("bad template %v: exit %d, stderr %q; want %d naming --chat-template and what is wrong", tokFlags, code, stderr, ExitConfig)
 		}
 	}

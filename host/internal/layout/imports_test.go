@@ -49,6 +49,7 @@ var rules = map[string]rule{
 	"discovery/file":          {"command", "the file backend, both halves", []string{"discovery"}},
 	"endpoint": {"a worker's clients (vigil route, SDKs)", "vigil run's worker API: admission, drain, health",
 		[]string{"workerapi", "vigil/proto/vigil/worker/v1", "vigil/sdk", "vigil/sdk/pluginhost"}},
+	"jinja":     {"tokenizer", "Jinja templates rendered as Python's jinja2 in transformers' sandbox", nil},
 	"layout":    {"the project", "this table", nil},
 	"logwriter": {"vigil's log", "a log output that never holds vigil up", nil},
 	"metrics": {"Prometheus", "the metrics of vigil run and vigil route, and their listener",
@@ -64,7 +65,7 @@ var rules = map[string]rule{
 	"tlsconfig":         {"command; the router, to name TLS failures", "TLS configurations from PEM files, reloaded when they change; what a TLS failure was", nil},
 	"tlsconfig/tlstest": {"tests", "certificates for tests", nil},
 	"tokenizer": {"textgen", "a model's own tokenizer and chat template",
-		[]string{"vigil/tokenizer", "github.com/ardanlabs/jinja/..."}},
+		[]string{"jinja", "vigil/tokenizer"}},
 	"workerapi": {"endpoint and router", "the vigil.worker.v1 facts both sides agree on: limits, names, reasons, options", nil},
 }
 
@@ -97,7 +98,7 @@ var exclusive = map[string][]string{
 	// for them and the package; regexp2 is the module's, no host package's.
 	"tokenizer":                      {"textgen", "command"},
 	"vigil/tokenizer/...":            {"tokenizer", "textgen", "command"},
-	"github.com/ardanlabs/jinja/...": {"tokenizer"},
+	"jinja":                          {"tokenizer"},
 	"github.com/dlclark/regexp2/...": nil,
 	// The sdk: its root (the author's contract and the types) for all but
 	// the router; its host side for what runs and talks to adapters;

@@ -8,11 +8,11 @@ import (
 )
 
 // jinjaCase is one template rendered for one user message. want is
-// what Debian's python3-jinja2 (3.1.6) renders in transformers'
-// environment (scripts/tokenizer-fixtures/render.py's), unless
-// renderErr or loadErr is set: then vigil must refuse the request or
-// the template with an error holding that text (Python raises, or
-// renders what the library cannot).
+// what python3's jinja2 (3.1.6) renders in transformers' environment
+// (scripts/tokenizer-fixtures/render.py's), unless renderErr or loadErr
+// is set: then Python raises, and vigil must fail the request or the
+// template with an error holding Python's message. Each case is also in
+// host/internal/jinja's corpus (unit/N), checked against Python there.
 type jinjaCase struct {
 	tmpl, content, want string
 	renderErr, loadErr  string
@@ -22,24 +22,24 @@ var jinjaCases = []jinjaCase{
 	// Python's str.strip() strips U+001C-U+001F.
 	{tmpl: "{{ messages[0].content | trim }}", content: "\x1c hi \x1f", want: "hi"},
 	{tmpl: "{{ messages[0].content | trim('h') }}", content: "hih", want: "i"},
-	{tmpl: "{{ messages[0].content.strip() }}", content: "\x1chi\x1f", renderErr: "U+001C, which the chat template's .strip()"},
-	{tmpl: "{{ messages[0].content.rstrip() }}", content: "hi\u00a0", renderErr: "U+00A0"},
+	{tmpl: "{{ messages[0].content.strip() }}", content: "\x1chi\x1f", want: "hi"},
+	{tmpl: "{{ messages[0].content.rstrip() }}", content: "hi\u00a0", want: "hi"},
 	{tmpl: "{{ messages[0].content.strip() }}", content: " hi\n", want: "hi"},
 	// jinja2.Undefined raises on attribute, item and arithmetic.
 	{tmpl: "{{ x.y }}", renderErr: "'x' is undefined"},
 	{tmpl: "{% if x.y is defined %}a{% endif %}", renderErr: "'x' is undefined"},
 	{tmpl: "{% if x is defined and x.y %}a{% endif %}b", want: "b"},
 	{tmpl: "{{ tools.attr }}|", want: "|"},
-	{tmpl: "{{ tools.attr.b }}", renderErr: "tools.attr is undefined"},
-	{tmpl: "{{ messages[0].tool_calls[0] }}", renderErr: "messages[...].tool_calls is undefined"},
-	{tmpl: "{{ x + 1 }}", renderErr: `an undefined value used with "+"`},
+	{tmpl: "{{ tools.attr.b }}", renderErr: "'None' has no attribute 'attr'"},
+	{tmpl: "{{ messages[0].tool_calls[0] }}", renderErr: "'dict object' has no attribute 'tool_calls'"},
+	{tmpl: "{{ x + 1 }}", renderErr: "'x' is undefined"},
 	{tmpl: "{{ -x }}", renderErr: "'x' is undefined"},
-	{tmpl: "{% for t in tools %}x{% endfor %}", renderErr: "'tools' is not iterable"},
+	{tmpl: "{% for t in tools %}x{% endfor %}", renderErr: "'NoneType' object is not iterable"},
 	{tmpl: "{% for t in x %}x{% endfor %}y", want: "y"},
 	// Unary minus and plus: Python applies a filter to -x, raises on a
 	// non-number, and counts a bool as an int.
-	{tmpl: "{{ -3|abs }}", loadErr: "a unary - before a filter or test"},
-	{tmpl: "{{ - 3 | string }}", loadErr: "a unary - before a filter or test"},
+	{tmpl: "{{ -3|abs }}", want: "3"},
+	{tmpl: "{{ - 3 | string }}", want: "-3"},
 	{tmpl: "{{ +x is defined }}", renderErr: "'x' is undefined"},
 	{tmpl: "{{ -1 is number }}", want: "True"},
 	{tmpl: "{{ (-3)|abs }} {{ 0 - 3|abs }} {{ -true }} {{ -1.5 }} {{ -(1) }} {{ +2 }} {{ -2**2 }}", want: "3 -3 -1 -1.5 -1 2 4"},
@@ -54,30 +54,30 @@ var jinjaCases = []jinjaCase{
 	{tmpl: `{{ 7 % 4 }} {{ -7 % 3 }} {{ -7 // 2 }} {{ 2 ** 3 }} {{ 10 / 4 }} {{ 'ab' * 2 }}`, want: "3 2 -4 8 2.5 abab"},
 	// Python's operators and tests: 1 == 1.0 == True; mismatched types raise.
 	{tmpl: "{{ 1 in [1.0] }} {{ 1 == true }} {{ 'a' in 'abc' }} {{ [1] + [2] }}", want: "True True True [1, 2]"},
-	{tmpl: "{{ 'x' + 1 }}", renderErr: "unsupported operand types for +: str and int"},
-	{tmpl: "{{ none + 1 }}", renderErr: "unsupported operand types"},
+	{tmpl: "{{ 'x' + 1 }}", renderErr: "can only concatenate str (not \"int\") to str"},
+	{tmpl: "{{ none + 1 }}", renderErr: "unsupported operand type(s) for +: 'NoneType' and 'int'"},
 	{tmpl: "{{ 1 / 0 }}", renderErr: "division by zero"},
-	{tmpl: "{{ none < 1 }}", renderErr: "not supported between NoneType and int"},
+	{tmpl: "{{ none < 1 }}", renderErr: "'<' not supported between instances of 'NoneType' and 'int'"},
 	{tmpl: "{{ x is iterable }} {{ 'a' is sequence }} {{ {} is sequence }} {{ 1.0 is integer }} {{ true is number }}", want: "True True True False True"},
 	{tmpl: "{{ 3.0 is odd }} {{ 7 is divisibleby(3) }} {{ 9 is divisibleby(3) }} {{ '123' is upper }} {{ 'AB1' is upper }}", want: "True False True False True"},
 	// The library's filters that differ, rendered by vigil.
 	{tmpl: "{{ 'abc' | first }} {{ 'abc' | last }} {{ [3, 1] | first }} {{ none | string }} {{ 'straße' | upper }}", want: "a c 3 None STRASSE"},
 	{tmpl: "{{ 2.5 | round }} {{ 3.5 | round }} {{ 2.567 | round(2) }} {{ 2.5 | round(0, 'floor') }} {{ 7 | round }} {{ (0 - 3) | abs }}", want: "2.0 4.0 2.57 2.0 7 3"},
-	{tmpl: "{{ 'a' | indent }}", loadErr: `the filter "indent"`},
+	{tmpl: "{{ 'a' | indent }}", want: "a"},
 	{tmpl: `{{ none | int }}|{{ " 4_2 " | int }}|{{ "4.7e1" | int }}|{{ "nan" | int }}|{{ "0b11" | int(base=2) }}|{{ "0x1A" | int(base=16) }}|{{ "z" | int(7) }}|{{ true | int }}|{{ [1] | int }}|{{ "-0x1a" | int(base=16) }}|{{ "1__0" | int }}|{{ "_1" | int }}|{{ 3.9 | int }}|{{ 1 - 3.9 | int }}|{{ "1e400" | int }}|{{ "inf" | int }}`,
 		want: "0|42|47|0|3|26|7|1|0|-26|0|0|3|-2|0|0"},
 	{tmpl: `{{ "hELLO wORLD" | capitalize }}|{{ "ǆa" | capitalize }}`, want: "Hello world|ǅa"},
-	{tmpl: "{{ 'a b c'.split(' ', 1) }}", loadErr: ".split() with a maximum number of splits"},
-	{tmpl: "{{ 'abc'.endswith(('c', 'x')) }}", loadErr: ".endswith() with a tuple"},
-	{tmpl: "{{ messages[0].content.upper() }}", content: "straße", renderErr: "U+00DF"},
+	{tmpl: "{{ 'a b c'.split(' ', 1) }}", want: "['a', 'b c']"},
+	{tmpl: "{{ 'abc'.endswith(('c', 'x')) }}", want: "True"},
+	{tmpl: "{{ messages[0].content.upper() }}", content: "straße", want: "STRASSE"},
 	{tmpl: "{{ messages[0].content.upper() }}", content: "stre", want: "STRE"},
 	// Whitespace control reaches only the adjacent text (GLM's template).
 	{tmpl: "{%- if true -%}<|s|>R E: {{ 'max' }}{%- endif -%}", want: "<|s|>R E: max"},
 	{tmpl: "a \n  {% if true %}\n  b {{ 'c' }}\n {%- endif %}\n{# x #}  \n{{- 'd' -}}  e", want: "a \n  b cde"},
 	// jinja2's immutable sandbox refuses list.append and the like.
 	{tmpl: "{% set l = [] %}{% if false %}{{ l.append(1) }}{% endif %}{{ l }}", want: "[]"},
-	{tmpl: "{% set l = [] %}{% set _ = l.append(1) %}{{ l }}", renderErr: ".append() is refused"},
-	{tmpl: "{% for m in messages %}{{ loop.depth }}{% endfor %}", loadErr: "loop.depth"},
+	{tmpl: "{% set l = [] %}{% set _ = l.append(1) %}{{ l }}", renderErr: "access to attribute 'append' of 'list' object is unsafe."},
+	{tmpl: "{% for m in messages %}{{ loop.depth }}{% endfor %}", want: "1"},
 	// transformers' tojson is json.dumps(ensure_ascii=False).
 	{tmpl: "{{ {'role': 'user', 'content': messages[0].content} | tojson(indent=2) }}", content: "a<b&c>\u2028é\x01",
 		want: "{\n  \"role\": \"user\",\n  \"content\": \"a<b&c>\u2028é\\u0001\"\n}"},
@@ -99,15 +99,15 @@ var jinjaCases = []jinjaCase{
 	{tmpl: "{{ messages[0].content | truncate(12) }}", content: "hello world foo", want: "hello world foo"},
 	{tmpl: "{{ '%s-%d %%' | format(messages[0].content, 3) }}", content: "hi", want: "hi-3 %"},
 	{tmpl: "{{ '%s' | format(none) }}", want: "None"},
-	{tmpl: "{{ messages[0].content | format(1) }}", content: "%x", renderErr: "the conversion %x is not supported"},
-	{tmpl: "{{ 'a' is escaped }}", loadErr: `the test "escaped"`},
-	{tmpl: "{{ messages[0].content | fromjson }}", loadErr: `the filter "fromjson"`},
-	{tmpl: "{{ messages[0].content | title }}", loadErr: `the filter "title"`},
-	{tmpl: "{{ messages[0].content.title() }}", loadErr: "the string method .title()"},
+	{tmpl: "{{ messages[0].content | format(1) }}", content: "%x", want: "1"},
+	{tmpl: "{{ 'a' is escaped }}", want: "False"},
+	{tmpl: "{{ messages[0].content | fromjson }}", loadErr: "No filter named 'fromjson'."},
+	{tmpl: "{{ messages[0].content | title }}", want: "Hi"},
+	{tmpl: "{{ messages[0].content.title() }}", want: "Hi"},
 	{tmpl: "{{ ['a', 'b'] | map('upper') | list }} {{ messages | map(attribute='role') | join(',') }} {{ messages | map(attribute='x', default='d') | list }}", want: "['A', 'B'] user ['d']"},
-	{tmpl: "{{ ['a'] | map('center') | list }}", renderErr: "map: only attribute="},
-	{tmpl: "{% filter upper %}x{% endfilter %}", loadErr: "{% filter %} block"},
-	{tmpl: "{{ dict(b=1, a=2) }}", loadErr: "dict() with more than one keyword argument"},
+	{tmpl: "{{ ['a'] | map('center') | list }}", want: "['                                       a                                        ']"},
+	{tmpl: "{% filter upper %}x{% endfilter %}", want: "X"},
+	{tmpl: "{{ dict(b=1, a=2) }}", want: "{'b': 1, 'a': 2}"},
 	{tmpl: "{{ dict(b=1) }}", want: "{'b': 1}"},
 }
 

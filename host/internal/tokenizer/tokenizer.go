@@ -3,8 +3,8 @@
 // (required) through vigil's own module github.com/vigilhq/vigil/tokenizer,
 // and
 // tokenizer_config.json (optional: chat_template, bos_token, eos_token...)
-// rendered with github.com/ardanlabs/jinja as transformers'
-// apply_chat_template does. Pure Go, no cgo.
+// rendered with vigil's own template engine (host/internal/jinja) as
+// transformers' apply_chat_template does. Pure Go, no cgo.
 //
 // Encode and Decode follow the Rust tokenizers library that transformers'
 // fast tokenizers use, checked against @lenml/tokenizers (transformers.js)
@@ -18,13 +18,10 @@
 // t.NewDecoder(true, promptIDs) per request, Next(ids) per engine chunk, Flush at the
 // end; stop when an id is in t.EOSTokenIDs().
 //
-// Chat templates use ardanlabs/jinja (v1.8.0, the newest that builds on
-// Go 1.26), written for Hugging Face chat templates: transformers'
-// trim_blocks/lstrip_blocks, raise_exception, strftime_now, namespace,
-// loop controls, tojson. It is laxer than Python's Jinja, so each parsed
-// template is checked and rewritten at load (chatcheck.go) to render as
-// transformers' jinja2 environment does, or is refused naming the
-// construct; what only a request's values can show is refused per request.
+// Chat templates render in host/internal/jinja, which follows jinja2 3.1
+// in transformers' environment (ImmutableSandboxedEnvironment,
+// trim_blocks, lstrip_blocks, loop controls, tojson, raise_exception,
+// strftime_now) and refuses, naming it, what it does not render exactly.
 //
 // A Tokenizer is safe for concurrent use; a Decoder is not.
 package tokenizer
@@ -37,7 +34,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 
-	"github.com/ardanlabs/jinja"
+	"github.com/vigilhq/vigil/host/internal/jinja"
 	vtok "github.com/vigilhq/vigil/tokenizer"
 )
 
@@ -53,7 +50,6 @@ type Tokenizer struct {
 	tk *vtok.Tokenizer // tokenizer.json: encoding and decoding
 
 	template     *jinja.Template // nil: no chat template
-	templateUse  *templateUse    // what template uses that rendering checks
 	templateVars map[string]any  // bos_token, eos_token... as transformers passes them
 	eos          []uint32
 }
@@ -69,20 +65,20 @@ const (
 // a bad one is found at start-up, before any tokenizer is loaded. Errors
 // name the file.
 func CheckChatTemplate(file string) error {
-	_, _, err := compileTemplateFile(file)
+	_, err := compileTemplateFile(file)
 	return err
 }
 
-func compileTemplateFile(file string) (*jinja.Template, *templateUse, error) {
+func compileTemplateFile(file string) (*jinja.Template, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tokenizer: chat template: %w", err)
+		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
 	}
-	tmpl, use, err := compileChat(string(b))
+	tmpl, err := jinja.Compile(string(b))
 	if err != nil {
-		return nil, nil, fmt.Errorf("tokenizer: %s: %w", file, err)
+		return nil, fmt.Errorf("tokenizer: %s: %w", file, err)
 	}
-	return tmpl, use, nil
+	return tmpl, nil
 }
 
 // Load reads dir/tokenizer.json (required), dir/tokenizer_config.json and
@@ -100,11 +96,11 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 		return nil, err
 	}
 	if chatTemplateFile != "" {
-		if t.template, t.templateUse, err = compileTemplateFile(chatTemplateFile); err != nil {
+		if t.template, err = compileTemplateFile(chatTemplateFile); err != nil {
 			return nil, err
 		}
 	} else if cfg.chatTemplate != "" {
-		if t.template, t.templateUse, err = compileChat(cfg.chatTemplate); err != nil {
+		if t.template, err = jinja.Compile(cfg.chatTemplate); err != nil {
 			return nil, fmt.Errorf("tokenizer: %s: field chat_template: %w", filepath.Join(dir, TokenizerConfigFile), err)
 		}
 	}
