@@ -56,6 +56,7 @@ func workerToProto(w Worker) *pluginv1.Worker {
 		MaxModelLen:       w.MaxModelLen,
 		KvBlockSize:       w.KVBlockSize,
 		SupportsTextInput: w.SupportsTextInput,
+		Accepts:           w.Accepts,
 	}
 }
 
@@ -68,6 +69,7 @@ func workerFromProto(w *pluginv1.Worker) Worker {
 		MaxModelLen:       w.GetMaxModelLen(),
 		KVBlockSize:       w.GetKvBlockSize(),
 		SupportsTextInput: w.GetSupportsTextInput(),
+		Accepts:           w.GetAccepts(),
 	}
 }
 
@@ -101,6 +103,12 @@ func generateRequestToProto(r GenerateRequest) *pluginv1.GenerateRequest {
 		IgnoreEos:    r.IgnoreEOS,
 		MinTokens:    r.MinTokens,
 		MinP:         r.MinP,
+
+		PresencePenalty:   r.PresencePenalty,
+		FrequencyPenalty:  r.FrequencyPenalty,
+		RepetitionPenalty: r.RepetitionPenalty,
+		LogitBias:         r.LogitBias,
+		StructuredOutput:  structuredToProto(r.StructuredOutput),
 	}
 	if r.TokenIDs != nil {
 		p.Prompt = &pluginv1.GenerateRequest_TokenIds{TokenIds: &pluginv1.TokenIds{Ids: r.TokenIDs}}
@@ -124,6 +132,12 @@ func generateRequestFromProto(p *pluginv1.GenerateRequest) GenerateRequest {
 		IgnoreEOS:    p.GetIgnoreEos(),
 		MinTokens:    p.GetMinTokens(),
 		MinP:         p.GetMinP(),
+
+		PresencePenalty:   p.GetPresencePenalty(),
+		FrequencyPenalty:  p.GetFrequencyPenalty(),
+		RepetitionPenalty: p.RepetitionPenalty,
+		LogitBias:         p.GetLogitBias(),
+		StructuredOutput:  structuredFromProto(p.GetStructuredOutput()),
 	}
 	if ids := p.GetTokenIds(); ids != nil {
 		r.TokenIDs = ids.GetIds()
@@ -139,6 +153,7 @@ func resultToProto(r Result) *pluginv1.Final {
 		FinishReason:     pluginv1.FinishReason(r.FinishReason),
 		PromptTokens:     r.PromptTokens,
 		CompletionTokens: r.CompletionTokens,
+		CachedTokens:     r.CachedTokens,
 	}
 }
 
@@ -147,5 +162,50 @@ func resultFromProto(f *pluginv1.Final) Result {
 		FinishReason:     FinishReason(f.GetFinishReason()),
 		PromptTokens:     f.GetPromptTokens(),
 		CompletionTokens: f.GetCompletionTokens(),
+		CachedTokens:     f.GetCachedTokens(),
 	}
+}
+
+func structuredToProto(o *StructuredOutput) *pluginv1.StructuredOutput {
+	if o == nil {
+		return nil
+	}
+	p := &pluginv1.StructuredOutput{}
+	switch o.Kind {
+	case StructuredJSONObject:
+		p.Kind = &pluginv1.StructuredOutput_JsonObject{JsonObject: true}
+	case StructuredJSONSchema:
+		p.Kind = &pluginv1.StructuredOutput_JsonSchema{JsonSchema: o.Text}
+	case StructuredRegex:
+		p.Kind = &pluginv1.StructuredOutput_Regex{Regex: o.Text}
+	case StructuredChoice:
+		p.Kind = &pluginv1.StructuredOutput_Choice{Choice: &pluginv1.Choice{Choices: o.Choices}}
+	case StructuredGrammar:
+		p.Kind = &pluginv1.StructuredOutput_Grammar{Grammar: &pluginv1.Grammar{Dialect: o.Dialect, Text: o.Text}}
+	case StructuredTag:
+		p.Kind = &pluginv1.StructuredOutput_StructuralTag{StructuralTag: o.Text}
+	default:
+		return nil
+	}
+	return p
+}
+
+// structuredFromProto reads a constraint; an unset or unknown kind (a newer
+// host's) is nil, which the sdk's field check has already refused.
+func structuredFromProto(p *pluginv1.StructuredOutput) *StructuredOutput {
+	switch k := p.GetKind().(type) {
+	case *pluginv1.StructuredOutput_JsonObject:
+		return &StructuredOutput{Kind: StructuredJSONObject}
+	case *pluginv1.StructuredOutput_JsonSchema:
+		return &StructuredOutput{Kind: StructuredJSONSchema, Text: k.JsonSchema}
+	case *pluginv1.StructuredOutput_Regex:
+		return &StructuredOutput{Kind: StructuredRegex, Text: k.Regex}
+	case *pluginv1.StructuredOutput_Choice:
+		return &StructuredOutput{Kind: StructuredChoice, Choices: k.Choice.GetChoices()}
+	case *pluginv1.StructuredOutput_Grammar:
+		return &StructuredOutput{Kind: StructuredGrammar, Dialect: k.Grammar.GetDialect(), Text: k.Grammar.GetText()}
+	case *pluginv1.StructuredOutput_StructuralTag:
+		return &StructuredOutput{Kind: StructuredTag, Text: k.StructuralTag}
+	}
+	return nil
 }

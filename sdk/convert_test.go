@@ -79,6 +79,7 @@ func TestWorkerRoundTrip(t *testing.T) {
 			MaxModelLen:       4096,
 			KVBlockSize:       16,
 			SupportsTextInput: true,
+			Accepts:           []string{"json_schema", "n=64"},
 		},
 	}
 	for name, w := range tests {
@@ -244,6 +245,16 @@ func TestGenerateRequestRoundTrip(t *testing.T) {
 			Seed: &seed, MaxTokens: 9, StopTokenIDs: []uint32{3}, Stop: []string{"x"}, IgnoreEOS: true,
 			MinTokens: 4, MinP: 0.05,
 		},
+		"penalties and bias": {
+			RequestID: "r3", Text: "hi", PresencePenalty: 0.5, FrequencyPenalty: -1, RepetitionPenalty: &temp,
+			LogitBias: map[uint32]float32{7: -100, 9: 2.5},
+		},
+		"json object":    {RequestID: "r4", Text: "hi", StructuredOutput: &StructuredOutput{Kind: StructuredJSONObject}},
+		"json schema":    {RequestID: "r5", Text: "hi", StructuredOutput: &StructuredOutput{Kind: StructuredJSONSchema, Text: `{"type":"object"}`}},
+		"regex":          {RequestID: "r6", Text: "hi", StructuredOutput: &StructuredOutput{Kind: StructuredRegex, Text: `a+`}},
+		"choice":         {RequestID: "r7", Text: "hi", StructuredOutput: &StructuredOutput{Kind: StructuredChoice, Choices: []string{"yes", "no"}}},
+		"grammar":        {RequestID: "r8", Text: "hi", StructuredOutput: &StructuredOutput{Kind: StructuredGrammar, Dialect: "lark", Text: `start: "a"`}},
+		"structural tag": {RequestID: "r9", Text: "hi", StructuredOutput: &StructuredOutput{Kind: StructuredTag, Text: `{"type":"structural_tag"}`}},
 	}
 	for name, r := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -25,7 +25,9 @@ var generateRequestFields = sync.OnceValue(func() []uint32 {
 // that the sdk does not yet convert into a Request: an adapter built with
 // it must not claim to read them, or the host would send them to be
 // dropped. Each leaves this set with its conversion.
-var notConverted = map[protoreflect.FieldNumber]bool{15: true, 16: true, 17: true, 18: true, 19: true, 20: true, 21: true, 22: true}
+// 20 (native n) waits for chunk indexes across the plugin boundary: the host
+// fans n out instead; 21 and 22 come with logprobs and echo (issue 26).
+var notConverted = map[protoreflect.FieldNumber]bool{20: true, 21: true, 22: true}
 
 // requestFields is what the host knows of the GenerateRequest fields an
 // adapter reads, from its Info.

@@ -3,12 +3,16 @@ package sdk
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-plugin"
+	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 	"github.com/vigilhq/vigil/sdk/internal/wire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // recordingEngine is a Generator that records the requests reaching it
@@ -125,15 +129,39 @@ func TestNoRequestFields(t *testing.T) {
 }
 
 // An adapter claims only the request fields the sdk converts: one built
-// from this tree would otherwise be sent this round's new fields (penalties,
-// logit bias, structured output, n, logprobs, the prompt's ids) and drop them.
+// from this tree would otherwise be sent fields it drops. Every listed field
+// is set in full below and survives the trip into a GenerateRequest and back.
 func TestRequestFieldsOnlyConverted(t *testing.T) {
+	rp, seed, topK := float32(1.2), int64(3), uint32(5)
+	full := &pluginv1.GenerateRequest{
+		RequestId: "r", Prompt: &pluginv1.GenerateRequest_Text{Text: "hi"}, Temperature: &rp, TopP: &rp,
+		TopK: &topK, Seed: &seed, MaxTokens: 9, StopTokenIds: []uint32{2}, Stop: []string{"x"}, IgnoreEos: true,
+		MinTokens: 1, MinP: 0.1, PresencePenalty: 0.5, FrequencyPenalty: 0.25, RepetitionPenalty: &rp,
+		LogitBias:        map[uint32]float32{4: 1},
+		StructuredOutput: &pluginv1.StructuredOutput{Kind: &pluginv1.StructuredOutput_Regex{Regex: "a"}},
+	}
+	set := map[protoreflect.FieldNumber]bool{}
+	full.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+		set[fd.Number()] = true
+		return true
+	})
+	ids := proto.CloneOf(full)
+	ids.Prompt = &pluginv1.GenerateRequest_TokenIds{TokenIds: &pluginv1.TokenIds{Ids: []uint32{1}}}
+	if got := generateRequestToProto(generateRequestFromProto(ids)); !proto.Equal(got, ids) {
+		t.Errorf("token ids lost on the way:\n got %v\nwant %v", got, ids)
+	}
+	set[3] = true // the prompt oneof's other arm, checked just above
 	for _, n := range generateRequestFields() {
-		if n >= 15 && n <= 22 {
-			t.Errorf("generate_request_fields lists %d, which the sdk does not convert", n)
+		if !set[protoreflect.FieldNumber(n)] {
+			t.Errorf("generate_request_fields lists %d, which this test does not set", n)
 		}
 	}
-	if got := len(generateRequestFields()); got != 13 {
-		t.Errorf("generate_request_fields has %d fields, want the 13 of sdk/v0.1.0", got)
+	if got := generateRequestToProto(generateRequestFromProto(full)); !proto.Equal(got, full) {
+		t.Errorf("a request of every listed field lost some on the way:\n got %v\nwant %v", got, full)
+	}
+	for n := range notConverted {
+		if slices.Contains(generateRequestFields(), uint32(n)) {
+			t.Errorf("generate_request_fields lists %d, which the sdk does not convert", n)
+		}
 	}
 }

@@ -65,7 +65,60 @@ type GenerateRequest struct {
 	// engine without it must refuse a non-zero MinP with
 	// ErrInvalidArgument naming min_p, not drop it.
 	MinP float32
+
+	// The fields below are set only when the adapter's Worker.Accepts
+	// lists their capability names (docs/worker-api.md, "Capabilities"):
+	// an adapter that does not list one never sees it set.
+
+	// PresencePenalty and FrequencyPenalty are in [-2, 2]; 0 means none
+	// ("presence_penalty", "frequency_penalty").
+	PresencePenalty  float32
+	FrequencyPenalty float32
+	// RepetitionPenalty is > 0; nil or 1 means none ("repetition_penalty").
+	RepetitionPenalty *float32
+	// LogitBias adds a bias in [-100, 100] to a token id's logit
+	// ("logit_bias"); nil means none.
+	LogitBias map[uint32]float32
+	// StructuredOutput constrains the output's form; nil means free.
+	StructuredOutput *StructuredOutput
 }
+
+// StructuredOutput is a constraint for the engine's guided decoding. The
+// host sets only the kinds the adapter's Worker.Accepts lists: "json_object",
+// "json_schema", "regex", "choice", "grammar.<dialect>", "structural_tag".
+type StructuredOutput struct {
+	Kind StructuredKind
+	// Text is the JSON schema (StructuredJSONSchema, JSON text), the regular
+	// expression (StructuredRegex), the grammar (StructuredGrammar) or the
+	// structural tag (StructuredTag, JSON text as vLLM and SGLang take it).
+	Text string
+	// Choices are StructuredChoice's allowed outputs, at least one.
+	Choices []string
+	// Dialect is StructuredGrammar's, as the capability names it: "ebnf"
+	// or "lark". The text is passed to the engine as it is.
+	Dialect string
+}
+
+// StructuredKind is the kind of a StructuredOutput. The numbers match the
+// field numbers of vigil.plugin.v1.StructuredOutput's oneof.
+type StructuredKind int
+
+// Kinds of structured output.
+const (
+	StructuredNone StructuredKind = iota
+	// StructuredJSONObject: any JSON object.
+	StructuredJSONObject
+	// StructuredJSONSchema: JSON valid against the schema in Text.
+	StructuredJSONSchema
+	// StructuredRegex: text matching the regular expression in Text.
+	StructuredRegex
+	// StructuredChoice: exactly one of Choices.
+	StructuredChoice
+	// StructuredGrammar: text of the grammar in Text, in Dialect.
+	StructuredGrammar
+	// StructuredTag: vLLM's and SGLang's structural tag in Text.
+	StructuredTag
+)
 
 // Chunk is new output: token ids and, when the engine detokenizes, their
 // text.
@@ -112,4 +165,7 @@ type Result struct {
 	// PromptTokens and CompletionTokens count tokens, as the engine reports.
 	PromptTokens     uint32
 	CompletionTokens uint32
+	// CachedTokens counts prompt tokens the engine served from its prefix
+	// cache; 0 when it does not say.
+	CachedTokens uint32
 }

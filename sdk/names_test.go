@@ -28,7 +28,10 @@ var rootNames = []string{
 	"FinishCancelled", "FinishError", "FinishLength", "FinishReason", "FinishReason.String", "FinishStop", "FinishUnknown",
 	"GenerateRequest", "Generator", "HealthPolicy", "HealthPolicy.Validate", "HealthPolicy.WithDefaults",
 	"Logger", "Lost", "MaxLogLine", "NotReady", "ReasonStreamEnded", "Result",
-	"Serve", "ServeOption", "Serving", "StartRequest", "TestPluginEngine",
+	"Serve", "ServeOption", "Serving", "StartRequest",
+	"StructuredChoice", "StructuredGrammar", "StructuredJSONObject", "StructuredJSONSchema", "StructuredKind",
+	"StructuredNone", "StructuredOutput", "StructuredRegex", "StructuredTag",
+	"TestPluginEngine",
 	"WithLogger", "WithParentWatch", "WithTestConfig", "Worker",
 }
 

@@ -3,6 +3,7 @@ package enginemock
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -152,9 +153,10 @@ type Engine struct {
 	streams     map[*stream]struct{}
 	hold        *hold
 	fail        *fail
-	script      []uint32 // POST /script: every generation's output; nil: OutputToken
-	lastPrompt  []uint32 // the last request's prompt
-	lastMinP    float32  // the last request's min_p
+	script      []uint32        // POST /script: every generation's output; nil: OutputToken
+	lastPrompt  []uint32        // the last request's prompt
+	lastMinP    float32         // the last request's min_p
+	lastRequest json.RawMessage // RecordRequest's, the last request in its engine's form
 }
 
 // New builds an engine, registers the engine's services and publishes the
@@ -372,6 +374,20 @@ type State struct {
 	// CheckLatency is how late health checks answer (POST /check-latency),
 	// as a Go duration; "" when they answer at once.
 	CheckLatency string `json:"check_latency"`
+	// LastRequest is the last generation request received as its engine's
+	// mock recorded it (RecordRequest): the engine's own request message,
+	// as protojson, so a test can check every engine field a request set.
+	// Absent until one is recorded.
+	LastRequest json.RawMessage `json:"last_request,omitempty"`
+}
+
+// RecordRequest keeps raw, a generation request in its engine's own wire
+// form (protojson), as State.LastRequest. Engine mocks call it for every
+// request they receive, refused ones included.
+func (e *Engine) RecordRequest(raw json.RawMessage) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lastRequest = append(json.RawMessage(nil), raw...)
 }
 
 // State returns a snapshot of the engine's state.
@@ -392,6 +408,7 @@ func (e *Engine) State() State {
 		InFlight:                 len(e.streams),
 		LastPrompt:               append([]uint32(nil), e.lastPrompt...),
 		LastMinP:                 e.lastMinP,
+		LastRequest:              append(json.RawMessage(nil), e.lastRequest...),
 	}
 	if d := time.Duration(e.checkLatency.Load()); d > 0 {
 		s.CheckLatency = d.String()
