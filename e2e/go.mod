@@ -6,6 +6,7 @@ require (
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/hashicorp/go-plugin v1.8.0
 	github.com/vigilhq/vigil/sdk v0.0.0
+	github.com/vigilhq/vigil/tokenizer v0.0.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.85.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -52,3 +53,5 @@ replace github.com/vigilhq/vigil/proto => ../proto
 replace github.com/vigilhq/vigil/plugins/vllm => ../plugins/vllm
 
 replace github.com/vigilhq/vigil/sdk => ../sdk
+
+replace github.com/vigilhq/vigil/tokenizer => ../tokenizer

@@ -23,9 +23,7 @@ import (
 // breaks a rule fails the check, exit 1, naming it.
 func TestNodeAdapterConformance(t *testing.T) {
 	skipShort(t)
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm not installed")
-	}
+	needNPM(t)
 	t.Parallel()
 	adapter := nodeAdapter(t)
 	engine := startToyEngine(t)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -215,91 +214,6 @@ func testRouterOpenAIContract(t *testing.T, e *engine) {
 		got := decodeError(t, body)
 		if code != 400 || str(got.Param) != "messages" || !strings.Contains(got.Message, "--chat-template") {
 			t.Errorf("got %d %+v, want 400 naming messages and how to load a chat template", code, got)
-		}
-	})
-}
-
-// parameterValues are values that ask for something, one per row of the
-// parameter table of docs/router.md, sent with a completion request.
-var parameterValues = map[string]string{
-	"max_tokens": "5", "temperature": "0.5", "top_p": "0.9", "top_k": "5", "seed": "7", "stop": `["zz"]`,
-	"stop_token_ids": "[5]", "ignore_eos": "true", "n": "2", "min_tokens": "2", "min_p": "0.1",
-	"presence_penalty": "0.5", "frequency_penalty": "0.5", "repetition_penalty": "1.1", "logit_bias": `{"5":1}`,
-	"logprobs": "1", "echo": "true", "best_of": "2", "user": `"someone"`,
-}
-
-// routerDoc is the router's manual, which holds the parameter table.
-const routerDoc = "../docs/router.md"
-
-// docParameterTable reads the per-engine parameter table of docs/router.md:
-// for each parameter (the first one named in its row), per engine column,
-// whether it passes.
-func docParameterTable(t *testing.T) (engines []string, rows map[string][]bool) {
-	t.Helper()
-	_, sec, ok := strings.Cut(readFile(t, routerDoc), "\n| parameter | vLLM | SGLang | TensorRT-LLM |\n|---|---|---|---|\n")
-	if !ok {
-		t.Fatal("docs/router.md has no parameter table (| parameter | vLLM | SGLang | TensorRT-LLM |)")
-	}
-	sec, _, _ = strings.Cut(sec, "\n\n")
-	rows = map[string][]bool{}
-	name := regexp.MustCompile("`([a-z_]+)`")
-	for line := range strings.SplitSeq(sec, "\n") {
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		if len(cells) != 4 {
-			t.Fatalf("docs/router.md parameter table row %q: want 4 cells", line)
-		}
-		p := name.FindStringSubmatch(cells[0])
-		if p == nil {
-			t.Fatalf("docs/router.md parameter table row %q names no parameter", line)
-		}
-		for _, c := range cells[1:] {
-			rows[p[1]] = append(rows[p[1]], strings.TrimSpace(c) == "passes")
-		}
-	}
-	return []string{harness.VLLM.Name, harness.SGLang.Name, harness.TRTLLM.Name}, rows
-}
-
-// TestRouterParameterTable holds the per-engine parameter table of
-// docs/router.md to the code: through vigil route to each engine, every
-// parameter the table says passes is answered 200, every other 400 naming
-// it.
-func TestRouterParameterTable(t *testing.T) {
-	skipShort(t)
-	t.Parallel()
-	columns, rows := docParameterTable(t)
-	for p := range rows {
-		if _, ok := parameterValues[p]; !ok {
-			t.Errorf("docs/router.md parameter table row %s has no test value in parameterValues", p)
-		}
-	}
-	forEachEngine(t, func(t *testing.T, e *engine) {
-		skipWithoutRequests(t, e)
-		col := -1
-		for i, name := range columns {
-			if name == e.Name {
-				col = i
-			}
-		}
-		if col < 0 {
-			t.Fatalf("docs/router.md parameter table has no column for %s", e.Name)
-		}
-		base, _ := openAIWorker(t, e)
-		prompt := `[9906,1917]`
-		if e.textPrompts {
-			prompt = `"Hello"`
-		}
-		for p, passes := range rows {
-			more := ""
-			if p != "max_tokens" {
-				more = `,"max_tokens":2`
-			}
-			code, _, body := post(t, base+"/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":%s%s,%q:%s}`, e.servedModel, prompt, more, p, parameterValues[p]))
-			switch {
-			case passes[col] && code != 200:
-				t.Errorf("%s=%s: %d %s; docs/router.md says it passes to %s", p, parameterValues[p], code, body, e.Name)
-			case !passes[col] && (code != 400 || str(decodeError(t, body).Param) != p):
-				t.Errorf("%s=%s: %d %s; docs/router.md says %s gets 400 naming it", p, parameterValues[p], code, body, e.Name)
-			}
 		}
 	})
 }

@@ -203,9 +203,7 @@ func testRouterHTTP(t *testing.T, e *engine) {
 	})
 
 	t.Run("openai package", func(t *testing.T) {
-		if _, err := exec.LookPath("npm"); err != nil {
-			t.Skip("npm not installed")
-		}
+		needNPM(t)
 		dir := filepath.Join(t.TempDir(), "client")
 		copyDir(t, "testdata/openai-client", dir)
 		if out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput(); err != nil {

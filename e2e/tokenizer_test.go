@@ -279,9 +279,7 @@ type chatResult struct {
 // on), stop a JSON array or "".
 func openAIChat(t *testing.T, base, model, messages, stop string) chatResult {
 	t.Helper()
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Skip("npm not installed")
-	}
+	needNPM(t)
 	dir := filepath.Join(t.TempDir(), "client")
 	copyDir(t, "testdata/openai-client", dir)
 	if out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput(); err != nil {

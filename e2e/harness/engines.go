@@ -231,6 +231,9 @@ type MockState struct {
 	LastPrompt []uint32 `json:"last_prompt"`
 	// LastMinP is the min_p of the last request received; 0 when unset.
 	LastMinP float32 `json:"last_min_p"`
+	// LastRequest is the last generation request in the engine's own
+	// message, as protojson; nil before any.
+	LastRequest json.RawMessage `json:"last_request"`
 }
 
 // State reads GET /state.

@@ -1,0 +1,89 @@
+// Drives one application case through an OpenAI-compatible endpoint with
+// the real client packages and prints what the application got as one
+// JSON line; an error prints {"error": ...} and exits 1. Usage:
+//   node apps.mjs BASE_URL MODEL CASE
+// CASE is one of the keys of `cases` below.
+import OpenAI from "openai";
+import { zodResponseFormat } from "openai/helpers/zod";
+import { generateObject } from "ai";
+import { createOpenAI } from "@ai-sdk/openai";
+import { ChatOpenAI, OpenAI as LangChainOpenAI } from "@langchain/openai";
+import { AIMessage, HumanMessage, SystemMessage } from "@langchain/core/messages";
+import { z } from "zod";
+
+const [baseURL, model, which] = process.argv.slice(2);
+const apiKey = "dummy-key";
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 30_000 });
+const Person = z.object({ name: z.string(), age: z.number() });
+const ask = [{ role: "user", content: "Who is Ada? Answer in JSON." }];
+
+const cases = {
+  // The openai package's parse helper: response_format json_schema, strict.
+  "openai-parse": async () => {
+    const r = await client.chat.completions.parse({ model, messages: ask, response_format: zodResponseFormat(Person, "person") });
+    return { parsed: r.choices[0].message.parsed, finish: r.choices[0].finish_reason };
+  },
+  // n: 2, whole and streamed: two choices told apart by index.
+  "openai-n2": async () => {
+    const whole = await client.chat.completions.create({ model, messages: ask, n: 2, max_tokens: 4 });
+    const stream = await client.chat.completions.create({ model, messages: ask, n: 2, max_tokens: 4, stream: true, stream_options: { include_usage: true } });
+    const streamed = {};
+    let usage = null;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) streamed[c.index] = (streamed[c.index] ?? "") + (c.delta?.content ?? "");
+      usage = chunk.usage ?? usage;
+    }
+    return { whole: whole.choices.map((c) => ({ index: c.index, content: c.message.content, finish: c.finish_reason })), wholeUsage: whole.usage, streamed, usage };
+  },
+  // A history replayed as an application stores it from OpenAI: an
+  // assistant message with annotations, refusal and the parse helper's
+  // parsed, and names on the turns.
+  "openai-history": async () => {
+    const messages = [
+      { role: "developer", content: "Answer briefly." },
+      { role: "user", name: "alice", content: "Hi" },
+      { role: "assistant", content: "Hello!", refusal: null, annotations: [], parsed: null, audio: null, tool_calls: [] },
+      { role: "user", name: "bob", content: "Who is Ada?" },
+    ];
+    const r = await client.chat.completions.create({ model, messages, max_tokens: 4, prompt_cache_key: "thread-1", safety_identifier: "user-1", store: false });
+    return { content: r.choices[0].message.content, finish: r.choices[0].finish_reason };
+  },
+  // The AI SDK's generateObject through the chat completions provider.
+  "ai-generate-object": async () => {
+    const openai = createOpenAI({ baseURL, apiKey });
+    const r = await generateObject({ model: openai.chat(model), schema: Person, prompt: "Who is Ada?", maxRetries: 0 });
+    return { object: r.object, finish: r.finishReason };
+  },
+  // LangChain's completions class, which always sends prompt: [...].
+  "langchain-completions": async () => {
+    const llm = new LangChainOpenAI({ model, apiKey, maxTokens: 4, maxRetries: 0, configuration: { baseURL } });
+    const text = await llm.invoke("Hello");
+    const batch = await llm.generate(["Hello", "Bye"]);
+    return { text, batch: batch.generations.map((g) => g.map((x) => x.text)) };
+  },
+  // LangChain's withStructuredOutput with a JSON schema.
+  "langchain-structured": async () => {
+    const llm = new ChatOpenAI({ model, apiKey, maxRetries: 0, configuration: { baseURL } });
+    const object = await llm.withStructuredOutput(Person, { method: "jsonSchema", name: "person" }).invoke("Who is Ada?");
+    return { object };
+  },
+  // LangChain replaying a group chat: names on the turns.
+  "langchain-history": async () => {
+    const llm = new ChatOpenAI({ model, apiKey, maxTokens: 4, maxRetries: 0, configuration: { baseURL } });
+    const r = await llm.invoke([
+      new SystemMessage("Answer briefly."),
+      new HumanMessage({ content: "Hi", name: "alice" }),
+      new AIMessage({ content: "Hello!", name: "assistant" }),
+      new HumanMessage({ content: "Who is Ada?", name: "bob" }),
+    ]);
+    return { content: r.content };
+  },
+};
+
+try {
+  if (!cases[which]) throw new Error(`no case ${which}; cases: ${Object.keys(cases).join(", ")}`);
+  console.log(JSON.stringify(await cases[which]()));
+} catch (e) {
+  console.log(JSON.stringify({ error: String(e?.message ?? e), status: e?.status ?? null }));
+  process.exit(1);
+}
