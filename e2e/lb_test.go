@@ -100,15 +100,10 @@ func TestRouterStreamHeartbeat(t *testing.T) {
 	})
 
 	t.Run("openai package", func(t *testing.T) {
-		needNPM(t)
-		dir := filepath.Join(t.TempDir(), "client")
-		copyDir(t, "testdata/openai-client", dir)
-		if out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput(); err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
+		node, dir := appsNode(t)
 		m.post(t, "/hold", map[string]int{"at_token": 0})
 		var out, stderr bytes.Buffer
-		cmd := exec.Command("node", filepath.Join(dir, "complete.mjs"), base+"/v1", e.servedModel, lbPrompt(e))
+		cmd := exec.Command(node, filepath.Join(dir, "complete.mjs"), base+"/v1", e.servedModel, lbPrompt(e))
 		cmd.Stdout, cmd.Stderr = &out, &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

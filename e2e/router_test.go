@@ -203,13 +203,8 @@ func testRouterHTTP(t *testing.T, e *engine) {
 	})
 
 	t.Run("openai package", func(t *testing.T) {
-		needNPM(t)
-		dir := filepath.Join(t.TempDir(), "client")
-		copyDir(t, "testdata/openai-client", dir)
-		if out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput(); err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
-		out, err := exec.Command("node", filepath.Join(dir, "complete.mjs"), base+"/v1", e.servedModel, hello).Output()
+		node, dir := appsNode(t)
+		out, err := exec.Command(node, filepath.Join(dir, "complete.mjs"), base+"/v1", e.servedModel, hello).Output()
 		if err != nil {
 			t.Fatalf("node client: %v\n%s", err, out)
 		}

@@ -279,17 +279,12 @@ type chatResult struct {
 // on), stop a JSON array or "".
 func openAIChat(t *testing.T, base, model, messages, stop string) chatResult {
 	t.Helper()
-	needNPM(t)
-	dir := filepath.Join(t.TempDir(), "client")
-	copyDir(t, "testdata/openai-client", dir)
-	if out, err := exec.Command("npm", "ci", "--prefix", dir, "--no-audit", "--no-fund").CombinedOutput(); err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, out)
-	}
+	node, dir := appsNode(t)
 	args := []string{filepath.Join(dir, "chat.mjs"), base + "/v1", model, messages}
 	if stop != "" {
 		args = append(args, stop)
 	}
-	out, err := exec.Command("node", args...).Output()
+	out, err := exec.Command(node, args...).Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
