@@ -283,3 +283,34 @@ func TestRouterMinTokens(t *testing.T) {
 		}
 	})
 }
+
+// TestStopWithoutTokenizer: without --tokenizer-dir, stop strings reach the
+// engines that match them (vLLM's and TensorRT-LLM's servers detokenize),
+// and SGLang's gRPC server, which has no tokenizer and refuses them, is
+// never sent one: the router answers 400 naming stop (no worker of the
+// model takes it) rather than have it dropped.
+func TestStopWithoutTokenizer(t *testing.T) {
+	skipShort(t)
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		skipWithoutRequests(t, e)
+		if e.Variant != "" {
+			t.Skip("one row per engine")
+		}
+		base, m := openAIWorker(t, e)
+		code, _, body := post(t, base+"/v1/completions", fmt.Sprintf(`{"model":%q,"prompt":[9906,1917],"max_tokens":3,"stop":["zz"]}`, e.servedModel))
+		if e.Name != harness.SGLang.Name {
+			if code != 200 {
+				t.Errorf("stop without a tokenizer: %d %s, want 200 (the engine matches it)", code, body)
+			}
+			return
+		}
+		got := decodeError(t, body)
+		if code != 400 || str(got.Param) != "stop" || !strings.Contains(got.Message, "--tokenizer-dir") {
+			t.Errorf("SGLang, stop without a tokenizer: %d %+v, want 400 naming stop and --tokenizer-dir", code, got)
+		}
+		if n := m.state(t).RequestsTotal; n != 0 {
+			t.Errorf("SGLang got %d requests, want none: the router refuses it", n)
+		}
+	})
+}
