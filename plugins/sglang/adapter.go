@@ -51,6 +51,7 @@ type Adapter struct {
 
 	mu       sync.Mutex
 	api      string // apiRuntime or apiScheduler, once Signals has run
+	layout   string // layoutReleased or layoutNew, once Signals has run on the current API
 	instance uint64 // the lifetime id Start read, on the current API
 }
 
@@ -69,29 +70,45 @@ func New(opts ...adapterkit.Option) *Adapter {
 			Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: true},
 		},
 		Engine:  engine,
-		Options: []string{OptionAPI},
+		Options: []string{OptionAPI, OptionLayout},
 		CheckOptions: func(options map[string]string) error {
-			return checkAPI(options[OptionAPI])
+			if err := checkAPI(options[OptionAPI]); err != nil {
+				return err
+			}
+			return checkLayout(options[OptionLayout], options[OptionAPI])
 		},
 		Signals:    a.signals,
 		ReadWorker: a.readWorker,
 		LifetimeID: func(ctx context.Context, conn *grpc.ClientConn) (string, error) {
-			snap, err := firstSnapshot(ctx, conn)
-			return strconv.FormatUint(snap.GetInstanceId(), 10), err
+			snap, err := firstSnapshot(ctx, conn, a.currentLayout())
+			return strconv.FormatUint(snap.instance, 10), err
 		},
 	}, opts...)
 	return a
 }
 
-// signals picks the API, asking the engine when the option leaves it to
-// detection, and returns its health signals.
+// currentLayout is the layout Signals picked.
+func (a *Adapter) currentLayout() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.layout
+}
+
+// signals picks the API and its layout, asking the engine when the options
+// leave them to detection, and returns its health signals.
 func (a *Adapter) signals(ctx context.Context, conn *grpc.ClientConn, options map[string]string) ([]adapterkit.Signal, error) {
 	api, err := pickAPI(ctx, conn, options[OptionAPI])
 	if err != nil {
 		return nil, err
 	}
+	layout := ""
+	if api == apiRuntime {
+		if layout, err = pickLayout(ctx, conn, options[OptionLayout]); err != nil {
+			return nil, err
+		}
+	}
 	a.mu.Lock()
-	a.api = api
+	a.api, a.layout = api, layout
 	a.mu.Unlock()
 	if api == apiScheduler {
 		return []adapterkit.Signal{
@@ -118,7 +135,7 @@ func (a *Adapter) signals(ctx context.Context, conn *grpc.ClientConn, options ma
 		{
 			Name:  "engine state",
 			Role:  adapterkit.Liveness,
-			Check: func(ctx context.Context) error { return checkSnapshot(ctx, conn) },
+			Check: func(ctx context.Context) error { return checkSnapshot(ctx, conn, layout) },
 			Watch: func(ctx context.Context, policy sdk.HealthPolicy) <-chan sdk.Event {
 				return a.watchState(ctx, conn, policy)
 			},
@@ -174,38 +191,46 @@ func pickAPI(ctx context.Context, conn *grpc.ClientConn, option string) (string,
 }
 
 // firstSnapshot reads the engine's state now: the first message of
-// WatchEngineState.
-func firstSnapshot(ctx context.Context, conn *grpc.ClientConn) (*sglangpb.EngineStateSnapshot, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // ends the stream
-	stream, err := sglangpb.NewSglangServiceClient(conn).WatchEngineState(ctx, &sglangpb.WatchEngineStateRequest{}, grpc.WaitForReady(true))
+// WatchEngineState, in layout.
+func firstSnapshot(ctx context.Context, conn *grpc.ClientConn, layout string) (snapshot, error) {
+	raw, err := firstRawSnapshot(ctx, conn)
 	if err != nil {
-		return nil, err
+		return snapshot{}, err
 	}
-	return stream.Recv()
+	return decodeSnapshot(raw, layout)
 }
 
-// checkSnapshot is the state signal's Check: UP, healthy and not paused
+// checkSnapshot is the state signal's Check: healthy, up and not paused
 // serves.
-func checkSnapshot(ctx context.Context, conn *grpc.ClientConn) error {
-	snap, err := firstSnapshot(ctx, conn)
+func checkSnapshot(ctx context.Context, conn *grpc.ClientConn, layout string) error {
+	snap, err := firstSnapshot(ctx, conn, layout)
 	if err != nil {
 		return err
 	}
-	if ev := availability(snap); ev.Availability != sdk.Serving {
+	if ev := availability(snap, layout); ev.Availability != sdk.Serving {
 		return fmt.Errorf("%w: %s", adapterkit.ErrNotServing, ev.Reason)
 	}
 	return nil
 }
 
-// availability maps one snapshot, whatever its lifetime id.
-func availability(s *sglangpb.EngineStateSnapshot) sdk.Event {
+// availability maps one snapshot, whatever its lifetime id. The new layout
+// has no server_status: healthy stands for UP.
+func availability(s snapshot, layout string) sdk.Event {
+	if layout == layoutNew {
+		switch {
+		case !s.healthy:
+			return sdk.Event{Availability: sdk.Lost, Reason: "engine state healthy false"}
+		case s.paused:
+			return sdk.Event{Availability: sdk.NotReady, Reason: "generation paused"}
+		}
+		return sdk.Event{Availability: sdk.Serving, Reason: "engine state healthy"}
+	}
 	switch {
-	case s.GetServerStatus() == sglangpb.ServerStatus_UNHEALTHY, !s.GetHealthy():
-		return sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine state %s, healthy %v", s.GetServerStatus(), s.GetHealthy())}
-	case s.GetServerStatus() != sglangpb.ServerStatus_UP:
-		return sdk.Event{Availability: sdk.NotReady, Reason: fmt.Sprintf("engine state %s", s.GetServerStatus())}
-	case s.GetIsPause():
+	case s.status == sglangpb.ServerStatus_UNHEALTHY, !s.healthy:
+		return sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine state %s, healthy %v", s.status, s.healthy)}
+	case s.status != sglangpb.ServerStatus_UP:
+		return sdk.Event{Availability: sdk.NotReady, Reason: fmt.Sprintf("engine state %s", s.status)}
+	case s.paused:
 		return sdk.Event{Availability: sdk.NotReady, Reason: "generation paused"}
 	}
 	return sdk.Event{Availability: sdk.Serving, Reason: "engine state UP"}
@@ -218,7 +243,7 @@ func availability(s *sglangpb.EngineStateSnapshot) sdk.Event {
 // policy.Timeout, is judged as any other.
 func (a *Adapter) watchState(ctx context.Context, conn *grpc.ClientConn, policy sdk.HealthPolicy) <-chan sdk.Event {
 	a.mu.Lock()
-	want := a.instance
+	want := watched{instance: a.instance, layout: a.layout}
 	a.mu.Unlock()
 	policy = policy.WithDefaults()
 	out := make(chan sdk.Event)
@@ -249,11 +274,18 @@ func (a *Adapter) watchState(ctx context.Context, conn *grpc.ClientConn, policy 
 	return out
 }
 
+// watched is what the state watch holds snapshots to: the lifetime id
+// Start read, and the layout they come in.
+type watched struct {
+	instance uint64
+	layout   string
+}
+
 // followState opens one WatchEngineState stream and sends each snapshot's
 // event until the stream ends (its error) or a send ends the watch (ok
 // false); got tells whether any snapshot came. With first above 0 the
 // first snapshot must come within first.
-func followState(ctx context.Context, conn *grpc.ClientConn, want uint64, send func(sdk.Event) bool, first time.Duration) (got, ok bool, err error) {
+func followState(ctx context.Context, conn *grpc.ClientConn, want watched, send func(sdk.Event) bool, first time.Duration) (got, ok bool, err error) {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var timer *time.Timer
@@ -261,19 +293,23 @@ func followState(ctx context.Context, conn *grpc.ClientConn, want uint64, send f
 		timer = time.AfterFunc(first, func() { cancel(fmt.Errorf("no snapshot within %s", first)) })
 		defer timer.Stop()
 	}
-	stream, err := sglangpb.NewSglangServiceClient(conn).WatchEngineState(sctx, &sglangpb.WatchEngineStateRequest{})
+	stream, err := openState(sctx, conn)
 	for err == nil {
-		var snap *sglangpb.EngineStateSnapshot
-		if snap, err = stream.Recv(); err != nil {
+		var raw []byte
+		if raw, err = stream.recv(); err != nil {
 			break
 		}
 		if !got && timer != nil && !timer.Stop() {
 			break
 		}
 		got = true
-		ev := availability(snap)
-		if id := snap.GetInstanceId(); id != want {
-			ev = sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine replaced: instance id %d, was %d", id, want)}
+		snap, derr := decodeSnapshot(raw, want.layout)
+		ev := availability(snap, want.layout)
+		switch {
+		case derr != nil:
+			ev = sdk.Event{Availability: sdk.Lost, Reason: derr.Error()}
+		case snap.instance != want.instance:
+			ev = sdk.Event{Availability: sdk.Lost, Reason: fmt.Sprintf("engine replaced: instance id %d, was %d", snap.instance, want.instance)}
 		}
 		if !send(ev) {
 			return got, false, nil
@@ -290,12 +326,13 @@ func followState(ctx context.Context, conn *grpc.ClientConn, want uint64, send f
 // GetModelInfo. Older servers report nothing.
 func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) {
 	a.mu.Lock()
-	api := a.api
+	api, layout := a.api, a.layout
 	a.mu.Unlock()
 	if api == apiScheduler {
-		return sdk.Worker{}, nil
+		// A stated empty set: no request reaches this engine through vigil.
+		return sdk.Worker{Accepts: []string{"none"}}, nil
 	}
-	snap, err := firstSnapshot(ctx, conn)
+	snap, err := firstSnapshot(ctx, conn, layout)
 	if err != nil {
 		return sdk.Worker{}, fmt.Errorf("reading the engine state: %w", err)
 	}
@@ -312,9 +349,10 @@ func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Wo
 	if err != nil {
 		return sdk.Worker{}, err
 	}
-	w.InstanceID = strconv.FormatUint(snap.GetInstanceId(), 10)
+	w.InstanceID = strconv.FormatUint(snap.instance, 10)
+	w.Accepts = accepts(layout)
 	a.mu.Lock()
-	a.instance = snap.GetInstanceId()
+	a.instance = snap.instance
 	a.mu.Unlock()
 	return w, nil
 }

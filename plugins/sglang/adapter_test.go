@@ -48,20 +48,29 @@ func started(t *testing.T, addr string, options map[string]string) *sglang.Adapt
 	return a
 }
 
+// layouts are sglang.runtime.v1's two layouts, which the runtime's tests
+// run against.
+var layouts = []mock.Layout{mock.LayoutReleased, mock.LayoutNew}
+
 // TestConformance checks the adapter against the sdk contract on either
-// API, in every mode (the test binary standing in for the executable, see
-// TestMain), with every hook the mock gives: unhealthy is failure, pause
-// is not ready; an older server takes no requests.
+// API and either layout of the current one, in every mode (the test binary
+// standing in for the executable, see TestMain), with every hook the mock
+// gives: unhealthy is failure, pause is not ready; an older server takes
+// no requests.
 func TestConformance(t *testing.T) {
-	for _, api := range []mock.API{mock.APIRuntime, mock.APIScheduler} {
-		t.Run(string(api), func(t *testing.T) {
+	for _, tt := range []struct {
+		api    mock.API
+		layout mock.Layout
+	}{{mock.APIRuntime, mock.LayoutReleased}, {mock.APIRuntime, mock.LayoutNew}, {mock.APIScheduler, ""}} {
+		api := tt.api
+		t.Run(strings.Trim(string(api)+"/"+string(tt.layout), "/"), func(t *testing.T) {
 			engines := map[string]*mock.Engine{}
 			sdktest.TestEngine(t, sdktest.Harness{
 				Name:       sglang.Name,
 				New:        func() sdk.Engine { return sglang.New() },
 				Executable: os.Args[0],
 				Serving: func(t *testing.T) (string, func()) {
-					e, addr := serveMock(t, mock.Config{Model: "m", API: api})
+					e, addr := serveMock(t, mock.Config{Model: "m", API: api, Layout: tt.layout})
 					engines[addr] = e
 					return addr, e.Stop
 				},
@@ -87,15 +96,20 @@ func TestStartWorker(t *testing.T) {
 	}{
 		"runtime": {
 			cfg:  mock.Config{Model: "org/model", InstanceID: "42", ContextLength: 8192},
-			want: sdk.Worker{ModelID: "org/model", ServedModelName: "org/model", EngineVersion: "0.5.0-mock", InstanceID: "42", MaxModelLen: 8192},
+			want: sdk.Worker{ModelID: "org/model", ServedModelName: "org/model", EngineVersion: "0.5.0-mock", InstanceID: "42", MaxModelLen: 8192, Accepts: releasedAccepts},
+		},
+		"runtime, new layout": {
+			cfg:  mock.Config{Model: "org/model", InstanceID: "42", ContextLength: 8192, Layout: mock.LayoutNew},
+			want: sdk.Worker{ModelID: "org/model", ServedModelName: "org/model", EngineVersion: "0.5.0-mock", InstanceID: "42", MaxModelLen: 8192, Accepts: newAccepts},
 		},
 		"context length null": {
 			cfg:  mock.Config{Model: "m", InstanceID: "7"},
-			want: sdk.Worker{ModelID: "m", ServedModelName: "m", EngineVersion: "0.5.0-mock", InstanceID: "7"},
+			want: sdk.Worker{ModelID: "m", ServedModelName: "m", EngineVersion: "0.5.0-mock", InstanceID: "7", Accepts: releasedAccepts},
 		},
-		// An older server reports nothing about itself.
-		"scheduler, detected":  {cfg: mock.Config{API: mock.APIScheduler}},
-		"scheduler, by option": {cfg: mock.Config{API: mock.APIScheduler}, opts: map[string]string{"api": "scheduler"}},
+		// An older server reports nothing about itself, and takes no
+		// request through vigil: a stated empty set.
+		"scheduler, detected":  {cfg: mock.Config{API: mock.APIScheduler}, want: sdk.Worker{Accepts: []string{"none"}}},
+		"scheduler, by option": {cfg: mock.Config{API: mock.APIScheduler}, opts: map[string]string{"api": "scheduler"}, want: sdk.Worker{Accepts: []string{"none"}}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -129,34 +143,57 @@ func TestStartWaits(t *testing.T) {
 		"unhealthy": {hold: "/health", want: "HealthCheck"},
 	}
 	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			e, addr := serveMock(t, tt.cfg)
-			switch tt.hold {
-			case "/health":
-				post(t, e, "/health", `{"status": "NOT_SERVING"}`)
-			case "/pause":
-				post(t, e, "/pause", "")
-			}
-			a := sglang.New()
-			defer a.Shutdown(context.Background())
-			_, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: 300 * time.Millisecond, Health: health})
-			if !errors.Is(err, sdk.ErrStartupDeadline) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Start() = %v, want ErrStartupDeadline naming %s", err, tt.want)
-			}
-		})
+		for _, layout := range layouts {
+			t.Run(name+"/"+string(layout), func(t *testing.T) {
+				t.Parallel()
+				cfg := tt.cfg
+				cfg.Layout = layout
+				startWaits(t, cfg, tt.hold, tt.want)
+			})
+		}
 	}
 }
 
+// startWaits holds a mock engine of cfg by hold and requires Start to
+// miss its deadline naming want.
+func startWaits(t *testing.T, cfg mock.Config, hold, want string) {
+	t.Helper()
+	e, addr := serveMock(t, cfg)
+	switch hold {
+	case "/health":
+		post(t, e, "/health", `{"status": "NOT_SERVING"}`)
+	case "/pause":
+		post(t, e, "/pause", "")
+	}
+	a := sglang.New()
+	defer a.Shutdown(context.Background())
+	_, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: 300 * time.Millisecond, Health: health})
+	if !errors.Is(err, sdk.ErrStartupDeadline) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Start() = %v, want ErrStartupDeadline naming %s", err, want)
+	}
+}
+
+// TestStartBadOption: a value of api or layout that names none, or a
+// layout for the older API, is a FieldError on the options naming it.
 func TestStartBadOption(t *testing.T) {
 	t.Parallel()
 	_, addr := serveMock(t, mock.Config{})
-	a := sglang.New()
-	defer a.Shutdown(context.Background())
-	_, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Options: map[string]string{"api": "v2"}})
-	var fe *sdk.FieldError
-	if !errors.As(err, &fe) || fe.Field != sdk.FieldOptions || !strings.Contains(fe.Problem, `api="v2": want auto, runtime or scheduler`) {
-		t.Fatalf("Start(api=v2) = %v, want a FieldError on the options naming api", err)
+	tests := []struct {
+		opts map[string]string
+		want string
+	}{
+		{map[string]string{"api": "v2"}, `api="v2": want auto, runtime or scheduler`},
+		{map[string]string{"layout": "v3"}, `layout="v3": want auto, released or new`},
+		{map[string]string{"api": "scheduler", "layout": "new"}, `layout=new: the layout is sglang.runtime.v1's; api=scheduler has none`},
+	}
+	for _, tt := range tests {
+		a := sglang.New()
+		_, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Options: tt.opts})
+		a.Shutdown(context.Background())
+		var fe *sdk.FieldError
+		if !errors.As(err, &fe) || fe.Field != sdk.FieldOptions || !strings.Contains(fe.Problem, tt.want) {
+			t.Errorf("Start(%v) = %v, want a FieldError on the options saying %s", tt.opts, err, tt.want)
+		}
 	}
 }
 
@@ -164,36 +201,44 @@ func TestStartBadOption(t *testing.T) {
 // instance id is Lost.
 func TestWatchRuntime(t *testing.T) {
 	t.Parallel()
-	e, addr := serveMock(t, mock.Config{InstanceID: "1"})
-	events := sdktest.Watch(t, started(t, addr, nil))
+	for _, layout := range layouts {
+		t.Run(string(layout), func(t *testing.T) {
+			t.Parallel()
+			e, addr := serveMock(t, mock.Config{InstanceID: "1", Layout: layout})
+			events := sdktest.Watch(t, started(t, addr, nil))
 
-	events.Expect(sdk.Serving, "SGLang engine serving")
-	post(t, e, "/pause", "")
-	events.Expect(sdk.NotReady, "SGLang engine not ready: generation paused")
-	post(t, e, "/resume", "")
-	events.Expect(sdk.Serving, "SGLang engine serving")
-	post(t, e, "/replace", `{"instance_id": "2"}`)
-	events.Expect(sdk.Lost, "SGLang engine lost: engine replaced: instance id 2, was 1")
-	events.Closed()
+			events.Expect(sdk.Serving, "SGLang engine serving")
+			post(t, e, "/pause", "")
+			events.Expect(sdk.NotReady, "SGLang engine not ready: generation paused")
+			post(t, e, "/resume", "")
+			events.Expect(sdk.Serving, "SGLang engine serving")
+			post(t, e, "/replace", `{"instance_id": "2"}`)
+			events.Expect(sdk.Lost, "SGLang engine lost: engine replaced: instance id 2, was 1")
+			events.Closed()
+		})
+	}
 }
 
 // TestLost: however the engine fails, it is Lost, on either API.
 func TestLost(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		api  mock.API
-		lose func(e *mock.Engine)
-		want string
+		api    mock.API
+		layout mock.Layout
+		lose   func(e *mock.Engine)
+		want   string
 	}{
-		"unhealthy":          {mock.APIRuntime, func(e *mock.Engine) { e.Replace("") }, "SGLang engine lost: engine replaced"},
-		"stopped":            {mock.APIRuntime, (*mock.Engine).Stop, "SGLang engine lost"},
-		"scheduler not live": {mock.APIScheduler, nil, `SGLang engine lost: health of "" is NOT_SERVING`},
-		"scheduler stopped":  {mock.APIScheduler, (*mock.Engine).Stop, "SGLang engine lost"},
+		"replaced":           {mock.APIRuntime, mock.LayoutReleased, func(e *mock.Engine) { e.Replace("") }, "SGLang engine lost: engine replaced"},
+		"replaced, new":      {mock.APIRuntime, mock.LayoutNew, func(e *mock.Engine) { e.Replace("") }, "SGLang engine lost: engine replaced"},
+		"stopped":            {mock.APIRuntime, mock.LayoutReleased, (*mock.Engine).Stop, "SGLang engine lost"},
+		"stopped, new":       {mock.APIRuntime, mock.LayoutNew, (*mock.Engine).Stop, "SGLang engine lost"},
+		"scheduler not live": {mock.APIScheduler, "", nil, `SGLang engine lost: health of "" is NOT_SERVING`},
+		"scheduler stopped":  {mock.APIScheduler, "", (*mock.Engine).Stop, "SGLang engine lost"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e, addr := serveMock(t, mock.Config{API: tt.api})
+			e, addr := serveMock(t, mock.Config{API: tt.api, Layout: tt.layout})
 			events := sdktest.Watch(t, started(t, addr, nil))
 			events.Expect(sdk.Serving, "SGLang engine serving")
 			if tt.lose == nil {
@@ -221,7 +266,16 @@ func TestLost(t *testing.T) {
 // (TestLost): its Python server ends generations before its grace period.
 func TestRuntimeDraining(t *testing.T) {
 	t.Parallel()
-	e, addr := serveMock(t, mock.Config{API: mock.APIRuntime})
+	for _, layout := range layouts {
+		t.Run(string(layout), func(t *testing.T) {
+			t.Parallel()
+			runtimeDraining(t, layout)
+		})
+	}
+}
+
+func runtimeDraining(t *testing.T, layout mock.Layout) {
+	e, addr := serveMock(t, mock.Config{API: mock.APIRuntime, Layout: layout})
 	events := sdktest.Watch(t, started(t, addr, nil))
 	events.Expect(sdk.Serving, "SGLang engine serving")
 	post(t, e, "/drain", "")
@@ -235,14 +289,23 @@ func TestRuntimeDraining(t *testing.T) {
 	events.Closed()
 }
 
-// TestUnhealthyIsLost: "healthy" false in the state stream is Lost at once.
+// TestUnhealthyIsLost: "healthy" false in the state stream is Lost at once,
+// in either layout.
 func TestUnhealthyIsLost(t *testing.T) {
 	t.Parallel()
-	e, addr := serveMock(t, mock.Config{})
-	events := sdktest.Watch(t, started(t, addr, nil))
-	events.Expect(sdk.Serving, "SGLang engine serving")
-	post(t, e, "/health", `{"status": "NOT_SERVING"}`)
-	events.Expect(sdk.Lost, "SGLang engine lost: engine state UNHEALTHY, healthy false")
+	for layout, want := range map[mock.Layout]string{
+		mock.LayoutReleased: "SGLang engine lost: engine state UNHEALTHY, healthy false",
+		mock.LayoutNew:      "SGLang engine lost: engine state healthy false",
+	} {
+		t.Run(string(layout), func(t *testing.T) {
+			t.Parallel()
+			e, addr := serveMock(t, mock.Config{Layout: layout})
+			events := sdktest.Watch(t, started(t, addr, nil))
+			events.Expect(sdk.Serving, "SGLang engine serving")
+			post(t, e, "/health", `{"status": "NOT_SERVING"}`)
+			events.Expect(sdk.Lost, want)
+		})
+	}
 }
 
 // TestSchedulerNotReady: an older server's scheduler service not serving
@@ -310,7 +373,7 @@ func TestGenerateRefused(t *testing.T) {
 		"text prompt":      {a, sdk.GenerateRequest{RequestID: "r", Text: "hello"}, sdk.ErrInvalidArgument, "prompt: SGLang takes token ids only"},
 		"token id too big": {a, sdk.GenerateRequest{RequestID: "r", TokenIDs: []uint32{1 << 31}}, sdk.ErrInvalidArgument, "prompt: 2147483648 is above"},
 		"older server":     {old, sdk.GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}}, sdk.ErrUnavailable, "older sglang.grpc.scheduler.SglangScheduler API"},
-		"seed":             {a, sdk.GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}, Seed: &seed}, sdk.ErrInvalidArgument, "seed: SGLang's generate API"},
+		"seed":             {a, sdk.GenerateRequest{RequestID: "r", TokenIDs: []uint32{1}, Seed: &seed}, sdk.ErrInvalidArgument, "seed: SGLang's released sglang.runtime.v1 layout takes no sampling seed"},
 		// The engine's own refusals, in its words.
 		"input at the context length": {short, sdk.GenerateRequest{RequestID: "r", TokenIDs: make([]uint32, 8)}, sdk.ErrInvalidArgument,
 			"The input (8 tokens) is longer than or equal to the model's context length (8 tokens)."},

@@ -35,4 +35,17 @@
 // UNIMPLEMENTED) vigil follows the lifecycle only: "" not serving is Lost,
 // the scheduler's service NotReady, the connection closing Lost; requests
 // need the current API.
+//
+// sglang.runtime.v1 has two layouts (engine option layout=auto, released or
+// new). The released one (Dynamo's copy) numbers EngineStateSnapshot
+// server_status 4, is_pause 5, model_info 6, server_info 7; the newer
+// upstream one is_pause 4, model_info 5, server_info 6, without
+// server_status (healthy stands for UP), and adds SamplingParams seed 16 and
+// guided_decoding 17. Detection reads the first snapshot's wire form
+// (layoutOf); a snapshot that fits both is read again until one tells.
+// Penalties go to SamplingParams 5 to 7; a JSON schema or regex to 14 and 15
+// on the released layout, to guided_decoding on the new one, which alone
+// takes seed, choice, EBNF and structural tags. Stop strings, logit bias and
+// json_object are refused: SGLang's gRPC server has no tokenizer, and no
+// field for the others.
 package sglang

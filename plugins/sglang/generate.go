@@ -23,7 +23,7 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 	if err != nil {
 		return sdk.Result{}, err
 	}
-	wire, err := toSGLang(req)
+	wire, err := toSGLang(req, a.currentLayout())
 	if err != nil {
 		return sdk.Result{}, err
 	}
@@ -76,53 +76,136 @@ func (a *Adapter) client() (sglangpb.SglangServiceClient, error) {
 	return sglangpb.NewSglangServiceClient(conn), nil
 }
 
-func toSGLang(r sdk.GenerateRequest) (*sglangpb.GenerateRequest, error) {
+// accepts is what the engine takes beyond the basic request, in layout
+// (sdk.Worker.Accepts). Neither layout lists stop (SGLang's gRPC server
+// runs without a tokenizer and refuses stop strings: the host matches them
+// when it has one), n (GenerateResponse tells no sequence apart: the host
+// fans out), logit_bias or json_object (none in SGLang; the host sends the
+// schema {"type":"object"}).
+func accepts(layout string) []string {
+	names := []string{"frequency_penalty", "ignore_eos", "json_schema", "min_p", "min_tokens", "presence_penalty", "regex", "repetition_penalty", "top_k"}
+	if layout == layoutNew {
+		names = append(names, "choice", "grammar.ebnf", "seed", "structural_tag")
+	}
+	return names
+}
+
+// toSGLang maps req onto a GenerateRequest in layout, refusing what that
+// layout has no field for rather than dropping it.
+func toSGLang(r sdk.GenerateRequest, layout string) (*sglangpb.GenerateRequest, error) {
 	if r.TokenIDs == nil {
 		return nil, fmt.Errorf("%w: prompt: SGLang takes token ids only, not text", sdk.ErrInvalidArgument)
 	}
-	if r.Seed != nil {
-		// Not a silent drop: a client asking for reproducible sampling
-		// must learn it does not get it.
-		return nil, fmt.Errorf("%w: seed: SGLang's generate API (sglang.runtime.v1 SamplingParams) takes no sampling seed", sdk.ErrInvalidArgument)
-	}
 	ids, err := int32s("prompt", r.TokenIDs)
 	if err != nil {
+		return nil, err
+	}
+	p, err := sampling(r, layout)
+	if err != nil {
+		return nil, err
+	}
+	if err := structured(p, r.StructuredOutput, layout); err != nil {
+		return nil, err
+	}
+	stream := true
+	return &sglangpb.GenerateRequest{InputIds: ids, SamplingParams: p, Stream: &stream, Rid: &r.RequestID}, nil
+}
+
+// sampling maps the sampling and stopping fields.
+func sampling(r sdk.GenerateRequest, layout string) (*sglangpb.SamplingParams, error) {
+	if err := refuseUnsupported(r, layout); err != nil {
 		return nil, err
 	}
 	stops, err := int32s("stop_token_ids", r.StopTokenIDs)
 	if err != nil {
 		return nil, err
 	}
-	p := &sglangpb.SamplingParams{Temperature: r.Temperature, TopP: r.TopP, Stop: r.Stop, StopTokenIds: stops}
-	if r.TopK != nil {
-		k, err := int32s("top_k", []uint32{*r.TopK})
+	p := &sglangpb.SamplingParams{Temperature: r.Temperature, TopP: r.TopP, StopTokenIds: stops, RepetitionPenalty: r.RepetitionPenalty, Seed: r.Seed}
+	for _, c := range []struct {
+		field string
+		v     *uint32
+		to    **int32
+	}{{"top_k", r.TopK, &p.TopK}, {"max_tokens", nonZero(r.MaxTokens), &p.MaxNewTokens}, {"min_tokens", nonZero(r.MinTokens), &p.MinNewTokens}} {
+		if c.v == nil {
+			continue
+		}
+		n, err := int32s(c.field, []uint32{*c.v})
 		if err != nil {
 			return nil, err
 		}
-		p.TopK = &k[0]
-	}
-	if r.MaxTokens > 0 {
-		m, err := int32s("max_tokens", []uint32{r.MaxTokens})
-		if err != nil {
-			return nil, err
-		}
-		p.MaxNewTokens = &m[0]
+		*c.to = &n[0]
 	}
 	if r.IgnoreEOS {
 		p.IgnoreEos = &r.IgnoreEOS
 	}
-	if r.MinTokens > 0 {
-		m, err := int32s("min_tokens", []uint32{r.MinTokens})
-		if err != nil {
-			return nil, err
+	p.MinP = nonZero(r.MinP)
+	p.PresencePenalty = nonZero(r.PresencePenalty)
+	p.FrequencyPenalty = nonZero(r.FrequencyPenalty)
+	return p, nil
+}
+
+// refuseUnsupported refuses the fields SGLang, or this layout, has none
+// for: not a silent drop, a client must learn it does not get them.
+func refuseUnsupported(r sdk.GenerateRequest, layout string) error {
+	switch {
+	case len(r.Stop) > 0:
+		return fmt.Errorf("%w: stop: SGLang's gRPC server runs without a tokenizer and refuses stop strings; vigil matches them itself only with a tokenizer (--tokenizer-dir)", sdk.ErrInvalidArgument)
+	case len(r.LogitBias) > 0:
+		return fmt.Errorf("%w: logit_bias: SGLang's generate API (sglang.runtime.v1 SamplingParams) has no logit bias", sdk.ErrInvalidArgument)
+	case r.Seed != nil && layout != layoutNew:
+		return fmt.Errorf("%w: seed: SGLang's released sglang.runtime.v1 layout takes no sampling seed (the newer one does: --engine-option %s=%s)", sdk.ErrInvalidArgument, OptionLayout, layoutNew)
+	}
+	return nil
+}
+
+// structured maps the output constraint: json_schema 14 and regex 15 in
+// the released layout, guided_decoding 17 in the new one, which alone has
+// choice, EBNF and structural tags.
+func structured(p *sglangpb.SamplingParams, o *sdk.StructuredOutput, layout string) error {
+	if o == nil {
+		return nil
+	}
+	g := &sglangpb.GuidedDecoding{}
+	name := ""
+	switch o.Kind {
+	case sdk.StructuredJSONSchema:
+		g.Constraint = &sglangpb.GuidedDecoding_JsonSchema{JsonSchema: o.Text}
+	case sdk.StructuredRegex:
+		g.Constraint = &sglangpb.GuidedDecoding_Regex{Regex: o.Text}
+	case sdk.StructuredChoice:
+		g.Constraint, name = &sglangpb.GuidedDecoding_Choice{Choice: &sglangpb.ChoiceConstraint{Values: o.Choices}}, "choice"
+	case sdk.StructuredGrammar:
+		if o.Dialect != "ebnf" {
+			return fmt.Errorf("%w: grammar.%s: SGLang takes EBNF grammars only", sdk.ErrInvalidArgument, o.Dialect)
 		}
-		p.MinNewTokens = &m[0]
+		g.Constraint, name = &sglangpb.GuidedDecoding_Ebnf{Ebnf: o.Text}, "grammar.ebnf"
+	case sdk.StructuredTag:
+		g.Constraint, name = &sglangpb.GuidedDecoding_StructuralTag{StructuralTag: o.Text}, "structural_tag"
+	case sdk.StructuredJSONObject:
+		return fmt.Errorf("%w: json_object: SGLang has no JSON-object mode; send the schema {\"type\":\"object\"}", sdk.ErrInvalidArgument)
+	default:
+		return fmt.Errorf("%w: structured output of kind %d: unknown to this adapter", sdk.ErrInvalidArgument, o.Kind)
 	}
-	if r.MinP != 0 {
-		p.MinP = &r.MinP
+	switch {
+	case layout == layoutNew:
+		p.GuidedDecoding = g
+	case name != "":
+		return fmt.Errorf("%w: %s: SGLang's released sglang.runtime.v1 layout guides by json_schema and regex only (the newer one takes it: --engine-option %s=%s)", sdk.ErrInvalidArgument, name, OptionLayout, layoutNew)
+	case o.Kind == sdk.StructuredJSONSchema:
+		p.JsonSchema = &o.Text
+	default:
+		p.Regex = &o.Text
 	}
-	stream := true
-	return &sglangpb.GenerateRequest{InputIds: ids, SamplingParams: p, Stream: &stream, Rid: &r.RequestID}, nil
+	return nil
+}
+
+// nonZero is a pointer to v, nil for 0: SGLang's unset.
+func nonZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
 }
 
 // int32s converts token ids and counts to SGLang's int32, naming the field
@@ -152,6 +235,7 @@ func next(msg *sglangpb.GenerateResponse, res *sdk.Result) sdk.Chunk {
 		meta := msg.GetMetaInfo()
 		res.PromptTokens = count(meta["prompt_tokens"])
 		res.CompletionTokens = count(meta["completion_tokens"])
+		res.CachedTokens = count(meta["cached_tokens"])
 		res.FinishReason = finishReason(meta["finish_reason"])
 	}
 	return sdk.Chunk{TokenIDs: ids}

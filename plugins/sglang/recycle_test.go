@@ -18,8 +18,17 @@ import (
 // nothing over several recycles, and an unhealthy engine is still Lost.
 func TestRecycledConnection(t *testing.T) {
 	t.Parallel()
+	for _, layout := range layouts {
+		t.Run(string(layout), func(t *testing.T) {
+			t.Parallel()
+			recycledConnection(t, layout)
+		})
+	}
+}
+
+func recycledConnection(t *testing.T, layout mock.Layout) {
 	recycle := grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: 300 * time.Millisecond, MaxConnectionAgeGrace: 300 * time.Millisecond})
-	e, addr := serveMock(t, mock.Config{ServerOptions: []grpc.ServerOption{recycle}})
+	e, addr := serveMock(t, mock.Config{ServerOptions: []grpc.ServerOption{recycle}, Layout: layout})
 	events, err := started(t, addr, nil).WatchAvailability(t.Context())
 	if err != nil {
 		t.Fatal(err)

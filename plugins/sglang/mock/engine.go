@@ -11,6 +11,13 @@
 // calls finish). Generation is deterministic
 // ([enginemock.OutputToken]).
 //
+// The runtime API comes in either sglang.runtime.v1 layout (Config.Layout).
+// As SGLang's gRPC server without a tokenizer does, the mock refuses stop
+// strings with INVALID_ARGUMENT; cached_tokens counts the prefix a prompt
+// shares with the one before. Every Generate request is recorded
+// (enginemock.Engine.RecordRequest) as protojson of the GenerateRequest, as
+// it came on the wire.
+//
 // This package holds what is SGLang's: its wire, its state stream and how
 // it derives, and its message shapes; enginemock holds the rest.
 package mock
@@ -39,6 +46,22 @@ const (
 	// only, "" for liveness and SchedulerService for readiness, a Watch that
 	// sends one status and ends.
 	APIScheduler API = "scheduler"
+)
+
+// Layout selects how APIRuntime numbers its messages: sglang.runtime.v1
+// comes in two layouts that differ in EngineStateSnapshot and in the
+// SamplingParams fields the server reads.
+type Layout string
+
+const (
+	// LayoutReleased is Dynamo's copy of SGLang's contract: server_status
+	// 4, is_pause 5, model_info 6, server_info 7 in EngineStateSnapshot;
+	// guided decoding by json_schema 14 and regex 15.
+	LayoutReleased Layout = "released"
+	// LayoutNew is upstream's newer generated types: is_pause 4,
+	// model_info 5, server_info 6, no server_status; seed 16 and
+	// guided_decoding 17 in SamplingParams.
+	LayoutNew Layout = "new"
 )
 
 // SchedulerService is the readiness health service of older servers.
@@ -72,6 +95,12 @@ type Config struct {
 	ServerOptions []grpc.ServerOption
 	// API selects the API served. Default APIRuntime.
 	API API
+	// Layout selects APIRuntime's layout. Default LayoutReleased.
+	Layout Layout
+	// BareSnapshots leaves model_info and server_info out of the state
+	// snapshots, as a server may: what is left of a snapshot in either
+	// layout may then fit both.
+	BareSnapshots bool
 }
 
 // Engine is one mock SGLang engine: enginemock's engine with SGLang's
@@ -79,6 +108,7 @@ type Config struct {
 type Engine struct {
 	*enginemock.Engine
 	cfg    Config
+	cache  prefixCache
 	state  *stateStream   // APIRuntime
 	health *health.Server // grpc.health.v1: APIScheduler's, and APIRuntime's Check
 }
@@ -93,6 +123,9 @@ var runtimeService = sglangpb.SglangService_ServiceDesc.ServiceName
 func New(cfg Config) *Engine {
 	if cfg.API == "" {
 		cfg.API = APIRuntime
+	}
+	if cfg.Layout == "" {
+		cfg.Layout = LayoutReleased
 	}
 	e := &Engine{cfg: cfg}
 	kit := enginemock.Config{
@@ -141,6 +174,9 @@ func (e *Engine) register(s *grpc.Server) error {
 		if _, err := ParseInstanceID(id); err != nil {
 			return fmt.Errorf("mock: %w", err)
 		}
+	}
+	if l := e.cfg.Layout; l != LayoutReleased && l != LayoutNew {
+		return fmt.Errorf("mock: unknown layout %q: want %s or %s", l, LayoutReleased, LayoutNew)
 	}
 	switch e.cfg.API {
 	case APIRuntime:

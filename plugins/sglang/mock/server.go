@@ -5,11 +5,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
 	"github.com/vigilhq/vigil/sdk/enginemock"
@@ -38,7 +41,7 @@ func (s *server) HealthCheck(ctx context.Context, _ *sglangpb.HealthCheckRequest
 
 // WatchEngineState sends the current snapshot, then every change.
 func (s *server) WatchEngineState(_ *sglangpb.WatchEngineStateRequest, stream grpc.ServerStreamingServer[sglangpb.EngineStateSnapshot]) error {
-	return s.e.state.watch(stream)
+	return s.e.state.watch(stream, s.e.cfg.Layout)
 }
 
 func (s *server) GetModelInfo(context.Context, *sglangpb.GetModelInfoRequest) (*sglangpb.GetModelInfoResponse, error) {
@@ -80,8 +83,12 @@ func (s *server) ContinueGeneration(context.Context, *sglangpb.ContinueGeneratio
 }
 
 // Generate streams the new output ids of one request; the message with
-// finished true carries meta_info.
+// finished true carries meta_info. It records every request as it came,
+// fields of the other layout included (a real server skips those).
 func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStreamingServer[sglangpb.GenerateResponse]) error {
+	if raw, err := protojson.Marshal(req); err == nil {
+		s.e.RecordRequest(raw)
+	}
 	p := req.GetSamplingParams()
 	gen := enginemock.Request{
 		ID:           req.GetRid(),
@@ -96,6 +103,8 @@ func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStrea
 	switch {
 	case err != nil:
 		gen.Err = err
+	case len(p.GetStop()) > 0:
+		gen.Err = stopRefused(p.GetStop())
 	case p.GetN() > 1:
 		gen.Err = status.Errorf(codes.InvalidArgument, "sampling_params.n: the mock engine generates one sequence, got %d", p.GetN())
 	case p.GetMaxNewTokens() < 0:
@@ -104,6 +113,10 @@ func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStrea
 		gen.Err = s.e.checkLength(len(gen.Prompt), p.MaxNewTokens)
 	}
 	prompt := len(gen.Prompt)
+	cached := 0
+	if gen.Err == nil {
+		cached = s.e.cache.hit(gen.Prompt)
+	}
 	return s.e.Generate(stream.Context(), gen, func(c enginemock.Chunk) error {
 		ids := make([]int32, len(c.Tokens))
 		for i, t := range c.Tokens {
@@ -115,12 +128,31 @@ func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStrea
 			msg.MetaInfo = map[string]string{
 				"prompt_tokens":     strconv.Itoa(prompt),
 				"completion_tokens": strconv.FormatUint(uint64(f.OutputTokens), 10),
-				"cached_tokens":     "0",
+				"cached_tokens":     strconv.Itoa(cached),
 				"finish_reason":     finishReason(f),
 			}
 		}
 		return stream.Send(msg)
 	})
+}
+
+// prefixCache stands for SGLang's radix cache with room for one prompt:
+// a request's cached_tokens are the tokens it shares from the start with
+// the last prompt, less its last token, which is always computed.
+type prefixCache struct {
+	mu   sync.Mutex
+	last []uint32
+}
+
+func (c *prefixCache) hit(prompt []uint32) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for n < len(prompt)-1 && n < len(c.last) && prompt[n] == c.last[n] {
+		n++
+	}
+	c.last = append([]uint32(nil), prompt...)
+	return n
 }
 
 // checkLength refuses a request that does not fit the context, as
@@ -140,6 +172,29 @@ func (e *Engine) checkLength(input int, maxNew *int32) error {
 			ctxLen, input+int(*maxNew), input, *maxNew)
 	}
 	return nil
+}
+
+// stopRefused is SGLang's answer to stop strings on a server without a
+// tokenizer (skip_tokenizer_init, as its gRPC workers run): the ValueError
+// of sampling_params.py's raise_if_tokenizer_required, the list in Python's
+// repr, as INVALID_ARGUMENT.
+func stopRefused(stop []string) error {
+	quoted := make([]string, len(stop))
+	for i, s := range stop {
+		quoted[i] = pyRepr(s)
+	}
+	return status.Errorf(codes.InvalidArgument, "stop=[%s] is unavailable when skip_tokenizer_init=True (requires tokenizer to decode tokens to text for matching).", strings.Join(quoted, ", "))
+}
+
+// pyRepr is Python's repr of a string, for the common characters: single
+// quotes unless the string holds one and no double quote.
+func pyRepr(s string) string {
+	q := "'"
+	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+		q = `"`
+	}
+	r := strings.NewReplacer(`\`, `\\`, q, `\`+q, "\n", `\n`, "\r", `\r`, "\t", `\t`)
+	return q + r.Replace(s) + q
 }
 
 // finishReason is meta_info's finish_reason: a JSON object whose type says

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
 	"github.com/vigilhq/vigil/sdk/enginemock"
@@ -59,16 +60,21 @@ func (s *stateStream) subscribe() (chan struct{}, func()) {
 	}
 }
 
-// watch sends the current snapshot, then each newer one, until the client
-// leaves or the engine stops (after its last, unhealthy snapshot).
-func (s *stateStream) watch(stream grpc.ServerStreamingServer[sglangpb.EngineStateSnapshot]) error {
+// watch sends the current snapshot, then each newer one, in layout, until
+// the client leaves or the engine stops (after its last, unhealthy
+// snapshot).
+func (s *stateStream) watch(stream grpc.ServerStreamingServer[sglangpb.EngineStateSnapshot], layout Layout) error {
 	wake, unsubscribe := s.subscribe()
 	defer unsubscribe()
 	var sent uint64
 	for {
 		snap, stopped := s.current()
 		if snap.GetRevision() > sent {
-			if err := stream.Send(snap); err != nil {
+			var msg proto.Message = snap
+			if layout == LayoutNew {
+				msg = newLayout(snap)
+			}
+			if err := stream.SendMsg(msg); err != nil {
 				return err
 			}
 			sent = snap.GetRevision()
@@ -84,6 +90,19 @@ func (s *stateStream) watch(stream grpc.ServerStreamingServer[sglangpb.EngineSta
 	}
 }
 
+// newLayout renumbers a snapshot as the new layout does. It has no
+// server_status: healthy is false unless the engine is UP.
+func newLayout(s *sglangpb.EngineStateSnapshot) *sglangpb.NewEngineStateSnapshot {
+	return &sglangpb.NewEngineStateSnapshot{
+		InstanceId: s.GetInstanceId(),
+		Revision:   s.GetRevision(),
+		Healthy:    s.GetHealthy() && s.GetServerStatus() == sglangpb.ServerStatus_UP,
+		IsPause:    s.GetIsPause(),
+		ModelInfo:  s.GetModelInfo(),
+		ServerInfo: s.GetServerInfo(),
+	}
+}
+
 // snapshot is the engine's state after change c.
 func (e *Engine) snapshot(c enginemock.Change) *sglangpb.EngineStateSnapshot {
 	id, _ := ParseInstanceID(c.InstanceID) // checked by Serve
@@ -92,8 +111,9 @@ func (e *Engine) snapshot(c enginemock.Change) *sglangpb.EngineStateSnapshot {
 		InstanceId: id,
 		Healthy:    live && c.Condition.Ready,
 		IsPause:    c.Condition.Paused,
-		ModelInfo:  e.modelInfo(),
-		ServerInfo: e.serverInfo(),
+	}
+	if !e.cfg.BareSnapshots {
+		snap.ModelInfo, snap.ServerInfo = e.modelInfo(), e.serverInfo()
 	}
 	switch {
 	case c.Condition.Stopped:

@@ -1,8 +1,16 @@
 // The subset of SGLang's gRPC API that vigil uses: package, service, RPC and
 // message names, field numbers and types as SGLang serves them
-// (sgl-project/sglang, the gRPC server's sglang_scheduler.proto of the
-// sglang.runtime.v1 package). Fields vigil neither sends nor reads are left
-// out; protobuf skips them on the wire.
+// (sgl-project/sglang, the gRPC server of the sglang.runtime.v1 package).
+// Fields vigil neither sends nor reads are left out; protobuf skips them on
+// the wire.
+//
+// sglang.runtime.v1 comes in two layouts. The released one (Dynamo's copy,
+// ai-dynamo/dynamo lib/sidecar/sglang/proto/sglang.proto, from SGLang
+// cc7d6659) is the default here. The newer upstream one (the prost output
+// rust/sglang-api-types/src/generated/sglang.runtime.v1.rs at 510006bf) adds
+// SamplingParams seed 16 and guided_decoding 17, which the released layout
+// lacks, and numbers EngineStateSnapshot differently: that message is
+// NewEngineStateSnapshot here.
 //
 // Older SGLang servers (sglang.grpc.scheduler.SglangScheduler) serve only
 // the standard grpc.health.v1.Health: "" is liveness, the scheduler's
@@ -160,19 +168,31 @@ func (x *GenerateRequest) GetLoraPath() string {
 }
 
 type SamplingParams struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Temperature   *float32               `protobuf:"fixed32,1,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
-	TopP          *float32               `protobuf:"fixed32,2,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
-	TopK          *int32                 `protobuf:"varint,3,opt,name=top_k,json=topK,proto3,oneof" json:"top_k,omitempty"`
-	MinP          *float32               `protobuf:"fixed32,4,opt,name=min_p,json=minP,proto3,oneof" json:"min_p,omitempty"`
-	MaxNewTokens  *int32                 `protobuf:"varint,8,opt,name=max_new_tokens,json=maxNewTokens,proto3,oneof" json:"max_new_tokens,omitempty"`
-	MinNewTokens  *int32                 `protobuf:"varint,9,opt,name=min_new_tokens,json=minNewTokens,proto3,oneof" json:"min_new_tokens,omitempty"`
-	Stop          []string               `protobuf:"bytes,10,rep,name=stop,proto3" json:"stop,omitempty"`
-	StopTokenIds  []int32                `protobuf:"varint,11,rep,packed,name=stop_token_ids,json=stopTokenIds,proto3" json:"stop_token_ids,omitempty"`
-	IgnoreEos     *bool                  `protobuf:"varint,12,opt,name=ignore_eos,json=ignoreEos,proto3,oneof" json:"ignore_eos,omitempty"`
-	N             *int32                 `protobuf:"varint,13,opt,name=n,proto3,oneof" json:"n,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Temperature       *float32               `protobuf:"fixed32,1,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	TopP              *float32               `protobuf:"fixed32,2,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
+	TopK              *int32                 `protobuf:"varint,3,opt,name=top_k,json=topK,proto3,oneof" json:"top_k,omitempty"`
+	MinP              *float32               `protobuf:"fixed32,4,opt,name=min_p,json=minP,proto3,oneof" json:"min_p,omitempty"`
+	FrequencyPenalty  *float32               `protobuf:"fixed32,5,opt,name=frequency_penalty,json=frequencyPenalty,proto3,oneof" json:"frequency_penalty,omitempty"`
+	PresencePenalty   *float32               `protobuf:"fixed32,6,opt,name=presence_penalty,json=presencePenalty,proto3,oneof" json:"presence_penalty,omitempty"`
+	RepetitionPenalty *float32               `protobuf:"fixed32,7,opt,name=repetition_penalty,json=repetitionPenalty,proto3,oneof" json:"repetition_penalty,omitempty"`
+	MaxNewTokens      *int32                 `protobuf:"varint,8,opt,name=max_new_tokens,json=maxNewTokens,proto3,oneof" json:"max_new_tokens,omitempty"`
+	MinNewTokens      *int32                 `protobuf:"varint,9,opt,name=min_new_tokens,json=minNewTokens,proto3,oneof" json:"min_new_tokens,omitempty"`
+	// Stop strings: refused by a server without a tokenizer
+	// (skip_tokenizer_init), as SGLang's gRPC workers run.
+	Stop         []string `protobuf:"bytes,10,rep,name=stop,proto3" json:"stop,omitempty"`
+	StopTokenIds []int32  `protobuf:"varint,11,rep,packed,name=stop_token_ids,json=stopTokenIds,proto3" json:"stop_token_ids,omitempty"`
+	IgnoreEos    *bool    `protobuf:"varint,12,opt,name=ignore_eos,json=ignoreEos,proto3,oneof" json:"ignore_eos,omitempty"`
+	N            *int32   `protobuf:"varint,13,opt,name=n,proto3,oneof" json:"n,omitempty"`
+	// Guided decoding in the released layout; deprecated in the newer one,
+	// which takes guided_decoding.
+	JsonSchema *string `protobuf:"bytes,14,opt,name=json_schema,json=jsonSchema,proto3,oneof" json:"json_schema,omitempty"`
+	Regex      *string `protobuf:"bytes,15,opt,name=regex,proto3,oneof" json:"regex,omitempty"`
+	// The newer layout only: a released server skips these.
+	Seed           *int64          `protobuf:"varint,16,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	GuidedDecoding *GuidedDecoding `protobuf:"bytes,17,opt,name=guided_decoding,json=guidedDecoding,proto3" json:"guided_decoding,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SamplingParams) Reset() {
@@ -233,6 +253,27 @@ func (x *SamplingParams) GetMinP() float32 {
 	return 0
 }
 
+func (x *SamplingParams) GetFrequencyPenalty() float32 {
+	if x != nil && x.FrequencyPenalty != nil {
+		return *x.FrequencyPenalty
+	}
+	return 0
+}
+
+func (x *SamplingParams) GetPresencePenalty() float32 {
+	if x != nil && x.PresencePenalty != nil {
+		return *x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *SamplingParams) GetRepetitionPenalty() float32 {
+	if x != nil && x.RepetitionPenalty != nil {
+		return *x.RepetitionPenalty
+	}
+	return 0
+}
+
 func (x *SamplingParams) GetMaxNewTokens() int32 {
 	if x != nil && x.MaxNewTokens != nil {
 		return *x.MaxNewTokens
@@ -275,6 +316,209 @@ func (x *SamplingParams) GetN() int32 {
 	return 0
 }
 
+func (x *SamplingParams) GetJsonSchema() string {
+	if x != nil && x.JsonSchema != nil {
+		return *x.JsonSchema
+	}
+	return ""
+}
+
+func (x *SamplingParams) GetRegex() string {
+	if x != nil && x.Regex != nil {
+		return *x.Regex
+	}
+	return ""
+}
+
+func (x *SamplingParams) GetSeed() int64 {
+	if x != nil && x.Seed != nil {
+		return *x.Seed
+	}
+	return 0
+}
+
+func (x *SamplingParams) GetGuidedDecoding() *GuidedDecoding {
+	if x != nil {
+		return x.GuidedDecoding
+	}
+	return nil
+}
+
+// GuidedDecoding is the newer layout's output constraint.
+type GuidedDecoding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Constraint:
+	//
+	//	*GuidedDecoding_JsonSchema
+	//	*GuidedDecoding_Regex
+	//	*GuidedDecoding_Ebnf
+	//	*GuidedDecoding_Choice
+	//	*GuidedDecoding_StructuralTag
+	Constraint    isGuidedDecoding_Constraint `protobuf_oneof:"constraint"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuidedDecoding) Reset() {
+	*x = GuidedDecoding{}
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuidedDecoding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuidedDecoding) ProtoMessage() {}
+
+func (x *GuidedDecoding) ProtoReflect() protoreflect.Message {
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuidedDecoding.ProtoReflect.Descriptor instead.
+func (*GuidedDecoding) Descriptor() ([]byte, []int) {
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GuidedDecoding) GetConstraint() isGuidedDecoding_Constraint {
+	if x != nil {
+		return x.Constraint
+	}
+	return nil
+}
+
+func (x *GuidedDecoding) GetJsonSchema() string {
+	if x != nil {
+		if x, ok := x.Constraint.(*GuidedDecoding_JsonSchema); ok {
+			return x.JsonSchema
+		}
+	}
+	return ""
+}
+
+func (x *GuidedDecoding) GetRegex() string {
+	if x != nil {
+		if x, ok := x.Constraint.(*GuidedDecoding_Regex); ok {
+			return x.Regex
+		}
+	}
+	return ""
+}
+
+func (x *GuidedDecoding) GetEbnf() string {
+	if x != nil {
+		if x, ok := x.Constraint.(*GuidedDecoding_Ebnf); ok {
+			return x.Ebnf
+		}
+	}
+	return ""
+}
+
+func (x *GuidedDecoding) GetChoice() *ChoiceConstraint {
+	if x != nil {
+		if x, ok := x.Constraint.(*GuidedDecoding_Choice); ok {
+			return x.Choice
+		}
+	}
+	return nil
+}
+
+func (x *GuidedDecoding) GetStructuralTag() string {
+	if x != nil {
+		if x, ok := x.Constraint.(*GuidedDecoding_StructuralTag); ok {
+			return x.StructuralTag
+		}
+	}
+	return ""
+}
+
+type isGuidedDecoding_Constraint interface {
+	isGuidedDecoding_Constraint()
+}
+
+type GuidedDecoding_JsonSchema struct {
+	JsonSchema string `protobuf:"bytes,1,opt,name=json_schema,json=jsonSchema,proto3,oneof"`
+}
+
+type GuidedDecoding_Regex struct {
+	Regex string `protobuf:"bytes,2,opt,name=regex,proto3,oneof"`
+}
+
+type GuidedDecoding_Ebnf struct {
+	Ebnf string `protobuf:"bytes,3,opt,name=ebnf,proto3,oneof"`
+}
+
+type GuidedDecoding_Choice struct {
+	Choice *ChoiceConstraint `protobuf:"bytes,4,opt,name=choice,proto3,oneof"`
+}
+
+type GuidedDecoding_StructuralTag struct {
+	StructuralTag string `protobuf:"bytes,5,opt,name=structural_tag,json=structuralTag,proto3,oneof"`
+}
+
+func (*GuidedDecoding_JsonSchema) isGuidedDecoding_Constraint() {}
+
+func (*GuidedDecoding_Regex) isGuidedDecoding_Constraint() {}
+
+func (*GuidedDecoding_Ebnf) isGuidedDecoding_Constraint() {}
+
+func (*GuidedDecoding_Choice) isGuidedDecoding_Constraint() {}
+
+func (*GuidedDecoding_StructuralTag) isGuidedDecoding_Constraint() {}
+
+type ChoiceConstraint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChoiceConstraint) Reset() {
+	*x = ChoiceConstraint{}
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChoiceConstraint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChoiceConstraint) ProtoMessage() {}
+
+func (x *ChoiceConstraint) ProtoReflect() protoreflect.Message {
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChoiceConstraint.ProtoReflect.Descriptor instead.
+func (*ChoiceConstraint) Descriptor() ([]byte, []int) {
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ChoiceConstraint) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 type GenerateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The new tokens of this chunk.
@@ -290,7 +534,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[2]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -302,7 +546,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[2]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -315,7 +559,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{2}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GenerateResponse) GetOutputIds() []int32 {
@@ -347,7 +591,7 @@ type HealthCheckRequest struct {
 
 func (x *HealthCheckRequest) Reset() {
 	*x = HealthCheckRequest{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[3]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +603,7 @@ func (x *HealthCheckRequest) String() string {
 func (*HealthCheckRequest) ProtoMessage() {}
 
 func (x *HealthCheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[3]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +616,7 @@ func (x *HealthCheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheckRequest.ProtoReflect.Descriptor instead.
 func (*HealthCheckRequest) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{3}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{5}
 }
 
 type HealthCheckResponse struct {
@@ -384,7 +628,7 @@ type HealthCheckResponse struct {
 
 func (x *HealthCheckResponse) Reset() {
 	*x = HealthCheckResponse{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[4]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +640,7 @@ func (x *HealthCheckResponse) String() string {
 func (*HealthCheckResponse) ProtoMessage() {}
 
 func (x *HealthCheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[4]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +653,7 @@ func (x *HealthCheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheckResponse.ProtoReflect.Descriptor instead.
 func (*HealthCheckResponse) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{4}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HealthCheckResponse) GetHealthy() bool {
@@ -427,7 +671,7 @@ type WatchEngineStateRequest struct {
 
 func (x *WatchEngineStateRequest) Reset() {
 	*x = WatchEngineStateRequest{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[5]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +683,7 @@ func (x *WatchEngineStateRequest) String() string {
 func (*WatchEngineStateRequest) ProtoMessage() {}
 
 func (x *WatchEngineStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[5]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,9 +696,10 @@ func (x *WatchEngineStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEngineStateRequest.ProtoReflect.Descriptor instead.
 func (*WatchEngineStateRequest) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{5}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{7}
 }
 
+// EngineStateSnapshot as the released layout numbers it.
 type EngineStateSnapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The engine's lifetime id: new each time an engine process starts.
@@ -471,7 +716,7 @@ type EngineStateSnapshot struct {
 
 func (x *EngineStateSnapshot) Reset() {
 	*x = EngineStateSnapshot{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[6]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +728,7 @@ func (x *EngineStateSnapshot) String() string {
 func (*EngineStateSnapshot) ProtoMessage() {}
 
 func (x *EngineStateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[6]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +741,7 @@ func (x *EngineStateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStateSnapshot.ProtoReflect.Descriptor instead.
 func (*EngineStateSnapshot) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{6}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EngineStateSnapshot) GetInstanceId() uint64 {
@@ -548,6 +793,94 @@ func (x *EngineStateSnapshot) GetServerInfo() *GetServerInfoResponse {
 	return nil
 }
 
+// NewEngineStateSnapshot is the newer layout's EngineStateSnapshot (the name
+// is vigil's; only the numbers reach the wire): no server_status, and
+// is_pause, model_info and server_info one number lower.
+type NewEngineStateSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unix time in ns, captured once per engine process.
+	InstanceId    uint64                 `protobuf:"varint,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Revision      uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	Healthy       bool                   `protobuf:"varint,3,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	IsPause       bool                   `protobuf:"varint,4,opt,name=is_pause,json=isPause,proto3" json:"is_pause,omitempty"`
+	ModelInfo     *GetModelInfoResponse  `protobuf:"bytes,5,opt,name=model_info,json=modelInfo,proto3" json:"model_info,omitempty"`
+	ServerInfo    *GetServerInfoResponse `protobuf:"bytes,6,opt,name=server_info,json=serverInfo,proto3" json:"server_info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NewEngineStateSnapshot) Reset() {
+	*x = NewEngineStateSnapshot{}
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NewEngineStateSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NewEngineStateSnapshot) ProtoMessage() {}
+
+func (x *NewEngineStateSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NewEngineStateSnapshot.ProtoReflect.Descriptor instead.
+func (*NewEngineStateSnapshot) Descriptor() ([]byte, []int) {
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NewEngineStateSnapshot) GetInstanceId() uint64 {
+	if x != nil {
+		return x.InstanceId
+	}
+	return 0
+}
+
+func (x *NewEngineStateSnapshot) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *NewEngineStateSnapshot) GetHealthy() bool {
+	if x != nil {
+		return x.Healthy
+	}
+	return false
+}
+
+func (x *NewEngineStateSnapshot) GetIsPause() bool {
+	if x != nil {
+		return x.IsPause
+	}
+	return false
+}
+
+func (x *NewEngineStateSnapshot) GetModelInfo() *GetModelInfoResponse {
+	if x != nil {
+		return x.ModelInfo
+	}
+	return nil
+}
+
+func (x *NewEngineStateSnapshot) GetServerInfo() *GetServerInfoResponse {
+	if x != nil {
+		return x.ServerInfo
+	}
+	return nil
+}
+
 type GetModelInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -556,7 +889,7 @@ type GetModelInfoRequest struct {
 
 func (x *GetModelInfoRequest) Reset() {
 	*x = GetModelInfoRequest{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[7]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +901,7 @@ func (x *GetModelInfoRequest) String() string {
 func (*GetModelInfoRequest) ProtoMessage() {}
 
 func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[7]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +914,7 @@ func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetModelInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{7}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{10}
 }
 
 type GetModelInfoResponse struct {
@@ -595,7 +928,7 @@ type GetModelInfoResponse struct {
 
 func (x *GetModelInfoResponse) Reset() {
 	*x = GetModelInfoResponse{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[8]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +940,7 @@ func (x *GetModelInfoResponse) String() string {
 func (*GetModelInfoResponse) ProtoMessage() {}
 
 func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[8]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +953,7 @@ func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetModelInfoResponse) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{8}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetModelInfoResponse) GetModelPath() string {
@@ -645,7 +978,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[9]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -657,7 +990,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[9]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -670,7 +1003,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{9}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{12}
 }
 
 type GetServerInfoResponse struct {
@@ -684,7 +1017,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[10]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +1029,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[10]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +1042,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{10}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetServerInfoResponse) GetJsonInfo() string {
@@ -729,7 +1062,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[11]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +1074,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[11]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +1087,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{11}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AbortRequest) GetRid() string {
@@ -780,7 +1113,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[12]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1125,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[12]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1138,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{12}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AbortResponse) GetSuccess() bool {
@@ -824,7 +1157,7 @@ type PauseGenerationRequest struct {
 
 func (x *PauseGenerationRequest) Reset() {
 	*x = PauseGenerationRequest{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[13]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1169,7 @@ func (x *PauseGenerationRequest) String() string {
 func (*PauseGenerationRequest) ProtoMessage() {}
 
 func (x *PauseGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[13]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1182,7 @@ func (x *PauseGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseGenerationRequest.ProtoReflect.Descriptor instead.
 func (*PauseGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{13}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PauseGenerationRequest) GetMode() string {
@@ -868,7 +1201,7 @@ type PauseGenerationResponse struct {
 
 func (x *PauseGenerationResponse) Reset() {
 	*x = PauseGenerationResponse{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[14]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +1213,7 @@ func (x *PauseGenerationResponse) String() string {
 func (*PauseGenerationResponse) ProtoMessage() {}
 
 func (x *PauseGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[14]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +1226,7 @@ func (x *PauseGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseGenerationResponse.ProtoReflect.Descriptor instead.
 func (*PauseGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{14}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PauseGenerationResponse) GetMessage() string {
@@ -911,7 +1244,7 @@ type ContinueGenerationRequest struct {
 
 func (x *ContinueGenerationRequest) Reset() {
 	*x = ContinueGenerationRequest{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[15]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1256,7 @@ func (x *ContinueGenerationRequest) String() string {
 func (*ContinueGenerationRequest) ProtoMessage() {}
 
 func (x *ContinueGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[15]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1269,7 @@ func (x *ContinueGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueGenerationRequest.ProtoReflect.Descriptor instead.
 func (*ContinueGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{15}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{18}
 }
 
 type ContinueGenerationResponse struct {
@@ -948,7 +1281,7 @@ type ContinueGenerationResponse struct {
 
 func (x *ContinueGenerationResponse) Reset() {
 	*x = ContinueGenerationResponse{}
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[16]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1293,7 @@ func (x *ContinueGenerationResponse) String() string {
 func (*ContinueGenerationResponse) ProtoMessage() {}
 
 func (x *ContinueGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[16]
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1306,7 @@ func (x *ContinueGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueGenerationResponse.ProtoReflect.Descriptor instead.
 func (*ContinueGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{16}
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ContinueGenerationResponse) GetMessage() string {
@@ -997,28 +1330,54 @@ const file_sglang_runtime_v1_sglang_proto_rawDesc = "" +
 	"\a_streamB\x06\n" +
 	"\x04_ridB\f\n" +
 	"\n" +
-	"_lora_path\"\xb5\x03\n" +
+	"_lora_path\"\xd6\x06\n" +
 	"\x0eSamplingParams\x12%\n" +
 	"\vtemperature\x18\x01 \x01(\x02H\x00R\vtemperature\x88\x01\x01\x12\x18\n" +
 	"\x05top_p\x18\x02 \x01(\x02H\x01R\x04topP\x88\x01\x01\x12\x18\n" +
 	"\x05top_k\x18\x03 \x01(\x05H\x02R\x04topK\x88\x01\x01\x12\x18\n" +
-	"\x05min_p\x18\x04 \x01(\x02H\x03R\x04minP\x88\x01\x01\x12)\n" +
-	"\x0emax_new_tokens\x18\b \x01(\x05H\x04R\fmaxNewTokens\x88\x01\x01\x12)\n" +
-	"\x0emin_new_tokens\x18\t \x01(\x05H\x05R\fminNewTokens\x88\x01\x01\x12\x12\n" +
+	"\x05min_p\x18\x04 \x01(\x02H\x03R\x04minP\x88\x01\x01\x120\n" +
+	"\x11frequency_penalty\x18\x05 \x01(\x02H\x04R\x10frequencyPenalty\x88\x01\x01\x12.\n" +
+	"\x10presence_penalty\x18\x06 \x01(\x02H\x05R\x0fpresencePenalty\x88\x01\x01\x122\n" +
+	"\x12repetition_penalty\x18\a \x01(\x02H\x06R\x11repetitionPenalty\x88\x01\x01\x12)\n" +
+	"\x0emax_new_tokens\x18\b \x01(\x05H\aR\fmaxNewTokens\x88\x01\x01\x12)\n" +
+	"\x0emin_new_tokens\x18\t \x01(\x05H\bR\fminNewTokens\x88\x01\x01\x12\x12\n" +
 	"\x04stop\x18\n" +
 	" \x03(\tR\x04stop\x12$\n" +
 	"\x0estop_token_ids\x18\v \x03(\x05R\fstopTokenIds\x12\"\n" +
 	"\n" +
-	"ignore_eos\x18\f \x01(\bH\x06R\tignoreEos\x88\x01\x01\x12\x11\n" +
-	"\x01n\x18\r \x01(\x05H\aR\x01n\x88\x01\x01B\x0e\n" +
+	"ignore_eos\x18\f \x01(\bH\tR\tignoreEos\x88\x01\x01\x12\x11\n" +
+	"\x01n\x18\r \x01(\x05H\n" +
+	"R\x01n\x88\x01\x01\x12$\n" +
+	"\vjson_schema\x18\x0e \x01(\tH\vR\n" +
+	"jsonSchema\x88\x01\x01\x12\x19\n" +
+	"\x05regex\x18\x0f \x01(\tH\fR\x05regex\x88\x01\x01\x12\x17\n" +
+	"\x04seed\x18\x10 \x01(\x03H\rR\x04seed\x88\x01\x01\x12J\n" +
+	"\x0fguided_decoding\x18\x11 \x01(\v2!.sglang.runtime.v1.GuidedDecodingR\x0eguidedDecodingB\x0e\n" +
 	"\f_temperatureB\b\n" +
 	"\x06_top_pB\b\n" +
 	"\x06_top_kB\b\n" +
-	"\x06_min_pB\x11\n" +
+	"\x06_min_pB\x14\n" +
+	"\x12_frequency_penaltyB\x13\n" +
+	"\x11_presence_penaltyB\x15\n" +
+	"\x13_repetition_penaltyB\x11\n" +
 	"\x0f_max_new_tokensB\x11\n" +
 	"\x0f_min_new_tokensB\r\n" +
 	"\v_ignore_eosB\x04\n" +
-	"\x02_n\"\xda\x01\n" +
+	"\x02_nB\x0e\n" +
+	"\f_json_schemaB\b\n" +
+	"\x06_regexB\a\n" +
+	"\x05_seed\"\xd7\x01\n" +
+	"\x0eGuidedDecoding\x12!\n" +
+	"\vjson_schema\x18\x01 \x01(\tH\x00R\n" +
+	"jsonSchema\x12\x16\n" +
+	"\x05regex\x18\x02 \x01(\tH\x00R\x05regex\x12\x14\n" +
+	"\x04ebnf\x18\x03 \x01(\tH\x00R\x04ebnf\x12=\n" +
+	"\x06choice\x18\x04 \x01(\v2#.sglang.runtime.v1.ChoiceConstraintH\x00R\x06choice\x12'\n" +
+	"\x0estructural_tag\x18\x05 \x01(\tH\x00R\rstructuralTagB\f\n" +
+	"\n" +
+	"constraint\"*\n" +
+	"\x10ChoiceConstraint\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\"\xda\x01\n" +
 	"\x10GenerateResponse\x12\x1d\n" +
 	"\n" +
 	"output_ids\x18\x01 \x03(\x05R\toutputIds\x12N\n" +
@@ -1041,6 +1400,16 @@ const file_sglang_runtime_v1_sglang_proto_rawDesc = "" +
 	"\n" +
 	"model_info\x18\x06 \x01(\v2'.sglang.runtime.v1.GetModelInfoResponseR\tmodelInfo\x12I\n" +
 	"\vserver_info\x18\a \x01(\v2(.sglang.runtime.v1.GetServerInfoResponseR\n" +
+	"serverInfo\"\x9d\x02\n" +
+	"\x16NewEngineStateSnapshot\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\x04R\n" +
+	"instanceId\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x04R\brevision\x12\x18\n" +
+	"\ahealthy\x18\x03 \x01(\bR\ahealthy\x12\x19\n" +
+	"\bis_pause\x18\x04 \x01(\bR\aisPause\x12F\n" +
+	"\n" +
+	"model_info\x18\x05 \x01(\v2'.sglang.runtime.v1.GetModelInfoResponseR\tmodelInfo\x12I\n" +
+	"\vserver_info\x18\x06 \x01(\v2(.sglang.runtime.v1.GetServerInfoResponseR\n" +
 	"serverInfo\"\x15\n" +
 	"\x13GetModelInfoRequest\"R\n" +
 	"\x14GetModelInfoResponse\x12\x1d\n" +
@@ -1090,55 +1459,62 @@ func file_sglang_runtime_v1_sglang_proto_rawDescGZIP() []byte {
 }
 
 var file_sglang_runtime_v1_sglang_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sglang_runtime_v1_sglang_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sglang_runtime_v1_sglang_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_sglang_runtime_v1_sglang_proto_goTypes = []any{
 	(ServerStatus)(0),                  // 0: sglang.runtime.v1.ServerStatus
 	(*GenerateRequest)(nil),            // 1: sglang.runtime.v1.GenerateRequest
 	(*SamplingParams)(nil),             // 2: sglang.runtime.v1.SamplingParams
-	(*GenerateResponse)(nil),           // 3: sglang.runtime.v1.GenerateResponse
-	(*HealthCheckRequest)(nil),         // 4: sglang.runtime.v1.HealthCheckRequest
-	(*HealthCheckResponse)(nil),        // 5: sglang.runtime.v1.HealthCheckResponse
-	(*WatchEngineStateRequest)(nil),    // 6: sglang.runtime.v1.WatchEngineStateRequest
-	(*EngineStateSnapshot)(nil),        // 7: sglang.runtime.v1.EngineStateSnapshot
-	(*GetModelInfoRequest)(nil),        // 8: sglang.runtime.v1.GetModelInfoRequest
-	(*GetModelInfoResponse)(nil),       // 9: sglang.runtime.v1.GetModelInfoResponse
-	(*GetServerInfoRequest)(nil),       // 10: sglang.runtime.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),      // 11: sglang.runtime.v1.GetServerInfoResponse
-	(*AbortRequest)(nil),               // 12: sglang.runtime.v1.AbortRequest
-	(*AbortResponse)(nil),              // 13: sglang.runtime.v1.AbortResponse
-	(*PauseGenerationRequest)(nil),     // 14: sglang.runtime.v1.PauseGenerationRequest
-	(*PauseGenerationResponse)(nil),    // 15: sglang.runtime.v1.PauseGenerationResponse
-	(*ContinueGenerationRequest)(nil),  // 16: sglang.runtime.v1.ContinueGenerationRequest
-	(*ContinueGenerationResponse)(nil), // 17: sglang.runtime.v1.ContinueGenerationResponse
-	nil,                                // 18: sglang.runtime.v1.GenerateResponse.MetaInfoEntry
+	(*GuidedDecoding)(nil),             // 3: sglang.runtime.v1.GuidedDecoding
+	(*ChoiceConstraint)(nil),           // 4: sglang.runtime.v1.ChoiceConstraint
+	(*GenerateResponse)(nil),           // 5: sglang.runtime.v1.GenerateResponse
+	(*HealthCheckRequest)(nil),         // 6: sglang.runtime.v1.HealthCheckRequest
+	(*HealthCheckResponse)(nil),        // 7: sglang.runtime.v1.HealthCheckResponse
+	(*WatchEngineStateRequest)(nil),    // 8: sglang.runtime.v1.WatchEngineStateRequest
+	(*EngineStateSnapshot)(nil),        // 9: sglang.runtime.v1.EngineStateSnapshot
+	(*NewEngineStateSnapshot)(nil),     // 10: sglang.runtime.v1.NewEngineStateSnapshot
+	(*GetModelInfoRequest)(nil),        // 11: sglang.runtime.v1.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),       // 12: sglang.runtime.v1.GetModelInfoResponse
+	(*GetServerInfoRequest)(nil),       // 13: sglang.runtime.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),      // 14: sglang.runtime.v1.GetServerInfoResponse
+	(*AbortRequest)(nil),               // 15: sglang.runtime.v1.AbortRequest
+	(*AbortResponse)(nil),              // 16: sglang.runtime.v1.AbortResponse
+	(*PauseGenerationRequest)(nil),     // 17: sglang.runtime.v1.PauseGenerationRequest
+	(*PauseGenerationResponse)(nil),    // 18: sglang.runtime.v1.PauseGenerationResponse
+	(*ContinueGenerationRequest)(nil),  // 19: sglang.runtime.v1.ContinueGenerationRequest
+	(*ContinueGenerationResponse)(nil), // 20: sglang.runtime.v1.ContinueGenerationResponse
+	nil,                                // 21: sglang.runtime.v1.GenerateResponse.MetaInfoEntry
 }
 var file_sglang_runtime_v1_sglang_proto_depIdxs = []int32{
 	2,  // 0: sglang.runtime.v1.GenerateRequest.sampling_params:type_name -> sglang.runtime.v1.SamplingParams
-	18, // 1: sglang.runtime.v1.GenerateResponse.meta_info:type_name -> sglang.runtime.v1.GenerateResponse.MetaInfoEntry
-	0,  // 2: sglang.runtime.v1.EngineStateSnapshot.server_status:type_name -> sglang.runtime.v1.ServerStatus
-	9,  // 3: sglang.runtime.v1.EngineStateSnapshot.model_info:type_name -> sglang.runtime.v1.GetModelInfoResponse
-	11, // 4: sglang.runtime.v1.EngineStateSnapshot.server_info:type_name -> sglang.runtime.v1.GetServerInfoResponse
-	1,  // 5: sglang.runtime.v1.SglangService.Generate:input_type -> sglang.runtime.v1.GenerateRequest
-	4,  // 6: sglang.runtime.v1.SglangService.HealthCheck:input_type -> sglang.runtime.v1.HealthCheckRequest
-	6,  // 7: sglang.runtime.v1.SglangService.WatchEngineState:input_type -> sglang.runtime.v1.WatchEngineStateRequest
-	8,  // 8: sglang.runtime.v1.SglangService.GetModelInfo:input_type -> sglang.runtime.v1.GetModelInfoRequest
-	10, // 9: sglang.runtime.v1.SglangService.GetServerInfo:input_type -> sglang.runtime.v1.GetServerInfoRequest
-	12, // 10: sglang.runtime.v1.SglangService.Abort:input_type -> sglang.runtime.v1.AbortRequest
-	14, // 11: sglang.runtime.v1.SglangService.PauseGeneration:input_type -> sglang.runtime.v1.PauseGenerationRequest
-	16, // 12: sglang.runtime.v1.SglangService.ContinueGeneration:input_type -> sglang.runtime.v1.ContinueGenerationRequest
-	3,  // 13: sglang.runtime.v1.SglangService.Generate:output_type -> sglang.runtime.v1.GenerateResponse
-	5,  // 14: sglang.runtime.v1.SglangService.HealthCheck:output_type -> sglang.runtime.v1.HealthCheckResponse
-	7,  // 15: sglang.runtime.v1.SglangService.WatchEngineState:output_type -> sglang.runtime.v1.EngineStateSnapshot
-	9,  // 16: sglang.runtime.v1.SglangService.GetModelInfo:output_type -> sglang.runtime.v1.GetModelInfoResponse
-	11, // 17: sglang.runtime.v1.SglangService.GetServerInfo:output_type -> sglang.runtime.v1.GetServerInfoResponse
-	13, // 18: sglang.runtime.v1.SglangService.Abort:output_type -> sglang.runtime.v1.AbortResponse
-	15, // 19: sglang.runtime.v1.SglangService.PauseGeneration:output_type -> sglang.runtime.v1.PauseGenerationResponse
-	17, // 20: sglang.runtime.v1.SglangService.ContinueGeneration:output_type -> sglang.runtime.v1.ContinueGenerationResponse
-	13, // [13:21] is the sub-list for method output_type
-	5,  // [5:13] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	3,  // 1: sglang.runtime.v1.SamplingParams.guided_decoding:type_name -> sglang.runtime.v1.GuidedDecoding
+	4,  // 2: sglang.runtime.v1.GuidedDecoding.choice:type_name -> sglang.runtime.v1.ChoiceConstraint
+	21, // 3: sglang.runtime.v1.GenerateResponse.meta_info:type_name -> sglang.runtime.v1.GenerateResponse.MetaInfoEntry
+	0,  // 4: sglang.runtime.v1.EngineStateSnapshot.server_status:type_name -> sglang.runtime.v1.ServerStatus
+	12, // 5: sglang.runtime.v1.EngineStateSnapshot.model_info:type_name -> sglang.runtime.v1.GetModelInfoResponse
+	14, // 6: sglang.runtime.v1.EngineStateSnapshot.server_info:type_name -> sglang.runtime.v1.GetServerInfoResponse
+	12, // 7: sglang.runtime.v1.NewEngineStateSnapshot.model_info:type_name -> sglang.runtime.v1.GetModelInfoResponse
+	14, // 8: sglang.runtime.v1.NewEngineStateSnapshot.server_info:type_name -> sglang.runtime.v1.GetServerInfoResponse
+	1,  // 9: sglang.runtime.v1.SglangService.Generate:input_type -> sglang.runtime.v1.GenerateRequest
+	6,  // 10: sglang.runtime.v1.SglangService.HealthCheck:input_type -> sglang.runtime.v1.HealthCheckRequest
+	8,  // 11: sglang.runtime.v1.SglangService.WatchEngineState:input_type -> sglang.runtime.v1.WatchEngineStateRequest
+	11, // 12: sglang.runtime.v1.SglangService.GetModelInfo:input_type -> sglang.runtime.v1.GetModelInfoRequest
+	13, // 13: sglang.runtime.v1.SglangService.GetServerInfo:input_type -> sglang.runtime.v1.GetServerInfoRequest
+	15, // 14: sglang.runtime.v1.SglangService.Abort:input_type -> sglang.runtime.v1.AbortRequest
+	17, // 15: sglang.runtime.v1.SglangService.PauseGeneration:input_type -> sglang.runtime.v1.PauseGenerationRequest
+	19, // 16: sglang.runtime.v1.SglangService.ContinueGeneration:input_type -> sglang.runtime.v1.ContinueGenerationRequest
+	5,  // 17: sglang.runtime.v1.SglangService.Generate:output_type -> sglang.runtime.v1.GenerateResponse
+	7,  // 18: sglang.runtime.v1.SglangService.HealthCheck:output_type -> sglang.runtime.v1.HealthCheckResponse
+	9,  // 19: sglang.runtime.v1.SglangService.WatchEngineState:output_type -> sglang.runtime.v1.EngineStateSnapshot
+	12, // 20: sglang.runtime.v1.SglangService.GetModelInfo:output_type -> sglang.runtime.v1.GetModelInfoResponse
+	14, // 21: sglang.runtime.v1.SglangService.GetServerInfo:output_type -> sglang.runtime.v1.GetServerInfoResponse
+	16, // 22: sglang.runtime.v1.SglangService.Abort:output_type -> sglang.runtime.v1.AbortResponse
+	18, // 23: sglang.runtime.v1.SglangService.PauseGeneration:output_type -> sglang.runtime.v1.PauseGenerationResponse
+	20, // 24: sglang.runtime.v1.SglangService.ContinueGeneration:output_type -> sglang.runtime.v1.ContinueGenerationResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sglang_runtime_v1_sglang_proto_init() }
@@ -1148,13 +1524,20 @@ func file_sglang_runtime_v1_sglang_proto_init() {
 	}
 	file_sglang_runtime_v1_sglang_proto_msgTypes[0].OneofWrappers = []any{}
 	file_sglang_runtime_v1_sglang_proto_msgTypes[1].OneofWrappers = []any{}
+	file_sglang_runtime_v1_sglang_proto_msgTypes[2].OneofWrappers = []any{
+		(*GuidedDecoding_JsonSchema)(nil),
+		(*GuidedDecoding_Regex)(nil),
+		(*GuidedDecoding_Ebnf)(nil),
+		(*GuidedDecoding_Choice)(nil),
+		(*GuidedDecoding_StructuralTag)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sglang_runtime_v1_sglang_proto_rawDesc), len(file_sglang_runtime_v1_sglang_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

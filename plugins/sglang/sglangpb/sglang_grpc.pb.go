@@ -1,8 +1,16 @@
 // The subset of SGLang's gRPC API that vigil uses: package, service, RPC and
 // message names, field numbers and types as SGLang serves them
-// (sgl-project/sglang, the gRPC server's sglang_scheduler.proto of the
-// sglang.runtime.v1 package). Fields vigil neither sends nor reads are left
-// out; protobuf skips them on the wire.
+// (sgl-project/sglang, the gRPC server of the sglang.runtime.v1 package).
+// Fields vigil neither sends nor reads are left out; protobuf skips them on
+// the wire.
+//
+// sglang.runtime.v1 comes in two layouts. The released one (Dynamo's copy,
+// ai-dynamo/dynamo lib/sidecar/sglang/proto/sglang.proto, from SGLang
+// cc7d6659) is the default here. The newer upstream one (the prost output
+// rust/sglang-api-types/src/generated/sglang.runtime.v1.rs at 510006bf) adds
+// SamplingParams seed 16 and guided_decoding 17, which the released layout
+// lacks, and numbers EngineStateSnapshot differently: that message is
+// NewEngineStateSnapshot here.
 //
 // Older SGLang servers (sglang.grpc.scheduler.SglangScheduler) serve only
 // the standard grpc.health.v1.Health: "" is liveness, the scheduler's

@@ -1,8 +1,8 @@
 // Command sglang-mock runs a stand-in SGLang engine (package mock): gRPC on
 // --listen, the JSON control surface on --control. It exits 0 after POST
 // /stop, SIGTERM or SIGINT, 78 on bad flags and 1 on other errors. Its flags
-// are enginemock.Command's, --api and --context-length; --instance-id takes
-// a decimal uint64.
+// are enginemock.Command's, --api, --layout and --context-length;
+// --instance-id takes a decimal uint64.
 package main
 
 import (
@@ -21,6 +21,9 @@ func main() {
 			Flag:    &cli.StringFlag{Name: "api", Value: string(mock.APIRuntime), Usage: "API served: runtime (sglang.runtime.v1) or scheduler (an older server's grpc.health.v1 only) (`API`)"},
 			Accepts: "one of runtime, scheduler",
 		}, {
+			Flag:    &cli.StringFlag{Name: "layout", Value: string(mock.LayoutReleased), Usage: "sglang.runtime.v1 layout served: released (Dynamo's copy) or new (upstream's newer numbering, seed and guided_decoding) (`LAYOUT`)"},
+			Accepts: "one of released, new",
+		}, {
 			Flag:    &cli.UintFlag{Name: "context-length", Usage: "context_length to report, in tokens; 0 reports null (`N`)"},
 			Accepts: "a token count from 0",
 		}},
@@ -32,6 +35,10 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 	api := mock.API(c.String("api"))
 	if api != mock.APIRuntime && api != mock.APIScheduler {
 		return nil, nil, &enginemock.BadFlag{Name: "api", Value: c.String("api")}
+	}
+	layout := mock.Layout(c.String("layout"))
+	if layout != mock.LayoutReleased && layout != mock.LayoutNew {
+		return nil, nil, &enginemock.BadFlag{Name: "layout", Value: c.String("layout")}
 	}
 	if id := cfg.InstanceID; id != "" {
 		if _, err := mock.ParseInstanceID(id); err != nil {
@@ -48,6 +55,7 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		TokensPerMessage: cfg.TokensPerMessage,
 		ServerOptions:    cfg.ServerOptions,
 		API:              api,
+		Layout:           layout,
 	})
-	return e.Engine, []any{"api", string(api)}, nil
+	return e.Engine, []any{"api", string(api), "layout", string(layout)}, nil
 }
