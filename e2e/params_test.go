@@ -34,7 +34,28 @@ type paramRow struct {
 	// is set (200); "400" when the request is refused naming the
 	// parameter.
 	vllm, sglang, trtllm string
+	// sglangNew is SGLang's on its newer layout (sglang-mock --layout
+	// new); "" when it is sglang's.
+	sglangNew string
 }
+
+// cell is r's cell for the column named col.
+func (r paramRow) cell(col string) string {
+	switch col {
+	case harness.VLLM.Name:
+		return r.vllm
+	case harness.TRTLLM.Name:
+		return r.trtllm
+	case sglangNewColumn:
+		if r.sglangNew != "" {
+			return r.sglangNew
+		}
+	}
+	return r.sglang
+}
+
+// sglangNewColumn is the column of SGLang's newer layout.
+const sglangNewColumn = "sglang-new-layout"
 
 const (
 	onChat = "chat"
@@ -48,63 +69,63 @@ const (
 // --tokenizer-dir (the worker tokenizes, renders chats and matches stop
 // strings).
 var paramTable = []paramRow{
-	{"model", onBoth, "OpenAI", "", "picks the workers (their served model name)", "worker", "worker", "worker"},
-	{"messages", onChat, "OpenAI", "", "rendered by the worker's chat template; `name` reaches the template; `developer` is `system` unless the template knows it; output-only fields of replayed assistant turns are accepted", "tokenIds", "inputIds", "tokenized.inputTokenIds"},
-	{"prompt", onComp, "OpenAI", "", "a string, token ids, or a list of either (a batch: one choice per prompt)", "tokenIds", "inputIds", "tokenized.inputTokenIds"},
-	{"max_tokens", onBoth, "OpenAI", "", "", "stopping.maxNewTokens=4", "samplingParams.maxNewTokens=4", "maxTokens=4"},
-	{"max_completion_tokens", onChat, "OpenAI", "6", "chat's name for max_tokens", "stopping.maxNewTokens=6", "samplingParams.maxNewTokens=6", "maxTokens=6"},
-	{"temperature", onBoth, "OpenAI", "0.5", "", "temperature=0.5", "samplingParams.temperature=0.5", "samplingConfig.temperature=0.5"},
-	{"top_p", onBoth, "OpenAI", "0.5", "", "sampling.topP=0.5", "samplingParams.topP=0.5", "samplingConfig.topP=0.5"},
-	{"top_k", onBoth, "vLLM", "5", "-1 is all", "sampling.topK=5", "samplingParams.topK=5", "samplingConfig.topK=5"},
-	{"min_p", onBoth, "vLLM", "0.25", "0 to 1", "sampling.minP=0.25", "samplingParams.minP=0.25", "samplingConfig.minP=0.25"},
-	{"seed", onBoth, "OpenAI", "7", "with `n`, choice i gets seed + i", "sampling.seed=\"7\"", "400", "samplingConfig.seed=\"7\""},
-	{"n", onBoth, "OpenAI", "2", "1 to 128: the worker sends n requests of one and merges the choices by index", "worker", "worker", "worker"},
-	{"best_of", onComp, "OpenAI", "2", "1 only", "400", "400", "400"},
-	{"stop", onBoth, "OpenAI", `["zz"]`, "matched by the worker on its decoded text; without --tokenizer-dir, passed to engines that match stop strings, 400 on SGLang (its gRPC server has no tokenizer)", "worker", "worker", "worker"},
-	{"stop_token_ids", onBoth, "vLLM", "[5]", "", "stopping.stopTokenIds=[5]", "samplingParams.stopTokenIds=[5]", "stopTokenIds=[5]"},
-	{"ignore_eos", onBoth, "vLLM", "true", "", "stopping.ignoreEos=true", "samplingParams.ignoreEos=true", "ignoreEos=true"},
-	{"min_tokens", onBoth, "vLLM", "2", "at most max_tokens", "stopping.minNewTokens=2", "samplingParams.minNewTokens=2", "samplingConfig.minTokens=2"},
-	{"presence_penalty", onBoth, "OpenAI", "0.5", "-2 to 2", "decoding.presencePenalty=0.5", "samplingParams.presencePenalty=0.5", "samplingConfig.presencePenalty=0.5"},
-	{"frequency_penalty", onBoth, "OpenAI", "0.5", "-2 to 2", "decoding.frequencyPenalty=0.5", "samplingParams.frequencyPenalty=0.5", "samplingConfig.frequencyPenalty=0.5"},
-	{"repetition_penalty", onBoth, "vLLM", "1.5", "> 0", "decoding.repetitionPenalty=1.5", "samplingParams.repetitionPenalty=1.5", "samplingConfig.repetitionPenalty=1.5"},
-	{"logit_bias", onBoth, "OpenAI", `{"5":-100}`, "token id to -100..100", "decoding.logitBias", "400", "embeddingBias"},
-	{"response_format", onBoth, "OpenAI", `{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object"}}}`, "`json_object`, `json_schema` (with `strict`)", "decoding.json", "samplingParams.jsonSchema", "guidedDecoding.guideType=\"GUIDE_TYPE_JSON_SCHEMA\""},
-	{"guided_json", onBoth, "vLLM", `{"type":"object"}`, "as response_format json_schema", "decoding.json", "samplingParams.jsonSchema", "guidedDecoding.guideType=\"GUIDE_TYPE_JSON_SCHEMA\""},
-	{"guided_regex", onBoth, "vLLM", `"[ab]+"`, "", "decoding.regex=\"[ab]+\"", "samplingParams.regex=\"[ab]+\"", "guidedDecoding.guide=\"[ab]+\""},
-	{"guided_choice", onBoth, "vLLM", `["yes","no"]`, "an escaped regex where the engine has no choice", "decoding.choice", "samplingParams.regex", "guidedDecoding.guideType=\"GUIDE_TYPE_REGEX\""},
-	{"guided_grammar", onBoth, "vLLM", `"root ::= \"a\""`, "passed as it is", "decoding.grammar", "400", "guidedDecoding.guideType=\"GUIDE_TYPE_EBNF_GRAMMAR\""},
-	{"structured_outputs", onBoth, "vLLM", `{"regex":"[ab]+"}`, "vLLM's newer object: json, regex, choice, grammar, json_object, structural_tag", "decoding.regex=\"[ab]+\"", "samplingParams.regex=\"[ab]+\"", "guidedDecoding.guide=\"[ab]+\""},
-	{"chat_template_kwargs", onChat, "vLLM", `{"enable_thinking":false}`, "variables of the chat template; keys the worker sets itself get 400", "worker", "worker", "worker"},
-	{"echo", onComp, "OpenAI", "true", "the prompt before the output", "worker", "worker", "worker"},
-	{"logprobs", onBoth, "OpenAI", "true", "not yet (issue 26)", "400", "400", "400"},
-	{"top_logprobs", onChat, "OpenAI", "2", "not yet (issue 26)", "400", "400", "400"},
-	{"suffix", onComp, "OpenAI", `"x"`, `"" only`, "400", "400", "400"},
-	{"stream", onBoth, "OpenAI", "true", "server-sent events", "worker", "worker", "worker"},
-	{"stream_options", onBoth, "OpenAI", `{"include_usage":true}`, "`include_usage`", "worker", "worker", "worker"},
-	{"user", onBoth, "OpenAI", `"u1"`, "accepted, not used", "worker", "worker", "worker"},
-	{"safety_identifier", onChat, "OpenAI", `"u1"`, "accepted, not used", "worker", "worker", "worker"},
-	{"prompt_cache_key", onChat, "OpenAI", `"k1"`, "accepted; kept for cache-aware placement", "worker", "worker", "worker"},
-	{"prompt_cache_options", onChat, "OpenAI", `{"mode":"explicit"}`, "accepted, not used", "worker", "worker", "worker"},
-	{"prompt_cache_retention", onChat, "OpenAI", `"24h"`, "accepted: vigil stores nothing", "worker", "worker", "worker"},
-	{"store", onChat, "OpenAI", "true", "accepted: vigil stores nothing", "worker", "worker", "worker"},
-	{"metadata", onChat, "OpenAI", `{"a":"b"}`, "accepted: vigil stores nothing", "worker", "worker", "worker"},
-	{"service_tier", onChat, "OpenAI", `"flex"`, "`auto` or `default` only", "400", "400", "400"},
-	{"verbosity", onChat, "OpenAI", `"low"`, "`medium` only", "400", "400", "400"},
-	{"reasoning_effort", onChat, "OpenAI", `"low"`, "null only", "400", "400", "400"},
-	{"modalities", onChat, "OpenAI", `["text","audio"]`, "`[\"text\"]` only", "400", "400", "400"},
-	{"audio", onChat, "OpenAI", `{"voice":"alloy","format":"wav"}`, "null only", "400", "400", "400"},
-	{"prediction", onChat, "OpenAI", `{"type":"content","content":"x"}`, "null only", "400", "400", "400"},
-	{"web_search_options", onChat, "OpenAI", `{}`, "null only", "400", "400", "400"},
-	{"moderation", onChat, "OpenAI", `{"model":"omni-moderation-latest"}`, "null only", "400", "400", "400"},
-	{"tools", onChat, "OpenAI", `[{"type":"function","function":{"name":"f"}}]`, "`[]` only (issue 27)", "400", "400", "400"},
-	{"tool_choice", onChat, "OpenAI", `"auto"`, "`none` only (issue 27)", "400", "400", "400"},
-	{"parallel_tool_calls", onChat, "OpenAI", "true", "accepted: no tools yet", "worker", "worker", "worker"},
-	{"functions", onChat, "OpenAI", `[{"name":"f"}]`, "`[]` only", "400", "400", "400"},
-	{"function_call", onChat, "OpenAI", `"auto"`, "`none` only", "400", "400", "400"},
-	{"skip_special_tokens", onBoth, "vLLM", "false", "true only", "400", "400", "400"},
-	{"include_stop_str_in_output", onBoth, "vLLM", "true", "false only", "400", "400", "400"},
-	{"add_generation_prompt", onChat, "vLLM", "false", "true only", "400", "400", "400"},
-	{"continue_final_message", onChat, "vLLM", "true", "false only", "400", "400", "400"},
+	{"model", onBoth, "OpenAI", "", "picks the workers (their served model name)", "worker", "worker", "worker", ""},
+	{"messages", onChat, "OpenAI", "", "rendered by the worker's chat template; `name` reaches the template; `developer` is `system` unless the template knows it; output-only fields of replayed assistant turns are accepted", "tokenIds", "inputIds", "tokenized.inputTokenIds", ""},
+	{"prompt", onComp, "OpenAI", "", "a string, token ids, or a list of either (a batch: one choice per prompt)", "tokenIds", "inputIds", "tokenized.inputTokenIds", ""},
+	{"max_tokens", onBoth, "OpenAI", "", "", "stopping.maxNewTokens=4", "samplingParams.maxNewTokens=4", "maxTokens=4", ""},
+	{"max_completion_tokens", onChat, "OpenAI", "6", "chat's name for max_tokens", "stopping.maxNewTokens=6", "samplingParams.maxNewTokens=6", "maxTokens=6", ""},
+	{"temperature", onBoth, "OpenAI", "0.5", "", "temperature=0.5", "samplingParams.temperature=0.5", "samplingConfig.temperature=0.5", ""},
+	{"top_p", onBoth, "OpenAI", "0.5", "", "sampling.topP=0.5", "samplingParams.topP=0.5", "samplingConfig.topP=0.5", ""},
+	{"top_k", onBoth, "vLLM", "5", "-1 is all", "sampling.topK=5", "samplingParams.topK=5", "samplingConfig.topK=5", ""},
+	{"min_p", onBoth, "vLLM", "0.25", "0 to 1", "sampling.minP=0.25", "samplingParams.minP=0.25", "samplingConfig.minP=0.25", ""},
+	{"seed", onBoth, "OpenAI", "7", "with `n`, choice i gets seed + i", "sampling.seed=\"7\"", "400", "samplingConfig.seed=\"7\"", "samplingParams.seed=\"7\""},
+	{"n", onBoth, "OpenAI", "2", "1 to 128: the worker sends n requests of one and merges the choices by index", "worker", "worker", "worker", ""},
+	{"best_of", onComp, "OpenAI", "2", "1 only", "400", "400", "400", ""},
+	{"stop", onBoth, "OpenAI", `["zz"]`, "matched by the worker on its decoded text; without --tokenizer-dir, passed to engines that match stop strings, 400 on SGLang (its gRPC server has no tokenizer)", "worker", "worker", "worker", ""},
+	{"stop_token_ids", onBoth, "vLLM", "[5]", "", "stopping.stopTokenIds=[5]", "samplingParams.stopTokenIds=[5]", "stopTokenIds=[5]", ""},
+	{"ignore_eos", onBoth, "vLLM", "true", "", "stopping.ignoreEos=true", "samplingParams.ignoreEos=true", "ignoreEos=true", ""},
+	{"min_tokens", onBoth, "vLLM", "2", "at most max_tokens", "stopping.minNewTokens=2", "samplingParams.minNewTokens=2", "samplingConfig.minTokens=2", ""},
+	{"presence_penalty", onBoth, "OpenAI", "0.5", "-2 to 2", "decoding.presencePenalty=0.5", "samplingParams.presencePenalty=0.5", "samplingConfig.presencePenalty=0.5", ""},
+	{"frequency_penalty", onBoth, "OpenAI", "0.5", "-2 to 2", "decoding.frequencyPenalty=0.5", "samplingParams.frequencyPenalty=0.5", "samplingConfig.frequencyPenalty=0.5", ""},
+	{"repetition_penalty", onBoth, "vLLM", "1.5", "> 0", "decoding.repetitionPenalty=1.5", "samplingParams.repetitionPenalty=1.5", "samplingConfig.repetitionPenalty=1.5", ""},
+	{"logit_bias", onBoth, "OpenAI", `{"5":-100}`, "token id to -100..100", "decoding.logitBias", "400", "embeddingBias", ""},
+	{"response_format", onBoth, "OpenAI", `{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"object"}}}`, "`json_object`, `json_schema` (with `strict`)", "decoding.json", "samplingParams.jsonSchema", "guidedDecoding.guideType=\"GUIDE_TYPE_JSON_SCHEMA\"", "samplingParams.guidedDecoding.jsonSchema"},
+	{"guided_json", onBoth, "vLLM", `{"type":"object"}`, "as response_format json_schema", "decoding.json", "samplingParams.jsonSchema", "guidedDecoding.guideType=\"GUIDE_TYPE_JSON_SCHEMA\"", "samplingParams.guidedDecoding.jsonSchema"},
+	{"guided_regex", onBoth, "vLLM", `"[ab]+"`, "", "decoding.regex=\"[ab]+\"", "samplingParams.regex=\"[ab]+\"", "guidedDecoding.guide=\"[ab]+\"", "samplingParams.guidedDecoding.regex=\"[ab]+\""},
+	{"guided_choice", onBoth, "vLLM", `["yes","no"]`, "an escaped regex where the engine has no choice", "decoding.choice", "samplingParams.regex", "guidedDecoding.guideType=\"GUIDE_TYPE_REGEX\"", "samplingParams.guidedDecoding.choice"},
+	{"guided_grammar", onBoth, "vLLM", `"root ::= \"a\""`, "passed as it is", "decoding.grammar", "400", "guidedDecoding.guideType=\"GUIDE_TYPE_EBNF_GRAMMAR\"", "samplingParams.guidedDecoding.ebnf"},
+	{"structured_outputs", onBoth, "vLLM", `{"regex":"[ab]+"}`, "vLLM's newer object: json, regex, choice, grammar, json_object, structural_tag", "decoding.regex=\"[ab]+\"", "samplingParams.regex=\"[ab]+\"", "guidedDecoding.guide=\"[ab]+\"", "samplingParams.guidedDecoding.regex=\"[ab]+\""},
+	{"chat_template_kwargs", onChat, "vLLM", `{"enable_thinking":false}`, "variables of the chat template; keys the worker sets itself get 400", "worker", "worker", "worker", ""},
+	{"echo", onComp, "OpenAI", "true", "the prompt before the output", "worker", "worker", "worker", ""},
+	{"logprobs", onBoth, "OpenAI", "true", "not yet (issue 26)", "400", "400", "400", ""},
+	{"top_logprobs", onChat, "OpenAI", "2", "not yet (issue 26)", "400", "400", "400", ""},
+	{"suffix", onComp, "OpenAI", `"x"`, `"" only`, "400", "400", "400", ""},
+	{"stream", onBoth, "OpenAI", "true", "server-sent events", "worker", "worker", "worker", ""},
+	{"stream_options", onBoth, "OpenAI", `{"include_usage":true}`, "`include_usage`", "worker", "worker", "worker", ""},
+	{"user", onBoth, "OpenAI", `"u1"`, "accepted, not used", "worker", "worker", "worker", ""},
+	{"safety_identifier", onChat, "OpenAI", `"u1"`, "accepted, not used", "worker", "worker", "worker", ""},
+	{"prompt_cache_key", onChat, "OpenAI", `"k1"`, "accepted; kept for cache-aware placement", "worker", "worker", "worker", ""},
+	{"prompt_cache_options", onChat, "OpenAI", `{"mode":"explicit"}`, "accepted, not used", "worker", "worker", "worker", ""},
+	{"prompt_cache_retention", onChat, "OpenAI", `"24h"`, "accepted: vigil stores nothing", "worker", "worker", "worker", ""},
+	{"store", onChat, "OpenAI", "true", "accepted: vigil stores nothing", "worker", "worker", "worker", ""},
+	{"metadata", onChat, "OpenAI", `{"a":"b"}`, "accepted: vigil stores nothing", "worker", "worker", "worker", ""},
+	{"service_tier", onChat, "OpenAI", `"flex"`, "`auto` or `default` only", "400", "400", "400", ""},
+	{"verbosity", onChat, "OpenAI", `"low"`, "`medium` only", "400", "400", "400", ""},
+	{"reasoning_effort", onChat, "OpenAI", `"low"`, "null only", "400", "400", "400", ""},
+	{"modalities", onChat, "OpenAI", `["text","audio"]`, "`[\"text\"]` only", "400", "400", "400", ""},
+	{"audio", onChat, "OpenAI", `{"voice":"alloy","format":"wav"}`, "null only", "400", "400", "400", ""},
+	{"prediction", onChat, "OpenAI", `{"type":"content","content":"x"}`, "null only", "400", "400", "400", ""},
+	{"web_search_options", onChat, "OpenAI", `{}`, "null only", "400", "400", "400", ""},
+	{"moderation", onChat, "OpenAI", `{"model":"omni-moderation-latest"}`, "null only", "400", "400", "400", ""},
+	{"tools", onChat, "OpenAI", `[{"type":"function","function":{"name":"f"}}]`, "`[]` only (issue 27)", "400", "400", "400", ""},
+	{"tool_choice", onChat, "OpenAI", `"auto"`, "`none` only (issue 27)", "400", "400", "400", ""},
+	{"parallel_tool_calls", onChat, "OpenAI", "true", "accepted: no tools yet", "worker", "worker", "worker", ""},
+	{"functions", onChat, "OpenAI", `[{"name":"f"}]`, "`[]` only", "400", "400", "400", ""},
+	{"function_call", onChat, "OpenAI", `"auto"`, "`none` only", "400", "400", "400", ""},
+	{"skip_special_tokens", onBoth, "vLLM", "false", "true only", "400", "400", "400", ""},
+	{"include_stop_str_in_output", onBoth, "vLLM", "true", "false only", "400", "400", "400", ""},
+	{"add_generation_prompt", onChat, "vLLM", "false", "true only", "400", "400", "400", ""},
+	{"continue_final_message", onChat, "vLLM", "true", "false only", "400", "400", "400", ""},
 }
 
 // openAIKeys reads the keys of the interface iface in the pinned openai
@@ -131,7 +152,7 @@ func openAIKeys(t *testing.T, rel, iface string) []string {
 // parameterTableMarkdown is the table as docs/router.md holds it.
 func parameterTableMarkdown() string {
 	var b strings.Builder
-	b.WriteString("| parameter | endpoints | from | vigil | vLLM | SGLang | TensorRT-LLM |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| parameter | endpoints | from | vigil | vLLM | SGLang | SGLang, newer layout | TensorRT-LLM |\n|---|---|---|---|---|---|---|---|\n")
 	cell := func(s string) string {
 		switch s {
 		case "worker":
@@ -143,7 +164,8 @@ func parameterTableMarkdown() string {
 		return "`" + path + "`"
 	}
 	for _, r := range paramTable {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", r.param, r.on, r.origin, r.vigil, cell(r.vllm), cell(r.sglang), cell(r.trtllm))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.param, r.on, r.origin, r.vigil,
+			cell(r.vllm), cell(r.sglang), cell(r.cell(sglangNewColumn)), cell(r.trtllm))
 	}
 	return b.String()
 }
@@ -170,22 +192,31 @@ func TestParameterTable(t *testing.T) {
 		if e.Variant != "" {
 			t.Skip("the table is of each engine's main API")
 		}
-		family := tokenizerFamily[e.Name]
-		dir, _ := fixtureTokenizer(t, family)
-		c := consulFor(t)
-		svc := uniqueService(t)
-		m := startMock(t, e, harness.MockOpts{GRPC: addr(freePort(t)), TokenDelay: delay(time.Millisecond)})
-		v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--tokenizer-dir", dir}})
-		v.waitLine("worker registered", 120*time.Second)
-		base := "http://" + startRouter(t, c, svc, 1).HTTP
-		for _, r := range paramTable {
-			for _, ep := range []string{onChat, onComp} {
-				if r.on == onBoth || r.on == ep {
-					checkParamRow(t, base, m, e, r, ep)
-				}
+		testParamColumn(t, e, e.Name)
+	})
+	t.Run(sglangNewColumn, func(t *testing.T) {
+		t.Parallel()
+		testParamColumn(t, engineNamed(t, harness.SGLang.Name), sglangNewColumn, "--layout", "new")
+	})
+}
+
+// testParamColumn checks the column col with e's mock, started with
+// extra flags, behind a worker with the model's tokenizer.
+func testParamColumn(t *testing.T, e *engine, col string, extra ...string) {
+	dir, _ := fixtureTokenizer(t, tokenizerFamily[e.Name])
+	c := consulFor(t)
+	svc := uniqueService(t)
+	m := startMock(t, e, harness.MockOpts{GRPC: addr(freePort(t)), TokenDelay: delay(time.Millisecond), Extra: extra})
+	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--tokenizer-dir", dir}})
+	v.waitLine("worker registered", 120*time.Second)
+	base := "http://" + startRouter(t, c, svc, 1).HTTP
+	for _, r := range paramTable {
+		for _, ep := range []string{onChat, onComp} {
+			if r.on == onBoth || r.on == ep {
+				checkParamRow(t, base, m, e, r.cell(col), r, ep)
 			}
 		}
-	})
+	}
 }
 
 func checkTableCoverage(t *testing.T) {
@@ -226,8 +257,8 @@ func checkTableDoc(t *testing.T) {
 // routerDoc is the router's manual, which holds the parameter table.
 const routerDoc = "../docs/router.md"
 
-// checkParamRow sends r's parameter on ep and checks what e's cell says.
-func checkParamRow(t *testing.T, base string, m *mock, e *engine, r paramRow, ep string) {
+// checkParamRow sends r's parameter on ep and checks what its cell says.
+func checkParamRow(t *testing.T, base string, m *mock, e *engine, cell string, r paramRow, ep string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"model":%q,"max_tokens":4`, e.servedModel)
 	path := "/v1/completions"
@@ -241,7 +272,6 @@ func checkParamRow(t *testing.T, base string, m *mock, e *engine, r paramRow, ep
 		body += fmt.Sprintf(",%q:%s", r.param, r.value)
 	}
 	body += "}"
-	cell := map[string]string{harness.VLLM.Name: r.vllm, harness.SGLang.Name: r.sglang, harness.TRTLLM.Name: r.trtllm}[e.Name]
 	code, _, resp := post(t, base+path, body)
 	switch {
 	case cell == "400":
