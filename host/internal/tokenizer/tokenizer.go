@@ -58,7 +58,7 @@ type Tokenizer struct {
 	// developer: the template's source mentions the developer role, so
 	// such messages pass to it unchanged (else they render as system).
 	developer bool
-	eos          []uint32
+	eos       []uint32
 }
 
 // File names inside a model directory.
