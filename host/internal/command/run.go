@@ -230,6 +230,7 @@ func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Regist
 			Address: cfg.advHost, Port: cfg.advPort,
 		},
 		ServedModelName: cfg.servedModelName,
+		Capabilities:    ep.Capabilities,
 		Announcer:       announcer,
 		Endpoint:        ep,
 		GracePeriod:     cfg.grace,
