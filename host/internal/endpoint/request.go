@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -55,7 +56,31 @@ func checkTaken(req *workerv1.GenerateRequest, a accepts) error {
 	if req.GetReturnPrompt() && !a.takes(discovery.CapPromptTokenIDs) {
 		return errEchoNoTokenizer
 	}
+	if err := checkLater(req); err != nil {
+		return err
+	}
 	return checkSamplingRanges(s)
+}
+
+// checkLater refuses, naming them, the fields of this round's worker API
+// that later issues implement (docs/worker-api.md): this worker lists no
+// capability for them, so a router sends none.
+func checkLater(req *workerv1.GenerateRequest) error {
+	lp, chat := req.GetLogprobs(), req.GetMessages()
+	switch {
+	case lp.GetOutput() || lp.GetPrompt():
+		return lacks("logprobs", "logprobs")
+	case req.GetResume() != nil:
+		return lacks("resume", "a resumed stream")
+	case chat.GetTools() != "" || chat.GetToolChoice() != nil:
+		return lacks("prompt.messages.tools", "tools")
+	}
+	for i, m := range chat.GetMessages() {
+		if len(m.GetToolCalls()) > 0 {
+			return lacks(fmt.Sprintf("prompt.messages[%d].tool_calls", i), "tool_calls")
+		}
+	}
+	return nil
 }
 
 // checkSamplingRanges checks the ranges of the penalties and biases.

@@ -167,6 +167,10 @@ func TestFieldsNotTaken(t *testing.T) {
 		{"logit_bias range", accepting(vllmAccepts...), func(r *workerv1.GenerateRequest) {
 			r.Sampling = &workerv1.Sampling{LogitBias: map[uint32]float32{4: 101}}
 		}, "sampling.logit_bias: token 4: 101: a bias must be in [-100, 100]"},
+		{"logprobs", accepting(vllmAccepts...), func(r *workerv1.GenerateRequest) { r.Logprobs = &workerv1.Logprobs{Output: true} },
+			"logprobs: this worker does not take logprobs"},
+		{"resume", accepting(vllmAccepts...), func(r *workerv1.GenerateRequest) { r.Resume = &workerv1.Resume{} },
+			"resume: this worker does not take a resumed stream"},
 		{"stop legacy", worker, func(r *workerv1.GenerateRequest) { r.Stopping = &workerv1.Stopping{Stop: []string{"x"}} }, ""},
 		{"repetition_penalty 1 is none", worker, func(r *workerv1.GenerateRequest) { r.Sampling = &workerv1.Sampling{RepetitionPenalty: f32(1)} }, ""},
 	} {
