@@ -48,7 +48,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "worker-id", EnvVars: env("WORKER_ID"),
 				Usage: "worker id, stable across restarts and unique per service: two vigils given one id are refused (the later exits 78) (default: NOMAD_ALLOC_ID-NOMAD_TASK_NAME under Nomad, else host name-listen host-listen port, the listen host left out when it is a wildcard address)"},
 			&cli.IntFlag{Name: "max-inflight", Value: endpoint.DefaultMaxInflight, EnvVars: env("MAX_INFLIGHT"),
-				Usage: "most requests in flight at once; more are refused with RESOURCE_EXHAUSTED"},
+				Usage: "most engine requests in flight at once, a request counting its n; more are refused with RESOURCE_EXHAUSTED"},
 			&cli.DurationFlag{Name: "startup-deadline", Value: sdk.DefaultStartupDeadline, EnvVars: env("STARTUP_DEADLINE"),
 				Usage: "how long to wait for the engine to serve before exiting 1"},
 			&cli.DurationFlag{Name: "check-ttl", Value: 5 * time.Second, EnvVars: env("CHECK_TTL"),

@@ -37,3 +37,19 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 	b.ReportMetric(float64(64*b.N)/b.Elapsed().Seconds(), "tokens/s")
 }
+
+// BenchmarkGenerateN4 is BenchmarkGenerate with n = 4: four engine
+// requests fanned out onto one stream.
+func BenchmarkGenerateN4(b *testing.B) {
+	s, c := serve(b, tokenEngine{n: 64}, accepting(vllmAccepts...), 0)
+	s.Admit(true, "")
+	ctx := context.Background()
+	req := prompt(1, 2, 3)
+	req.N = 4
+	for b.Loop() {
+		if r := run(ctx, c, req); r.err != nil || r.tokens != 4*64 {
+			b.Fatal(r.err, r.tokens)
+		}
+	}
+	b.ReportMetric(float64(4*64*b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
