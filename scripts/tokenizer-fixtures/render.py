@@ -2,7 +2,8 @@
 (tokenize=False) does, with Debian's python3-jinja2: the same environment
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols),
 tojson, raise_exception and strftime_now, and the same variables (messages,
-tools, documents, add_generation_prompt and the special tokens map).
+tools, documents, add_generation_prompt and the special tokens map), and a
+conversation's "kwargs" (chat_template_kwargs) when it has them.
 
 Reads {"template", "config", "conversations"} as JSON on stdin; writes one
 {"rendering"} or {"error"} per conversation and generation-prompt flag.
@@ -55,7 +56,7 @@ def main():
         for gen in (False, True):
             try:
                 text = tmpl.render(messages=conv["messages"], tools=None, documents=None,
-                                   add_generation_prompt=gen, **special)
+                                   add_generation_prompt=gen, **special, **conv.get("kwargs", {}))
                 out.append({"name": conv["name"], "add_generation_prompt": gen, "rendering": text})
             except Exception as e:  # TypeError, ZeroDivisionError... raise from render too
                 out.append({"name": conv["name"], "add_generation_prompt": gen, "error": str(e)})

@@ -12,8 +12,10 @@ import (
 // Prompts is what a wrapped engine (see Server.Wrap) takes beyond token
 // ids: vigil run's tokenization (package textgen) takes text prompts
 // whatever the adapter takes, and chat prompts when the model has a chat
-// template. Its refusals carry an INVALID_ARGUMENT gRPC status naming the
-// field, which the client gets as it is.
+// template; it matches stop strings on its own text. Its refusals carry
+// an INVALID_ARGUMENT gRPC status naming the field, which the client gets
+// as it is. The endpoint renders a request's prompt once (Prompt) and
+// generates each of its n choices from it (GenerateFrom).
 type Prompts interface {
 	sdk.Generator
 	// TakesText reports whether text prompts are taken whatever the
@@ -21,9 +23,14 @@ type Prompts interface {
 	TakesText() bool
 	// TakesChat reports whether chat prompts (prompt.messages) are taken.
 	TakesChat() bool
-	// GenerateChat is Generate for a chat prompt of msgs; req carries
-	// no prompt.
-	GenerateChat(ctx context.Context, msgs []*workerv1.Message, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error)
+	// Prompt returns the token ids of req's prompt: chat rendered with
+	// the chat template when not nil, else req.Text encoded, else
+	// req.TokenIDs; with withText, its text too (the text as given, the
+	// rendered chat, the ids decoded); and the field naming the prompt.
+	Prompt(req sdk.GenerateRequest, chat *workerv1.Messages, withText bool) (ids []uint32, text, field string, err error)
+	// GenerateFrom is Generate for a prompt Prompt returned, in
+	// req.TokenIDs; field names it for a refusal of its length.
+	GenerateFrom(ctx context.Context, req sdk.GenerateRequest, field string, send func(sdk.Chunk) error) (sdk.Result, error)
 }
 
 // errNoChatTemplate answers prompt.messages on a worker whose engine takes

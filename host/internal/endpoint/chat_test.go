@@ -57,18 +57,25 @@ func (d *byteDecoder) Next(ids []uint32) string {
 
 func (d *byteDecoder) Flush() string { out := string(d.held); d.held = nil; return out }
 
-func (fakeTokenizer) ChatTokens(msgs []textgen.Message) ([]uint32, error) {
+func (fakeTokenizer) ChatTokens(chat textgen.Chat) ([]uint32, string, error) {
 	var ids []uint32
-	for _, m := range msgs {
+	var text strings.Builder
+	for _, m := range chat.Messages {
 		if m.Role == "bad" {
-			return nil, errors.New("template raised: unknown role bad")
+			return nil, "", errors.New("template raised: unknown role bad")
 		}
 		ids = append(ids, uint32(len(m.Role)))
 		for i := range len(m.Content) {
 			ids = append(ids, uint32(m.Content[i]))
 		}
+		text.WriteString(m.Role + ":" + m.Content + ";")
 	}
-	return ids, nil
+	return ids, text.String(), nil
+}
+
+func (fakeTokenizer) Decode(ids []uint32) (string, error) {
+	d := &byteDecoder{}
+	return d.Next(ids) + d.Flush(), nil
 }
 
 func chat(msgs ...string) *workerv1.GenerateRequest {

@@ -99,8 +99,10 @@ type Server struct {
 	raw       sdk.Generator // as attached
 	wrap      func(sdk.Generator) sdk.Generator
 	worker    sdk.Worker
-	workerID  string // "": requests naming any worker id are served
+	workerID  string  // "": requests naming any worker id are served
+	accepts   accepts // what the worker takes with the engine attached
 	seq       uint64
+	slots     int // engine requests in flight: each request's n
 	inflight  map[uint64]*request
 	idle      chan struct{} // closed when inflight empties; nil while it is empty
 }
@@ -112,9 +114,10 @@ type request struct {
 	// nanoseconds; cut is set once Finish cut it for a stall.
 	progress atomic.Int64
 	cut      bool
-	// engineID is its engine-side request id once it is forwarded to the
-	// engine, for Abort; "" before.
-	engineID string
+	// engineIDs are its engine-side request ids once it is forwarded to
+	// the engine (one per choice), for Abort; none before.
+	engineIDs []string
+	slots     int // engine requests it counts against --max-inflight: its n
 }
 
 // New returns a Server on lis that refuses requests until Attach and
@@ -187,6 +190,7 @@ func (s *Server) Attach(g sdk.Generator, w sdk.Worker) {
 	if s.wrap != nil && g != nil {
 		s.engine = s.wrap(g)
 	}
+	s.accepts = newAccepts(w, s.engine, s.maxInflight)
 }
 
 // Wrap has requests forwarded to wrap(engine), for the engine attached
@@ -201,6 +205,7 @@ func (s *Server) Wrap(wrap func(sdk.Generator) sdk.Generator) {
 	if wrap != nil && s.raw != nil {
 		s.engine = wrap(s.raw)
 	}
+	s.accepts = newAccepts(s.worker, s.engine, s.maxInflight)
 }
 
 // SetWorkerID sets the worker's id (--worker-id). A request whose metadata
@@ -266,9 +271,7 @@ func (s *Server) cut(cause error, timeout time.Duration) error {
 	var ids []string
 	for _, r := range s.inflight {
 		r.cancel(cause)
-		if r.engineID != "" {
-			ids = append(ids, r.engineID)
-		}
+		ids = append(ids, r.engineIDs...)
 	}
 	n, engine, idle := len(s.inflight), s.engine, s.idle
 	s.mu.Unlock()
@@ -318,9 +321,7 @@ func (s *Server) Abandon(reason string) {
 	forwarded := 0
 	for _, r := range s.inflight {
 		r.cancel(cause)
-		if r.engineID != "" {
-			forwarded++
-		}
+		forwarded += len(r.engineIDs)
 	}
 	n := len(s.inflight)
 	s.engine, s.raw = nil, nil

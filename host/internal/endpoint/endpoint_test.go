@@ -102,7 +102,7 @@ func (f *fakeEngine) Aborted() []string {
 	return slices.Sorted(slices.Values(f.aborted))
 }
 
-func serve(t *testing.T, e sdk.Generator, w sdk.Worker, maxInflight int) (*Server, workerv1.WorkerClient) {
+func serve(t testing.TB, e sdk.Generator, w sdk.Worker, maxInflight int) (*Server, workerv1.WorkerClient) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -83,9 +83,7 @@ func (s *Server) cutStalled(stalled []*request, stall, timeout time.Duration) er
 	for _, r := range stalled {
 		r.cut = true
 		r.cancel(errStalled)
-		if r.engineID != "" {
-			ids = append(ids, r.engineID)
-		}
+		ids = append(ids, r.engineIDs...)
 	}
 	engine := s.engine
 	s.mu.Unlock()

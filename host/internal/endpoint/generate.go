@@ -22,12 +22,18 @@ type admission struct {
 	seq      uint64
 	engine   sdk.Generator
 	worker   sdk.Worker
+	accepts  accepts
 	ctx      context.Context
 	progress *atomic.Int64 // the request's last chunk, Unix nanoseconds
 }
 
-// admit admits a request or says why not, as a gRPC status.
-func (s *Server) admit(parent context.Context) (admission, error) {
+// choices is the number of engine requests req takes: n, at least 1.
+func choices(req *workerv1.GenerateRequest) int { return int(max(req.GetN(), 1)) }
+
+// admit admits a request of n choices or says why not, as a gRPC status.
+// Each choice is an engine request, so it counts n against
+// --max-inflight.
+func (s *Server) admit(parent context.Context, n int) (admission, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := workerapi.CheckWorkerID(parent, s.workerID); err != nil {
@@ -36,27 +42,31 @@ func (s *Server) admit(parent context.Context) (admission, error) {
 	if !s.admitting {
 		return admission{}, status.Error(codes.Unavailable, s.refusal)
 	}
-	if len(s.inflight) >= s.maxInflight {
-		return admission{}, status.Errorf(codes.ResourceExhausted, "worker has %d requests in flight, the most it admits (--max-inflight)", s.maxInflight)
+	if n > 1 && uint32(n) > s.accepts.maxN {
+		return admission{}, status.Errorf(codes.InvalidArgument, "n: %d exceeds the most choices this worker generates for one request, %d", n, max(s.accepts.maxN, 1))
+	}
+	if s.slots+n > s.maxInflight {
+		return admission{}, status.Errorf(codes.ResourceExhausted, "worker has %d engine requests in flight, and %d more would exceed the most it admits (--max-inflight %d; a request counts its n)", s.slots, n, s.maxInflight)
 	}
 	s.seq++
+	s.slots += n
 	ctx, cancel := context.WithCancelCause(parent)
-	r := &request{cancel: cancel}
+	r := &request{cancel: cancel, slots: n}
 	r.progress.Store(time.Now().UnixNano())
 	s.inflight[s.seq] = r
 	if s.idle == nil {
 		s.idle = make(chan struct{})
 	}
-	return admission{seq: s.seq, engine: s.engine, worker: s.worker, ctx: ctx, progress: &r.progress}, nil
+	return admission{seq: s.seq, engine: s.engine, worker: s.worker, accepts: s.accepts, ctx: ctx, progress: &r.progress}, nil
 }
 
-// forwarding records the engine-side id of a request about to be
-// forwarded, so that a drain that cuts it can have the engine abort it.
-func (s *Server) forwarding(a admission, engineID string) {
+// forwarding records the engine-side ids of a request about to be
+// forwarded, so that a drain that cuts it can have the engine abort them.
+func (s *Server) forwarding(a admission, engineIDs ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r, ok := s.inflight[a.seq]; ok {
-		r.engineID = engineID
+		r.engineIDs = append(r.engineIDs, engineIDs...)
 	}
 }
 
@@ -65,6 +75,7 @@ func (s *Server) release(a admission) {
 	defer s.mu.Unlock()
 	if r, ok := s.inflight[a.seq]; ok {
 		r.cancel(nil)
+		s.slots -= r.slots
 		delete(s.inflight, a.seq)
 	}
 	if len(s.inflight) == 0 && s.idle != nil {
@@ -91,16 +102,19 @@ type ended struct {
 }
 
 func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_GenerateServer, e *ended) error {
-	a, err := s.admit(stream.Context())
+	a, err := s.admit(stream.Context(), choices(req))
 	if err != nil {
 		e.outcome = OutcomeRefused
-		if status.Code(err) == codes.ResourceExhausted {
+		switch status.Code(err) {
+		case codes.ResourceExhausted:
 			e.outcome = OutcomeOverloaded
+		case codes.InvalidArgument:
+			e.outcome = OutcomeInvalid
 		}
 		return err
 	}
 	defer s.release(a)
-	ids, msgs, err := validate(req, a.worker, a.engine)
+	p, err := validate(req, a.worker, a.engine, a.accepts)
 	if err != nil {
 		e.outcome = OutcomeInvalid
 		return err
@@ -110,20 +124,42 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 		id = newRequestID()
 	}
 	// Clients may reuse ids; the engine must not see one twice.
-	engineReq := toEngine(req, ids, id+"-"+strconv.FormatUint(a.seq, 10))
-	f := newForward(stream, id, uint32(len(ids)))
-	f.progress = a.progress
-	s.forwarding(a, engineReq.RequestID)
-	var res sdk.Result
-	if msgs != nil {
-		res, err = a.engine.(Prompts).GenerateChat(a.ctx, msgs, engineReq, f.send)
-	} else {
-		res, err = a.engine.Generate(a.ctx, engineReq, f.send)
+	engineID := id + "-" + strconv.FormatUint(a.seq, 10)
+	p.engine.RequestID = engineID
+	if pe, ok := a.engine.(Prompts); ok {
+		if err := s.prompt(pe, req, &p, stream); err != nil {
+			e.outcome = OutcomeInvalid
+			if status.Code(err) != codes.InvalidArgument {
+				e.outcome = OutcomeCancelled
+			}
+			return err
+		}
 	}
+	f := newForward(stream, id, uint32(len(p.engine.TokenIDs)))
+	f.progress = a.progress
+	if p.n > 1 {
+		return s.fanOut(a, p, f, e)
+	}
+	s.forwarding(a, engineID)
+	res, err := p.generate(a.ctx, a.engine, p.engine, f.send)
 	if err == nil {
 		return f.finish(res, e)
 	}
 	return s.failed(a, f, err, e)
+}
+
+// prompt renders and encodes the prompt once, with vigil's tokenizer,
+// into p, and sends it first when the request asks (return_prompt).
+func (s *Server) prompt(pe Prompts, req *workerv1.GenerateRequest, p *plan, stream workerv1.Worker_GenerateServer) error {
+	ids, text, field, err := pe.Prompt(p.engine, req.GetMessages(), req.GetReturnPrompt())
+	if err != nil {
+		return err
+	}
+	p.engine.TokenIDs, p.engine.Text, p.field, p.tokenized = ids, "", field, true
+	if !req.GetReturnPrompt() {
+		return nil
+	}
+	return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: &workerv1.Prompt{TokenIds: ids, Text: text}}})
 }
 
 // forward is one request's output on its way to the client.
@@ -162,7 +198,9 @@ func (f *forward) send(c sdk.Chunk) error {
 func (f *forward) finish(res sdk.Result, e *ended) error {
 	reason := finishToProto(res.FinishReason)
 	e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
-	return f.stream.Send(final(f.id, reason, "", res.PromptTokens, res.CompletionTokens))
+	m := final(f.id, reason, "", res.PromptTokens, res.CompletionTokens)
+	m.GetFinal().Usage.CachedTokens = res.CachedTokens
+	return f.stream.Send(m)
 }
 
 // failed ends a generation that failed with err: as a status before its
@@ -245,18 +283,56 @@ func newRequestID() string {
 	return "req-" + hex.EncodeToString(b[:])
 }
 
+// plan is a validated request: the engine request of its first choice
+// and how to run it.
+type plan struct {
+	engine sdk.GenerateRequest
+	n      uint32
+	// tokenized: the prompt is engine.TokenIDs as vigil's tokenizer made
+	// them (Prompts.Prompt), field naming it.
+	tokenized bool
+	field     string
+}
+
+// generate runs one engine request of the plan.
+func (p *plan) generate(ctx context.Context, engine sdk.Generator, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	if p.tokenized {
+		return engine.(Prompts).GenerateFrom(ctx, req, p.field, send)
+	}
+	return engine.Generate(ctx, req, send)
+}
+
 // validate checks a request against the worker and its engine; every
 // error is INVALID_ARGUMENT (or NOT_FOUND for the model) and names the
-// field. It returns the prompt's token ids (nil for a text or chat
-// prompt) or its chat messages.
-func validate(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator) ([]uint32, []*workerv1.Message, error) {
+// field. It returns the request's plan, its prompt's token ids unset for
+// a text or chat prompt.
+func validate(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator, a accepts) (plan, error) {
 	if m := req.GetModel(); m != "" && m != w.ServedModelName {
-		return nil, nil, status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
+		return plan{}, status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
 	}
-	ids, msgs, err := promptOf(req, w, engine)
+	ids, _, err := promptOf(req, w, engine)
 	if err != nil {
-		return nil, nil, err
+		return plan{}, err
 	}
+	if err := checkLength(req, w, engine, ids); err != nil {
+		return plan{}, err
+	}
+	if err := validateSampling(req.GetSampling()); err != nil {
+		return plan{}, err
+	}
+	if err := checkTaken(req, a); err != nil {
+		return plan{}, err
+	}
+	so, err := structured(req.GetStructuredOutput(), a)
+	if err != nil {
+		return plan{}, err
+	}
+	return plan{engine: toEngine(req, ids, "", so), n: max(req.GetN(), 1)}, nil
+}
+
+// checkLength checks a token-id prompt and max_tokens against the
+// model's length, where the engine does not.
+func checkLength(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator, ids []uint32) error {
 	promptLen := uint32(len(ids))
 	_, counts := engine.(Prompts) // it checks the lengths of the prompts it encodes, with the numbers
 	if max := w.MaxModelLen; max > 0 {
@@ -266,21 +342,18 @@ func validate(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator)
 		case ids == nil && mt > max:
 			// A text or chat prompt's length only the engine knows: no
 			// numbers to give but these.
-			return nil, nil, status.Errorf(codes.InvalidArgument, "stopping.max_tokens: %d exceeds the model's maximum length %d", mt, max)
+			return status.Errorf(codes.InvalidArgument, "stopping.max_tokens: %d exceeds the model's maximum length %d", mt, max)
 		case ids == nil:
 		case promptLen >= max:
-			return nil, nil, workerapi.ContextLengthError("prompt.token_ids", max, promptLen, mt)
+			return workerapi.ContextLengthError("prompt.token_ids", max, promptLen, mt)
 		case mt > max-promptLen:
-			return nil, nil, workerapi.ContextLengthError("stopping.max_tokens", max, promptLen, mt)
+			return workerapi.ContextLengthError("stopping.max_tokens", max, promptLen, mt)
 		}
 	}
 	if st := req.GetStopping(); st.GetMaxTokens() > 0 && st.GetMinTokens() > st.GetMaxTokens() {
-		return nil, nil, status.Errorf(codes.InvalidArgument, "stopping.min_tokens: %d exceeds stopping.max_tokens %d", st.GetMinTokens(), st.GetMaxTokens())
+		return status.Errorf(codes.InvalidArgument, "stopping.min_tokens: %d exceeds stopping.max_tokens %d", st.GetMinTokens(), st.GetMaxTokens())
 	}
-	if err := validateSampling(req.GetSampling()); err != nil {
-		return nil, nil, err
-	}
-	return ids, msgs, nil
+	return nil
 }
 
 // promptOf is the prompt's token ids, or its chat messages, or neither for
@@ -323,26 +396,4 @@ func validateSampling(s *workerv1.Sampling) error {
 		return status.Errorf(codes.InvalidArgument, "sampling.top_p: %g: must be in (0, 1]", *s.TopP)
 	}
 	return nil
-}
-
-// toEngine is req as the adapter takes it, with ids (validate's) as its
-// prompt when not nil.
-func toEngine(req *workerv1.GenerateRequest, ids []uint32, engineID string) sdk.GenerateRequest {
-	st := req.GetStopping()
-	r := sdk.GenerateRequest{
-		RequestID:    engineID,
-		Text:         req.GetText(),
-		MaxTokens:    st.GetMaxTokens(),
-		StopTokenIDs: st.GetStopTokenIds(),
-		Stop:         st.GetStop(),
-		IgnoreEOS:    st.GetIgnoreEos(),
-		MinTokens:    st.GetMinTokens(),
-	}
-	if s := req.GetSampling(); s != nil {
-		r.Temperature, r.TopP, r.TopK, r.Seed, r.MinP = s.Temperature, s.TopP, s.TopK, s.Seed, s.GetMinP()
-	}
-	if ids != nil {
-		r.TokenIDs, r.Text = ids, ""
-	}
-	return r
 }

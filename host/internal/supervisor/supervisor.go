@@ -202,6 +202,11 @@ type Config struct {
 	// takes) and whether a chat template came with it (the worker takes chat
 	// messages). Nil: neither.
 	Tokenizer func(w sdk.Worker) (loaded, chat bool)
+	// Capabilities, when set, gives the registration's Caps (discovery
+	// metadata caps) once the endpoint has the engine and, with a
+	// Tokenizer hook, once the hook returned: what the worker takes with
+	// that engine and tokenizer. Nil: not stated.
+	Capabilities func() discovery.Capabilities
 }
 
 // Run runs the lifecycle until it stops and returns why: nil after a stop
@@ -579,6 +584,7 @@ func (s *supervisor) serve() {
 	}
 	s.reg.Model, s.reg.ModelID, s.reg.InstanceID = w.ServedModelName, w.ModelID, w.InstanceID
 	s.reg.TokensOnly, s.reg.Chat = !w.SupportsTextInput, false
+	s.reg.Caps = s.capabilities()
 	s.startTokenizer(w)
 	s.reg.MaxModelLen = w.MaxModelLen
 	s.log.Info("engine serving", append(servingArgs, "model_id", w.ModelID,
@@ -594,6 +600,14 @@ func (s *supervisor) serve() {
 		s.refused = s.cfg.Announcer.Done()
 	}
 	s.events = s.watch()
+}
+
+// capabilities is Config.Capabilities', the zero set without it.
+func (s *supervisor) capabilities() discovery.Capabilities {
+	if s.cfg.Capabilities == nil {
+		return discovery.Capabilities{}
+	}
+	return s.cfg.Capabilities()
 }
 
 // startTokenizer runs the Tokenizer hook for w off the loop. A hook of an
@@ -628,6 +642,7 @@ func (s *supervisor) decided(d tokenizerDecision) {
 	// vigil tokenizes text for every engine once it has the model's
 	// tokenizer.
 	s.reg.TokensOnly, s.reg.Chat = s.reg.TokensOnly && !d.loaded, d.chat
+	s.reg.Caps = s.capabilities()
 	ev := s.held
 	s.held = nil
 	switch {

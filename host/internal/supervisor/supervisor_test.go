@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/outcome"
 	"github.com/vigilhq/vigil/sdk"
 )
@@ -328,4 +330,30 @@ func TestTokenizerLoadDoesNotHoldLifecycle(t *testing.T) {
 			h.ended(tc.want)
 		})
 	}
+}
+
+// The registration publishes the endpoint's capabilities (meta caps) as
+// they stand once the Tokenizer hook returned: a tokenizer changes what
+// the worker takes (stop strings on a token-only engine).
+func TestCapabilitiesRegistration(t *testing.T) {
+	t.Parallel()
+	engine := newFakeEngine()
+	engine.generate = true
+	var loaded atomic.Bool
+	h := startHarnessWith(t, engine, &fakeEndpoint{}, func(c *Config) {
+		c.Tokenizer = func(sdk.Worker) (bool, bool) { loaded.Store(true); return true, false }
+		c.Capabilities = func() discovery.Capabilities {
+			if loaded.Load() {
+				return discovery.ParseCapabilities("n=128,stop")
+			}
+			return discovery.ParseCapabilities("n=128")
+		}
+	})
+	h.send(sdk.Serving)
+	h.registered(true)
+	if got := h.record().Meta[discovery.MetaCaps]; got != "n=128,stop" {
+		t.Errorf("meta caps %q, want the endpoint's after the tokenizer loaded: n=128,stop", got)
+	}
+	h.signal()
+	h.ended(nil)
 }

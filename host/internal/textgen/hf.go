@@ -1,6 +1,11 @@
 package textgen
 
-import "github.com/vigilhq/vigil/host/internal/tokenizer"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/vigilhq/vigil/host/internal/tokenizer"
+)
 
 // HF is t as the worker's Tokenizer: text prompts encoded with special
 // tokens, chat prompts rendered with the generation prompt and encoded
@@ -11,17 +16,28 @@ type hf struct{ t *tokenizer.Tokenizer }
 
 func (h hf) Encode(text string) ([]uint32, error) { return h.t.Encode(text, true) }
 
-func (h hf) ChatTokens(msgs []Message) ([]uint32, error) {
-	m := make([]tokenizer.Message, len(msgs))
-	for i, c := range msgs {
-		m[i] = tokenizer.Message{Role: c.Role, Content: c.Content}
-	}
-	text, err := h.t.RenderChat(m, true)
+func (h hf) ChatTokens(chat Chat) ([]uint32, string, error) {
+	kwargs, err := tokenizer.ParseKwargs(chat.Kwargs)
 	if err != nil {
-		return nil, err
+		return nil, "", fmt.Errorf("%s: %v", kwargsField, err)
 	}
-	return h.t.Encode(text, false)
+	m := make([]tokenizer.Message, len(chat.Messages))
+	for i, c := range chat.Messages {
+		m[i] = tokenizer.Message{Role: c.Role, Content: c.Content, Name: c.Name}
+	}
+	text, err := h.t.RenderChatWith(m, tokenizer.ChatOptions{AddGenerationPrompt: true, Kwargs: kwargs})
+	var ke *tokenizer.KwargError
+	if errors.As(err, &ke) {
+		return nil, "", ke
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	ids, err := h.t.Encode(text, false)
+	return ids, text, err
 }
+
+func (h hf) Decode(ids []uint32) (string, error) { return h.t.Decode(ids, false) }
 
 func (h hf) HasChatTemplate() bool { return h.t.HasChatTemplate() }
 

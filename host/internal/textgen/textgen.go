@@ -27,10 +27,20 @@ import (
 // Message is one turn of a chat prompt (vigil.worker.v1 Message).
 type Message struct {
 	// Role is "system", "user", "assistant" or another role the chat
-	// template knows.
+	// template knows ("developer" renders as system where it does not).
 	Role string
 	// Content is the turn's text.
 	Content string
+	// Name is the speaker's name, "" for none: the message's "name" key
+	// in the template.
+	Name string
+}
+
+// Chat is a chat prompt: its turns and the template's extra variables.
+type Chat struct {
+	Messages []Message
+	// Kwargs are chat_template_kwargs, JSON object text; "" for none.
+	Kwargs string
 }
 
 // Tokenizer is the model's tokenization. Its methods are called from many
@@ -40,11 +50,16 @@ type Tokenizer interface {
 	// tokens added (its BOS, where it has one), as vLLM encodes a
 	// completion prompt.
 	Encode(text string) ([]uint32, error)
-	// ChatTokens returns the token ids of msgs rendered with the chat
+	// ChatTokens returns the token ids of the chat rendered with the chat
 	// template, the generation prompt appended, then encoded without
-	// adding special tokens again. An error (a template that rejects a
-	// role, say) is the client's.
-	ChatTokens(msgs []Message) ([]uint32, error)
+	// adding special tokens again, and the rendered text. An error (a
+	// template that rejects a role, say) is the client's; one about
+	// chat.Kwargs (not a JSON object, a key the renderer sets itself)
+	// begins with "chat_template_kwargs".
+	ChatTokens(chat Chat) ([]uint32, string, error)
+	// Decode returns the text of ids, special tokens included, as vLLM
+	// echoes a token-id prompt.
+	Decode(ids []uint32) (string, error)
 	// HasChatTemplate reports whether ChatTokens has a template.
 	HasChatTemplate() bool
 	// NewDecoder returns a Decoder for one request's output, seeded with
@@ -91,38 +106,81 @@ func (e *Engine) Abort(ctx context.Context, ids []string) error { return e.engin
 // naming the field, with a workerapi.ReasonContextLength ErrorInfo for a
 // length, before anything reaches the engine.
 func (e *Engine) Generate(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
-	if req.TokenIDs == nil {
-		ids, err := e.tok.Encode(req.Text)
-		if err != nil {
-			return sdk.Result{}, status.Errorf(codes.InvalidArgument, "prompt.text: tokenizing: %v", err)
-		}
-		if len(ids) == 0 {
-			return sdk.Result{}, status.Error(codes.InvalidArgument, "prompt.text: encodes to no tokens")
-		}
-		return e.generate(ctx, req, ids, "prompt.text", send)
+	ids, _, field, err := e.Prompt(req, nil, false)
+	if err != nil {
+		return sdk.Result{}, err
 	}
-	return e.generate(ctx, req, req.TokenIDs, "prompt.token_ids", send)
+	return e.generate(ctx, req, ids, field, send)
 }
 
 // GenerateChat is Generate for a chat prompt: msgs rendered with the chat
 // template, the generation prompt appended, and encoded.
 func (e *Engine) GenerateChat(ctx context.Context, msgs []*workerv1.Message, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
-	if !e.tok.HasChatTemplate() {
-		return sdk.Result{}, status.Error(codes.InvalidArgument, "prompt.messages: the model's tokenizer has no chat template")
-	}
-	chat := make([]Message, len(msgs))
-	for i, m := range msgs {
-		chat[i] = Message{Role: m.GetRole(), Content: m.GetContent()}
-	}
-	ids, err := e.tok.ChatTokens(chat)
+	ids, _, field, err := e.Prompt(req, &workerv1.Messages{Messages: msgs}, false)
 	if err != nil {
-		return sdk.Result{}, status.Errorf(codes.InvalidArgument, "prompt.messages: rendering the chat template: %v", err)
+		return sdk.Result{}, err
 	}
-	if len(ids) == 0 {
-		return sdk.Result{}, status.Error(codes.InvalidArgument, "prompt.messages: the chat template rendered no tokens")
-	}
-	return e.generate(ctx, req, ids, "prompt.messages", send)
+	return e.generate(ctx, req, ids, field, send)
 }
+
+// GenerateFrom is Generate for a prompt Prompt returned, in req.TokenIDs;
+// field names it for a refusal of its length.
+func (e *Engine) GenerateFrom(ctx context.Context, req sdk.GenerateRequest, field string, send func(sdk.Chunk) error) (sdk.Result, error) {
+	return e.generate(ctx, req, req.TokenIDs, field, send)
+}
+
+// Prompt returns the token ids of req's prompt, once for all the choices
+// of a request: chat (not nil) rendered with the chat template, the
+// generation prompt appended, and encoded; else req.Text encoded with
+// special tokens; else req.TokenIDs. With withText it returns the
+// prompt's text too: the text as given, the rendered chat, or the ids
+// decoded. field names the prompt. Its errors are INVALID_ARGUMENT
+// statuses naming the field.
+func (e *Engine) Prompt(req sdk.GenerateRequest, chat *workerv1.Messages, withText bool) (ids []uint32, text, field string, err error) {
+	switch {
+	case chat != nil:
+		ids, text, err = e.chatTokens(chat)
+		return ids, text, "prompt.messages", err
+	case req.TokenIDs == nil:
+		if ids, err = e.tok.Encode(req.Text); err != nil {
+			return nil, "", "", status.Errorf(codes.InvalidArgument, "prompt.text: tokenizing: %v", err)
+		}
+		if len(ids) == 0 {
+			return nil, "", "", status.Error(codes.InvalidArgument, "prompt.text: encodes to no tokens")
+		}
+		return ids, req.Text, "prompt.text", nil
+	}
+	if withText {
+		if text, err = e.tok.Decode(req.TokenIDs); err != nil {
+			return nil, "", "", status.Errorf(codes.InvalidArgument, "prompt.token_ids: decoding: %v", err)
+		}
+	}
+	return req.TokenIDs, text, "prompt.token_ids", nil
+}
+
+// chatTokens renders and encodes a chat prompt.
+func (e *Engine) chatTokens(p *workerv1.Messages) ([]uint32, string, error) {
+	if !e.tok.HasChatTemplate() {
+		return nil, "", status.Error(codes.InvalidArgument, "prompt.messages: the model's tokenizer has no chat template")
+	}
+	chat := Chat{Messages: make([]Message, len(p.GetMessages())), Kwargs: p.GetChatTemplateKwargs()}
+	for i, m := range p.GetMessages() {
+		chat.Messages[i] = Message{Role: m.GetRole(), Content: m.GetContent(), Name: m.GetName()}
+	}
+	ids, text, err := e.tok.ChatTokens(chat)
+	switch {
+	case err != nil && strings.HasPrefix(err.Error(), kwargsField):
+		return nil, "", status.Errorf(codes.InvalidArgument, "prompt.messages.%v", err)
+	case err != nil:
+		return nil, "", status.Errorf(codes.InvalidArgument, "prompt.messages: rendering the chat template: %v", err)
+	case len(ids) == 0:
+		return nil, "", status.Error(codes.InvalidArgument, "prompt.messages: the chat template rendered no tokens")
+	}
+	return ids, text, nil
+}
+
+// kwargsField begins a Tokenizer's error about chat_template_kwargs.
+const kwargsField = "chat_template_kwargs"
 
 // generate forwards req with ids as its prompt (field names it for a
 // length refusal), detokenizing the output and matching stop strings.

@@ -24,9 +24,20 @@ func (byteTokenizer) Encode(text string) ([]uint32, error) {
 	return ids, nil
 }
 
-func (byteTokenizer) ChatTokens([]Message) ([]uint32, error) { return nil, errors.New("no template") }
-func (byteTokenizer) HasChatTemplate() bool                  { return false }
-func (byteTokenizer) NewDecoder([]uint32) Decoder            { return &bytes{} }
+func (byteTokenizer) ChatTokens(Chat) ([]uint32, string, error) {
+	return nil, "", errors.New("no template")
+}
+func (byteTokenizer) Decode(ids []uint32) (string, error) { return string(toBytes(ids)), nil }
+func (byteTokenizer) HasChatTemplate() bool               { return false }
+func (byteTokenizer) NewDecoder([]uint32) Decoder         { return &bytes{} }
+
+func toBytes(ids []uint32) []byte {
+	b := make([]byte, len(ids))
+	for i, id := range ids {
+		b[i] = byte(id)
+	}
+	return b
+}
 
 // bytes decodes ids as bytes, all held back until Flush, as a decoder
 // that waits for more does.

@@ -33,16 +33,20 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 
 	"github.com/vigilhq/vigil/host/internal/jinja"
 	vtok "github.com/vigilhq/vigil/tokenizer"
 )
 
 // Message is one chat turn: Role is "system", "user", "assistant" or
-// another role the template knows; Content is its text.
+// another role the template knows; Content is its text; Name, when not
+// "", the speaker's name (OpenAI's name), given to the template as the
+// message's "name" key, as transformers passes it.
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	Name    string `json:"name,omitempty"`
 }
 
 // Tokenizer encodes text to token ids and back, and renders chat prompts.
@@ -51,7 +55,10 @@ type Tokenizer struct {
 
 	template     *jinja.Template // nil: no chat template
 	templateVars map[string]any  // bos_token, eos_token... as transformers passes them
-	eos          []uint32
+	// developer: the template's source mentions the developer role, so
+	// such messages pass to it unchanged (else they render as system).
+	developer bool
+	eos       []uint32
 }
 
 // File names inside a model directory.
@@ -65,20 +72,20 @@ const (
 // a bad one is found at start-up, before any tokenizer is loaded. Errors
 // name the file.
 func CheckChatTemplate(file string) error {
-	_, err := compileTemplateFile(file)
+	_, _, err := compileTemplateFile(file)
 	return err
 }
 
-func compileTemplateFile(file string) (*jinja.Template, error) {
+func compileTemplateFile(file string) (*jinja.Template, string, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: chat template: %w", err)
+		return nil, "", fmt.Errorf("tokenizer: chat template: %w", err)
 	}
 	tmpl, err := jinja.Compile(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer: %s: %w", file, err)
+		return nil, "", fmt.Errorf("tokenizer: %s: %w", file, err)
 	}
-	return tmpl, nil
+	return tmpl, string(b), nil
 }
 
 // Load reads dir/tokenizer.json (required), dir/tokenizer_config.json and
@@ -95,8 +102,9 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	src := cfg.chatTemplate
 	if chatTemplateFile != "" {
-		if t.template, err = compileTemplateFile(chatTemplateFile); err != nil {
+		if t.template, src, err = compileTemplateFile(chatTemplateFile); err != nil {
 			return nil, err
 		}
 	} else if cfg.chatTemplate != "" {
@@ -104,6 +112,7 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: %s: field chat_template: %w", filepath.Join(dir, TokenizerConfigFile), err)
 		}
 	}
+	t.developer = strings.Contains(src, RoleDeveloper)
 	t.templateVars = cfg.specialTokens
 
 	gen, err := readGenerationEOS(filepath.Join(dir, GenerationConfigFile))

@@ -1,0 +1,120 @@
+package endpoint
+
+import (
+	"strings"
+
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/sdk"
+)
+
+// MaxN is the largest GenerateRequest.n the worker fans out (each choice
+// is an engine request of its own); --max-inflight lowers it.
+const MaxN = 128
+
+// passed are the capabilities of the engine that the worker passes on
+// (to sdk.GenerateRequest's fields) in this release; an engine's other
+// items (logprobs, embed...) wait for the worker to implement them.
+var passed = map[string]bool{
+	discovery.CapTopK: true, discovery.CapMinP: true, discovery.CapSeed: true, discovery.CapStop: true,
+	discovery.CapMinTokens: true, discovery.CapIgnoreEOS: true,
+	discovery.CapPresencePenalty: true, discovery.CapFrequencyPenalty: true,
+	discovery.CapRepetitionPenalty: true, discovery.CapLogitBias: true,
+	discovery.CapJSONObject: true, discovery.CapJSONSchema: true, discovery.CapRegex: true,
+	discovery.CapChoice: true, discovery.CapStructuralTag: true,
+}
+
+// grammarPrefix begins the capability of a grammar dialect.
+const grammarPrefix = "grammar."
+
+// accepts is what a worker takes, decided at Attach and Wrap: the
+// engine's part (sdk.Worker.Accepts) and what vigil does itself.
+type accepts struct {
+	engine    map[string]bool // the engine's items the worker passes on
+	tokenizer bool            // vigil tokenizes: stop strings, the prompt's ids
+	chat      bool            // a chat template: chat_template_kwargs
+	maxN      uint32
+}
+
+// newAccepts reads w.Accepts (nil: the legacy set of an older adapter)
+// for an engine wrapped as engine, with maxInflight engine requests at
+// most.
+func newAccepts(w sdk.Worker, engine sdk.Generator, maxInflight int) accepts {
+	items := discovery.LegacyCapabilities.Items()
+	if w.Accepts != nil {
+		items = discovery.ParseCapabilities(strings.Join(w.Accepts, ",")).Items()
+	}
+	a := accepts{engine: map[string]bool{}, maxN: uint32(min(MaxN, maxInflight))}
+	for _, it := range items {
+		if passed[it.Name] || strings.HasPrefix(it.Name, grammarPrefix) {
+			a.engine[it.Name] = true
+		}
+	}
+	if p, ok := engine.(Prompts); ok {
+		a.tokenizer, a.chat = p.TakesText(), p.TakesChat()
+	}
+	return a
+}
+
+// takes reports whether the worker takes the capability name.
+func (a accepts) takes(name string) bool {
+	switch name {
+	case discovery.CapStop:
+		// vigil matches stop strings on its own text; without it, only
+		// an engine that matches them itself takes them (SGLang's gRPC
+		// server without a tokenizer refuses them).
+		return a.tokenizer || a.engine[name]
+	case discovery.CapChoice:
+		return a.engine[name] || a.engine[discovery.CapRegex] // an escaped alternation
+	case discovery.CapJSONObject:
+		return a.engine[name] || a.engine[discovery.CapJSONSchema] // the schema {"type":"object"}
+	case discovery.CapPromptTokenIDs:
+		return a.tokenizer
+	case discovery.CapChatTemplateKwargs:
+		return a.chat
+	}
+	return a.engine[name]
+}
+
+// capabilities is the set the worker publishes (discovery.MetaCaps).
+func (a accepts) capabilities() discovery.Capabilities {
+	var items []discovery.Capability
+	seen := map[string]bool{}
+	add := func(name string, v uint32) {
+		if !seen[name] && a.takes(name) {
+			seen[name] = true
+			items = append(items, discovery.Capability{Name: name, Value: v})
+		}
+	}
+	for name := range a.engine {
+		add(name, 0)
+	}
+	for _, name := range []string{discovery.CapStop, discovery.CapChoice, discovery.CapJSONObject,
+		discovery.CapPromptTokenIDs, discovery.CapChatTemplateKwargs} {
+		add(name, 0)
+	}
+	if a.maxN > 1 {
+		items = append(items, discovery.Capability{Name: discovery.CapN, Value: a.maxN})
+	}
+	c, err := discovery.NewCapabilities(items...)
+	if err != nil { // an engine's malformed item: ParseCapabilities dropped those
+		return discovery.LegacyCapabilities
+	}
+	return c
+}
+
+// Capabilities returns what the worker publishes under discovery.MetaCaps
+// for the engine attached and wrapped now: the engine's part of
+// sdk.Worker.Accepts that vigil passes on (the legacy set for an adapter
+// that lists none), stop strings when vigil has the model's tokenizer or
+// the engine matches them, choice as an escaped regex, json_object as a
+// schema, prompt_token_ids (return_prompt) with a tokenizer,
+// chat_template_kwargs with a chat template, and n up to MaxN (at most
+// --max-inflight) fanned out. The zero Capabilities before Attach.
+func (s *Server) Capabilities() discovery.Capabilities {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.engine == nil {
+		return discovery.Capabilities{}
+	}
+	return s.accepts.capabilities()
+}
