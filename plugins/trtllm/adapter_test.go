@@ -314,6 +314,9 @@ func TestGenerateSamplingConfig(t *testing.T) {
 	if diff := cmp.Diff(want, lastRequest(t, e).GetSamplingConfig(), protocmp.Transform()); diff != "" {
 		t.Errorf("sampling_config (-want +got):\n%s", diff)
 	}
+	if got := e.State().LastMinP; got != mp {
+		t.Errorf("engine's min_p = %v, want %v", got, mp)
+	}
 	if _, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "u", TokenIDs: []uint32{1}, MaxTokens: 1}, ok); err != nil {
 		t.Fatal(err)
 	}

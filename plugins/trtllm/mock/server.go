@@ -67,6 +67,7 @@ func (s *server) Generate(req *trtllmpb.GenerateRequest, stream grpc.ServerStrea
 		Seed:         int64(sc.GetSeed()),
 		MaxNewTokens: req.GetMaxTokens(),
 		MinNewTokens: sc.GetMinTokens(),
+		MinP:         sc.GetMinP(),
 		StopTokenIDs: req.GetStopTokenIds(),
 	}
 	// TensorRT-LLM's executor refuses a prompt over max_input_len, and
