@@ -5,7 +5,10 @@
 // description otherwise (POST /health {"status": "NOT_SERVING"} stands for
 // a crashed rank: unhealthy until stopped, never exiting); POST
 // /health-check {"mode": "hang"} makes HealthCheck stop answering.
-// Generation is deterministic ([enginemock.OutputToken]).
+// Generation is deterministic ([enginemock.OutputToken]); it refuses what
+// TensorRT-LLM refuses but constrains no output. GET /state's last_request
+// is the last generation request as protojson of TensorRT-LLM's
+// GenerateRequest.
 //
 // This package holds what is TensorRT-LLM's: its wire, its health answer
 // and its message shapes; enginemock holds the rest.

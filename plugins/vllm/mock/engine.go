@@ -3,7 +3,10 @@
 // grpc.health.v1.Health, plus the JSON control surface of package
 // [github.com/vigilhq/vigil/sdk/enginemock] (see [enginemock.Engine.Handler])
 // that flips health, sleeps, pauses, holds and fails streams. Generation is
-// deterministic (see [OutputToken]), so tests can predict every token.
+// deterministic (see [OutputToken]), so tests can predict every token; it
+// refuses what vLLM refuses but constrains no output. GET /state's
+// last_request is the last generation request as protojson of vLLM's
+// GenerateRequest.
 // Behaviour follows vLLM's gRPC server (vllm-project/vllm) after v0.33.0:
 // "vllm.Inference" follows readiness, "" only liveness.
 //
