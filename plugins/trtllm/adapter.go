@@ -3,6 +3,7 @@ package trtllm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -31,6 +32,7 @@ type Adapter struct {
 
 	mu        sync.Mutex
 	maxSeqLen uint32 // GetModelInfo's max_seq_len, read by Start
+	vocabSize uint32 // GetModelInfo's vocab_size, read by Start; 0 if unknown
 }
 
 var (
@@ -81,13 +83,33 @@ func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Wo
 		return sdk.Worker{}, fmt.Errorf("GetServerInfo: %w", err)
 	}
 	maxSeqLen := uint32(max(model.GetMaxSeqLen(), 0))
+	vocabSize := uint32(max(model.GetVocabSize(), 0))
 	a.mu.Lock()
-	a.maxSeqLen = maxSeqLen
+	a.maxSeqLen, a.vocabSize = maxSeqLen, vocabSize
 	a.mu.Unlock()
 	return sdk.Worker{
 		ModelID:         model.GetModelId(),
 		ServedModelName: model.GetModelId(),
 		EngineVersion:   server.GetVersion(),
 		MaxModelLen:     maxSeqLen,
+		Accepts:         accepts(vocabSize),
 	}, nil
+}
+
+// accepts is what TensorRT-LLM's generate API takes beyond the basic
+// request, as capability names (docs/worker-api.md, "Capabilities"), each
+// mapped in toTRT. logit_bias only with a known vocabulary size, which
+// embedding_bias is built to. Not n, which the host fans out this release,
+// nor choice, for which TensorRT-LLM has no guide (the host sends a regex);
+// grammars are EBNF only (GUIDE_TYPE_EBNF_GRAMMAR, xgrammar's).
+func accepts(vocabSize uint32) []string {
+	names := []string{
+		"frequency_penalty", "grammar.ebnf", "ignore_eos", "json_object", "json_schema", "min_p", "min_tokens",
+		"presence_penalty", "regex", "repetition_penalty", "seed", "stop", "structural_tag", "top_k",
+	}
+	if vocabSize > 0 {
+		names = append(names, "logit_bias")
+		slices.Sort(names)
+	}
+	return names
 }

@@ -4,14 +4,20 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/vigilhq/vigil/plugins/trtllm"
 	"github.com/vigilhq/vigil/plugins/trtllm/mock"
+	"github.com/vigilhq/vigil/plugins/trtllm/trtllmpb"
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/enginemock"
 	"github.com/vigilhq/vigil/sdk/sdktest"
@@ -79,9 +85,35 @@ func TestStartWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The server has no served name: model_id, often a path, stands in.
-	want := sdk.Worker{ModelID: "/models/llama", ServedModelName: "/models/llama", EngineVersion: "1.0.0-mock", MaxModelLen: mock.MaxSeqLen}
+	want := sdk.Worker{ModelID: "/models/llama", ServedModelName: "/models/llama", EngineVersion: "1.0.0-mock", MaxModelLen: mock.MaxSeqLen,
+		Accepts: []string{
+			"frequency_penalty", "grammar.ebnf", "ignore_eos", "json_object", "json_schema", "logit_bias", "min_p", "min_tokens",
+			"presence_penalty", "regex", "repetition_penalty", "seed", "stop", "structural_tag", "top_k",
+		}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("worker (-want +got):\n%s", diff)
+	}
+}
+
+// TestAcceptsWithoutVocabulary: a server that reports no vocab_size (no
+// tokenizer) cannot be sent an embedding_bias of the right length, so
+// logit_bias is neither listed nor taken.
+func TestAcceptsWithoutVocabulary(t *testing.T) {
+	t.Parallel()
+	_, addr := serveMock(t, "", mock.Config{VocabSize: -1})
+	a := trtllm.New()
+	defer a.Shutdown(context.Background())
+	w, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(w.Accepts, "logit_bias") || !slices.Contains(w.Accepts, "json_schema") {
+		t.Errorf("Accepts = %v, want the set without logit_bias", w.Accepts)
+	}
+	_, err = a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "b", TokenIDs: []uint32{1}, MaxTokens: 1, LogitBias: map[uint32]float32{1: 1}},
+		func(sdk.Chunk) error { return nil })
+	if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), "logit_bias: ") {
+		t.Errorf("Generate(logit_bias) without a vocabulary = %v, want ErrInvalidArgument naming logit_bias", err)
 	}
 }
 
@@ -237,8 +269,7 @@ func TestGenerateCancelAborts(t *testing.T) {
 
 // TestGenerateMinTokens: min_tokens reaches the engine
 // (SamplingConfig.min_tokens): a stop token before it does not end the
-// generation. TensorRT-LLM has no min_p: a non-zero one is refused naming
-// it, not dropped.
+// generation.
 func TestGenerateMinTokens(t *testing.T) {
 	t.Parallel()
 	_, addr := serveMock(t, "", mock.Config{})
@@ -250,8 +281,162 @@ func TestGenerateMinTokens(t *testing.T) {
 	if err != nil || res.CompletionTokens < 4 {
 		t.Errorf("Generate(stop token 2nd, min_tokens 4) = %+v, %v; want at least 4 tokens", res, err)
 	}
-	_, err = a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "m2", TokenIDs: prompt, MaxTokens: 1, MinP: 0.25}, func(sdk.Chunk) error { return nil })
-	if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.HasPrefix(strings.TrimPrefix(err.Error(), "invalid argument: "), "min_p:") {
-		t.Errorf("Generate(min_p 0.25) = %v, want ErrInvalidArgument naming min_p", err)
+}
+
+// lastRequest reads back the engine's own message of the mock's last
+// generation request (GET /state last_request).
+func lastRequest(t *testing.T, e *mock.Engine) *trtllmpb.GenerateRequest {
+	t.Helper()
+	got := &trtllmpb.GenerateRequest{}
+	if err := protojson.Unmarshal(e.State().LastRequest, got); err != nil {
+		t.Fatalf("last_request %s: %v", e.State().LastRequest, err)
+	}
+	return got
+}
+
+// ok discards chunks.
+func ok(sdk.Chunk) error { return nil }
+
+// TestGenerateSamplingConfig: min_p and the penalties reach SamplingConfig
+// (19, 12, 13, 14), read back from what the engine received; unset, they
+// stay absent, so the server keeps its defaults (repetition_penalty 1.0).
+func TestGenerateSamplingConfig(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, "", mock.Config{})
+	a := started(t, addr)
+	rp, mp, pp, fp := float32(1.3), float32(0.05), float32(0.5), float32(-0.5)
+	req := sdk.GenerateRequest{RequestID: "s", TokenIDs: []uint32{1}, MaxTokens: 1,
+		MinP: mp, PresencePenalty: pp, FrequencyPenalty: fp, RepetitionPenalty: &rp}
+	if _, err := a.Generate(t.Context(), req, ok); err != nil {
+		t.Fatal(err)
+	}
+	want := &trtllmpb.SamplingConfig{MinP: &mp, PresencePenalty: &pp, FrequencyPenalty: &fp, RepetitionPenalty: &rp}
+	if diff := cmp.Diff(want, lastRequest(t, e).GetSamplingConfig(), protocmp.Transform()); diff != "" {
+		t.Errorf("sampling_config (-want +got):\n%s", diff)
+	}
+	if got := e.State().LastMinP; got != mp {
+		t.Errorf("engine's min_p = %v, want %v", got, mp)
+	}
+	if _, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "u", TokenIDs: []uint32{1}, MaxTokens: 1}, ok); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&trtllmpb.SamplingConfig{}, lastRequest(t, e).GetSamplingConfig(), protocmp.Transform()); diff != "" {
+		t.Errorf("sampling_config of a request without them (-want +got):\n%s", diff)
+	}
+}
+
+// TestGenerateGuidedDecoding: each structured output reaches
+// guided_decoding (11) with its guide type; json_object carries the guide
+// "{}", since the server applies a guide only when its text is non-empty.
+func TestGenerateGuidedDecoding(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, "", mock.Config{})
+	a := started(t, addr)
+	type G = trtllmpb.GuidedDecodingParams
+	tests := map[string]struct {
+		so   sdk.StructuredOutput
+		want *G
+	}{
+		"json object":    {sdk.StructuredOutput{Kind: sdk.StructuredJSONObject}, &G{GuideType: trtllmpb.GuidedDecodingParams_GUIDE_TYPE_JSON, Guide: "{}"}},
+		"json schema":    {sdk.StructuredOutput{Kind: sdk.StructuredJSONSchema, Text: `{"type":"object"}`}, &G{GuideType: trtllmpb.GuidedDecodingParams_GUIDE_TYPE_JSON_SCHEMA, Guide: `{"type":"object"}`}},
+		"regex":          {sdk.StructuredOutput{Kind: sdk.StructuredRegex, Text: `(yes|no)`}, &G{GuideType: trtllmpb.GuidedDecodingParams_GUIDE_TYPE_REGEX, Guide: `(yes|no)`}},
+		"grammar ebnf":   {sdk.StructuredOutput{Kind: sdk.StructuredGrammar, Dialect: "ebnf", Text: `root ::= "a"`}, &G{GuideType: trtllmpb.GuidedDecodingParams_GUIDE_TYPE_EBNF_GRAMMAR, Guide: `root ::= "a"`}},
+		"structural tag": {sdk.StructuredOutput{Kind: sdk.StructuredTag, Text: `{"type":"structural_tag"}`}, &G{GuideType: trtllmpb.GuidedDecodingParams_GUIDE_TYPE_STRUCTURAL_TAG, Guide: `{"type":"structural_tag"}`}},
+	}
+	for name, tt := range tests {
+		if _, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: name, TokenIDs: []uint32{1}, MaxTokens: 1, StructuredOutput: &tt.so}, ok); err != nil {
+			t.Errorf("%s: Generate = %v", name, err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, lastRequest(t, e).GetGuidedDecoding(), protocmp.Transform()); diff != "" {
+			t.Errorf("%s: guided_decoding (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// TestGenerateLogitBias: logit_bias becomes embedding_bias (12), a float
+// per token id of the vocabulary that GetModelInfo reported.
+func TestGenerateLogitBias(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, "", mock.Config{VocabSize: 8})
+	a := started(t, addr)
+	req := sdk.GenerateRequest{RequestID: "b", TokenIDs: []uint32{1}, MaxTokens: 1, LogitBias: map[uint32]float32{2: 2.5, 7: -100}}
+	if _, err := a.Generate(t.Context(), req, ok); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]float32{0, 0, 2.5, 0, 0, 0, 0, -100}, lastRequest(t, e).GetEmbeddingBias()); diff != "" {
+		t.Errorf("embedding_bias (-want +got):\n%s", diff)
+	}
+}
+
+// TestGenerateStructuredRefused: what TensorRT-LLM cannot take is
+// INVALID_ARGUMENT naming the field, not dropped: a token id outside the
+// vocabulary, choice (no guide type; the host sends a regex), a grammar in
+// another dialect than EBNF, and an empty guide, which the server would
+// ignore.
+func TestGenerateStructuredRefused(t *testing.T) {
+	t.Parallel()
+	_, addr := serveMock(t, "", mock.Config{VocabSize: 8})
+	a := started(t, addr)
+	tests := map[string]struct {
+		req  sdk.GenerateRequest
+		want string
+	}{
+		"token id 8 of 8": {sdk.GenerateRequest{LogitBias: map[uint32]float32{8: 1}}, "logit_bias: token id 8 is outside the vocabulary of 8"},
+		"choice":          {sdk.GenerateRequest{StructuredOutput: &sdk.StructuredOutput{Kind: sdk.StructuredChoice, Choices: []string{"a"}}}, "choice: "},
+		"lark":            {sdk.GenerateRequest{StructuredOutput: &sdk.StructuredOutput{Kind: sdk.StructuredGrammar, Dialect: "lark", Text: "start: \"a\""}}, `grammar: dialect "lark"`},
+		"empty regex":     {sdk.GenerateRequest{StructuredOutput: &sdk.StructuredOutput{Kind: sdk.StructuredRegex}}, "regex: empty"},
+	}
+	for name, tt := range tests {
+		req := tt.req
+		req.RequestID, req.TokenIDs, req.MaxTokens = name, []uint32{1}, 1
+		_, err := a.Generate(t.Context(), req, ok)
+		if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.HasPrefix(err.Error(), "invalid argument: "+tt.want) {
+			t.Errorf("%s: Generate = %v, want ErrInvalidArgument naming %q", name, err, tt.want)
+		}
+	}
+}
+
+// TestGenerateCachedTokens: the complete message's cached_tokens is the
+// result's.
+func TestGenerateCachedTokens(t *testing.T) {
+	t.Parallel()
+	_, addr := serveMock(t, "", mock.Config{CachedTokens: 2})
+	a := started(t, addr)
+	res, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "c", TokenIDs: []uint32{1, 2, 3}, MaxTokens: 1}, ok)
+	if err != nil || res.CachedTokens != 2 {
+		t.Errorf("Generate = %+v, %v; want 2 cached tokens", res, err)
+	}
+}
+
+// TestWireNumbers: the vendored fields beyond the basic subset carry the
+// SMG adapter's numbers (smg's trtllm_service.proto).
+func TestWireNumbers(t *testing.T) {
+	t.Parallel()
+	want := map[string]protoreflect.FieldNumber{
+		"trtllm.GenerateRequest.guided_decoding": 11, "trtllm.GenerateRequest.embedding_bias": 12,
+		"trtllm.SamplingConfig.repetition_penalty": 12, "trtllm.SamplingConfig.presence_penalty": 13,
+		"trtllm.SamplingConfig.frequency_penalty": 14, "trtllm.SamplingConfig.min_p": 19,
+		"trtllm.GuidedDecodingParams.guide_type": 1, "trtllm.GuidedDecodingParams.guide": 2,
+	}
+	for name, n := range want {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if got := d.(protoreflect.FieldDescriptor).Number(); got != n {
+			t.Errorf("%s = %d, want %d", name, got, n)
+		}
+	}
+	types := map[trtllmpb.GuidedDecodingParams_GuideType]int32{
+		trtllmpb.GuidedDecodingParams_GUIDE_TYPE_JSON: 1, trtllmpb.GuidedDecodingParams_GUIDE_TYPE_JSON_SCHEMA: 2,
+		trtllmpb.GuidedDecodingParams_GUIDE_TYPE_REGEX: 3, trtllmpb.GuidedDecodingParams_GUIDE_TYPE_EBNF_GRAMMAR: 4,
+		trtllmpb.GuidedDecodingParams_GUIDE_TYPE_STRUCTURAL_TAG: 5,
+	}
+	for gt, n := range types {
+		if int32(gt) != n {
+			t.Errorf("%v = %d, want %d", gt, int32(gt), n)
+		}
 	}
 }

@@ -16,6 +16,10 @@
 //     chunks of new token ids, then one complete message with every output
 //     token, the finish reason ("stop", "length", "stop_word") and usage.
 //     Abort ends a request by id.
+//   - Past the basic subset (the SMG adapter's trtllm_service.proto): the
+//     penalties and min_p in SamplingConfig, guided_decoding (applied only
+//     with a non-empty guide; no choice type) and embedding_bias, one float
+//     per token id of GetModelInfo's vocab_size, which logit_bias fills.
 //
 // Mapping to vigil's availability: HealthCheck is polled every health
 // interval under the health timeout; anything but "OK", or a missed

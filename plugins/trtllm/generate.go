@@ -39,6 +39,7 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 			done := msg.GetComplete()
 			res.PromptTokens, res.CompletionTokens = done.GetPromptTokens(), done.GetCompletionTokens()
 			res.FinishReason = finishReason(done.GetFinishReason())
+			res.CachedTokens = done.GetCachedTokens()
 			var rest []uint32
 			if all := done.GetOutputTokenIds(); len(all) > sent {
 				rest = all[sent:]
@@ -69,25 +70,67 @@ func (a *Adapter) toTRT(r sdk.GenerateRequest) (*trtllmpb.GenerateRequest, error
 	if r.TokenIDs == nil {
 		return nil, fmt.Errorf("%w: prompt: TensorRT-LLM takes token ids only, not text", sdk.ErrInvalidArgument)
 	}
-	maxTokens := r.MaxTokens
-	if maxTokens == 0 {
-		a.mu.Lock()
-		maxSeqLen := a.maxSeqLen
-		a.mu.Unlock()
-		if n := uint32(len(r.TokenIDs)); maxSeqLen > n {
-			maxTokens = maxSeqLen - n
-		} else {
-			return nil, fmt.Errorf("%w: max_tokens: required by TensorRT-LLM, and the model's length is unknown or taken by the prompt", sdk.ErrInvalidArgument)
-		}
+	maxTokens, err := a.maxTokens(r)
+	if err != nil {
+		return nil, err
 	}
-	if r.MinP != 0 {
-		// Not a silent drop, as SGLang's seed: the client asked for a
-		// narrower sampling than it would get.
-		return nil, fmt.Errorf("%w: min_p: TensorRT-LLM's generate API (trtllm SamplingConfig) has no min_p; send 0 or omit it", sdk.ErrInvalidArgument)
+	sc, err := samplingConfig(r)
+	if err != nil {
+		return nil, err
 	}
-	sc := &trtllmpb.SamplingConfig{Temperature: r.Temperature, TopP: r.TopP}
+	guide, err := guidedDecoding(r.StructuredOutput)
+	if err != nil {
+		return nil, err
+	}
+	bias, err := a.embeddingBias(r.LogitBias)
+	if err != nil {
+		return nil, err
+	}
+	return &trtllmpb.GenerateRequest{
+		RequestId:      r.RequestID,
+		Tokenized:      &trtllmpb.TokenizedInput{InputTokenIds: r.TokenIDs},
+		SamplingConfig: sc,
+		MaxTokens:      maxTokens,
+		Streaming:      true,
+		GuidedDecoding: guide,
+		EmbeddingBias:  bias,
+		Stop:           r.Stop,
+		StopTokenIds:   r.StopTokenIDs,
+		IgnoreEos:      r.IgnoreEOS,
+	}, nil
+}
+
+// maxTokens is r's max_tokens, which the server requires: 0 asks for the
+// rest of the model's length.
+func (a *Adapter) maxTokens(r sdk.GenerateRequest) (uint32, error) {
+	if r.MaxTokens > 0 {
+		return r.MaxTokens, nil
+	}
+	a.mu.Lock()
+	maxSeqLen := a.maxSeqLen
+	a.mu.Unlock()
+	if n := uint32(len(r.TokenIDs)); maxSeqLen > n {
+		return maxSeqLen - n, nil
+	}
+	return 0, fmt.Errorf("%w: max_tokens: required by TensorRT-LLM, and the model's length is unknown or taken by the prompt", sdk.ErrInvalidArgument)
+}
+
+// samplingConfig maps sampling onto SamplingConfig, each optional field
+// set only when the request sets it: absent, the server keeps its default
+// (repetition_penalty 1.0).
+func samplingConfig(r sdk.GenerateRequest) (*trtllmpb.SamplingConfig, error) {
+	sc := &trtllmpb.SamplingConfig{Temperature: r.Temperature, TopP: r.TopP, RepetitionPenalty: r.RepetitionPenalty}
 	if r.MinTokens > 0 {
 		sc.MinTokens = &r.MinTokens
+	}
+	if r.MinP != 0 {
+		sc.MinP = &r.MinP
+	}
+	if r.PresencePenalty != 0 {
+		sc.PresencePenalty = &r.PresencePenalty
+	}
+	if r.FrequencyPenalty != 0 {
+		sc.FrequencyPenalty = &r.FrequencyPenalty
 	}
 	if r.TopK != nil {
 		if *r.TopK > 1<<31-1 {
@@ -100,16 +143,66 @@ func (a *Adapter) toTRT(r sdk.GenerateRequest) (*trtllmpb.GenerateRequest, error
 		s := uint64(*r.Seed) // TensorRT-LLM's seed is unsigned: the bits carry over
 		sc.Seed = &s
 	}
-	return &trtllmpb.GenerateRequest{
-		RequestId:      r.RequestID,
-		Tokenized:      &trtllmpb.TokenizedInput{InputTokenIds: r.TokenIDs},
-		SamplingConfig: sc,
-		MaxTokens:      maxTokens,
-		Streaming:      true,
-		Stop:           r.Stop,
-		StopTokenIds:   r.StopTokenIDs,
-		IgnoreEos:      r.IgnoreEOS,
-	}, nil
+	return sc, nil
+}
+
+// guidedDecoding maps a constraint onto GuidedDecodingParams. The server
+// applies a guide only when its text is non-empty, so json_object carries
+// "{}" (GUIDE_TYPE_JSON ignores it) and an empty schema, regex, grammar or
+// tag is refused rather than dropped. There is no choice type: the host
+// sends a choice as a regex.
+func guidedDecoding(o *sdk.StructuredOutput) (*trtllmpb.GuidedDecodingParams, error) {
+	if o == nil {
+		return nil, nil
+	}
+	var t trtllmpb.GuidedDecodingParams_GuideType
+	var name string
+	switch o.Kind {
+	case sdk.StructuredJSONObject:
+		return &trtllmpb.GuidedDecodingParams{GuideType: trtllmpb.GuidedDecodingParams_GUIDE_TYPE_JSON, Guide: "{}"}, nil
+	case sdk.StructuredJSONSchema:
+		t, name = trtllmpb.GuidedDecodingParams_GUIDE_TYPE_JSON_SCHEMA, "json_schema"
+	case sdk.StructuredRegex:
+		t, name = trtllmpb.GuidedDecodingParams_GUIDE_TYPE_REGEX, "regex"
+	case sdk.StructuredGrammar:
+		if o.Dialect != "ebnf" {
+			return nil, fmt.Errorf("%w: grammar: dialect %q; TensorRT-LLM takes ebnf", sdk.ErrInvalidArgument, o.Dialect)
+		}
+		t, name = trtllmpb.GuidedDecodingParams_GUIDE_TYPE_EBNF_GRAMMAR, "grammar"
+	case sdk.StructuredTag:
+		t, name = trtllmpb.GuidedDecodingParams_GUIDE_TYPE_STRUCTURAL_TAG, "structural_tag"
+	case sdk.StructuredChoice:
+		return nil, fmt.Errorf("%w: choice: TensorRT-LLM has no choice guide", sdk.ErrInvalidArgument)
+	default:
+		return nil, fmt.Errorf("%w: structured output: kind %d is not one TensorRT-LLM takes", sdk.ErrInvalidArgument, o.Kind)
+	}
+	if o.Text == "" {
+		return nil, fmt.Errorf("%w: %s: empty; TensorRT-LLM ignores an empty guide", sdk.ErrInvalidArgument, name)
+	}
+	return &trtllmpb.GuidedDecodingParams{GuideType: t, Guide: o.Text}, nil
+}
+
+// embeddingBias turns logit_bias into TensorRT-LLM's embedding_bias: one
+// float per token id of the vocabulary (GetModelInfo's vocab_size), added
+// to the logits.
+func (a *Adapter) embeddingBias(bias map[uint32]float32) ([]float32, error) {
+	if len(bias) == 0 {
+		return nil, nil
+	}
+	a.mu.Lock()
+	vocab := a.vocabSize
+	a.mu.Unlock()
+	if vocab == 0 {
+		return nil, fmt.Errorf("%w: logit_bias: TensorRT-LLM reported no vocabulary size to build embedding_bias from", sdk.ErrInvalidArgument)
+	}
+	out := make([]float32, vocab)
+	for id, b := range bias {
+		if id >= vocab {
+			return nil, fmt.Errorf("%w: logit_bias: token id %d is outside the vocabulary of %d", sdk.ErrInvalidArgument, id, vocab)
+		}
+		out[id] = b
+	}
+	return out, nil
 }
 
 func finishReason(r string) sdk.FinishReason {

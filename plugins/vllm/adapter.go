@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"context"
+	"slices"
 
 	"google.golang.org/grpc"
 
@@ -76,7 +77,19 @@ func readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) 
 		MaxModelLen:       server.GetMaxModelLen(),
 		KVBlockSize:       server.GetKvBlockSize(),
 		SupportsTextInput: model.GetSupportsTextInput(),
+		Accepts:           slices.Clone(accepts),
 	}, nil
+}
+
+// accepts is what vLLM's generate API takes beyond the basic request, as
+// capability names (docs/worker-api.md, "Capabilities"), each mapped in
+// toVLLM. Not n: vLLM's gRPC server refuses num_sequences > 1, so the host
+// fans n out. Both grammar dialects: vLLM takes grammar text in one field
+// and tells EBNF from Lark itself (see grammarDialects).
+var accepts = []string{
+	"choice", "frequency_penalty", "grammar.ebnf", "grammar.lark", "ignore_eos", "json_object", "json_schema",
+	"logit_bias", "min_p", "min_tokens", "presence_penalty", "regex", "repetition_penalty", "seed", "stop",
+	"structural_tag", "top_k",
 }
 
 // lifetimeID reads ServerInfo.instance_id, new each time an engine process

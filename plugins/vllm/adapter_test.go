@@ -12,9 +12,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/vigilhq/vigil/plugins/vllm"
 	"github.com/vigilhq/vigil/plugins/vllm/mock"
+	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/enginemock"
 	"github.com/vigilhq/vigil/sdk/sdktest"
@@ -122,6 +127,11 @@ func TestStartWorker(t *testing.T) {
 		MaxModelLen:       8192,
 		KVBlockSize:       32,
 		SupportsTextInput: true,
+		Accepts: []string{
+			"choice", "frequency_penalty", "grammar.ebnf", "grammar.lark", "ignore_eos", "json_object", "json_schema",
+			"logit_bias", "min_p", "min_tokens", "presence_penalty", "regex", "repetition_penalty", "seed", "stop",
+			"structural_tag", "top_k",
+		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Start() worker mismatch (-want +got):\n%s", diff)
@@ -435,5 +445,135 @@ func TestGenerateMinTokensAndMinP(t *testing.T) {
 	}
 	if got := e.State().LastMinP; got != 0.25 {
 		t.Errorf("engine's min_p = %v, want 0.25", got)
+	}
+}
+
+// lastRequest reads back the engine's own message of the mock's last
+// generation request (GET /state last_request).
+func lastRequest(t *testing.T, e *mock.Engine) *vllmpb.GenerateRequest {
+	t.Helper()
+	got := &vllmpb.GenerateRequest{}
+	if err := protojson.Unmarshal(e.State().LastRequest, got); err != nil {
+		t.Fatalf("last_request %s: %v", e.State().LastRequest, err)
+	}
+	return got
+}
+
+// TestGenerateDecoding: the penalties, logit bias and every kind of
+// structured output reach vLLM's DecodingParameters (GenerateRequest field
+// 7), read back from what the engine received; a request with none of
+// them sends no DecodingParameters, as before.
+func TestGenerateDecoding(t *testing.T) {
+	t.Parallel()
+	e, addr := serveMock(t, mock.Config{Model: "m"})
+	a := started(t, addr)
+	rp := float32(1.2)
+	so := func(o sdk.StructuredOutput) sdk.GenerateRequest { return sdk.GenerateRequest{StructuredOutput: &o} }
+	type D = vllmpb.DecodingParameters
+	tests := map[string]struct {
+		req  sdk.GenerateRequest
+		want *D
+	}{
+		"none": {sdk.GenerateRequest{}, nil},
+		"penalties": {sdk.GenerateRequest{PresencePenalty: 0.5, FrequencyPenalty: -1, RepetitionPenalty: &rp},
+			&D{PresencePenalty: 0.5, FrequencyPenalty: -1, RepetitionPenalty: 1.2}},
+		"logit bias": {sdk.GenerateRequest{LogitBias: map[uint32]float32{7: -100, 9: 2.5}},
+			&D{LogitBias: map[uint32]float32{7: -100, 9: 2.5}}},
+		"json object": {so(sdk.StructuredOutput{Kind: sdk.StructuredJSONObject}),
+			&D{StructuredOutput: &vllmpb.DecodingParameters_JsonObject{JsonObject: true}}},
+		"json schema": {so(sdk.StructuredOutput{Kind: sdk.StructuredJSONSchema, Text: `{"type":"object"}`}),
+			&D{StructuredOutput: &vllmpb.DecodingParameters_Json{Json: `{"type":"object"}`}}},
+		"regex": {so(sdk.StructuredOutput{Kind: sdk.StructuredRegex, Text: `a+`}),
+			&D{StructuredOutput: &vllmpb.DecodingParameters_Regex{Regex: `a+`}}},
+		"choice": {so(sdk.StructuredOutput{Kind: sdk.StructuredChoice, Choices: []string{"yes", "no"}}),
+			&D{StructuredOutput: &vllmpb.DecodingParameters_Choice{Choice: &vllmpb.DecodingParameters_StringChoices{Choices: []string{"yes", "no"}}}}},
+		"grammar ebnf": {so(sdk.StructuredOutput{Kind: sdk.StructuredGrammar, Dialect: "ebnf", Text: `root ::= "a"`}),
+			&D{StructuredOutput: &vllmpb.DecodingParameters_Grammar{Grammar: `root ::= "a"`}}},
+		"grammar lark": {so(sdk.StructuredOutput{Kind: sdk.StructuredGrammar, Dialect: "lark", Text: `start: "a"`}),
+			&D{StructuredOutput: &vllmpb.DecodingParameters_Grammar{Grammar: `start: "a"`}}},
+		"structural tag": {so(sdk.StructuredOutput{Kind: sdk.StructuredTag, Text: `{"type":"structural_tag"}`}),
+			&D{StructuredOutput: &vllmpb.DecodingParameters_StructuralTag{StructuralTag: `{"type":"structural_tag"}`}}},
+	}
+	for name, tt := range tests {
+		req := tt.req
+		req.RequestID, req.TokenIDs, req.MaxTokens = name, []uint32{1, 2}, 1
+		if _, err := a.Generate(t.Context(), req, func(sdk.Chunk) error { return nil }); err != nil {
+			t.Errorf("%s: Generate = %v", name, err)
+			continue
+		}
+		if diff := cmp.Diff(tt.want, lastRequest(t, e).GetDecoding(), protocmp.Transform()); diff != "" {
+			t.Errorf("%s: decoding (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+// TestDecodingWireNumbers: the vendored DecodingParameters and
+// FinishInfo.num_cached_tokens carry vLLM's numbers (rust/proto/inference.proto;
+// num_cached_tokens from vllm-proto 0.6).
+func TestDecodingWireNumbers(t *testing.T) {
+	t.Parallel()
+	want := map[string]protoreflect.FieldNumber{
+		"vllm.GenerateRequest.decoding": 7, "vllm.DecodingParameters.presence_penalty": 1,
+		"vllm.DecodingParameters.frequency_penalty": 2, "vllm.DecodingParameters.repetition_penalty": 3,
+		"vllm.DecodingParameters.logit_bias": 4, "vllm.DecodingParameters.json": 6, "vllm.DecodingParameters.regex": 7,
+		"vllm.DecodingParameters.choice": 8, "vllm.DecodingParameters.grammar": 9, "vllm.DecodingParameters.json_object": 10,
+		"vllm.DecodingParameters.structural_tag": 11, "vllm.DecodingParameters.StringChoices.choices": 1,
+		"vllm.FinishInfo.num_cached_tokens": 9,
+	}
+	for name, n := range want {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if got := d.(protoreflect.FieldDescriptor).Number(); got != n {
+			t.Errorf("%s = %d, want %d", name, got, n)
+		}
+	}
+}
+
+// TestGenerateDecodingRefused: what vLLM cannot take is INVALID_ARGUMENT
+// naming the field: a repetition penalty of 0 (vLLM reads 0 as unset) and
+// an unknown grammar dialect by the adapter; a blank grammar and a schema
+// that is not JSON by the engine, in its words.
+func TestGenerateDecodingRefused(t *testing.T) {
+	t.Parallel()
+	_, addr := serveMock(t, mock.Config{Model: "m"})
+	a := started(t, addr)
+	zero := float32(0)
+	tests := map[string]struct {
+		req  sdk.GenerateRequest
+		want string
+	}{
+		"repetition penalty 0": {sdk.GenerateRequest{RepetitionPenalty: &zero}, "invalid argument: repetition_penalty: 0"},
+		"grammar dialect": {sdk.GenerateRequest{StructuredOutput: &sdk.StructuredOutput{Kind: sdk.StructuredGrammar, Dialect: "gbnf", Text: "x"}},
+			`invalid argument: grammar: dialect "gbnf"`},
+		"blank grammar": {sdk.GenerateRequest{StructuredOutput: &sdk.StructuredOutput{Kind: sdk.StructuredGrammar, Dialect: "ebnf", Text: " "}},
+			"vLLM rejected the request: grammar must not be blank"},
+		"schema not JSON": {sdk.GenerateRequest{StructuredOutput: &sdk.StructuredOutput{Kind: sdk.StructuredJSONSchema, Text: "{"}},
+			"vLLM rejected the request: invalid json schema: "},
+	}
+	for name, tt := range tests {
+		req := tt.req
+		req.RequestID, req.TokenIDs, req.MaxTokens = name, []uint32{1}, 1
+		_, err := a.Generate(t.Context(), req, func(sdk.Chunk) error { return nil })
+		if !errors.Is(err, sdk.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: Generate = %v, want ErrInvalidArgument with %q", name, err, tt.want)
+		}
+	}
+}
+
+// TestGenerateCachedTokens: FinishInfo.num_cached_tokens (vllm-proto 0.6)
+// is the result's cached tokens; an older vLLM, without it, reports 0.
+func TestGenerateCachedTokens(t *testing.T) {
+	t.Parallel()
+	for _, cached := range []uint32{0, 3} {
+		_, addr := serveMock(t, mock.Config{Model: "m", CachedTokens: cached})
+		a := started(t, addr)
+		res, err := a.Generate(t.Context(), sdk.GenerateRequest{RequestID: "c", TokenIDs: []uint32{1, 2, 3, 4}, MaxTokens: 2},
+			func(sdk.Chunk) error { return nil })
+		if err != nil || res.CachedTokens != cached || res.PromptTokens != 4 {
+			t.Errorf("engine reporting %d cached: result %+v, %v; want %d cached of 4 prompt tokens", cached, res, err, cached)
+		}
 	}
 }

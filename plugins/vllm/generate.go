@@ -2,6 +2,10 @@ package vllm
 
 import (
 	"context"
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
 	"github.com/vigilhq/vigil/sdk"
@@ -19,11 +23,15 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 	if err != nil {
 		return sdk.Result{}, err
 	}
+	wire, err := toVLLM(req)
+	if err != nil {
+		return sdk.Result{}, err
+	}
 	return adapterkit.Relay(ctx, adapterkit.Generation[vllmpb.GenerateResponse]{
 		Engine:    engine,
 		RequestID: req.RequestID,
 		Open: func(ctx context.Context) (adapterkit.Stream[vllmpb.GenerateResponse], error) {
-			return vllmpb.NewInferenceClient(conn).GenerateStream(ctx, toVLLM(req))
+			return vllmpb.NewInferenceClient(conn).GenerateStream(ctx, wire)
 		},
 		Next:     next,
 		Abort:    func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
@@ -40,6 +48,7 @@ func next(msg *vllmpb.GenerateResponse, res *sdk.Result) sdk.Chunk {
 	if fi := out.GetFinishInfo(); fi != nil {
 		res.CompletionTokens = fi.GetNumOutputTokens()
 		res.FinishReason = finishReason(fi.GetFinishReason())
+		res.CachedTokens = fi.GetNumCachedTokens()
 	}
 	return sdk.Chunk{TokenIDs: out.GetTokenIds(), Text: out.GetText()}
 }
@@ -56,8 +65,13 @@ func (a *Adapter) Abort(ctx context.Context, requestIDs []string) error {
 	return nil
 }
 
-func toVLLM(r sdk.GenerateRequest) *vllmpb.GenerateRequest {
+func toVLLM(r sdk.GenerateRequest) (*vllmpb.GenerateRequest, error) {
+	decoding, err := toDecoding(r)
+	if err != nil {
+		return nil, err
+	}
 	v := &vllmpb.GenerateRequest{
+		Decoding:    decoding,
 		RequestId:   r.RequestID,
 		Temperature: r.Temperature,
 		Sampling:    &vllmpb.RandomSampling{Seed: r.Seed, MinP: r.MinP},
@@ -81,7 +95,63 @@ func toVLLM(r sdk.GenerateRequest) *vllmpb.GenerateRequest {
 	} else {
 		v.Prompt = &vllmpb.GenerateRequest_Text{Text: r.Text}
 	}
-	return v
+	return v, nil
+}
+
+// toDecoding maps the penalties, logit bias and structured output onto
+// DecodingParameters; nil when the request sets none of them, as before.
+func toDecoding(r sdk.GenerateRequest) (*vllmpb.DecodingParameters, error) {
+	d := &vllmpb.DecodingParameters{
+		PresencePenalty:  r.PresencePenalty,
+		FrequencyPenalty: r.FrequencyPenalty,
+		LogitBias:        r.LogitBias,
+	}
+	if p := r.RepetitionPenalty; p != nil {
+		if *p <= 0 {
+			// vLLM reads 0 as unset: a penalty of 0 would be dropped.
+			return nil, fmt.Errorf("%w: repetition_penalty: %v; vLLM takes a penalty above 0", sdk.ErrInvalidArgument, *p)
+		}
+		d.RepetitionPenalty = *p
+	}
+	if o := r.StructuredOutput; o != nil {
+		if err := setStructured(d, o); err != nil {
+			return nil, err
+		}
+	}
+	if proto.Equal(d, &vllmpb.DecodingParameters{}) {
+		return nil, nil
+	}
+	return d, nil
+}
+
+// grammarDialects are the dialects vLLM takes in DecodingParameters.grammar,
+// telling them apart itself: a "::=" rule is EBNF, as xgrammar reads it;
+// otherwise Lark, which vLLM converts to EBNF for xgrammar and llguidance
+// reads as it is.
+var grammarDialects = []string{"ebnf", "lark"}
+
+// setStructured maps a constraint onto d's structured_output oneof.
+func setStructured(d *vllmpb.DecodingParameters, o *sdk.StructuredOutput) error {
+	switch o.Kind {
+	case sdk.StructuredJSONObject:
+		d.StructuredOutput = &vllmpb.DecodingParameters_JsonObject{JsonObject: true}
+	case sdk.StructuredJSONSchema:
+		d.StructuredOutput = &vllmpb.DecodingParameters_Json{Json: o.Text}
+	case sdk.StructuredRegex:
+		d.StructuredOutput = &vllmpb.DecodingParameters_Regex{Regex: o.Text}
+	case sdk.StructuredChoice:
+		d.StructuredOutput = &vllmpb.DecodingParameters_Choice{Choice: &vllmpb.DecodingParameters_StringChoices{Choices: o.Choices}}
+	case sdk.StructuredGrammar:
+		if !slices.Contains(grammarDialects, o.Dialect) {
+			return fmt.Errorf("%w: grammar: dialect %q; vLLM takes ebnf or lark", sdk.ErrInvalidArgument, o.Dialect)
+		}
+		d.StructuredOutput = &vllmpb.DecodingParameters_Grammar{Grammar: o.Text}
+	case sdk.StructuredTag:
+		d.StructuredOutput = &vllmpb.DecodingParameters_StructuralTag{StructuralTag: o.Text}
+	default:
+		return fmt.Errorf("%w: structured output: kind %d is not one vLLM takes", sdk.ErrInvalidArgument, o.Kind)
+	}
+	return nil
 }
 
 func finishReason(r vllmpb.FinishInfo_FinishReason) sdk.FinishReason {

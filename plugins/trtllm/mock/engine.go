@@ -5,22 +5,29 @@
 // description otherwise (POST /health {"status": "NOT_SERVING"} stands for
 // a crashed rank: unhealthy until stopped, never exiting); POST
 // /health-check {"mode": "hang"} makes HealthCheck stop answering.
-// Generation is deterministic ([enginemock.OutputToken]).
+// Generation is deterministic ([enginemock.OutputToken]); it refuses what
+// TensorRT-LLM refuses but constrains no output. GET /state's last_request
+// is the last generation request as protojson of TensorRT-LLM's
+// GenerateRequest.
 //
 // This package holds what is TensorRT-LLM's: its wire, its health answer
 // and its message shapes; enginemock holds the rest.
 package mock
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/vigilhq/vigil/plugins/trtllm/trtllmpb"
 	"github.com/vigilhq/vigil/sdk/enginemock"
@@ -54,6 +61,10 @@ func ParseHealthMode(s string) (HealthMode, error) {
 // MaxSeqLen is the max_seq_len the mock reports by default, in tokens.
 const MaxSeqLen = 4096
 
+// VocabSize is the vocab_size the mock reports by default:
+// enginemock.OutputToken's range.
+const VocabSize = 32100
+
 // Config describes one mock engine. The zero value is usable.
 type Config struct {
 	// Model is reported as model_id. Default "mock-model".
@@ -73,6 +84,13 @@ type Config struct {
 	ServerOptions []grpc.ServerOption
 	// Health is how HealthCheck answers at first. Default HealthNormal.
 	Health HealthMode
+	// VocabSize is GetModelInfo's vocab_size, which an embedding_bias's
+	// length must match. Default VocabSize; a negative value reports 0,
+	// as a server without a tokenizer does, and takes any length.
+	VocabSize int
+	// CachedTokens is the prefix-cache hit every chunk and complete message
+	// reports in cached_tokens, at most the prompt's length. Default 0.
+	CachedTokens uint32
 	// MaxSeqLen is GetModelInfo's max_seq_len, in tokens: prompt plus
 	// output. Default MaxSeqLen.
 	MaxSeqLen uint32
@@ -88,12 +106,16 @@ type Engine struct {
 	*enginemock.Engine
 	health                 atomic.Value // HealthMode
 	maxSeqLen, maxInputLen uint32
+	vocabSize              uint32
+	cachedTokens           uint32
 }
 
 // New builds an engine and starts its StartupDelay timer.
 func New(cfg Config) *Engine {
 	e := &Engine{maxSeqLen: cmp.Or(cfg.MaxSeqLen, MaxSeqLen)}
 	e.maxInputLen = cmp.Or(cfg.MaxInputLen, e.maxSeqLen)
+	e.vocabSize = uint32(max(cmp.Or(cfg.VocabSize, VocabSize), 0))
+	e.cachedTokens = cfg.CachedTokens
 	e.health.Store(cmpOr(cfg.Health, HealthNormal))
 	e.Engine = enginemock.New(enginemock.Config{
 		Model:            cfg.Model,
@@ -110,6 +132,21 @@ func New(cfg Config) *Engine {
 		Control: map[string]func(*http.Request) error{"/health-check": e.postHealthCheck},
 	})
 	return e
+}
+
+// record keeps req, as compact protojson, as the state's last_request:
+// exactly the engine fields a request set (protojson varies its spacing
+// from build to build).
+func (e *Engine) record(req *trtllmpb.GenerateRequest) {
+	var b bytes.Buffer
+	raw, err := protojson.Marshal(req)
+	if err == nil {
+		err = json.Compact(&b, raw)
+	}
+	if err != nil {
+		b.WriteString(strconv.Quote(err.Error())) // a message always marshals: never seen
+	}
+	e.RecordRequest(b.Bytes())
 }
 
 func cmpOr(m, def HealthMode) HealthMode {

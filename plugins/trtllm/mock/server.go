@@ -37,7 +37,7 @@ func (s *server) GetModelInfo(context.Context, *trtllmpb.GetModelInfoRequest) (*
 		MaxInputLen:  int32(s.e.maxInputLen),
 		MaxSeqLen:    int32(s.e.maxSeqLen),
 		MaxBatchSize: 256,
-		VocabSize:    32100, // enginemock.OutputToken's range
+		VocabSize:    int32(s.e.vocabSize),
 	}, nil
 }
 
@@ -59,6 +59,7 @@ func (s *server) Abort(_ context.Context, req *trtllmpb.AbortRequest) (*trtllmpb
 // Generate streams a chunk per message, then a complete message with every
 // output token; an aborted request ends with CANCELLED.
 func (s *server) Generate(req *trtllmpb.GenerateRequest, stream grpc.ServerStreamingServer[trtllmpb.GenerateResponse]) error {
+	s.e.record(req)
 	sc := req.GetSamplingConfig()
 	gen := enginemock.Request{
 		ID:           req.GetRequestId(),
@@ -66,6 +67,7 @@ func (s *server) Generate(req *trtllmpb.GenerateRequest, stream grpc.ServerStrea
 		Seed:         int64(sc.GetSeed()),
 		MaxNewTokens: req.GetMaxTokens(),
 		MinNewTokens: sc.GetMinTokens(),
+		MinP:         sc.GetMinP(),
 		StopTokenIDs: req.GetStopTokenIds(),
 	}
 	// TensorRT-LLM's executor refuses a prompt over max_input_len, and
@@ -73,21 +75,15 @@ func (s *server) Generate(req *trtllmpb.GenerateRequest, stream grpc.ServerStrea
 	if n := uint32(len(gen.Prompt)); n < s.e.maxSeqLen {
 		gen.MaxNewTokens = min(gen.MaxNewTokens, s.e.maxSeqLen-n)
 	}
-	switch {
-	case uint32(len(gen.Prompt)) > s.e.maxInputLen:
-		gen.Err = status.Errorf(codes.InvalidArgument, "Prompt length (%d) exceeds maximum input length (%d).", len(gen.Prompt), s.e.maxInputLen)
-	case req.GetMaxTokens() == 0:
-		gen.Err = status.Error(codes.InvalidArgument, "max_tokens: required, at least 1")
-	case sc.GetNumReturnSequences() > 1 || sc.GetBeamWidth() > 1:
-		gen.Err = status.Error(codes.InvalidArgument, "sampling_config: the mock engine generates one sequence")
-	}
+	gen.Err = s.refuse(req)
 	prompt := uint32(len(gen.Prompt))
+	cached := min(s.e.cachedTokens, prompt)
 	var all []uint32
 	return s.e.Generate(stream.Context(), gen, func(c enginemock.Chunk) error {
 		all = append(all, c.Tokens...)
 		out := uint32(len(all))
 		if len(c.Tokens) > 0 {
-			chunk := &trtllmpb.GenerateStreamChunk{TokenIds: c.Tokens, PromptTokens: prompt, CompletionTokens: out}
+			chunk := &trtllmpb.GenerateStreamChunk{TokenIds: c.Tokens, PromptTokens: prompt, CompletionTokens: out, CachedTokens: cached}
 			if err := stream.Send(&trtllmpb.GenerateResponse{RequestId: gen.ID, Response: &trtllmpb.GenerateResponse_Chunk{Chunk: chunk}}); err != nil {
 				return err
 			}
@@ -103,7 +99,28 @@ func (s *server) Generate(req *trtllmpb.GenerateRequest, stream grpc.ServerStrea
 		if f.Reason == enginemock.FinishStop {
 			reason = "stop"
 		}
-		done := &trtllmpb.GenerateComplete{OutputTokenIds: all, FinishReason: reason, PromptTokens: prompt, CompletionTokens: out}
+		done := &trtllmpb.GenerateComplete{OutputTokenIds: all, FinishReason: reason, PromptTokens: prompt, CompletionTokens: out, CachedTokens: cached}
 		return stream.Send(&trtllmpb.GenerateResponse{RequestId: gen.ID, Response: &trtllmpb.GenerateResponse_Complete{Complete: done}})
 	})
+}
+
+// refuse is TensorRT-LLM's refusal of req, nil if it takes it, with
+// INVALID_ARGUMENT: a prompt over max_input_len, no max_tokens, and an
+// embedding_bias whose length is not vocab_size (the SMG adapter's words).
+// A guide with empty text is ignored, as the SMG adapter ignores it; the
+// mock constrains no output.
+func (s *server) refuse(req *trtllmpb.GenerateRequest) error {
+	sc := req.GetSamplingConfig()
+	n := len(req.GetTokenized().GetInputTokenIds())
+	switch bias := len(req.GetEmbeddingBias()); {
+	case uint32(n) > s.e.maxInputLen:
+		return status.Errorf(codes.InvalidArgument, "Prompt length (%d) exceeds maximum input length (%d).", n, s.e.maxInputLen)
+	case req.GetMaxTokens() == 0:
+		return status.Error(codes.InvalidArgument, "max_tokens: required, at least 1")
+	case sc.GetNumReturnSequences() > 1 || sc.GetBeamWidth() > 1:
+		return status.Error(codes.InvalidArgument, "sampling_config: the mock engine generates one sequence")
+	case bias > 0 && s.e.vocabSize > 0 && uint32(bias) != s.e.vocabSize:
+		return status.Errorf(codes.InvalidArgument, "embedding_bias length (%d) must match vocab_size (%d)", bias, s.e.vocabSize)
+	}
+	return nil
 }

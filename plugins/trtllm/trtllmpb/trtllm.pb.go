@@ -1,7 +1,9 @@
 // The subset of TensorRT-LLM's gRPC API that vigil uses: package, service,
 // RPC and message names, field numbers and types as TensorRT-LLM serves them
-// (NVIDIA/TensorRT-LLM, the gRPC server's trtllm.proto). Fields vigil
-// neither sends nor reads are left out; protobuf skips them on the wire.
+// (NVIDIA/TensorRT-LLM, the gRPC server's trtllm.proto; the numbers past
+// the basic subset from the SMG adapter's trtllm_service.proto,
+// smg-project/smg). Fields vigil neither sends nor reads are left out;
+// protobuf skips them on the wire.
 // The server has no standard grpc.health.v1 service and no lifetime id:
 // HealthCheck, polled with a deadline, is its only health signal.
 
@@ -28,17 +30,83 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GuidedDecodingParams_GuideType int32
+
+const (
+	GuidedDecodingParams_GUIDE_TYPE_UNSPECIFIED GuidedDecodingParams_GuideType = 0
+	// Any JSON (json_object); the guide's text is ignored but must be
+	// non-empty.
+	GuidedDecodingParams_GUIDE_TYPE_JSON           GuidedDecodingParams_GuideType = 1
+	GuidedDecodingParams_GUIDE_TYPE_JSON_SCHEMA    GuidedDecodingParams_GuideType = 2
+	GuidedDecodingParams_GUIDE_TYPE_REGEX          GuidedDecodingParams_GuideType = 3
+	GuidedDecodingParams_GUIDE_TYPE_EBNF_GRAMMAR   GuidedDecodingParams_GuideType = 4
+	GuidedDecodingParams_GUIDE_TYPE_STRUCTURAL_TAG GuidedDecodingParams_GuideType = 5
+)
+
+// Enum value maps for GuidedDecodingParams_GuideType.
+var (
+	GuidedDecodingParams_GuideType_name = map[int32]string{
+		0: "GUIDE_TYPE_UNSPECIFIED",
+		1: "GUIDE_TYPE_JSON",
+		2: "GUIDE_TYPE_JSON_SCHEMA",
+		3: "GUIDE_TYPE_REGEX",
+		4: "GUIDE_TYPE_EBNF_GRAMMAR",
+		5: "GUIDE_TYPE_STRUCTURAL_TAG",
+	}
+	GuidedDecodingParams_GuideType_value = map[string]int32{
+		"GUIDE_TYPE_UNSPECIFIED":    0,
+		"GUIDE_TYPE_JSON":           1,
+		"GUIDE_TYPE_JSON_SCHEMA":    2,
+		"GUIDE_TYPE_REGEX":          3,
+		"GUIDE_TYPE_EBNF_GRAMMAR":   4,
+		"GUIDE_TYPE_STRUCTURAL_TAG": 5,
+	}
+)
+
+func (x GuidedDecodingParams_GuideType) Enum() *GuidedDecodingParams_GuideType {
+	p := new(GuidedDecodingParams_GuideType)
+	*p = x
+	return p
+}
+
+func (x GuidedDecodingParams_GuideType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GuidedDecodingParams_GuideType) Descriptor() protoreflect.EnumDescriptor {
+	return file_trtllm_trtllm_proto_enumTypes[0].Descriptor()
+}
+
+func (GuidedDecodingParams_GuideType) Type() protoreflect.EnumType {
+	return &file_trtllm_trtllm_proto_enumTypes[0]
+}
+
+func (x GuidedDecodingParams_GuideType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GuidedDecodingParams_GuideType.Descriptor instead.
+func (GuidedDecodingParams_GuideType) EnumDescriptor() ([]byte, []int) {
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{3, 0}
+}
+
 type GenerateRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RequestId      string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Tokenized      *TokenizedInput        `protobuf:"bytes,2,opt,name=tokenized,proto3" json:"tokenized,omitempty"`
 	SamplingConfig *SamplingConfig        `protobuf:"bytes,3,opt,name=sampling_config,json=samplingConfig,proto3" json:"sampling_config,omitempty"`
 	// Required: the most tokens to generate.
-	MaxTokens     uint32   `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
-	Streaming     bool     `protobuf:"varint,6,opt,name=streaming,proto3" json:"streaming,omitempty"`
-	Stop          []string `protobuf:"bytes,21,rep,name=stop,proto3" json:"stop,omitempty"`
-	StopTokenIds  []uint32 `protobuf:"varint,22,rep,packed,name=stop_token_ids,json=stopTokenIds,proto3" json:"stop_token_ids,omitempty"`
-	IgnoreEos     bool     `protobuf:"varint,23,opt,name=ignore_eos,json=ignoreEos,proto3" json:"ignore_eos,omitempty"`
+	MaxTokens uint32 `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	Streaming bool   `protobuf:"varint,6,opt,name=streaming,proto3" json:"streaming,omitempty"`
+	// Applied only when guide is non-empty (GUIDE_TYPE_JSON included, whose
+	// text is ignored).
+	GuidedDecoding *GuidedDecodingParams `protobuf:"bytes,11,opt,name=guided_decoding,json=guidedDecoding,proto3,oneof" json:"guided_decoding,omitempty"`
+	// Added to the logits: vocab_size floats, one per token id; another
+	// length is INVALID_ARGUMENT when the server knows vocab_size.
+	EmbeddingBias []float32 `protobuf:"fixed32,12,rep,packed,name=embedding_bias,json=embeddingBias,proto3" json:"embedding_bias,omitempty"`
+	Stop          []string  `protobuf:"bytes,21,rep,name=stop,proto3" json:"stop,omitempty"`
+	StopTokenIds  []uint32  `protobuf:"varint,22,rep,packed,name=stop_token_ids,json=stopTokenIds,proto3" json:"stop_token_ids,omitempty"`
+	IgnoreEos     bool      `protobuf:"varint,23,opt,name=ignore_eos,json=ignoreEos,proto3" json:"ignore_eos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -106,6 +174,20 @@ func (x *GenerateRequest) GetStreaming() bool {
 		return x.Streaming
 	}
 	return false
+}
+
+func (x *GenerateRequest) GetGuidedDecoding() *GuidedDecodingParams {
+	if x != nil {
+		return x.GuidedDecoding
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetEmbeddingBias() []float32 {
+	if x != nil {
+		return x.EmbeddingBias
+	}
+	return nil
 }
 
 func (x *GenerateRequest) GetStop() []string {
@@ -190,8 +272,13 @@ type SamplingConfig struct {
 	Seed               *uint64                `protobuf:"varint,8,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
 	Temperature        *float32               `protobuf:"fixed32,9,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
 	MinTokens          *uint32                `protobuf:"varint,10,opt,name=min_tokens,json=minTokens,proto3,oneof" json:"min_tokens,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Absent means 1.0 (none).
+	RepetitionPenalty *float32 `protobuf:"fixed32,12,opt,name=repetition_penalty,json=repetitionPenalty,proto3,oneof" json:"repetition_penalty,omitempty"`
+	PresencePenalty   *float32 `protobuf:"fixed32,13,opt,name=presence_penalty,json=presencePenalty,proto3,oneof" json:"presence_penalty,omitempty"`
+	FrequencyPenalty  *float32 `protobuf:"fixed32,14,opt,name=frequency_penalty,json=frequencyPenalty,proto3,oneof" json:"frequency_penalty,omitempty"`
+	MinP              *float32 `protobuf:"fixed32,19,opt,name=min_p,json=minP,proto3,oneof" json:"min_p,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SamplingConfig) Reset() {
@@ -273,6 +360,87 @@ func (x *SamplingConfig) GetMinTokens() uint32 {
 	return 0
 }
 
+func (x *SamplingConfig) GetRepetitionPenalty() float32 {
+	if x != nil && x.RepetitionPenalty != nil {
+		return *x.RepetitionPenalty
+	}
+	return 0
+}
+
+func (x *SamplingConfig) GetPresencePenalty() float32 {
+	if x != nil && x.PresencePenalty != nil {
+		return *x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *SamplingConfig) GetFrequencyPenalty() float32 {
+	if x != nil && x.FrequencyPenalty != nil {
+		return *x.FrequencyPenalty
+	}
+	return 0
+}
+
+func (x *SamplingConfig) GetMinP() float32 {
+	if x != nil && x.MinP != nil {
+		return *x.MinP
+	}
+	return 0
+}
+
+type GuidedDecodingParams struct {
+	state     protoimpl.MessageState         `protogen:"open.v1"`
+	GuideType GuidedDecodingParams_GuideType `protobuf:"varint,1,opt,name=guide_type,json=guideType,proto3,enum=trtllm.GuidedDecodingParams_GuideType" json:"guide_type,omitempty"`
+	// The schema, regex, grammar or structural tag text.
+	Guide         string `protobuf:"bytes,2,opt,name=guide,proto3" json:"guide,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GuidedDecodingParams) Reset() {
+	*x = GuidedDecodingParams{}
+	mi := &file_trtllm_trtllm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GuidedDecodingParams) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GuidedDecodingParams) ProtoMessage() {}
+
+func (x *GuidedDecodingParams) ProtoReflect() protoreflect.Message {
+	mi := &file_trtllm_trtllm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GuidedDecodingParams.ProtoReflect.Descriptor instead.
+func (*GuidedDecodingParams) Descriptor() ([]byte, []int) {
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GuidedDecodingParams) GetGuideType() GuidedDecodingParams_GuideType {
+	if x != nil {
+		return x.GuideType
+	}
+	return GuidedDecodingParams_GUIDE_TYPE_UNSPECIFIED
+}
+
+func (x *GuidedDecodingParams) GetGuide() string {
+	if x != nil {
+		return x.Guide
+	}
+	return ""
+}
+
 type GenerateResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -287,7 +455,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[3]
+	mi := &file_trtllm_trtllm_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -299,7 +467,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[3]
+	mi := &file_trtllm_trtllm_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -312,7 +480,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{3}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GenerateResponse) GetRequestId() string {
@@ -377,7 +545,7 @@ type GenerateStreamChunk struct {
 
 func (x *GenerateStreamChunk) Reset() {
 	*x = GenerateStreamChunk{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[4]
+	mi := &file_trtllm_trtllm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +557,7 @@ func (x *GenerateStreamChunk) String() string {
 func (*GenerateStreamChunk) ProtoMessage() {}
 
 func (x *GenerateStreamChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[4]
+	mi := &file_trtllm_trtllm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +570,7 @@ func (x *GenerateStreamChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateStreamChunk.ProtoReflect.Descriptor instead.
 func (*GenerateStreamChunk) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{4}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GenerateStreamChunk) GetTokenIds() []uint32 {
@@ -456,7 +624,7 @@ type GenerateComplete struct {
 
 func (x *GenerateComplete) Reset() {
 	*x = GenerateComplete{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[5]
+	mi := &file_trtllm_trtllm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +636,7 @@ func (x *GenerateComplete) String() string {
 func (*GenerateComplete) ProtoMessage() {}
 
 func (x *GenerateComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[5]
+	mi := &file_trtllm_trtllm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +649,7 @@ func (x *GenerateComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateComplete.ProtoReflect.Descriptor instead.
 func (*GenerateComplete) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{5}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GenerateComplete) GetOutputTokenIds() []uint32 {
@@ -534,7 +702,7 @@ type HealthCheckRequest struct {
 
 func (x *HealthCheckRequest) Reset() {
 	*x = HealthCheckRequest{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[6]
+	mi := &file_trtllm_trtllm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +714,7 @@ func (x *HealthCheckRequest) String() string {
 func (*HealthCheckRequest) ProtoMessage() {}
 
 func (x *HealthCheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[6]
+	mi := &file_trtllm_trtllm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +727,7 @@ func (x *HealthCheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheckRequest.ProtoReflect.Descriptor instead.
 func (*HealthCheckRequest) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{6}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{7}
 }
 
 type HealthCheckResponse struct {
@@ -572,7 +740,7 @@ type HealthCheckResponse struct {
 
 func (x *HealthCheckResponse) Reset() {
 	*x = HealthCheckResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[7]
+	mi := &file_trtllm_trtllm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +752,7 @@ func (x *HealthCheckResponse) String() string {
 func (*HealthCheckResponse) ProtoMessage() {}
 
 func (x *HealthCheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[7]
+	mi := &file_trtllm_trtllm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +765,7 @@ func (x *HealthCheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheckResponse.ProtoReflect.Descriptor instead.
 func (*HealthCheckResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{7}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HealthCheckResponse) GetStatus() string {
@@ -616,7 +784,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[8]
+	mi := &file_trtllm_trtllm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +796,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[8]
+	mi := &file_trtllm_trtllm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +809,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{8}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AbortRequest) GetRequestId() string {
@@ -661,7 +829,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[9]
+	mi := &file_trtllm_trtllm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +841,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[9]
+	mi := &file_trtllm_trtllm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +854,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{9}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AbortResponse) GetSuccess() bool {
@@ -711,7 +879,7 @@ type GetModelInfoRequest struct {
 
 func (x *GetModelInfoRequest) Reset() {
 	*x = GetModelInfoRequest{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[10]
+	mi := &file_trtllm_trtllm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +891,7 @@ func (x *GetModelInfoRequest) String() string {
 func (*GetModelInfoRequest) ProtoMessage() {}
 
 func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[10]
+	mi := &file_trtllm_trtllm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +904,7 @@ func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetModelInfoRequest) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{10}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{11}
 }
 
 type GetModelInfoResponse struct {
@@ -753,7 +921,7 @@ type GetModelInfoResponse struct {
 
 func (x *GetModelInfoResponse) Reset() {
 	*x = GetModelInfoResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[11]
+	mi := &file_trtllm_trtllm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +933,7 @@ func (x *GetModelInfoResponse) String() string {
 func (*GetModelInfoResponse) ProtoMessage() {}
 
 func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[11]
+	mi := &file_trtllm_trtllm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +946,7 @@ func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetModelInfoResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{11}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetModelInfoResponse) GetModelId() string {
@@ -824,7 +992,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[12]
+	mi := &file_trtllm_trtllm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1004,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[12]
+	mi := &file_trtllm_trtllm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1017,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{12}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{13}
 }
 
 type GetServerInfoResponse struct {
@@ -866,7 +1034,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[13]
+	mi := &file_trtllm_trtllm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1046,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[13]
+	mi := &file_trtllm_trtllm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1059,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{13}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -940,7 +1108,7 @@ var File_trtllm_trtllm_proto protoreflect.FileDescriptor
 
 const file_trtllm_trtllm_proto_rawDesc = "" +
 	"\n" +
-	"\x13trtllm/trtllm.proto\x12\x06trtllm\"\xc3\x02\n" +
+	"\x13trtllm/trtllm.proto\x12\x06trtllm\"\xca\x03\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x124\n" +
@@ -948,14 +1116,17 @@ const file_trtllm_trtllm_proto_rawDesc = "" +
 	"\x0fsampling_config\x18\x03 \x01(\v2\x16.trtllm.SamplingConfigR\x0esamplingConfig\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x05 \x01(\rR\tmaxTokens\x12\x1c\n" +
-	"\tstreaming\x18\x06 \x01(\bR\tstreaming\x12\x12\n" +
+	"\tstreaming\x18\x06 \x01(\bR\tstreaming\x12J\n" +
+	"\x0fguided_decoding\x18\v \x01(\v2\x1c.trtllm.GuidedDecodingParamsH\x00R\x0eguidedDecoding\x88\x01\x01\x12%\n" +
+	"\x0eembedding_bias\x18\f \x03(\x02R\rembeddingBias\x12\x12\n" +
 	"\x04stop\x18\x15 \x03(\tR\x04stop\x12$\n" +
 	"\x0estop_token_ids\x18\x16 \x03(\rR\fstopTokenIds\x12\x1d\n" +
 	"\n" +
-	"ignore_eos\x18\x17 \x01(\bR\tignoreEosJ\x04\b\a\x10\v\"]\n" +
+	"ignore_eos\x18\x17 \x01(\bR\tignoreEosB\x12\n" +
+	"\x10_guided_decodingJ\x04\b\a\x10\v\"]\n" +
 	"\x0eTokenizedInput\x12#\n" +
 	"\roriginal_text\x18\x01 \x01(\tR\foriginalText\x12&\n" +
-	"\x0finput_token_ids\x18\x02 \x03(\rR\rinputTokenIds\"\xb5\x02\n" +
+	"\x0finput_token_ids\x18\x02 \x03(\rR\rinputTokenIds\"\xb1\x04\n" +
 	"\x0eSamplingConfig\x12\x1d\n" +
 	"\n" +
 	"beam_width\x18\x01 \x01(\x05R\tbeamWidth\x120\n" +
@@ -966,12 +1137,31 @@ const file_trtllm_trtllm_proto_rawDesc = "" +
 	"\vtemperature\x18\t \x01(\x02H\x03R\vtemperature\x88\x01\x01\x12\"\n" +
 	"\n" +
 	"min_tokens\x18\n" +
-	" \x01(\rH\x04R\tminTokens\x88\x01\x01B\b\n" +
+	" \x01(\rH\x04R\tminTokens\x88\x01\x01\x122\n" +
+	"\x12repetition_penalty\x18\f \x01(\x02H\x05R\x11repetitionPenalty\x88\x01\x01\x12.\n" +
+	"\x10presence_penalty\x18\r \x01(\x02H\x06R\x0fpresencePenalty\x88\x01\x01\x120\n" +
+	"\x11frequency_penalty\x18\x0e \x01(\x02H\aR\x10frequencyPenalty\x88\x01\x01\x12\x18\n" +
+	"\x05min_p\x18\x13 \x01(\x02H\bR\x04minP\x88\x01\x01B\b\n" +
 	"\x06_top_kB\b\n" +
 	"\x06_top_pB\a\n" +
 	"\x05_seedB\x0e\n" +
 	"\f_temperatureB\r\n" +
-	"\v_min_tokens\"\xaa\x01\n" +
+	"\v_min_tokensB\x15\n" +
+	"\x13_repetition_penaltyB\x13\n" +
+	"\x11_presence_penaltyB\x14\n" +
+	"\x12_frequency_penaltyB\b\n" +
+	"\x06_min_p\"\xa0\x02\n" +
+	"\x14GuidedDecodingParams\x12E\n" +
+	"\n" +
+	"guide_type\x18\x01 \x01(\x0e2&.trtllm.GuidedDecodingParams.GuideTypeR\tguideType\x12\x14\n" +
+	"\x05guide\x18\x02 \x01(\tR\x05guide\"\xaa\x01\n" +
+	"\tGuideType\x12\x1a\n" +
+	"\x16GUIDE_TYPE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fGUIDE_TYPE_JSON\x10\x01\x12\x1a\n" +
+	"\x16GUIDE_TYPE_JSON_SCHEMA\x10\x02\x12\x14\n" +
+	"\x10GUIDE_TYPE_REGEX\x10\x03\x12\x1b\n" +
+	"\x17GUIDE_TYPE_EBNF_GRAMMAR\x10\x04\x12\x1d\n" +
+	"\x19GUIDE_TYPE_STRUCTURAL_TAG\x10\x05\"\xaa\x01\n" +
 	"\x10GenerateResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x123\n" +
@@ -1037,43 +1227,48 @@ func file_trtllm_trtllm_proto_rawDescGZIP() []byte {
 	return file_trtllm_trtllm_proto_rawDescData
 }
 
-var file_trtllm_trtllm_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_trtllm_trtllm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_trtllm_trtllm_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_trtllm_trtllm_proto_goTypes = []any{
-	(*GenerateRequest)(nil),       // 0: trtllm.GenerateRequest
-	(*TokenizedInput)(nil),        // 1: trtllm.TokenizedInput
-	(*SamplingConfig)(nil),        // 2: trtllm.SamplingConfig
-	(*GenerateResponse)(nil),      // 3: trtllm.GenerateResponse
-	(*GenerateStreamChunk)(nil),   // 4: trtllm.GenerateStreamChunk
-	(*GenerateComplete)(nil),      // 5: trtllm.GenerateComplete
-	(*HealthCheckRequest)(nil),    // 6: trtllm.HealthCheckRequest
-	(*HealthCheckResponse)(nil),   // 7: trtllm.HealthCheckResponse
-	(*AbortRequest)(nil),          // 8: trtllm.AbortRequest
-	(*AbortResponse)(nil),         // 9: trtllm.AbortResponse
-	(*GetModelInfoRequest)(nil),   // 10: trtllm.GetModelInfoRequest
-	(*GetModelInfoResponse)(nil),  // 11: trtllm.GetModelInfoResponse
-	(*GetServerInfoRequest)(nil),  // 12: trtllm.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil), // 13: trtllm.GetServerInfoResponse
+	(GuidedDecodingParams_GuideType)(0), // 0: trtllm.GuidedDecodingParams.GuideType
+	(*GenerateRequest)(nil),             // 1: trtllm.GenerateRequest
+	(*TokenizedInput)(nil),              // 2: trtllm.TokenizedInput
+	(*SamplingConfig)(nil),              // 3: trtllm.SamplingConfig
+	(*GuidedDecodingParams)(nil),        // 4: trtllm.GuidedDecodingParams
+	(*GenerateResponse)(nil),            // 5: trtllm.GenerateResponse
+	(*GenerateStreamChunk)(nil),         // 6: trtllm.GenerateStreamChunk
+	(*GenerateComplete)(nil),            // 7: trtllm.GenerateComplete
+	(*HealthCheckRequest)(nil),          // 8: trtllm.HealthCheckRequest
+	(*HealthCheckResponse)(nil),         // 9: trtllm.HealthCheckResponse
+	(*AbortRequest)(nil),                // 10: trtllm.AbortRequest
+	(*AbortResponse)(nil),               // 11: trtllm.AbortResponse
+	(*GetModelInfoRequest)(nil),         // 12: trtllm.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),        // 13: trtllm.GetModelInfoResponse
+	(*GetServerInfoRequest)(nil),        // 14: trtllm.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),       // 15: trtllm.GetServerInfoResponse
 }
 var file_trtllm_trtllm_proto_depIdxs = []int32{
-	1,  // 0: trtllm.GenerateRequest.tokenized:type_name -> trtllm.TokenizedInput
-	2,  // 1: trtllm.GenerateRequest.sampling_config:type_name -> trtllm.SamplingConfig
-	4,  // 2: trtllm.GenerateResponse.chunk:type_name -> trtllm.GenerateStreamChunk
-	5,  // 3: trtllm.GenerateResponse.complete:type_name -> trtllm.GenerateComplete
-	0,  // 4: trtllm.TrtllmService.Generate:input_type -> trtllm.GenerateRequest
-	6,  // 5: trtllm.TrtllmService.HealthCheck:input_type -> trtllm.HealthCheckRequest
-	8,  // 6: trtllm.TrtllmService.Abort:input_type -> trtllm.AbortRequest
-	10, // 7: trtllm.TrtllmService.GetModelInfo:input_type -> trtllm.GetModelInfoRequest
-	12, // 8: trtllm.TrtllmService.GetServerInfo:input_type -> trtllm.GetServerInfoRequest
-	3,  // 9: trtllm.TrtllmService.Generate:output_type -> trtllm.GenerateResponse
-	7,  // 10: trtllm.TrtllmService.HealthCheck:output_type -> trtllm.HealthCheckResponse
-	9,  // 11: trtllm.TrtllmService.Abort:output_type -> trtllm.AbortResponse
-	11, // 12: trtllm.TrtllmService.GetModelInfo:output_type -> trtllm.GetModelInfoResponse
-	13, // 13: trtllm.TrtllmService.GetServerInfo:output_type -> trtllm.GetServerInfoResponse
-	9,  // [9:14] is the sub-list for method output_type
-	4,  // [4:9] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	2,  // 0: trtllm.GenerateRequest.tokenized:type_name -> trtllm.TokenizedInput
+	3,  // 1: trtllm.GenerateRequest.sampling_config:type_name -> trtllm.SamplingConfig
+	4,  // 2: trtllm.GenerateRequest.guided_decoding:type_name -> trtllm.GuidedDecodingParams
+	0,  // 3: trtllm.GuidedDecodingParams.guide_type:type_name -> trtllm.GuidedDecodingParams.GuideType
+	6,  // 4: trtllm.GenerateResponse.chunk:type_name -> trtllm.GenerateStreamChunk
+	7,  // 5: trtllm.GenerateResponse.complete:type_name -> trtllm.GenerateComplete
+	1,  // 6: trtllm.TrtllmService.Generate:input_type -> trtllm.GenerateRequest
+	8,  // 7: trtllm.TrtllmService.HealthCheck:input_type -> trtllm.HealthCheckRequest
+	10, // 8: trtllm.TrtllmService.Abort:input_type -> trtllm.AbortRequest
+	12, // 9: trtllm.TrtllmService.GetModelInfo:input_type -> trtllm.GetModelInfoRequest
+	14, // 10: trtllm.TrtllmService.GetServerInfo:input_type -> trtllm.GetServerInfoRequest
+	5,  // 11: trtllm.TrtllmService.Generate:output_type -> trtllm.GenerateResponse
+	9,  // 12: trtllm.TrtllmService.HealthCheck:output_type -> trtllm.HealthCheckResponse
+	11, // 13: trtllm.TrtllmService.Abort:output_type -> trtllm.AbortResponse
+	13, // 14: trtllm.TrtllmService.GetModelInfo:output_type -> trtllm.GetModelInfoResponse
+	15, // 15: trtllm.TrtllmService.GetServerInfo:output_type -> trtllm.GetServerInfoResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_trtllm_trtllm_proto_init() }
@@ -1081,8 +1276,9 @@ func file_trtllm_trtllm_proto_init() {
 	if File_trtllm_trtllm_proto != nil {
 		return
 	}
+	file_trtllm_trtllm_proto_msgTypes[0].OneofWrappers = []any{}
 	file_trtllm_trtllm_proto_msgTypes[2].OneofWrappers = []any{}
-	file_trtllm_trtllm_proto_msgTypes[3].OneofWrappers = []any{
+	file_trtllm_trtllm_proto_msgTypes[4].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Complete)(nil),
 	}
@@ -1091,13 +1287,14 @@ func file_trtllm_trtllm_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_trtllm_trtllm_proto_rawDesc), len(file_trtllm_trtllm_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   14,
+			NumEnums:      1,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_trtllm_trtllm_proto_goTypes,
 		DependencyIndexes: file_trtllm_trtllm_proto_depIdxs,
+		EnumInfos:         file_trtllm_trtllm_proto_enumTypes,
 		MessageInfos:      file_trtllm_trtllm_proto_msgTypes,
 	}.Build()
 	File_trtllm_trtllm_proto = out.File

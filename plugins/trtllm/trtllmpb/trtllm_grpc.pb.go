@@ -1,7 +1,9 @@
 // The subset of TensorRT-LLM's gRPC API that vigil uses: package, service,
 // RPC and message names, field numbers and types as TensorRT-LLM serves them
-// (NVIDIA/TensorRT-LLM, the gRPC server's trtllm.proto). Fields vigil
-// neither sends nor reads are left out; protobuf skips them on the wire.
+// (NVIDIA/TensorRT-LLM, the gRPC server's trtllm.proto; the numbers past
+// the basic subset from the SMG adapter's trtllm_service.proto,
+// smg-project/smg). Fields vigil neither sends nor reads are left out;
+// protobuf skips them on the wire.
 // The server has no standard grpc.health.v1 service and no lifetime id:
 // HealthCheck, polled with a deadline, is its only health signal.
 

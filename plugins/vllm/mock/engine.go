@@ -3,7 +3,10 @@
 // grpc.health.v1.Health, plus the JSON control surface of package
 // [github.com/vigilhq/vigil/sdk/enginemock] (see [enginemock.Engine.Handler])
 // that flips health, sleeps, pauses, holds and fails streams. Generation is
-// deterministic (see [OutputToken]), so tests can predict every token.
+// deterministic (see [OutputToken]), so tests can predict every token; it
+// refuses what vLLM refuses but constrains no output. GET /state's
+// last_request is the last generation request as protojson of vLLM's
+// GenerateRequest.
 // Behaviour follows vLLM's gRPC server (vllm-project/vllm) after v0.33.0:
 // "vllm.Inference" follows readiness, "" only liveness.
 //
@@ -13,12 +16,16 @@
 package mock
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
 	"github.com/vigilhq/vigil/sdk/enginemock"
@@ -65,6 +72,10 @@ type Config struct {
 	ServerOptions []grpc.ServerOption
 	// WatchMode selects how Health/Watch behaves. Default WatchNormal.
 	WatchMode WatchMode
+	// CachedTokens is the prefix-cache hit each finish reports in
+	// FinishInfo.num_cached_tokens (vllm-proto 0.6), at most the prompt's
+	// length. Default 0: the field absent, as from an older vLLM.
+	CachedTokens uint32
 }
 
 func (c Config) withDefaults() Config {
@@ -140,6 +151,21 @@ func (e *Engine) register(s *grpc.Server) error {
 	vllmpb.RegisterInferenceServer(s, &inferenceServer{e: e})
 	vllmpb.RegisterControlServer(s, &controlServer{e: e})
 	return nil
+}
+
+// record keeps req, as protojson, as the state's last_request: exactly the
+// engine fields a request set. Compacted, since protojson varies its
+// spacing from build to build.
+func (e *Engine) record(req *vllmpb.GenerateRequest) {
+	var b bytes.Buffer
+	raw, err := protojson.Marshal(req)
+	if err == nil {
+		err = json.Compact(&b, raw)
+	}
+	if err != nil {
+		b.WriteString(strconv.Quote(err.Error())) // a message always marshals: never seen
+	}
+	e.RecordRequest(b.Bytes())
 }
 
 // publish hands health changes to grpc-go's health server, which starts ""

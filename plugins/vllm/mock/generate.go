@@ -3,6 +3,7 @@ package mock
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -76,6 +77,7 @@ func (s *inferenceServer) Generate(ctx context.Context, req *vllmpb.GenerateRequ
 // longer than max_model_len (INVALID_ARGUMENT, in vLLM's words), and ends
 // a generation with LENGTH where the sequence reaches max_model_len.
 func (s *inferenceServer) run(ctx context.Context, req *vllmpb.GenerateRequest, send func(*vllmpb.GenerateResponse) error) error {
+	s.e.record(req)
 	prompt := promptTokens(req)
 	stopping := req.GetStopping()
 	maxLen := s.e.cfg.MaxModelLen
@@ -91,18 +93,11 @@ func (s *inferenceServer) run(ctx context.Context, req *vllmpb.GenerateRequest, 
 	if n := uint32(len(prompt)); n < maxLen {
 		gen.MaxNewTokens = min(gen.MaxNewTokens, maxLen-n)
 	}
-	switch model := req.GetModel(); {
-	case model != "" && model != s.e.Config().Model:
-		gen.Err = status.Errorf(codes.NotFound, "The model `%s` does not exist.", model)
-	case uint32(len(prompt)) > maxLen:
-		gen.Err = status.Errorf(codes.InvalidArgument, "The decoder prompt (length %d) is longer than the maximum model length of %d. "+
-			"Make sure that `max_model_len` is no smaller than the number of text tokens.", len(prompt), maxLen)
-	case req.GetSampling().GetNumSequences() > 1:
-		gen.Err = status.Errorf(codes.InvalidArgument, "sampling.num_sequences: the mock engine generates one sequence, got %d", req.GetSampling().GetNumSequences())
-	}
+	gen.Err = s.refuse(req, prompt)
 	m := &messages{
 		send:      send,
 		numPrompt: uint32(len(prompt)),
+		cached:    min(s.e.cfg.CachedTokens, uint32(len(prompt))),
 		wantText:  true,
 		wantIDs:   req.GetResponse().GetOutputTokenIds(),
 		stopText:  stopping.GetIncludeStopStrings(),
@@ -113,13 +108,44 @@ func (s *inferenceServer) run(ctx context.Context, req *vllmpb.GenerateRequest, 
 	return s.e.Generate(ctx, gen, m.chunk)
 }
 
+// refuse is vLLM's refusal of req, nil if it takes it: a model it does
+// not serve (NOT_FOUND) and, with INVALID_ARGUMENT in vLLM's words, a
+// prompt longer than max_model_len, num_sequences > 1, a json schema that
+// is not JSON and a blank grammar. The mock does not constrain its output.
+func (s *inferenceServer) refuse(req *vllmpb.GenerateRequest, prompt []uint32) error {
+	maxLen := s.e.cfg.MaxModelLen
+	d := req.GetDecoding()
+	switch model := req.GetModel(); {
+	case model != "" && model != s.e.Config().Model:
+		return status.Errorf(codes.NotFound, "The model `%s` does not exist.", model)
+	case uint32(len(prompt)) > maxLen:
+		return status.Errorf(codes.InvalidArgument, "The decoder prompt (length %d) is longer than the maximum model length of %d. "+
+			"Make sure that `max_model_len` is no smaller than the number of text tokens.", len(prompt), maxLen)
+	case req.GetSampling().GetNumSequences() > 1:
+		return status.Error(codes.InvalidArgument, "num_sequences > 1 is not supported")
+	}
+	switch so := d.GetStructuredOutput().(type) {
+	case *vllmpb.DecodingParameters_Json:
+		var v any
+		if err := json.Unmarshal([]byte(so.Json), &v); err != nil {
+			return status.Errorf(codes.InvalidArgument, "invalid json schema: %v", err)
+		}
+	case *vllmpb.DecodingParameters_Grammar:
+		if strings.TrimSpace(so.Grammar) == "" {
+			return status.Error(codes.InvalidArgument, "grammar must not be blank")
+		}
+	}
+	return nil
+}
+
 // messages formats one generation's chunks as vLLM does.
 type messages struct {
 	send      func(*vllmpb.GenerateResponse) error
 	numPrompt uint32
 	wantText  bool
 	wantIDs   bool
-	stopText  bool // include_stop_strings
+	stopText  bool   // include_stop_strings
+	cached    uint32 // num_cached_tokens to report; 0: none (an older vLLM)
 	sent      bool
 }
 
@@ -143,6 +169,9 @@ func (m *messages) chunk(c enginemock.Chunk) error {
 	}
 	if f := c.Finish; f != nil {
 		out.FinishInfo = &vllmpb.FinishInfo{NumOutputTokens: f.OutputTokens, FinishReason: finishReasons[f.Reason]}
+		if m.cached > 0 {
+			out.FinishInfo.NumCachedTokens = &m.cached
+		}
 		if f.Reason == enginemock.FinishStop {
 			out.FinishInfo.StopReason = &vllmpb.FinishInfo_StopTokenId{StopTokenId: f.StopToken}
 		}

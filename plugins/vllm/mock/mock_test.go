@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -495,6 +496,14 @@ func TestGenerateRefusesAsVLLM(t *testing.T) {
 			codes.InvalidArgument, "The decoder prompt (length 9) is longer than the maximum model length of 8."},
 		{"long ids", &vllmpb.GenerateRequest{RequestId: "c", Prompt: &vllmpb.GenerateRequest_TokenIds{TokenIds: &vllmpb.TokenIds{Ids: make([]uint32, 9)}}},
 			codes.InvalidArgument, "The decoder prompt (length 9)"},
+		{"n=2", &vllmpb.GenerateRequest{RequestId: "e", Sampling: &vllmpb.RandomSampling{NumSequences: 2}},
+			codes.InvalidArgument, "num_sequences > 1 is not supported"},
+		{"schema not JSON", &vllmpb.GenerateRequest{RequestId: "f", Decoding: &vllmpb.DecodingParameters{
+			StructuredOutput: &vllmpb.DecodingParameters_Json{Json: "{type: object"}}},
+			codes.InvalidArgument, "invalid json schema: "},
+		{"blank grammar", &vllmpb.GenerateRequest{RequestId: "g", Decoding: &vllmpb.DecodingParameters{
+			StructuredOutput: &vllmpb.DecodingParameters_Grammar{Grammar: " \n"}}},
+			codes.InvalidArgument, "grammar must not be blank"},
 	} {
 		_, err := h.stream(t, tc.req)
 		if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.msg) {
@@ -508,6 +517,37 @@ func TestGenerateRefusesAsVLLM(t *testing.T) {
 	}
 	if f := msgs[len(msgs)-1].GetOutputs().GetFinishInfo(); f.GetNumOutputTokens() != 2 || f.GetFinishReason() != vllmpb.FinishInfo_LENGTH {
 		t.Errorf("6 prompt tokens, 100 asked, max_model_len 8: finish %v, want 2 tokens, LENGTH", f)
+	}
+}
+
+// TestRecordsRequest: GET /state's last_request is the last request as
+// protojson, refused ones included, so a test reads back every field set;
+// num_cached_tokens is reported only when configured, as vLLM 0.6 does.
+func TestRecordsRequest(t *testing.T) {
+	t.Parallel()
+	h := start(t, Config{CachedTokens: 5})
+	req := &vllmpb.GenerateRequest{RequestId: "r", Prompt: &vllmpb.GenerateRequest_Text{Text: "hi"},
+		Decoding: &vllmpb.DecodingParameters{PresencePenalty: 0.5, LogitBias: map[uint32]float32{7: -100},
+			StructuredOutput: &vllmpb.DecodingParameters_Choice{Choice: &vllmpb.DecodingParameters_StringChoices{Choices: []string{"a", "b"}}}},
+		Stopping: &vllmpb.StoppingCriteria{MaxNewTokens: 1}}
+	msgs, err := h.stream(t, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := msgs[len(msgs)-1].GetOutputs().GetFinishInfo().NumCachedTokens; got == nil || *got != 2 {
+		t.Errorf("num_cached_tokens = %v, want 2 (5 configured, capped at the 2-token prompt)", got)
+	}
+	got := &vllmpb.GenerateRequest{}
+	if err := protojson.Unmarshal(h.state(t).LastRequest, got); err != nil {
+		t.Fatalf("last_request %s: %v", h.state(t).LastRequest, err)
+	}
+	if diff := cmp.Diff(req, got, protocmp.Transform()); diff != "" {
+		t.Errorf("last_request (-sent +recorded):\n%s", diff)
+	}
+	_, err = h.stream(t, &vllmpb.GenerateRequest{RequestId: "n", Sampling: &vllmpb.RandomSampling{NumSequences: 3}})
+	wantCode(t, "n=3", err, codes.InvalidArgument)
+	if err := protojson.Unmarshal(h.state(t).LastRequest, got); err != nil || got.GetSampling().GetNumSequences() != 3 {
+		t.Errorf("last_request after a refused request = %v (%v), want num_sequences 3", got, err)
 	}
 }
 
@@ -625,6 +665,7 @@ func TestStateCounters(t *testing.T) {
 		Aborts:        map[string]int{"a": 2, "c": 1},
 		RequestsTotal: 4,
 		AbortsTotal:   3,
+		LastRequest:   json.RawMessage(`{"requestId":"b","stopping":{"maxNewTokens":1}}`),
 	}
 	if diff := cmp.Diff(want, h.state(t), cmpopts.IgnoreFields(State{}, "LastHealthChangeUnixNano")); diff != "" {
 		t.Errorf("/state (-want +got):\n%s", diff)

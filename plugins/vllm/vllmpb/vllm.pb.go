@@ -1,7 +1,8 @@
 // The subset of vLLM's gRPC API that vigil uses: package, service, RPC and
 // message names, field numbers and types as vLLM serves them (vllm-project/vllm,
-// the gRPC server's vllm.proto). Fields vigil neither sends nor reads are left
-// out; protobuf skips them on the wire. Health is the standard
+// the gRPC server's vllm.proto; DecodingParameters from rust/proto/inference.proto,
+// FinishInfo.num_cached_tokens from vllm-proto 0.6). Fields vigil neither sends
+// nor reads are left out; protobuf skips them on the wire. Health is the standard
 // grpc.health.v1.Health with the services "vllm.Inference", "vllm.Control"
 // and "" (the whole server).
 
@@ -129,7 +130,7 @@ func (x FinishInfo_FinishReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FinishInfo_FinishReason.Descriptor instead.
 func (FinishInfo_FinishReason) EnumDescriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{8, 0}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{9, 0}
 }
 
 type GenerateRequest struct {
@@ -143,6 +144,7 @@ type GenerateRequest struct {
 	Prompt               isGenerateRequest_Prompt `protobuf_oneof:"prompt"`
 	Temperature          *float32                 `protobuf:"fixed32,5,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
 	Sampling             *RandomSampling          `protobuf:"bytes,6,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	Decoding             *DecodingParameters      `protobuf:"bytes,7,opt,name=decoding,proto3" json:"decoding,omitempty"`
 	Stopping             *StoppingCriteria        `protobuf:"bytes,8,opt,name=stopping,proto3" json:"stopping,omitempty"`
 	Response             *ResponseOptions         `protobuf:"bytes,9,opt,name=response,proto3" json:"response,omitempty"`
 	TruncatePromptTokens uint32                   `protobuf:"varint,11,opt,name=truncate_prompt_tokens,json=truncatePromptTokens,proto3" json:"truncate_prompt_tokens,omitempty"`
@@ -231,6 +233,13 @@ func (x *GenerateRequest) GetTemperature() float32 {
 func (x *GenerateRequest) GetSampling() *RandomSampling {
 	if x != nil {
 		return x.Sampling
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetDecoding() *DecodingParameters {
+	if x != nil {
+		return x.Decoding
 	}
 	return nil
 }
@@ -407,6 +416,193 @@ func (x *RandomSampling) GetSeed() int64 {
 	return 0
 }
 
+// DecodingParameters shape the logits: penalties, biases and structured
+// output. For the three penalties 0 means unset, so a literal repetition
+// penalty of 0 cannot be sent.
+type DecodingParameters struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	PresencePenalty   float32                `protobuf:"fixed32,1,opt,name=presence_penalty,json=presencePenalty,proto3" json:"presence_penalty,omitempty"`
+	FrequencyPenalty  float32                `protobuf:"fixed32,2,opt,name=frequency_penalty,json=frequencyPenalty,proto3" json:"frequency_penalty,omitempty"`
+	RepetitionPenalty float32                `protobuf:"fixed32,3,opt,name=repetition_penalty,json=repetitionPenalty,proto3" json:"repetition_penalty,omitempty"`
+	// Token id to the bias added to its logit.
+	LogitBias map[uint32]float32 `protobuf:"bytes,4,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"fixed32,2,opt,name=value"`
+	// One arm at most. The server parses json as a JSON schema (bad JSON is
+	// INVALID_ARGUMENT); json_object false means no constraint; a blank
+	// grammar is INVALID_ARGUMENT; grammar text goes to vLLM's backend as it
+	// is (EBNF, or Lark, which vLLM converts for xgrammar).
+	//
+	// Types that are valid to be assigned to StructuredOutput:
+	//
+	//	*DecodingParameters_Json
+	//	*DecodingParameters_Regex
+	//	*DecodingParameters_Choice
+	//	*DecodingParameters_Grammar
+	//	*DecodingParameters_JsonObject
+	//	*DecodingParameters_StructuralTag
+	StructuredOutput isDecodingParameters_StructuredOutput `protobuf_oneof:"structured_output"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DecodingParameters) Reset() {
+	*x = DecodingParameters{}
+	mi := &file_vllm_vllm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecodingParameters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecodingParameters) ProtoMessage() {}
+
+func (x *DecodingParameters) ProtoReflect() protoreflect.Message {
+	mi := &file_vllm_vllm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecodingParameters.ProtoReflect.Descriptor instead.
+func (*DecodingParameters) Descriptor() ([]byte, []int) {
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DecodingParameters) GetPresencePenalty() float32 {
+	if x != nil {
+		return x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *DecodingParameters) GetFrequencyPenalty() float32 {
+	if x != nil {
+		return x.FrequencyPenalty
+	}
+	return 0
+}
+
+func (x *DecodingParameters) GetRepetitionPenalty() float32 {
+	if x != nil {
+		return x.RepetitionPenalty
+	}
+	return 0
+}
+
+func (x *DecodingParameters) GetLogitBias() map[uint32]float32 {
+	if x != nil {
+		return x.LogitBias
+	}
+	return nil
+}
+
+func (x *DecodingParameters) GetStructuredOutput() isDecodingParameters_StructuredOutput {
+	if x != nil {
+		return x.StructuredOutput
+	}
+	return nil
+}
+
+func (x *DecodingParameters) GetJson() string {
+	if x != nil {
+		if x, ok := x.StructuredOutput.(*DecodingParameters_Json); ok {
+			return x.Json
+		}
+	}
+	return ""
+}
+
+func (x *DecodingParameters) GetRegex() string {
+	if x != nil {
+		if x, ok := x.StructuredOutput.(*DecodingParameters_Regex); ok {
+			return x.Regex
+		}
+	}
+	return ""
+}
+
+func (x *DecodingParameters) GetChoice() *DecodingParameters_StringChoices {
+	if x != nil {
+		if x, ok := x.StructuredOutput.(*DecodingParameters_Choice); ok {
+			return x.Choice
+		}
+	}
+	return nil
+}
+
+func (x *DecodingParameters) GetGrammar() string {
+	if x != nil {
+		if x, ok := x.StructuredOutput.(*DecodingParameters_Grammar); ok {
+			return x.Grammar
+		}
+	}
+	return ""
+}
+
+func (x *DecodingParameters) GetJsonObject() bool {
+	if x != nil {
+		if x, ok := x.StructuredOutput.(*DecodingParameters_JsonObject); ok {
+			return x.JsonObject
+		}
+	}
+	return false
+}
+
+func (x *DecodingParameters) GetStructuralTag() string {
+	if x != nil {
+		if x, ok := x.StructuredOutput.(*DecodingParameters_StructuralTag); ok {
+			return x.StructuralTag
+		}
+	}
+	return ""
+}
+
+type isDecodingParameters_StructuredOutput interface {
+	isDecodingParameters_StructuredOutput()
+}
+
+type DecodingParameters_Json struct {
+	Json string `protobuf:"bytes,6,opt,name=json,proto3,oneof"`
+}
+
+type DecodingParameters_Regex struct {
+	Regex string `protobuf:"bytes,7,opt,name=regex,proto3,oneof"`
+}
+
+type DecodingParameters_Choice struct {
+	Choice *DecodingParameters_StringChoices `protobuf:"bytes,8,opt,name=choice,proto3,oneof"`
+}
+
+type DecodingParameters_Grammar struct {
+	Grammar string `protobuf:"bytes,9,opt,name=grammar,proto3,oneof"`
+}
+
+type DecodingParameters_JsonObject struct {
+	JsonObject bool `protobuf:"varint,10,opt,name=json_object,json=jsonObject,proto3,oneof"`
+}
+
+type DecodingParameters_StructuralTag struct {
+	StructuralTag string `protobuf:"bytes,11,opt,name=structural_tag,json=structuralTag,proto3,oneof"`
+}
+
+func (*DecodingParameters_Json) isDecodingParameters_StructuredOutput() {}
+
+func (*DecodingParameters_Regex) isDecodingParameters_StructuredOutput() {}
+
+func (*DecodingParameters_Choice) isDecodingParameters_StructuredOutput() {}
+
+func (*DecodingParameters_Grammar) isDecodingParameters_StructuredOutput() {}
+
+func (*DecodingParameters_JsonObject) isDecodingParameters_StructuredOutput() {}
+
+func (*DecodingParameters_StructuralTag) isDecodingParameters_StructuredOutput() {}
+
 type StoppingCriteria struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 0 means the engine default (20).
@@ -422,7 +618,7 @@ type StoppingCriteria struct {
 
 func (x *StoppingCriteria) Reset() {
 	*x = StoppingCriteria{}
-	mi := &file_vllm_vllm_proto_msgTypes[3]
+	mi := &file_vllm_vllm_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -434,7 +630,7 @@ func (x *StoppingCriteria) String() string {
 func (*StoppingCriteria) ProtoMessage() {}
 
 func (x *StoppingCriteria) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[3]
+	mi := &file_vllm_vllm_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -447,7 +643,7 @@ func (x *StoppingCriteria) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoppingCriteria.ProtoReflect.Descriptor instead.
 func (*StoppingCriteria) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{3}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StoppingCriteria) GetMaxNewTokens() uint32 {
@@ -504,7 +700,7 @@ type ResponseOptions struct {
 
 func (x *ResponseOptions) Reset() {
 	*x = ResponseOptions{}
-	mi := &file_vllm_vllm_proto_msgTypes[4]
+	mi := &file_vllm_vllm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +712,7 @@ func (x *ResponseOptions) String() string {
 func (*ResponseOptions) ProtoMessage() {}
 
 func (x *ResponseOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[4]
+	mi := &file_vllm_vllm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +725,7 @@ func (x *ResponseOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseOptions.ProtoReflect.Descriptor instead.
 func (*ResponseOptions) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{4}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ResponseOptions) GetOutputText() bool {
@@ -564,7 +760,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[5]
+	mi := &file_vllm_vllm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +772,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[5]
+	mi := &file_vllm_vllm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +785,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{5}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GenerateResponse) GetPromptInfo() *PromptInfo {
@@ -615,7 +811,7 @@ type PromptInfo struct {
 
 func (x *PromptInfo) Reset() {
 	*x = PromptInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[6]
+	mi := &file_vllm_vllm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -627,7 +823,7 @@ func (x *PromptInfo) String() string {
 func (*PromptInfo) ProtoMessage() {}
 
 func (x *PromptInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[6]
+	mi := &file_vllm_vllm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -640,7 +836,7 @@ func (x *PromptInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptInfo.ProtoReflect.Descriptor instead.
 func (*PromptInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{6}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PromptInfo) GetNumPromptTokens() uint32 {
@@ -667,7 +863,7 @@ type SequenceOutput struct {
 
 func (x *SequenceOutput) Reset() {
 	*x = SequenceOutput{}
-	mi := &file_vllm_vllm_proto_msgTypes[7]
+	mi := &file_vllm_vllm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +875,7 @@ func (x *SequenceOutput) String() string {
 func (*SequenceOutput) ProtoMessage() {}
 
 func (x *SequenceOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[7]
+	mi := &file_vllm_vllm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +888,7 @@ func (x *SequenceOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SequenceOutput.ProtoReflect.Descriptor instead.
 func (*SequenceOutput) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{7}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SequenceOutput) GetIndex() uint32 {
@@ -739,14 +935,17 @@ type FinishInfo struct {
 	//	*FinishInfo_StopTokenId
 	//	*FinishInfo_EosTokenId
 	//	*FinishInfo_StopString
-	StopReason    isFinishInfo_StopReason `protobuf_oneof:"stop_reason"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StopReason isFinishInfo_StopReason `protobuf_oneof:"stop_reason"`
+	// Prompt tokens served from the prefix cache (vllm-proto 0.6); absent
+	// from older servers, which report none.
+	NumCachedTokens *uint32 `protobuf:"varint,9,opt,name=num_cached_tokens,json=numCachedTokens,proto3,oneof" json:"num_cached_tokens,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *FinishInfo) Reset() {
 	*x = FinishInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[8]
+	mi := &file_vllm_vllm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +957,7 @@ func (x *FinishInfo) String() string {
 func (*FinishInfo) ProtoMessage() {}
 
 func (x *FinishInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[8]
+	mi := &file_vllm_vllm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +970,7 @@ func (x *FinishInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishInfo.ProtoReflect.Descriptor instead.
 func (*FinishInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{8}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FinishInfo) GetNumOutputTokens() uint32 {
@@ -822,6 +1021,13 @@ func (x *FinishInfo) GetStopString() string {
 	return ""
 }
 
+func (x *FinishInfo) GetNumCachedTokens() uint32 {
+	if x != nil && x.NumCachedTokens != nil {
+		return *x.NumCachedTokens
+	}
+	return 0
+}
+
 type isFinishInfo_StopReason interface {
 	isFinishInfo_StopReason()
 }
@@ -852,7 +1058,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[9]
+	mi := &file_vllm_vllm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +1070,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[9]
+	mi := &file_vllm_vllm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +1083,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{9}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{10}
 }
 
 type ServerInfo struct {
@@ -899,7 +1105,7 @@ type ServerInfo struct {
 
 func (x *ServerInfo) Reset() {
 	*x = ServerInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[10]
+	mi := &file_vllm_vllm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1117,7 @@ func (x *ServerInfo) String() string {
 func (*ServerInfo) ProtoMessage() {}
 
 func (x *ServerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[10]
+	mi := &file_vllm_vllm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1130,7 @@ func (x *ServerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerInfo.ProtoReflect.Descriptor instead.
 func (*ServerInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{10}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ServerInfo) GetEngineVersion() string {
@@ -1009,7 +1215,7 @@ type ParallelismInfo struct {
 
 func (x *ParallelismInfo) Reset() {
 	*x = ParallelismInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[11]
+	mi := &file_vllm_vllm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1227,7 @@ func (x *ParallelismInfo) String() string {
 func (*ParallelismInfo) ProtoMessage() {}
 
 func (x *ParallelismInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[11]
+	mi := &file_vllm_vllm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1240,7 @@ func (x *ParallelismInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParallelismInfo.ProtoReflect.Descriptor instead.
 func (*ParallelismInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{11}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ParallelismInfo) GetTensorParallelSize() uint32 {
@@ -1074,7 +1280,7 @@ type RlCapabilities struct {
 
 func (x *RlCapabilities) Reset() {
 	*x = RlCapabilities{}
-	mi := &file_vllm_vllm_proto_msgTypes[12]
+	mi := &file_vllm_vllm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1292,7 @@ func (x *RlCapabilities) String() string {
 func (*RlCapabilities) ProtoMessage() {}
 
 func (x *RlCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[12]
+	mi := &file_vllm_vllm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1305,7 @@ func (x *RlCapabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RlCapabilities.ProtoReflect.Descriptor instead.
 func (*RlCapabilities) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{12}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RlCapabilities) GetSleepModeEnabled() bool {
@@ -1117,7 +1323,7 @@ type GetModelInfoRequest struct {
 
 func (x *GetModelInfoRequest) Reset() {
 	*x = GetModelInfoRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[13]
+	mi := &file_vllm_vllm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1335,7 @@ func (x *GetModelInfoRequest) String() string {
 func (*GetModelInfoRequest) ProtoMessage() {}
 
 func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[13]
+	mi := &file_vllm_vllm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1348,7 @@ func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetModelInfoRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{13}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{14}
 }
 
 type ModelInfo struct {
@@ -1158,7 +1364,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[14]
+	mi := &file_vllm_vllm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1376,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[14]
+	mi := &file_vllm_vllm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1389,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{14}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ModelInfo) GetModelId() string {
@@ -1230,7 +1436,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[15]
+	mi := &file_vllm_vllm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1448,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[15]
+	mi := &file_vllm_vllm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1461,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{15}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AbortRequest) GetRequestIds() []string {
@@ -1273,7 +1479,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[16]
+	mi := &file_vllm_vllm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1491,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[16]
+	mi := &file_vllm_vllm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1504,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{16}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{17}
 }
 
 type SleepRequest struct {
@@ -1311,7 +1517,7 @@ type SleepRequest struct {
 
 func (x *SleepRequest) Reset() {
 	*x = SleepRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[17]
+	mi := &file_vllm_vllm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1529,7 @@ func (x *SleepRequest) String() string {
 func (*SleepRequest) ProtoMessage() {}
 
 func (x *SleepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[17]
+	mi := &file_vllm_vllm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1542,7 @@ func (x *SleepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SleepRequest.ProtoReflect.Descriptor instead.
 func (*SleepRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{17}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SleepRequest) GetLevel() uint32 {
@@ -1361,7 +1567,7 @@ type SleepResponse struct {
 
 func (x *SleepResponse) Reset() {
 	*x = SleepResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[18]
+	mi := &file_vllm_vllm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1579,7 @@ func (x *SleepResponse) String() string {
 func (*SleepResponse) ProtoMessage() {}
 
 func (x *SleepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[18]
+	mi := &file_vllm_vllm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1592,7 @@ func (x *SleepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SleepResponse.ProtoReflect.Descriptor instead.
 func (*SleepResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{18}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{19}
 }
 
 type WakeUpRequest struct {
@@ -1398,7 +1604,7 @@ type WakeUpRequest struct {
 
 func (x *WakeUpRequest) Reset() {
 	*x = WakeUpRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[19]
+	mi := &file_vllm_vllm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1616,7 @@ func (x *WakeUpRequest) String() string {
 func (*WakeUpRequest) ProtoMessage() {}
 
 func (x *WakeUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[19]
+	mi := &file_vllm_vllm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1629,7 @@ func (x *WakeUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeUpRequest.ProtoReflect.Descriptor instead.
 func (*WakeUpRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{19}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *WakeUpRequest) GetTags() []string {
@@ -1441,7 +1647,7 @@ type WakeUpResponse struct {
 
 func (x *WakeUpResponse) Reset() {
 	*x = WakeUpResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[20]
+	mi := &file_vllm_vllm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1659,7 @@ func (x *WakeUpResponse) String() string {
 func (*WakeUpResponse) ProtoMessage() {}
 
 func (x *WakeUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[20]
+	mi := &file_vllm_vllm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1672,7 @@ func (x *WakeUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeUpResponse.ProtoReflect.Descriptor instead.
 func (*WakeUpResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{20}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{21}
 }
 
 type IsSleepingRequest struct {
@@ -1477,7 +1683,7 @@ type IsSleepingRequest struct {
 
 func (x *IsSleepingRequest) Reset() {
 	*x = IsSleepingRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[21]
+	mi := &file_vllm_vllm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1695,7 @@ func (x *IsSleepingRequest) String() string {
 func (*IsSleepingRequest) ProtoMessage() {}
 
 func (x *IsSleepingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[21]
+	mi := &file_vllm_vllm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1708,7 @@ func (x *IsSleepingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSleepingRequest.ProtoReflect.Descriptor instead.
 func (*IsSleepingRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{21}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{22}
 }
 
 type IsSleepingResponse struct {
@@ -1514,7 +1720,7 @@ type IsSleepingResponse struct {
 
 func (x *IsSleepingResponse) Reset() {
 	*x = IsSleepingResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[22]
+	mi := &file_vllm_vllm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1732,7 @@ func (x *IsSleepingResponse) String() string {
 func (*IsSleepingResponse) ProtoMessage() {}
 
 func (x *IsSleepingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[22]
+	mi := &file_vllm_vllm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1745,7 @@ func (x *IsSleepingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSleepingResponse.ProtoReflect.Descriptor instead.
 func (*IsSleepingResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{22}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *IsSleepingResponse) GetSleeping() bool {
@@ -1559,7 +1765,7 @@ type PauseGenerationRequest struct {
 
 func (x *PauseGenerationRequest) Reset() {
 	*x = PauseGenerationRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[23]
+	mi := &file_vllm_vllm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1777,7 @@ func (x *PauseGenerationRequest) String() string {
 func (*PauseGenerationRequest) ProtoMessage() {}
 
 func (x *PauseGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[23]
+	mi := &file_vllm_vllm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1790,7 @@ func (x *PauseGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseGenerationRequest.ProtoReflect.Descriptor instead.
 func (*PauseGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{23}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PauseGenerationRequest) GetMode() PauseMode {
@@ -1609,7 +1815,7 @@ type PauseGenerationResponse struct {
 
 func (x *PauseGenerationResponse) Reset() {
 	*x = PauseGenerationResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[24]
+	mi := &file_vllm_vllm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1827,7 @@ func (x *PauseGenerationResponse) String() string {
 func (*PauseGenerationResponse) ProtoMessage() {}
 
 func (x *PauseGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[24]
+	mi := &file_vllm_vllm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1840,7 @@ func (x *PauseGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseGenerationResponse.ProtoReflect.Descriptor instead.
 func (*PauseGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{24}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{25}
 }
 
 type ResumeGenerationRequest struct {
@@ -1645,7 +1851,7 @@ type ResumeGenerationRequest struct {
 
 func (x *ResumeGenerationRequest) Reset() {
 	*x = ResumeGenerationRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[25]
+	mi := &file_vllm_vllm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1863,7 @@ func (x *ResumeGenerationRequest) String() string {
 func (*ResumeGenerationRequest) ProtoMessage() {}
 
 func (x *ResumeGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[25]
+	mi := &file_vllm_vllm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1876,7 @@ func (x *ResumeGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeGenerationRequest.ProtoReflect.Descriptor instead.
 func (*ResumeGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{25}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{26}
 }
 
 type ResumeGenerationResponse struct {
@@ -1681,7 +1887,7 @@ type ResumeGenerationResponse struct {
 
 func (x *ResumeGenerationResponse) Reset() {
 	*x = ResumeGenerationResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[26]
+	mi := &file_vllm_vllm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1899,7 @@ func (x *ResumeGenerationResponse) String() string {
 func (*ResumeGenerationResponse) ProtoMessage() {}
 
 func (x *ResumeGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[26]
+	mi := &file_vllm_vllm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1912,7 @@ func (x *ResumeGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeGenerationResponse.ProtoReflect.Descriptor instead.
 func (*ResumeGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{26}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{27}
 }
 
 type IsPausedRequest struct {
@@ -1717,7 +1923,7 @@ type IsPausedRequest struct {
 
 func (x *IsPausedRequest) Reset() {
 	*x = IsPausedRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[27]
+	mi := &file_vllm_vllm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1935,7 @@ func (x *IsPausedRequest) String() string {
 func (*IsPausedRequest) ProtoMessage() {}
 
 func (x *IsPausedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[27]
+	mi := &file_vllm_vllm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1948,7 @@ func (x *IsPausedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsPausedRequest.ProtoReflect.Descriptor instead.
 func (*IsPausedRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{27}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{28}
 }
 
 type IsPausedResponse struct {
@@ -1754,7 +1960,7 @@ type IsPausedResponse struct {
 
 func (x *IsPausedResponse) Reset() {
 	*x = IsPausedResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[28]
+	mi := &file_vllm_vllm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1972,7 @@ func (x *IsPausedResponse) String() string {
 func (*IsPausedResponse) ProtoMessage() {}
 
 func (x *IsPausedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[28]
+	mi := &file_vllm_vllm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1985,7 @@ func (x *IsPausedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsPausedResponse.ProtoReflect.Descriptor instead.
 func (*IsPausedResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{28}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *IsPausedResponse) GetPaused() bool {
@@ -1789,11 +1995,56 @@ func (x *IsPausedResponse) GetPaused() bool {
 	return false
 }
 
+// A list of allowed outputs.
+type DecodingParameters_StringChoices struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Choices       []string               `protobuf:"bytes,1,rep,name=choices,proto3" json:"choices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecodingParameters_StringChoices) Reset() {
+	*x = DecodingParameters_StringChoices{}
+	mi := &file_vllm_vllm_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecodingParameters_StringChoices) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecodingParameters_StringChoices) ProtoMessage() {}
+
+func (x *DecodingParameters_StringChoices) ProtoReflect() protoreflect.Message {
+	mi := &file_vllm_vllm_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecodingParameters_StringChoices.ProtoReflect.Descriptor instead.
+func (*DecodingParameters_StringChoices) Descriptor() ([]byte, []int) {
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{3, 0}
+}
+
+func (x *DecodingParameters_StringChoices) GetChoices() []string {
+	if x != nil {
+		return x.Choices
+	}
+	return nil
+}
+
 var File_vllm_vllm_proto protoreflect.FileDescriptor
 
 const file_vllm_vllm_proto_rawDesc = "" +
 	"\n" +
-	"\x0fvllm/vllm.proto\x12\x04vllm\"\xd4\x03\n" +
+	"\x0fvllm/vllm.proto\x12\x04vllm\"\x8a\x04\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1801,7 +2052,8 @@ const file_vllm_vllm_proto_rawDesc = "" +
 	"\x04text\x18\x03 \x01(\tH\x00R\x04text\x12-\n" +
 	"\ttoken_ids\x18\x04 \x01(\v2\x0e.vllm.TokenIdsH\x00R\btokenIds\x12%\n" +
 	"\vtemperature\x18\x05 \x01(\x02H\x01R\vtemperature\x88\x01\x01\x120\n" +
-	"\bsampling\x18\x06 \x01(\v2\x14.vllm.RandomSamplingR\bsampling\x122\n" +
+	"\bsampling\x18\x06 \x01(\v2\x14.vllm.RandomSamplingR\bsampling\x124\n" +
+	"\bdecoding\x18\a \x01(\v2\x18.vllm.DecodingParametersR\bdecoding\x122\n" +
 	"\bstopping\x18\b \x01(\v2\x16.vllm.StoppingCriteriaR\bstopping\x121\n" +
 	"\bresponse\x18\t \x01(\v2\x15.vllm.ResponseOptionsR\bresponse\x124\n" +
 	"\x16truncate_prompt_tokens\x18\v \x01(\rR\x14truncatePromptTokens\x12\x1a\n" +
@@ -1817,7 +2069,27 @@ const file_vllm_vllm_proto_rawDesc = "" +
 	"\x05top_p\x18\x03 \x01(\x02R\x04topP\x12\x13\n" +
 	"\x05min_p\x18\x04 \x01(\x02R\x04minP\x12\x17\n" +
 	"\x04seed\x18\x05 \x01(\x03H\x00R\x04seed\x88\x01\x01B\a\n" +
-	"\x05_seed\"\xf8\x01\n" +
+	"\x05_seed\"\xb9\x04\n" +
+	"\x12DecodingParameters\x12)\n" +
+	"\x10presence_penalty\x18\x01 \x01(\x02R\x0fpresencePenalty\x12+\n" +
+	"\x11frequency_penalty\x18\x02 \x01(\x02R\x10frequencyPenalty\x12-\n" +
+	"\x12repetition_penalty\x18\x03 \x01(\x02R\x11repetitionPenalty\x12F\n" +
+	"\n" +
+	"logit_bias\x18\x04 \x03(\v2'.vllm.DecodingParameters.LogitBiasEntryR\tlogitBias\x12\x14\n" +
+	"\x04json\x18\x06 \x01(\tH\x00R\x04json\x12\x16\n" +
+	"\x05regex\x18\a \x01(\tH\x00R\x05regex\x12@\n" +
+	"\x06choice\x18\b \x01(\v2&.vllm.DecodingParameters.StringChoicesH\x00R\x06choice\x12\x1a\n" +
+	"\agrammar\x18\t \x01(\tH\x00R\agrammar\x12!\n" +
+	"\vjson_object\x18\n" +
+	" \x01(\bH\x00R\n" +
+	"jsonObject\x12'\n" +
+	"\x0estructural_tag\x18\v \x01(\tH\x00R\rstructuralTag\x1a)\n" +
+	"\rStringChoices\x12\x18\n" +
+	"\achoices\x18\x01 \x03(\tR\achoices\x1a<\n" +
+	"\x0eLogitBiasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\rR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x02R\x05value:\x028\x01B\x13\n" +
+	"\x11structured_output\"\xf8\x01\n" +
 	"\x10StoppingCriteria\x12$\n" +
 	"\x0emax_new_tokens\x18\x01 \x01(\rR\fmaxNewTokens\x12$\n" +
 	"\x0emin_new_tokens\x18\x02 \x01(\rR\fminNewTokens\x12$\n" +
@@ -1848,7 +2120,7 @@ const file_vllm_vllm_proto_rawDesc = "" +
 	"\ttoken_ids\x18\x04 \x03(\rR\btokenIds\x126\n" +
 	"\vfinish_info\x18\b \x01(\v2\x10.vllm.FinishInfoH\x00R\n" +
 	"finishInfo\x88\x01\x01B\x0e\n" +
-	"\f_finish_info\"\xbd\x02\n" +
+	"\f_finish_info\"\x84\x03\n" +
 	"\n" +
 	"FinishInfo\x12*\n" +
 	"\x11num_output_tokens\x18\x01 \x01(\rR\x0fnumOutputTokens\x12B\n" +
@@ -1857,14 +2129,16 @@ const file_vllm_vllm_proto_rawDesc = "" +
 	"\feos_token_id\x18\x04 \x01(\rH\x00R\n" +
 	"eosTokenId\x12!\n" +
 	"\vstop_string\x18\x05 \x01(\tH\x00R\n" +
-	"stopString\"C\n" +
+	"stopString\x12/\n" +
+	"\x11num_cached_tokens\x18\t \x01(\rH\x01R\x0fnumCachedTokens\x88\x01\x01\"C\n" +
 	"\fFinishReason\x12\x10\n" +
 	"\fNOT_FINISHED\x10\x00\x12\n" +
 	"\n" +
 	"\x06LENGTH\x10\x01\x12\b\n" +
 	"\x04STOP\x10\x02\x12\v\n" +
 	"\aABORTED\x10\x03B\r\n" +
-	"\vstop_reason\"\x16\n" +
+	"\vstop_reasonB\x14\n" +
+	"\x12_num_cached_tokens\"\x16\n" +
 	"\x14GetServerInfoRequest\"\xbd\x03\n" +
 	"\n" +
 	"ServerInfo\x12%\n" +
@@ -1953,80 +2227,86 @@ func file_vllm_vllm_proto_rawDescGZIP() []byte {
 }
 
 var file_vllm_vllm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_vllm_vllm_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_vllm_vllm_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_vllm_vllm_proto_goTypes = []any{
-	(PauseMode)(0),                   // 0: vllm.PauseMode
-	(FinishInfo_FinishReason)(0),     // 1: vllm.FinishInfo.FinishReason
-	(*GenerateRequest)(nil),          // 2: vllm.GenerateRequest
-	(*TokenIds)(nil),                 // 3: vllm.TokenIds
-	(*RandomSampling)(nil),           // 4: vllm.RandomSampling
-	(*StoppingCriteria)(nil),         // 5: vllm.StoppingCriteria
-	(*ResponseOptions)(nil),          // 6: vllm.ResponseOptions
-	(*GenerateResponse)(nil),         // 7: vllm.GenerateResponse
-	(*PromptInfo)(nil),               // 8: vllm.PromptInfo
-	(*SequenceOutput)(nil),           // 9: vllm.SequenceOutput
-	(*FinishInfo)(nil),               // 10: vllm.FinishInfo
-	(*GetServerInfoRequest)(nil),     // 11: vllm.GetServerInfoRequest
-	(*ServerInfo)(nil),               // 12: vllm.ServerInfo
-	(*ParallelismInfo)(nil),          // 13: vllm.ParallelismInfo
-	(*RlCapabilities)(nil),           // 14: vllm.RlCapabilities
-	(*GetModelInfoRequest)(nil),      // 15: vllm.GetModelInfoRequest
-	(*ModelInfo)(nil),                // 16: vllm.ModelInfo
-	(*AbortRequest)(nil),             // 17: vllm.AbortRequest
-	(*AbortResponse)(nil),            // 18: vllm.AbortResponse
-	(*SleepRequest)(nil),             // 19: vllm.SleepRequest
-	(*SleepResponse)(nil),            // 20: vllm.SleepResponse
-	(*WakeUpRequest)(nil),            // 21: vllm.WakeUpRequest
-	(*WakeUpResponse)(nil),           // 22: vllm.WakeUpResponse
-	(*IsSleepingRequest)(nil),        // 23: vllm.IsSleepingRequest
-	(*IsSleepingResponse)(nil),       // 24: vllm.IsSleepingResponse
-	(*PauseGenerationRequest)(nil),   // 25: vllm.PauseGenerationRequest
-	(*PauseGenerationResponse)(nil),  // 26: vllm.PauseGenerationResponse
-	(*ResumeGenerationRequest)(nil),  // 27: vllm.ResumeGenerationRequest
-	(*ResumeGenerationResponse)(nil), // 28: vllm.ResumeGenerationResponse
-	(*IsPausedRequest)(nil),          // 29: vllm.IsPausedRequest
-	(*IsPausedResponse)(nil),         // 30: vllm.IsPausedResponse
+	(PauseMode)(0),                           // 0: vllm.PauseMode
+	(FinishInfo_FinishReason)(0),             // 1: vllm.FinishInfo.FinishReason
+	(*GenerateRequest)(nil),                  // 2: vllm.GenerateRequest
+	(*TokenIds)(nil),                         // 3: vllm.TokenIds
+	(*RandomSampling)(nil),                   // 4: vllm.RandomSampling
+	(*DecodingParameters)(nil),               // 5: vllm.DecodingParameters
+	(*StoppingCriteria)(nil),                 // 6: vllm.StoppingCriteria
+	(*ResponseOptions)(nil),                  // 7: vllm.ResponseOptions
+	(*GenerateResponse)(nil),                 // 8: vllm.GenerateResponse
+	(*PromptInfo)(nil),                       // 9: vllm.PromptInfo
+	(*SequenceOutput)(nil),                   // 10: vllm.SequenceOutput
+	(*FinishInfo)(nil),                       // 11: vllm.FinishInfo
+	(*GetServerInfoRequest)(nil),             // 12: vllm.GetServerInfoRequest
+	(*ServerInfo)(nil),                       // 13: vllm.ServerInfo
+	(*ParallelismInfo)(nil),                  // 14: vllm.ParallelismInfo
+	(*RlCapabilities)(nil),                   // 15: vllm.RlCapabilities
+	(*GetModelInfoRequest)(nil),              // 16: vllm.GetModelInfoRequest
+	(*ModelInfo)(nil),                        // 17: vllm.ModelInfo
+	(*AbortRequest)(nil),                     // 18: vllm.AbortRequest
+	(*AbortResponse)(nil),                    // 19: vllm.AbortResponse
+	(*SleepRequest)(nil),                     // 20: vllm.SleepRequest
+	(*SleepResponse)(nil),                    // 21: vllm.SleepResponse
+	(*WakeUpRequest)(nil),                    // 22: vllm.WakeUpRequest
+	(*WakeUpResponse)(nil),                   // 23: vllm.WakeUpResponse
+	(*IsSleepingRequest)(nil),                // 24: vllm.IsSleepingRequest
+	(*IsSleepingResponse)(nil),               // 25: vllm.IsSleepingResponse
+	(*PauseGenerationRequest)(nil),           // 26: vllm.PauseGenerationRequest
+	(*PauseGenerationResponse)(nil),          // 27: vllm.PauseGenerationResponse
+	(*ResumeGenerationRequest)(nil),          // 28: vllm.ResumeGenerationRequest
+	(*ResumeGenerationResponse)(nil),         // 29: vllm.ResumeGenerationResponse
+	(*IsPausedRequest)(nil),                  // 30: vllm.IsPausedRequest
+	(*IsPausedResponse)(nil),                 // 31: vllm.IsPausedResponse
+	(*DecodingParameters_StringChoices)(nil), // 32: vllm.DecodingParameters.StringChoices
+	nil,                                      // 33: vllm.DecodingParameters.LogitBiasEntry
 }
 var file_vllm_vllm_proto_depIdxs = []int32{
 	3,  // 0: vllm.GenerateRequest.token_ids:type_name -> vllm.TokenIds
 	4,  // 1: vllm.GenerateRequest.sampling:type_name -> vllm.RandomSampling
-	5,  // 2: vllm.GenerateRequest.stopping:type_name -> vllm.StoppingCriteria
-	6,  // 3: vllm.GenerateRequest.response:type_name -> vllm.ResponseOptions
-	8,  // 4: vllm.GenerateResponse.prompt_info:type_name -> vllm.PromptInfo
-	9,  // 5: vllm.GenerateResponse.outputs:type_name -> vllm.SequenceOutput
-	10, // 6: vllm.SequenceOutput.finish_info:type_name -> vllm.FinishInfo
-	1,  // 7: vllm.FinishInfo.finish_reason:type_name -> vllm.FinishInfo.FinishReason
-	13, // 8: vllm.ServerInfo.parallelism:type_name -> vllm.ParallelismInfo
-	14, // 9: vllm.ServerInfo.rl_capabilities:type_name -> vllm.RlCapabilities
-	0,  // 10: vllm.SleepRequest.mode:type_name -> vllm.PauseMode
-	0,  // 11: vllm.PauseGenerationRequest.mode:type_name -> vllm.PauseMode
-	2,  // 12: vllm.Inference.Generate:input_type -> vllm.GenerateRequest
-	2,  // 13: vllm.Inference.GenerateStream:input_type -> vllm.GenerateRequest
-	11, // 14: vllm.Control.GetServerInfo:input_type -> vllm.GetServerInfoRequest
-	15, // 15: vllm.Control.GetModelInfo:input_type -> vllm.GetModelInfoRequest
-	17, // 16: vllm.Control.Abort:input_type -> vllm.AbortRequest
-	19, // 17: vllm.Control.Sleep:input_type -> vllm.SleepRequest
-	21, // 18: vllm.Control.WakeUp:input_type -> vllm.WakeUpRequest
-	23, // 19: vllm.Control.IsSleeping:input_type -> vllm.IsSleepingRequest
-	25, // 20: vllm.Control.PauseGeneration:input_type -> vllm.PauseGenerationRequest
-	27, // 21: vllm.Control.ResumeGeneration:input_type -> vllm.ResumeGenerationRequest
-	29, // 22: vllm.Control.IsPaused:input_type -> vllm.IsPausedRequest
-	7,  // 23: vllm.Inference.Generate:output_type -> vllm.GenerateResponse
-	7,  // 24: vllm.Inference.GenerateStream:output_type -> vllm.GenerateResponse
-	12, // 25: vllm.Control.GetServerInfo:output_type -> vllm.ServerInfo
-	16, // 26: vllm.Control.GetModelInfo:output_type -> vllm.ModelInfo
-	18, // 27: vllm.Control.Abort:output_type -> vllm.AbortResponse
-	20, // 28: vllm.Control.Sleep:output_type -> vllm.SleepResponse
-	22, // 29: vllm.Control.WakeUp:output_type -> vllm.WakeUpResponse
-	24, // 30: vllm.Control.IsSleeping:output_type -> vllm.IsSleepingResponse
-	26, // 31: vllm.Control.PauseGeneration:output_type -> vllm.PauseGenerationResponse
-	28, // 32: vllm.Control.ResumeGeneration:output_type -> vllm.ResumeGenerationResponse
-	30, // 33: vllm.Control.IsPaused:output_type -> vllm.IsPausedResponse
-	23, // [23:34] is the sub-list for method output_type
-	12, // [12:23] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	5,  // 2: vllm.GenerateRequest.decoding:type_name -> vllm.DecodingParameters
+	6,  // 3: vllm.GenerateRequest.stopping:type_name -> vllm.StoppingCriteria
+	7,  // 4: vllm.GenerateRequest.response:type_name -> vllm.ResponseOptions
+	33, // 5: vllm.DecodingParameters.logit_bias:type_name -> vllm.DecodingParameters.LogitBiasEntry
+	32, // 6: vllm.DecodingParameters.choice:type_name -> vllm.DecodingParameters.StringChoices
+	9,  // 7: vllm.GenerateResponse.prompt_info:type_name -> vllm.PromptInfo
+	10, // 8: vllm.GenerateResponse.outputs:type_name -> vllm.SequenceOutput
+	11, // 9: vllm.SequenceOutput.finish_info:type_name -> vllm.FinishInfo
+	1,  // 10: vllm.FinishInfo.finish_reason:type_name -> vllm.FinishInfo.FinishReason
+	14, // 11: vllm.ServerInfo.parallelism:type_name -> vllm.ParallelismInfo
+	15, // 12: vllm.ServerInfo.rl_capabilities:type_name -> vllm.RlCapabilities
+	0,  // 13: vllm.SleepRequest.mode:type_name -> vllm.PauseMode
+	0,  // 14: vllm.PauseGenerationRequest.mode:type_name -> vllm.PauseMode
+	2,  // 15: vllm.Inference.Generate:input_type -> vllm.GenerateRequest
+	2,  // 16: vllm.Inference.GenerateStream:input_type -> vllm.GenerateRequest
+	12, // 17: vllm.Control.GetServerInfo:input_type -> vllm.GetServerInfoRequest
+	16, // 18: vllm.Control.GetModelInfo:input_type -> vllm.GetModelInfoRequest
+	18, // 19: vllm.Control.Abort:input_type -> vllm.AbortRequest
+	20, // 20: vllm.Control.Sleep:input_type -> vllm.SleepRequest
+	22, // 21: vllm.Control.WakeUp:input_type -> vllm.WakeUpRequest
+	24, // 22: vllm.Control.IsSleeping:input_type -> vllm.IsSleepingRequest
+	26, // 23: vllm.Control.PauseGeneration:input_type -> vllm.PauseGenerationRequest
+	28, // 24: vllm.Control.ResumeGeneration:input_type -> vllm.ResumeGenerationRequest
+	30, // 25: vllm.Control.IsPaused:input_type -> vllm.IsPausedRequest
+	8,  // 26: vllm.Inference.Generate:output_type -> vllm.GenerateResponse
+	8,  // 27: vllm.Inference.GenerateStream:output_type -> vllm.GenerateResponse
+	13, // 28: vllm.Control.GetServerInfo:output_type -> vllm.ServerInfo
+	17, // 29: vllm.Control.GetModelInfo:output_type -> vllm.ModelInfo
+	19, // 30: vllm.Control.Abort:output_type -> vllm.AbortResponse
+	21, // 31: vllm.Control.Sleep:output_type -> vllm.SleepResponse
+	23, // 32: vllm.Control.WakeUp:output_type -> vllm.WakeUpResponse
+	25, // 33: vllm.Control.IsSleeping:output_type -> vllm.IsSleepingResponse
+	27, // 34: vllm.Control.PauseGeneration:output_type -> vllm.PauseGenerationResponse
+	29, // 35: vllm.Control.ResumeGeneration:output_type -> vllm.ResumeGenerationResponse
+	31, // 36: vllm.Control.IsPaused:output_type -> vllm.IsPausedResponse
+	26, // [26:37] is the sub-list for method output_type
+	15, // [15:26] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_vllm_vllm_proto_init() }
@@ -2039,23 +2319,31 @@ func file_vllm_vllm_proto_init() {
 		(*GenerateRequest_TokenIds)(nil),
 	}
 	file_vllm_vllm_proto_msgTypes[2].OneofWrappers = []any{}
-	file_vllm_vllm_proto_msgTypes[4].OneofWrappers = []any{}
+	file_vllm_vllm_proto_msgTypes[3].OneofWrappers = []any{
+		(*DecodingParameters_Json)(nil),
+		(*DecodingParameters_Regex)(nil),
+		(*DecodingParameters_Choice)(nil),
+		(*DecodingParameters_Grammar)(nil),
+		(*DecodingParameters_JsonObject)(nil),
+		(*DecodingParameters_StructuralTag)(nil),
+	}
 	file_vllm_vllm_proto_msgTypes[5].OneofWrappers = []any{}
-	file_vllm_vllm_proto_msgTypes[7].OneofWrappers = []any{}
-	file_vllm_vllm_proto_msgTypes[8].OneofWrappers = []any{
+	file_vllm_vllm_proto_msgTypes[6].OneofWrappers = []any{}
+	file_vllm_vllm_proto_msgTypes[8].OneofWrappers = []any{}
+	file_vllm_vllm_proto_msgTypes[9].OneofWrappers = []any{
 		(*FinishInfo_StopTokenId)(nil),
 		(*FinishInfo_EosTokenId)(nil),
 		(*FinishInfo_StopString)(nil),
 	}
-	file_vllm_vllm_proto_msgTypes[17].OneofWrappers = []any{}
-	file_vllm_vllm_proto_msgTypes[23].OneofWrappers = []any{}
+	file_vllm_vllm_proto_msgTypes[18].OneofWrappers = []any{}
+	file_vllm_vllm_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vllm_vllm_proto_rawDesc), len(file_vllm_vllm_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
