@@ -122,6 +122,7 @@ var engines = []*engine{
 		servedModel: "/models/test-model",
 		modelID:     "/models/test-model",
 		seeds:       true,
+		minP:        true,
 		maxModelLen: 4096, // trtllm-mock's max_seq_len
 		outputToken: enginemock.OutputToken,
 		// A crashed rank: trtllm-mock's HealthCheck, derived from its ""
@@ -179,8 +180,7 @@ type engine struct {
 	// seeds: the engine takes a sampling seed (SGLang's sampling
 	// parameters have none).
 	seeds bool
-	// minP: the engine takes min_p (TensorRT-LLM's sampling config has
-	// none).
+	// minP: the engine takes min_p (every engine's API now has it).
 	minP bool
 	// lifecycleOnly: the engine takes no requests through vigil (an older
 	// API that vigil only supervises); the request scenarios skip.
