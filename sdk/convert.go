@@ -1,6 +1,8 @@
 package sdk
 
 import (
+	"strings"
+
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -56,7 +58,7 @@ func workerToProto(w Worker) *pluginv1.Worker {
 		MaxModelLen:       w.MaxModelLen,
 		KvBlockSize:       w.KVBlockSize,
 		SupportsTextInput: w.SupportsTextInput,
-		Accepts:           w.Accepts,
+		Accepts:           splitAccepts(w.Accepts),
 	}
 }
 
@@ -69,7 +71,7 @@ func workerFromProto(w *pluginv1.Worker) Worker {
 		MaxModelLen:       w.GetMaxModelLen(),
 		KVBlockSize:       w.GetKvBlockSize(),
 		SupportsTextInput: w.GetSupportsTextInput(),
-		Accepts:           w.GetAccepts(),
+		Accepts:           strings.Join(w.GetAccepts(), ","),
 	}
 }
 
@@ -208,4 +210,12 @@ func structuredFromProto(p *pluginv1.StructuredOutput) *StructuredOutput {
 		return &StructuredOutput{Kind: StructuredTag, Text: k.StructuralTag}
 	}
 	return nil
+}
+
+// splitAccepts is Worker.Accepts as the proto's list; "" is none listed.
+func splitAccepts(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
 }

@@ -79,7 +79,7 @@ func TestWorkerRoundTrip(t *testing.T) {
 			MaxModelLen:       4096,
 			KVBlockSize:       16,
 			SupportsTextInput: true,
-			Accepts:           []string{"json_schema", "n=64"},
+			Accepts:           "json_schema,n=64",
 		},
 	}
 	for name, w := range tests {

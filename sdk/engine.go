@@ -223,15 +223,17 @@ type Worker struct {
 	// SupportsTextInput is false for engines that take token ids only.
 	SupportsTextInput bool
 	// Accepts lists what the engine takes beyond the basic request, as
-	// capability names (docs/worker-api.md, "Capabilities"), each a name
-	// or name=number: "top_k", "seed", "stop", "presence_penalty",
-	// "logit_bias", "json_schema", "choice", "grammar.ebnf", ... The
+	// capability items separated by commas (docs/worker-api.md,
+	// "Capabilities"), each a name or name=number: "top_k", "seed", "stop",
+	// "presence_penalty", "logit_bias", "json_schema", "choice",
+	// "grammar.ebnf", ...; "none" for none. (A string keeps Worker
+	// comparable, as it was in v0.1.0.) The
 	// host adds what it does itself (its tokenizer's stop strings, choice
 	// as a regex, fan-out n) and publishes the whole; it sets a
-	// GenerateRequest field only when its name is listed. nil, from an
+	// GenerateRequest field only when its name is listed. "", from an
 	// adapter that predates it, means the fields the sdk had before it
 	// (discovery's legacy set).
-	Accepts []string
+	Accepts string
 }
 
 // Availability is the engine's state as the host acts on it. The numbers

@@ -34,7 +34,7 @@ func ExampleFieldError() {
 // decoding; the host never sets a kind the adapter did not list (it turns
 // a choice into a regex itself for an engine with regex only).
 func ExampleStructuredOutput() {
-	worker := sdk.Worker{ModelID: "llama", Accepts: []string{"json_schema", "regex", "presence_penalty"}}
+	worker := sdk.Worker{ModelID: "llama", Accepts: "json_schema,regex,presence_penalty"}
 	fmt.Println(worker.Accepts)
 
 	// The adapter's Generate, for a guided decoding with two fields:
@@ -50,6 +50,6 @@ func ExampleStructuredOutput() {
 	req := sdk.GenerateRequest{Text: "Hi", StructuredOutput: &sdk.StructuredOutput{Kind: sdk.StructuredRegex, Text: "(yes|no)"}}
 	fmt.Println(guide(req.StructuredOutput))
 	// Output:
-	// [json_schema regex presence_penalty]
+	// json_schema,regex,presence_penalty
 	// regex (yes|no) <nil>
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -330,7 +331,7 @@ func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Wo
 	a.mu.Unlock()
 	if api == apiScheduler {
 		// A stated empty set: no request reaches this engine through vigil.
-		return sdk.Worker{Accepts: []string{"none"}}, nil
+		return sdk.Worker{Accepts: "none"}, nil
 	}
 	snap, err := firstSnapshot(ctx, conn, layout)
 	if err != nil {
@@ -350,7 +351,7 @@ func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Wo
 		return sdk.Worker{}, err
 	}
 	w.InstanceID = strconv.FormatUint(snap.instance, 10)
-	w.Accepts = accepts(layout)
+	w.Accepts = strings.Join(accepts(layout), ",")
 	a.mu.Lock()
 	a.instance = snap.instance
 	a.mu.Unlock()

@@ -96,20 +96,20 @@ func TestStartWorker(t *testing.T) {
 	}{
 		"runtime": {
 			cfg:  mock.Config{Model: "org/model", InstanceID: "42", ContextLength: 8192},
-			want: sdk.Worker{ModelID: "org/model", ServedModelName: "org/model", EngineVersion: "0.5.0-mock", InstanceID: "42", MaxModelLen: 8192, Accepts: releasedAccepts},
+			want: sdk.Worker{ModelID: "org/model", ServedModelName: "org/model", EngineVersion: "0.5.0-mock", InstanceID: "42", MaxModelLen: 8192, Accepts: strings.Join(releasedAccepts, ",")},
 		},
 		"runtime, new layout": {
 			cfg:  mock.Config{Model: "org/model", InstanceID: "42", ContextLength: 8192, Layout: mock.LayoutNew},
-			want: sdk.Worker{ModelID: "org/model", ServedModelName: "org/model", EngineVersion: "0.5.0-mock", InstanceID: "42", MaxModelLen: 8192, Accepts: newAccepts},
+			want: sdk.Worker{ModelID: "org/model", ServedModelName: "org/model", EngineVersion: "0.5.0-mock", InstanceID: "42", MaxModelLen: 8192, Accepts: strings.Join(newAccepts, ",")},
 		},
 		"context length null": {
 			cfg:  mock.Config{Model: "m", InstanceID: "7"},
-			want: sdk.Worker{ModelID: "m", ServedModelName: "m", EngineVersion: "0.5.0-mock", InstanceID: "7", Accepts: releasedAccepts},
+			want: sdk.Worker{ModelID: "m", ServedModelName: "m", EngineVersion: "0.5.0-mock", InstanceID: "7", Accepts: strings.Join(releasedAccepts, ",")},
 		},
 		// An older server reports nothing about itself, and takes no
 		// request through vigil: a stated empty set.
-		"scheduler, detected":  {cfg: mock.Config{API: mock.APIScheduler}, want: sdk.Worker{Accepts: []string{"none"}}},
-		"scheduler, by option": {cfg: mock.Config{API: mock.APIScheduler}, opts: map[string]string{"api": "scheduler"}, want: sdk.Worker{Accepts: []string{"none"}}},
+		"scheduler, detected":  {cfg: mock.Config{API: mock.APIScheduler}, want: sdk.Worker{Accepts: "none"}},
+		"scheduler, by option": {cfg: mock.Config{API: mock.APIScheduler}, opts: map[string]string{"api": "scheduler"}, want: sdk.Worker{Accepts: "none"}},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -59,7 +59,7 @@ func TestLayoutDetected(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Start() = %v, want nil", err)
 			}
-			if diff := cmp.Diff(tt.want, w.Accepts); diff != "" {
+			if diff := cmp.Diff(tt.want, strings.Split(w.Accepts, ",")); diff != "" {
 				t.Errorf("Accepts (-want +got):\n%s", diff)
 			}
 		})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -92,7 +93,7 @@ func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Wo
 		ServedModelName: model.GetModelId(),
 		EngineVersion:   server.GetVersion(),
 		MaxModelLen:     maxSeqLen,
-		Accepts:         accepts(vocabSize),
+		Accepts:         strings.Join(accepts(vocabSize), ","),
 	}, nil
 }
 

@@ -2,7 +2,7 @@ package vllm
 
 import (
 	"context"
-	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -77,7 +77,7 @@ func readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) 
 		MaxModelLen:       server.GetMaxModelLen(),
 		KVBlockSize:       server.GetKvBlockSize(),
 		SupportsTextInput: model.GetSupportsTextInput(),
-		Accepts:           slices.Clone(accepts),
+		Accepts:           strings.Join(accepts, ","),
 	}, nil
 }
 

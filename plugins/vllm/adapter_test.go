@@ -127,11 +127,8 @@ func TestStartWorker(t *testing.T) {
 		MaxModelLen:       8192,
 		KVBlockSize:       32,
 		SupportsTextInput: true,
-		Accepts: []string{
-			"choice", "frequency_penalty", "grammar.ebnf", "grammar.lark", "ignore_eos", "json_object", "json_schema",
-			"logit_bias", "min_p", "min_tokens", "presence_penalty", "regex", "repetition_penalty", "seed", "stop",
-			"structural_tag", "top_k",
-		},
+		Accepts: "choice,frequency_penalty,grammar.ebnf,grammar.lark,ignore_eos,json_object,json_schema," +
+			"logit_bias,min_p,min_tokens,presence_penalty,regex,repetition_penalty,seed,stop,structural_tag,top_k",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Start() worker mismatch (-want +got):\n%s", diff)

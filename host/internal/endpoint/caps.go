@@ -40,8 +40,8 @@ type accepts struct {
 // most.
 func newAccepts(w sdk.Worker, engine sdk.Generator, maxInflight int) accepts {
 	items := discovery.LegacyCapabilities.Items()
-	if w.Accepts != nil {
-		items = discovery.ParseCapabilities(strings.Join(w.Accepts, ",")).Items()
+	if w.Accepts != "" {
+		items = discovery.ParseCapabilities(w.Accepts).Items()
 	}
 	a := accepts{engine: map[string]bool{}, maxN: uint32(min(MaxN, maxInflight))}
 	for _, it := range items {

@@ -30,7 +30,7 @@ var (
 
 func accepting(items ...string) sdk.Worker {
 	w := worker
-	w.Accepts = append([]string{}, items...)
+	w.Accepts = strings.Join(items, ",")
 	return w
 }
 
