@@ -122,6 +122,9 @@ type Pool struct {
 	// (Quarantine), as discovery listed them: Pick passes them over until
 	// discovery changes or drops them.
 	stale map[discovery.Registration]bool
+	// caps are the capability sets of the current workers, by encoding:
+	// each read once, shared by the workers that publish it.
+	caps map[discovery.Capabilities]capSet
 }
 
 // worker is one of the current workers as Pick needs it: its address
@@ -130,7 +133,8 @@ type worker struct {
 	ep    discovery.Registration
 	addr  string
 	c     *conn
-	stale bool // quarantined: never picked
+	stale bool   // quarantined: never picked
+	caps  capSet // ep.Caps as Pick matches them
 }
 
 // conn is a connection to one worker address. It is closed once its
@@ -346,16 +350,25 @@ func (p *Pool) apply(eps []discovery.Registration) {
 	p.setServing()
 }
 
-// index rebuilds all and byModel from eps. The caller holds p.mu.
+// index rebuilds all and byModel from eps, and the capability sets they
+// use. The caller holds p.mu.
 func (p *Pool) index() {
 	p.all = make([]worker, 0, len(p.eps))
 	p.byModel = map[string][]worker{}
+	caps := map[discovery.Capabilities]capSet{}
 	for _, ep := range p.eps {
 		w := worker{ep: ep, addr: ep.Addr(), stale: p.stale[ep]}
 		w.c = p.conns[w.addr]
+		if w.caps = caps[ep.Caps]; w.caps == nil {
+			if w.caps = p.caps[ep.Caps]; w.caps == nil {
+				w.caps = newCapSet(ep.Caps)
+			}
+			caps[ep.Caps] = w.caps
+		}
 		p.all = append(p.all, w)
 		p.byModel[ep.Model] = append(p.byModel[ep.Model], w)
 	}
+	p.caps = caps
 }
 
 // remember notes when each model of before that is missing from after
@@ -515,6 +528,10 @@ type Ask struct {
 	// Messages: the prompt is chat messages, which only workers with a chat
 	// template take (Registration.Chat).
 	Messages bool
+	// Needs are what the request asks beyond the basic request, in
+	// parameter order: only workers whose capabilities meet them all take
+	// it (needsOf).
+	Needs []discovery.Need
 }
 
 // prompt reports whether e takes the ask's kind of prompt.
@@ -647,7 +664,7 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	if err != nil {
 		return discovery.Registration{}, nil, nil, err
 	}
-	eligible := func(w *worker) bool { return ask.prompt(w.ep) && !tried[w.addr] && !w.stale }
+	eligible := func(w *worker) bool { return ask.takes(w) && !tried[w.addr] && !w.stale }
 	var w *worker
 	now := p.now()
 	if p.balance == RoundRobin {
@@ -662,10 +679,15 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	return w.ep, c.cc, &Lease{p: p, c: c, start: now}, nil
 }
 
-// untried counts the workers of ws that take ask's prompt and are not in
-// tried, or returns Pick's error when there is none. The caller holds p.mu.
+// takes reports whether w takes the ask: its prompt and its needs.
+func (a Ask) takes(w *worker) bool { return a.prompt(w.ep) && w.caps.missing(a.Needs) < 0 }
+
+// untried counts the workers of ws that take ask (its prompt and needs)
+// and are not in tried, or returns Pick's error when there is none. The
+// caller holds p.mu.
 func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error) {
-	var taking, untried, stale int
+	var taking, capable, untried, stale int
+	unmet := len(ask.Needs)
 	for i := range ws {
 		switch {
 		case !ask.prompt(ws[i].ep):
@@ -673,10 +695,20 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 			stale++
 		default:
 			taking++
+			if m := ws[i].caps.missing(ask.Needs); m >= 0 {
+				unmet = min(unmet, m)
+				continue
+			}
+			capable++
 			if !tried[ws[i].addr] {
 				untried++
 			}
 		}
+	}
+	if taking > 0 && capable == 0 {
+		// The need listed first that some worker lacks: the same answer
+		// whichever worker the request would have gone to.
+		return 0, &UnmetError{Model: ask.Model, Need: ask.Needs[unmet]}
 	}
 	switch {
 	case len(ws) == 0:
@@ -691,7 +723,7 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 	case taking == 0:
 		return 0, status.Errorf(codes.InvalidArgument, "prompt: %s take token ids only, not text", workersOf(ask.Model))
 	case untried == 0:
-		return 0, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), taking)
+		return 0, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), capable)
 	}
 	return untried, nil
 }
