@@ -49,9 +49,7 @@ func needsOf(req *workerv1.GenerateRequest) []discovery.Need {
 // change of its registration, not per request.
 type capSet map[string]uint32
 
-// legacyCaps is what a worker that states no capabilities takes.
-var legacyCaps = newCapSet(discovery.LegacyCapabilities)
-
+// newCapSet reads c, LegacyCapabilities when not stated.
 func newCapSet(c discovery.Capabilities) capSet {
 	if !c.Stated() {
 		c = discovery.LegacyCapabilities

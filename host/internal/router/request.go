@@ -68,9 +68,6 @@ type parsed struct {
 	prompts []*workerv1.GenerateRequest
 	// echo: completions' echo, the prompt put in front of each choice.
 	echo bool
-	// needs are what the request needs of a worker besides what its
-	// fields ask (needsOf): tokenize to echo a token-id prompt.
-	needs []discovery.Need
 	names fieldNames
 }
 
