@@ -87,9 +87,12 @@ type HTTPConfig struct {
 //     one worker), else 503; the gRPC health service says the same.
 //
 // A request field vigil cannot honour gets 400 naming it, unless it holds
-// the neutral value clients send (n 1, logprobs false, presence_penalty 0,
-// logit_bias {}, ...; see params.go); so does a field OpenAI's API does not
-// have. Errors have OpenAI's body, {"error":{"message","type","param","code"}},
+// the neutral value clients send (logprobs false, tools [], ...; see
+// params.go); so does a field OpenAI's API does not have. A field that
+// needs a worker capability (structured output, n, the penalties, ...)
+// goes only to workers that list it, else 400 naming it (needs.go). A
+// completions prompt list is a batch, one worker request per prompt
+// (respond.go). Errors have OpenAI's body, {"error":{"message","type","param","code"}},
 // with OpenAI's field names; every 503 carries Retry-After (RetryAfter) and
 // every 429 too (RetryAfterBusy). With cfg.APIKey, every path but /health
 // needs the key first.

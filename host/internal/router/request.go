@@ -67,7 +67,7 @@ type parsed struct {
 	// its prompt; nil for one prompt.
 	prompts []*workerv1.GenerateRequest
 	// echo: completions' echo, the prompt put in front of each choice.
-	echo bool
+	echo  bool
 	names fieldNames
 }
 
