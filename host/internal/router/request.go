@@ -399,6 +399,10 @@ func jsonKind(t reflect.Type) string {
 	return t.String()
 }
 
+// maxPrompts is the most prompts a batch may hold: OpenAI's limit on an
+// array input.
+const maxPrompts = 2048
+
 // parsePrompt reads a completions prompt: a string (text), an array of
 // integers (token ids), or a batch, an array of strings or of token-id
 // arrays, one prompt each. An empty prompt, which no engine can complete,
@@ -423,6 +427,9 @@ func parsePrompt(raw json.RawMessage) ([]*workerv1.GenerateRequest, *apiError) {
 	if first := bytes.TrimSpace(elems[0]); len(first) > 0 && first[0] != '"' && first[0] != '[' {
 		pr, aerr := onePrompt("prompt", raw)
 		return []*workerv1.GenerateRequest{pr}, aerr
+	}
+	if len(elems) > maxPrompts {
+		return nil, badRequest("prompt", "prompt: a batch of %d prompts; at most %d", len(elems), maxPrompts)
 	}
 	prompts := make([]*workerv1.GenerateRequest, len(elems))
 	for i, e := range elems {

@@ -577,3 +577,26 @@ func TestNeedsOf(t *testing.T) {
 		t.Errorf("neutral values: needs %v, want none", n)
 	}
 }
+
+// A batch fails as a whole, with the error of the prompt that failed (not
+// the cancel of the others), whole or streamed; and holds at most
+// maxPrompts prompts.
+func TestPromptBatchFailsAsAWhole(t *testing.T) {
+	t.Parallel()
+	a, b := capsWorker(t, "a", "m", allCaps), capsWorker(t, "b", "m", allCaps)
+	b.set(func(w *fakeWorker) { w.breakAfterChunk = true })
+	r := startRouter(t, []*fakeWorker{a, b})
+	code, _, e := errorOf(t, r, endpointCompletions, `{"model":"m","prompt":["x","y","z"]}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(e["message"].(string), "engine lost") {
+		t.Errorf("whole: %d %v, want 503 engine lost", code, e)
+	}
+	code, _, body := r.do(t, "POST", endpointCompletions, `{"model":"m","prompt":["x","y","z"],"stream":true}`)
+	events := sseEvents(t, body)
+	if last := events[len(events)-1]; code != http.StatusOK || !strings.Contains(last, "engine lost") || strings.Contains(body, "[DONE]") {
+		t.Errorf("stream: %d, last event %s, want an error event saying engine lost and no [DONE]", code, last)
+	}
+	big := `{"model":"m","prompt":["a"` + strings.Repeat(`,"a"`, maxPrompts) + `]}`
+	if code, _, e := errorOf(t, r, endpointCompletions, big); code != http.StatusBadRequest || e["param"] != "prompt" {
+		t.Errorf("%d prompts: %d %v, want 400 naming prompt", maxPrompts+1, code, e)
+	}
+}

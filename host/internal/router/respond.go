@@ -10,6 +10,7 @@ import (
 
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -56,7 +57,8 @@ func (p *parsed) runs(req *workerv1.GenerateRequest) []*promptRun {
 	return runs
 }
 
-// runAll runs f for each run, at once for a batch, and returns the run
+// runAll runs f for each run, at once for a batch (batchParallel at a
+// time), and returns the run
 // that failed first (failed), whose failure cancelled the others; nil
 // when none did.
 func runAll(ctx context.Context, runs []*promptRun, f func(ctx context.Context, i int, run *promptRun) error) *promptRun {
@@ -74,9 +76,16 @@ func runAll(ctx context.Context, runs []*promptRun, f func(ctx context.Context, 
 		once  sync.Once
 		first *promptRun
 	)
+	slots := make(chan struct{}, batchParallel)
 	for i, run := range runs {
 		wg.Go(func() {
-			run.err = f(ctx, i, run)
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+				run.err = f(ctx, i, run)
+			case <-ctx.Done():
+				run.err = status.FromContextError(ctx.Err()).Err()
+			}
 			if run.failed() {
 				once.Do(func() { first = run; cancel() })
 			}
@@ -85,6 +94,11 @@ func runAll(ctx context.Context, runs []*promptRun, f func(ctx context.Context, 
 	wg.Wait()
 	return first
 }
+
+// batchParallel is how many prompts of a batch run at once: enough to
+// spread a batch over a fleet, few enough that a large batch does not
+// fill every worker's --max-inflight at once.
+const batchParallel = 16
 
 // failed reports whether the run did not complete: no final message, or
 // one (or one of its choices) ending with ERROR or CANCELLED.
