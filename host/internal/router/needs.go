@@ -46,26 +46,27 @@ func needsOf(req *workerv1.GenerateRequest) []discovery.Need {
 }
 
 // capSet is a worker's capabilities as Pick matches them: read once per
-// change of its registration, not per request.
-type capSet map[string]uint32
+// change of its registration, not per request, and shared by the workers
+// that publish the same.
+type capSet struct{ items map[string]uint32 }
 
 // newCapSet reads c, LegacyCapabilities when not stated.
-func newCapSet(c discovery.Capabilities) capSet {
+func newCapSet(c discovery.Capabilities) *capSet {
 	if !c.Stated() {
 		c = discovery.LegacyCapabilities
 	}
-	s := capSet{}
+	s := &capSet{items: map[string]uint32{}}
 	for _, it := range c.Items() {
-		s[it.Name] = it.Value
+		s.items[it.Name] = it.Value
 	}
 	return s
 }
 
 // missing is the index in needs of the first that s does not meet, as
 // discovery.Capabilities.Missing; -1 when s meets them all.
-func (s capSet) missing(needs []discovery.Need) int {
+func (s *capSet) missing(needs []discovery.Need) int {
 	for i, n := range needs {
-		v, ok := s[n.Name]
+		v, ok := s.items[n.Name]
 		if !ok || (v != 0 && n.AtLeast > v) {
 			return i
 		}
@@ -124,3 +125,29 @@ func (e *UnmetError) Error() string {
 
 // GRPCStatus is the status gRPC clients of the router get.
 func (e *UnmetError) GRPCStatus() *status.Status { return status.New(codes.InvalidArgument, e.Error()) }
+
+// capMemo remembers what a few capability sets miss of one request's
+// needs: the workers of a model share one set or a few, so each is
+// matched once per pick, not once per worker.
+type capMemo struct {
+	sets    [4]*capSet
+	missed  [4]int
+	n, next int
+}
+
+// missing is s.missing(needs), remembered.
+func (m *capMemo) missing(s *capSet, needs []discovery.Need) int {
+	if len(needs) == 0 {
+		return -1
+	}
+	for i := range m.n {
+		if m.sets[i] == s {
+			return m.missed[i]
+		}
+	}
+	r := s.missing(needs)
+	m.sets[m.next], m.missed[m.next] = s, r
+	m.next = (m.next + 1) % len(m.sets)
+	m.n = min(m.n+1, len(m.sets))
+	return r
+}

@@ -124,7 +124,10 @@ type Pool struct {
 	stale map[discovery.Registration]bool
 	// caps are the capability sets of the current workers, by encoding:
 	// each read once, shared by the workers that publish it.
-	caps map[discovery.Capabilities]capSet
+	caps map[discovery.Capabilities]*capSet
+	// pickable is PickLease's scratch: the indices, in its worker list, of
+	// the workers it may pick.
+	pickable []int
 }
 
 // worker is one of the current workers as Pick needs it: its address
@@ -134,7 +137,7 @@ type worker struct {
 	addr  string
 	c     *conn
 	stale bool   // quarantined: never picked
-	caps  capSet // ep.Caps as Pick matches them
+	caps  *capSet // ep.Caps as Pick matches them
 }
 
 // conn is a connection to one worker address. It is closed once its
@@ -355,7 +358,7 @@ func (p *Pool) apply(eps []discovery.Registration) {
 func (p *Pool) index() {
 	p.all = make([]worker, 0, len(p.eps))
 	p.byModel = map[string][]worker{}
-	caps := map[discovery.Capabilities]capSet{}
+	caps := map[discovery.Capabilities]*capSet{}
 	for _, ep := range p.eps {
 		w := worker{ep: ep, addr: ep.Addr(), stale: p.stale[ep]}
 		w.c = p.conns[w.addr]
@@ -664,30 +667,28 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	if err != nil {
 		return discovery.Registration{}, nil, nil, err
 	}
-	eligible := func(w *worker) bool { return ask.takes(w) && !tried[w.addr] && !w.stale }
 	var w *worker
 	now := p.now()
 	if p.balance == RoundRobin {
 		// Round-robin per requested model, over the workers not yet tried.
-		w = nth(ws, int(p.next[ask.Model]%uint64(untried)), eligible)
+		w = &ws[p.pickable[p.next[ask.Model]%uint64(untried)]]
 		p.next[ask.Model]++
 	} else {
-		w = p.draw(ws, untried, eligible, now)
+		w = p.draw(ws, untried, now)
 	}
 	c := w.c
 	c.inflight++
 	return w.ep, c.cc, &Lease{p: p, c: c, start: now}, nil
 }
 
-// takes reports whether w takes the ask: its prompt and its needs.
-func (a Ask) takes(w *worker) bool { return a.prompt(w.ep) && w.caps.missing(a.Needs) < 0 }
-
 // untried counts the workers of ws that take ask (its prompt and needs)
-// and are not in tried, or returns Pick's error when there is none. The
-// caller holds p.mu.
+// and are not in tried, their indices in p.pickable, or returns Pick's
+// error when there is none. The caller holds p.mu.
 func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error) {
-	var taking, capable, untried, stale int
+	var taking, capable, stale int
 	unmet := len(ask.Needs)
+	p.pickable = p.pickable[:0]
+	var memo capMemo
 	for i := range ws {
 		switch {
 		case !ask.prompt(ws[i].ep):
@@ -695,16 +696,17 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 			stale++
 		default:
 			taking++
-			if m := ws[i].caps.missing(ask.Needs); m >= 0 {
+			if m := memo.missing(ws[i].caps, ask.Needs); m >= 0 {
 				unmet = min(unmet, m)
 				continue
 			}
 			capable++
 			if !tried[ws[i].addr] {
-				untried++
+				p.pickable = append(p.pickable, i)
 			}
 		}
 	}
+	untried := len(p.pickable)
 	if taking > 0 && capable == 0 {
 		// The need listed first that some worker lacks: the same answer
 		// whichever worker the request would have gone to.
@@ -729,10 +731,10 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 }
 
 // draw is the random balances' choice among the untried eligible workers
-// of ws: distinct workers drawn at random (three for PeakEWMA, two for
+// of ws (p.pickable, untried of them): distinct workers drawn at random (three for PeakEWMA, two for
 // LeastOutstanding), the least loaded wins, a tie at random. The caller
 // holds p.mu.
-func (p *Pool) draw(ws []worker, untried int, eligible func(*worker) bool, now time.Time) *worker {
+func (p *Pool) draw(ws []worker, untried int, now time.Time) *worker {
 	k := min(untried, 2)
 	if p.balance == PeakEWMA {
 		k = min(untried, peakEWMAChoices)
@@ -750,7 +752,7 @@ func (p *Pool) draw(ws []worker, untried int, eligible func(*worker) bool, now t
 		}
 		copy(drawn[at+1:n+1], drawn[at:n])
 		drawn[at] = j
-		v := nth(ws, j, eligible)
+		v := &ws[p.pickable[j]]
 		load := float64(v.c.inflight)
 		if p.balance == PeakEWMA {
 			load = v.c.cost(now, p.decay)
@@ -765,19 +767,6 @@ func (p *Pool) draw(ws []worker, untried int, eligible func(*worker) bool, now t
 		}
 	}
 	return w
-}
-
-// nth is the k-th (from 0) worker of ws that ok accepts; there must be one.
-func nth(ws []worker, k int, ok func(*worker) bool) *worker {
-	for i := range ws {
-		if ok(&ws[i]) {
-			if k == 0 {
-				return &ws[i]
-			}
-			k--
-		}
-	}
-	panic("router: nth: fewer eligible workers than counted")
 }
 
 // noWorker is Pick's error for a model no current worker serves. The

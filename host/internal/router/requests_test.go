@@ -600,3 +600,33 @@ func TestPromptBatchFailsAsAWhole(t *testing.T) {
 		t.Errorf("%d prompts: %d %v, want 400 naming prompt", maxPrompts+1, code, e)
 	}
 }
+
+// BenchmarkPoolPickNeeds is BenchmarkPoolPick (peak-ewma) for requests
+// with needs, half the workers of each model stating capabilities that
+// meet them and half of v0.1.0.
+func BenchmarkPoolPickNeeds(b *testing.B) {
+	p := NewPool(PoolConfig{})
+	defer p.Close()
+	eps := fleet(250, "m0", "m1", "m2", "m3")
+	for i := range eps {
+		if i%2 == 0 {
+			eps[i].Caps = discovery.ParseCapabilities(allCaps)
+		}
+	}
+	p.Update(eps)
+	needs := []discovery.Need{{Name: discovery.CapJSONSchema}, {Name: discovery.CapN, AtLeast: 2}, {Name: discovery.CapStop}}
+	asks := []Ask{{Model: "m0", Needs: needs}, {Model: "m1", Needs: needs}, {Model: "m2", Needs: needs}, {Model: "m3", Needs: needs}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			_, _, rel, err := p.Pick(asks[i%4], nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rel()
+			i++
+		}
+	})
+}
