@@ -136,7 +136,7 @@ type worker struct {
 	ep    discovery.Registration
 	addr  string
 	c     *conn
-	stale bool   // quarantined: never picked
+	stale bool    // quarantined: never picked
 	caps  *capSet // ep.Caps as Pick matches them
 }
 
