@@ -549,7 +549,7 @@ func (a Ask) prompt(e discovery.Registration) bool {
 }
 
 // Pick chooses a worker for one attempt of a request among the current
-// workers that serve ask.Model and take its prompt, whose address is not
+// workers that serve ask.Model and take its prompt and needs, whose address is not
 // in tried: with PeakEWMA (the default) the cheapest of three chosen at
 // random, with LeastOutstanding the less loaded of two, with RoundRobin the
 // next in turn. The returned worker's outstanding count holds from Pick
@@ -568,7 +568,10 @@ func (a Ask) prompt(e discovery.Registration) bool {
 //     within the memory;
 //   - INVALID_ARGUMENT naming prompt when those that serve it take token
 //     ids only and the prompt is text, or naming messages when none of
-//     them has a chat template and the prompt is chat messages.
+//     them has a chat template and the prompt is chat messages;
+//   - an *UnmetError (INVALID_ARGUMENT naming the field) when none of
+//     those that take the prompt meets ask.Needs: the first need, in
+//     their order, that some worker lacks.
 func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, cc *grpc.ClientConn, release func(), err error) {
 	ep, cc, l, err := p.PickLease(ask, tried)
 	if err != nil {

@@ -58,9 +58,8 @@ func (p *parsed) runs(req *workerv1.GenerateRequest) []*promptRun {
 }
 
 // runAll runs f for each run, at once for a batch (batchParallel at a
-// time), and returns the run
-// that failed first (failed), whose failure cancelled the others; nil
-// when none did.
+// time), and returns the run that failed first (failed), whose failure
+// cancelled the others; nil when none did.
 func runAll(ctx context.Context, runs []*promptRun, f func(ctx context.Context, i int, run *promptRun) error) *promptRun {
 	if len(runs) == 1 {
 		runs[0].err = f(ctx, 0, runs[0])
