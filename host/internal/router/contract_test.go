@@ -177,7 +177,7 @@ func TestUnsupportedParameters(t *testing.T) {
 	}{
 		{endpointCompletions, completion, "logprobs", "5", false},
 		{endpointCompletions, completion, "logprobs", "null", true},
-		{endpointCompletions, completion, "echo", "true", false},
+		{endpointCompletions, completion, "echo", "true", true},
 		{endpointCompletions, completion, "echo", "false", true},
 		{endpointCompletions, completion, "best_of", "2", false},
 		{endpointCompletions, completion, "best_of", "1", true},

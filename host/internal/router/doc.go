@@ -17,7 +17,9 @@
 //     stream has ended. Among the workers serving the requested model (any
 //     worker when the request names none) that take its kind of prompt
 //     (text: not token-only workers; chat messages: workers with a chat
-//     template), skipping workers this request has already tried, it picks the one with fewer requests outstanding
+//     template) and whose capabilities (discovery metadata caps) meet what
+//     it asks (structured output, n, penalties...: needsOf), skipping
+//     workers this request has already tried, it picks the one with fewer requests outstanding
 //     of two chosen at random ([LeastOutstanding]), or the next in turn
 //     ([RoundRobin], vigil route --balance). The default, [PeakEWMA], takes
 //     the cheapest of three by time to first message and load, a failure

@@ -19,6 +19,10 @@ import (
 // prompt or messages), a context-length error gets OpenAI's words with its
 // numbers, and gRPC's transport text never reaches the client.
 func fromStatus(err error, names fieldNames) *apiError {
+	if ue, ok := errors.AsType[*UnmetError](err); ok {
+		param := names.param(ue.Need.Name)
+		return badRequest(param, "%s: no %s takes it (none lists the capability %s)", param, describe(ue.Model), ue.what())
+	}
 	if tl, ok := errors.AsType[*TooLargeError](err); ok {
 		return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", msg: tl.Error(), param: names.prompt}
 	}

@@ -64,6 +64,11 @@ type fakeWorker struct {
 	// goes away), then answers them as the other knobs say: an engine in a
 	// long queue or prefill. The first one closes holding when it waits.
 	wait chan struct{}
+	// tagPrompt puts a text prompt in brackets before the first chunk's
+	// text, so that a client tells the prompts of a batch apart.
+	tagPrompt bool
+	// cached is the usage's cached_tokens.
+	cached uint32
 
 	workerv1.UnimplementedWorkerServer
 }
@@ -85,6 +90,7 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	w.mu.Lock()
 	w.last = proto.Clone(req).(*workerv1.GenerateRequest)
 	refuse, broken, hold, fail, wait, empty, ttft := w.refuse, w.breakAfterChunk, w.hold, w.fail, w.wait, w.empty, w.ttft
+	tag, cached := w.tagPrompt, w.cached
 	w.mu.Unlock()
 
 	// As the worker endpoint: a request meant for another worker id is
@@ -125,8 +131,27 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	final := func(r workerv1.FinishReason, desc string, completion uint32) error {
 		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: &workerv1.Final{
 			FinishReason: r, Description: desc, RequestId: req.GetRequestId(),
-			Usage: &workerv1.Usage{PromptTokens: promptTokens(req), CompletionTokens: completion},
+			Usage: &workerv1.Usage{PromptTokens: promptTokens(req), CompletionTokens: completion, CachedTokens: cached},
 		}}})
+	}
+	if req.GetReturnPrompt() {
+		ids := req.GetTokenIds().GetIds()
+		if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: &workerv1.Prompt{
+			TokenIds: ids, Text: fmt.Sprintf("<%d ids>", len(ids))}}}); err != nil {
+			return err
+		}
+	}
+	if req.GetN() > 1 {
+		return nChoices(req, stream, cached)
+	}
+	if tag && req.GetText() != "" {
+		chunk = func(text string) error {
+			tagged := text
+			if text == "hello" {
+				tagged = "[" + req.GetText() + "]" + text
+			}
+			return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: &workerv1.Chunk{Text: tagged, TokenIds: []uint32{1}}}})
+		}
 	}
 	if ttft > 0 {
 		time.Sleep(ttft)
@@ -147,6 +172,34 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 		return err
 	}
 	return final(workerv1.FinishReason_FINISH_REASON_STOP, "", 2)
+}
+
+// nChoices answers a request for n > 1 choices as a worker does: choice j
+// says "hello" and " world j", the chunks of the choices interleaved; odd
+// choices end with LENGTH, even ones with STOP.
+func nChoices(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse], cached uint32) error {
+	n := req.GetN()
+	for _, text := range []string{"hello", " world"} {
+		for j := range n {
+			t := text
+			if text == " world" {
+				t = fmt.Sprintf(" world %d", j)
+			}
+			if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: &workerv1.Chunk{Text: t, TokenIds: []uint32{1}, Index: j}}}); err != nil {
+				return err
+			}
+		}
+	}
+	f := &workerv1.Final{FinishReason: workerv1.FinishReason_FINISH_REASON_STOP, RequestId: req.GetRequestId(),
+		Usage: &workerv1.Usage{PromptTokens: promptTokens(req), CompletionTokens: 2 * n, CachedTokens: cached}}
+	for j := range n {
+		r := workerv1.FinishReason_FINISH_REASON_STOP
+		if j%2 == 1 {
+			r = workerv1.FinishReason_FINISH_REASON_LENGTH
+		}
+		f.Choices = append(f.Choices, &workerv1.ChoiceFinal{Index: j, FinishReason: r, CompletionTokens: 2})
+	}
+	return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: f}})
 }
 
 func promptTokens(req *workerv1.GenerateRequest) uint32 {

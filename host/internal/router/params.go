@@ -36,7 +36,6 @@ var (
 	rTrue     = paramRule{neutral: oneOf(`true`), want: "omit it or send true"}
 	rZero     = paramRule{neutral: isNumber(0), want: "omit it or send 0"}
 	rOne      = paramRule{neutral: isNumber(1), want: "omit it or send 1"}
-	rEmptyObj = paramRule{neutral: oneOf(`{}`), want: "omit it or send {}"}
 	rEmptyArr = paramRule{neutral: oneOf(`[]`), want: "omit it or send []"}
 )
 
@@ -45,13 +44,17 @@ var commonParams = map[string]paramRule{
 	"model": rTaken, "temperature": rTaken, "top_p": rTaken, "top_k": rTaken, "seed": rTaken,
 	"stop": rTaken, "stop_token_ids": rTaken, "n": rTaken, "stream": rTaken, "stream_options": rTaken,
 	"ignore_eos": rTaken, "max_tokens": rTaken, "min_tokens": rTaken, "min_p": rTaken,
-	// No effect on generation.
-	"user": rAny,
-	// Sampling vigil's worker API does not carry: their neutral values only.
-	"presence_penalty":   rZero,
-	"frequency_penalty":  rZero,
-	"repetition_penalty": rOne,
-	"logit_bias":         rEmptyObj,
+	"presence_penalty": rTaken, "frequency_penalty": rTaken, "repetition_penalty": rTaken, "logit_bias": rTaken,
+	// Structured output (structured.go), OpenAI's and vLLM's.
+	"response_format": rTaken, "guided_json": rTaken, "guided_regex": rTaken, "guided_choice": rTaken,
+	"guided_grammar": rTaken, "structured_outputs": rTaken,
+	"guided_decoding_backend": rNullOnly, "guided_whitespace_pattern": rNullOnly,
+	// Read for placement; stops at the router (nothing is stored).
+	"prompt_cache_key": rTaken, "store": rTaken,
+	// No effect on generation: OpenAI's cache hints (vigil keeps no cache
+	// of its own; the engines' prefix caches need none) and identifiers.
+	"prompt_cache_options": rAny, "prompt_cache_retention": rAny,
+	"user": rAny, "safety_identifier": rAny, "metadata": rAny,
 	// vLLM's extensions that clients of vLLM send with their defaults.
 	"skip_special_tokens":        rTrue,
 	"include_stop_str_in_output": rFalse,
@@ -60,7 +63,7 @@ var commonParams = map[string]paramRule{
 // completionParams are /v1/completions' own fields.
 var completionParams = map[string]paramRule{
 	"prompt":   rTaken,
-	"echo":     rFalse,
+	"echo":     rTaken,
 	"logprobs": {neutral: oneOf(`false`), want: "omit it or send null"}, // 0 asks for the chosen token's
 	"best_of":  rOne,
 	"suffix":   {neutral: oneOf(`""`), want: `omit it or send null or ""`},
@@ -70,6 +73,7 @@ var completionParams = map[string]paramRule{
 var chatParams = map[string]paramRule{
 	"messages":               rTaken,
 	"max_completion_tokens":  rTaken,
+	"chat_template_kwargs":   rTaken,
 	"logprobs":               rFalse,
 	"top_logprobs":           rZero,
 	"tools":                  rEmptyArr,
@@ -77,15 +81,14 @@ var chatParams = map[string]paramRule{
 	"parallel_tool_calls":    rAny, // no tools: nothing to call in parallel
 	"functions":              rEmptyArr,
 	"function_call":          {neutral: oneOf(`"none"`), want: `omit it or send "none"`},
-	"response_format":        {neutral: oneOf(`{"type":"text"}`), want: `omit it or send {"type": "text"}`},
-	"store":                  rFalse,
-	"metadata":               rAny, // read only with store, which must be false
 	"service_tier":           {neutral: oneOf(`"auto"`, `"default"`), want: `omit it or send "auto"`},
 	"modalities":             {neutral: oneOf(`["text"]`), want: `omit it or send ["text"]`},
 	"audio":                  rNullOnly,
 	"prediction":             rNullOnly,
 	"reasoning_effort":       rNullOnly,
 	"web_search_options":     rNullOnly,
+	"moderation":             rNullOnly,
+	"verbosity":              {neutral: oneOf(`"medium"`), want: `omit it or send "medium"`},
 	"add_generation_prompt":  rTrue,
 	"continue_final_message": rFalse,
 }

@@ -122,6 +122,12 @@ type Pool struct {
 	// (Quarantine), as discovery listed them: Pick passes them over until
 	// discovery changes or drops them.
 	stale map[discovery.Registration]bool
+	// caps are the capability sets of the current workers, by encoding:
+	// each read once, shared by the workers that publish it.
+	caps map[discovery.Capabilities]*capSet
+	// pickable is PickLease's scratch: the indices, in its worker list, of
+	// the workers it may pick.
+	pickable []int
 }
 
 // worker is one of the current workers as Pick needs it: its address
@@ -130,7 +136,8 @@ type worker struct {
 	ep    discovery.Registration
 	addr  string
 	c     *conn
-	stale bool // quarantined: never picked
+	stale bool    // quarantined: never picked
+	caps  *capSet // ep.Caps as Pick matches them
 }
 
 // conn is a connection to one worker address. It is closed once its
@@ -346,16 +353,25 @@ func (p *Pool) apply(eps []discovery.Registration) {
 	p.setServing()
 }
 
-// index rebuilds all and byModel from eps. The caller holds p.mu.
+// index rebuilds all and byModel from eps, and the capability sets they
+// use. The caller holds p.mu.
 func (p *Pool) index() {
 	p.all = make([]worker, 0, len(p.eps))
 	p.byModel = map[string][]worker{}
+	caps := map[discovery.Capabilities]*capSet{}
 	for _, ep := range p.eps {
 		w := worker{ep: ep, addr: ep.Addr(), stale: p.stale[ep]}
 		w.c = p.conns[w.addr]
+		if w.caps = caps[ep.Caps]; w.caps == nil {
+			if w.caps = p.caps[ep.Caps]; w.caps == nil {
+				w.caps = newCapSet(ep.Caps)
+			}
+			caps[ep.Caps] = w.caps
+		}
 		p.all = append(p.all, w)
 		p.byModel[ep.Model] = append(p.byModel[ep.Model], w)
 	}
+	p.caps = caps
 }
 
 // remember notes when each model of before that is missing from after
@@ -515,6 +531,10 @@ type Ask struct {
 	// Messages: the prompt is chat messages, which only workers with a chat
 	// template take (Registration.Chat).
 	Messages bool
+	// Needs are what the request asks beyond the basic request, in
+	// parameter order: only workers whose capabilities meet them all take
+	// it (needsOf).
+	Needs []discovery.Need
 }
 
 // prompt reports whether e takes the ask's kind of prompt.
@@ -529,7 +549,7 @@ func (a Ask) prompt(e discovery.Registration) bool {
 }
 
 // Pick chooses a worker for one attempt of a request among the current
-// workers that serve ask.Model and take its prompt, whose address is not
+// workers that serve ask.Model and take its prompt and needs, whose address is not
 // in tried: with PeakEWMA (the default) the cheapest of three chosen at
 // random, with LeastOutstanding the less loaded of two, with RoundRobin the
 // next in turn. The returned worker's outstanding count holds from Pick
@@ -548,7 +568,10 @@ func (a Ask) prompt(e discovery.Registration) bool {
 //     within the memory;
 //   - INVALID_ARGUMENT naming prompt when those that serve it take token
 //     ids only and the prompt is text, or naming messages when none of
-//     them has a chat template and the prompt is chat messages.
+//     them has a chat template and the prompt is chat messages;
+//   - an *UnmetError (INVALID_ARGUMENT naming the field) when none of
+//     those that take the prompt meets ask.Needs: the first need, in
+//     their order, that some worker lacks.
 func (p *Pool) Pick(ask Ask, tried map[string]bool) (ep discovery.Registration, cc *grpc.ClientConn, release func(), err error) {
 	ep, cc, l, err := p.PickLease(ask, tried)
 	if err != nil {
@@ -647,25 +670,28 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 	if err != nil {
 		return discovery.Registration{}, nil, nil, err
 	}
-	eligible := func(w *worker) bool { return ask.prompt(w.ep) && !tried[w.addr] && !w.stale }
 	var w *worker
 	now := p.now()
 	if p.balance == RoundRobin {
 		// Round-robin per requested model, over the workers not yet tried.
-		w = nth(ws, int(p.next[ask.Model]%uint64(untried)), eligible)
+		w = &ws[p.pickable[p.next[ask.Model]%uint64(untried)]]
 		p.next[ask.Model]++
 	} else {
-		w = p.draw(ws, untried, eligible, now)
+		w = p.draw(ws, untried, now)
 	}
 	c := w.c
 	c.inflight++
 	return w.ep, c.cc, &Lease{p: p, c: c, start: now}, nil
 }
 
-// untried counts the workers of ws that take ask's prompt and are not in
-// tried, or returns Pick's error when there is none. The caller holds p.mu.
+// untried counts the workers of ws that take ask (its prompt and needs)
+// and are not in tried, their indices in p.pickable, or returns Pick's
+// error when there is none. The caller holds p.mu.
 func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error) {
-	var taking, untried, stale int
+	var taking, capable, stale int
+	unmet := len(ask.Needs)
+	p.pickable = p.pickable[:0]
+	var memo capMemo
 	for i := range ws {
 		switch {
 		case !ask.prompt(ws[i].ep):
@@ -673,10 +699,21 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 			stale++
 		default:
 			taking++
+			if m := memo.missing(ws[i].caps, ask.Needs); m >= 0 {
+				unmet = min(unmet, m)
+				continue
+			}
+			capable++
 			if !tried[ws[i].addr] {
-				untried++
+				p.pickable = append(p.pickable, i)
 			}
 		}
+	}
+	untried := len(p.pickable)
+	if taking > 0 && capable == 0 {
+		// The need listed first that some worker lacks: the same answer
+		// whichever worker the request would have gone to.
+		return 0, &UnmetError{Model: ask.Model, Need: ask.Needs[unmet]}
 	}
 	switch {
 	case len(ws) == 0:
@@ -691,16 +728,16 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 	case taking == 0:
 		return 0, status.Errorf(codes.InvalidArgument, "prompt: %s take token ids only, not text", workersOf(ask.Model))
 	case untried == 0:
-		return 0, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), taking)
+		return 0, status.Errorf(codes.Unavailable, "no %s available: tried all %d", describe(ask.Model), capable)
 	}
 	return untried, nil
 }
 
 // draw is the random balances' choice among the untried eligible workers
-// of ws: distinct workers drawn at random (three for PeakEWMA, two for
+// of ws (p.pickable, untried of them): distinct workers drawn at random (three for PeakEWMA, two for
 // LeastOutstanding), the least loaded wins, a tie at random. The caller
 // holds p.mu.
-func (p *Pool) draw(ws []worker, untried int, eligible func(*worker) bool, now time.Time) *worker {
+func (p *Pool) draw(ws []worker, untried int, now time.Time) *worker {
 	k := min(untried, 2)
 	if p.balance == PeakEWMA {
 		k = min(untried, peakEWMAChoices)
@@ -718,7 +755,7 @@ func (p *Pool) draw(ws []worker, untried int, eligible func(*worker) bool, now t
 		}
 		copy(drawn[at+1:n+1], drawn[at:n])
 		drawn[at] = j
-		v := nth(ws, j, eligible)
+		v := &ws[p.pickable[j]]
 		load := float64(v.c.inflight)
 		if p.balance == PeakEWMA {
 			load = v.c.cost(now, p.decay)
@@ -733,19 +770,6 @@ func (p *Pool) draw(ws []worker, untried int, eligible func(*worker) bool, now t
 		}
 	}
 	return w
-}
-
-// nth is the k-th (from 0) worker of ws that ok accepts; there must be one.
-func nth(ws []worker, k int, ok func(*worker) bool) *worker {
-	for i := range ws {
-		if ok(&ws[i]) {
-			if k == 0 {
-				return &ws[i]
-			}
-			k--
-		}
-	}
-	panic("router: nth: fewer eligible workers than counted")
 }
 
 // noWorker is Pick's error for a model no current worker serves. The

@@ -81,7 +81,7 @@ func NewProxy(pool *Pool, cfg ProxyConfig) *Proxy {
 // holding gRPC's transport text reaches the client cleaned of it (logged
 // with the original).
 func (p *Proxy) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse]) error {
-	err := p.generate(stream.Context(), req, func(_ discovery.Registration, m *workerv1.GenerateResponse) error {
+	err := p.generate(stream.Context(), req, nil, func(_ discovery.Registration, m *workerv1.GenerateResponse) error {
 		if f := m.GetFinal(); f != nil && clean(f.GetDescription()) != f.GetDescription() {
 			m = proto.Clone(m).(*workerv1.GenerateResponse)
 			m.GetFinal().Description = clean(f.GetDescription())
@@ -166,19 +166,20 @@ type errSend struct{ err error }
 func (e errSend) Error() string { return e.err.Error() }
 func (e errSend) Unwrap() error { return e.err }
 
-// generate runs req on a worker and calls send for each message of the
-// worker's stream, ep being that worker. It returns nil when the stream
-// ended OK, the worker's status when it failed, the pool's status when no
-// worker could be tried, or the error of send (after cancelling the worker
-// call).
-func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error) error {
+// generate runs req on a worker that takes it (its prompt, needsOf(req)
+// and extra) and calls send for each message of the worker's stream, ep
+// being that worker. It returns nil when the stream ended OK, the worker's
+// status when it failed, the pool's status when no worker could be tried,
+// or the error of send (after cancelling the worker call).
+func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, extra []discovery.Need, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error) error {
+	ask := askOf(req, extra)
 	o := p.cfg.Observer
 	if o == nil {
-		return p.try(ctx, req, send, nil)
+		return p.try(ctx, req, ask, send, nil)
 	}
 	var r observed
 	start := time.Now()
-	err := p.try(ctx, req, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
+	err := p.try(ctx, req, ask, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
 		if !r.first && m.GetChunk() != nil {
 			r.first = true
 			o.FirstToken(ep.Model, time.Since(start))
@@ -213,7 +214,7 @@ type observed struct {
 
 // try is generate without the Observer; r, when not nil, learns the
 // workers tried.
-func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error, r *observed) error {
+func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, ask Ask, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error, r *observed) error {
 	if p.cfg.RequestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.RequestTimeout)
@@ -231,7 +232,7 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 		if err := ctx.Err(); err != nil {
 			return status.FromContextError(err).Err()
 		}
-		ep, cc, lease, err := p.pick(req, tried, lastErr, r)
+		ep, cc, lease, err := p.pick(ask, tried, lastErr, r)
 		if err != nil {
 			return err
 		}
@@ -266,8 +267,8 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, send fun
 // pick is try's choice of a worker for its next attempt, added to tried
 // and told to r (when not nil); the error, when there is none, is what
 // try returns: lastErr, the last worker's answer, when a worker was tried.
-func (p *Proxy) pick(req *workerv1.GenerateRequest, tried map[string]bool, lastErr error, r *observed) (discovery.Registration, *grpc.ClientConn, *Lease, error) {
-	ep, cc, lease, err := p.pool.PickLease(askOf(req), tried)
+func (p *Proxy) pick(ask Ask, tried map[string]bool, lastErr error, r *observed) (discovery.Registration, *grpc.ClientConn, *Lease, error) {
+	ep, cc, lease, err := p.pool.PickLease(ask, tried)
 	if err != nil {
 		if lastErr != nil {
 			// Every worker serving the model was tried (or discovery
@@ -288,11 +289,11 @@ func (p *Proxy) pick(req *workerv1.GenerateRequest, tried map[string]bool, lastE
 	return ep, cc, lease, nil
 }
 
-// askOf is what req needs of a worker.
-func askOf(req *workerv1.GenerateRequest) Ask {
+// askOf is what req needs of a worker, extra needs after its own.
+func askOf(req *workerv1.GenerateRequest, extra []discovery.Need) Ask {
 	_, text := req.GetPrompt().(*workerv1.GenerateRequest_Text)
 	_, messages := req.GetPrompt().(*workerv1.GenerateRequest_Messages)
-	return Ask{Model: req.GetModel(), Text: text, Messages: messages}
+	return Ask{Model: req.GetModel(), Text: text, Messages: messages, Needs: append(needsOf(req), extra...)}
 }
 
 // attempt runs req on one worker; started reports whether any message came

@@ -1,0 +1,303 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// promptRun is one prompt's worker request and what came back of it. A
+// completions batch has one per prompt; every other request has one.
+type promptRun struct {
+	req   *workerv1.GenerateRequest
+	extra []discovery.Need // beyond needsOf(req): prompt_token_ids to echo token ids
+	// echo is the text put in front of each choice (completions' echo):
+	// the text prompt, or the worker's Prompt.text for token ids.
+	echo   string
+	echoed bool // a stream sent it
+	texts  []strings.Builder
+	final  *workerv1.Final
+	err    error
+}
+
+// runs are the worker requests of a parsed request whose first (or only)
+// prompt's request is req: one per prompt, each asking for its prompt
+// back when it must echo token ids.
+func (p *parsed) runs(req *workerv1.GenerateRequest) []*promptRun {
+	prompts := p.prompts
+	if prompts == nil {
+		prompts = []*workerv1.GenerateRequest{req}
+	}
+	runs := make([]*promptRun, len(prompts))
+	for i, pr := range prompts {
+		r := req
+		if len(prompts) > 1 {
+			r = proto.CloneOf(req)
+			r.Prompt = pr.Prompt
+			r.RequestId = fmt.Sprintf("%s-%d", req.GetRequestId(), i)
+		}
+		run := &promptRun{req: r, texts: make([]strings.Builder, p.n)}
+		if p.echo {
+			if r.GetTokenIds() != nil {
+				r.ReturnPrompt = true
+				run.extra = []discovery.Need{{Name: discovery.CapPromptTokenIDs}}
+			}
+			run.echo = r.GetText()
+		}
+		runs[i] = run
+	}
+	return runs
+}
+
+// runAll runs f for each run, at once for a batch (batchParallel at a
+// time), and returns the run that failed first (failed), whose failure
+// cancelled the others; nil when none did.
+func runAll(ctx context.Context, runs []*promptRun, f func(ctx context.Context, i int, run *promptRun) error) *promptRun {
+	if len(runs) == 1 {
+		runs[0].err = f(ctx, 0, runs[0])
+		if runs[0].failed() {
+			return runs[0]
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first *promptRun
+	)
+	slots := make(chan struct{}, batchParallel)
+	for i, run := range runs {
+		wg.Go(func() {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+				run.err = f(ctx, i, run)
+			case <-ctx.Done():
+				run.err = status.FromContextError(ctx.Err()).Err()
+			}
+			if run.failed() {
+				once.Do(func() { first = run; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// batchParallel is how many prompts of a batch run at once: enough to
+// spread a batch over a fleet, few enough that a large batch does not
+// fill every worker's --max-inflight at once.
+const batchParallel = 16
+
+// failed reports whether the run did not complete: no final message, or
+// one (or one of its choices) ending with ERROR or CANCELLED.
+func (run *promptRun) failed() bool {
+	if _, failed := finishReason(run.final.GetFinishReason()); run.final == nil || failed {
+		return true
+	}
+	for _, c := range run.final.GetChoices() {
+		if _, failed := finishReason(c.GetFinishReason()); failed {
+			return true
+		}
+	}
+	return false
+}
+
+// failure is the error of a request whose run first failed (runAll);
+// nil when none did. A run whose final is fine failed in one of its
+// choices: that choice's end is the error.
+func failure(first *promptRun, names fieldNames) *apiError {
+	if first == nil {
+		return nil
+	}
+	final := first.final
+	if _, failed := finishReason(final.GetFinishReason()); final != nil && !failed {
+		for _, c := range final.GetChoices() {
+			if _, failed := finishReason(c.GetFinishReason()); failed {
+				final = &workerv1.Final{FinishReason: c.GetFinishReason(), Description: c.GetDescription()}
+				break
+			}
+		}
+	}
+	return generationError(first.err, final, names)
+}
+
+// collect adds m, a message of the run's stream, to the run.
+func (run *promptRun) collect(m *workerv1.GenerateResponse) {
+	switch k := m.GetKind().(type) {
+	case *workerv1.GenerateResponse_Prompt:
+		if run.req.GetReturnPrompt() {
+			run.echo = k.Prompt.GetText()
+		}
+	case *workerv1.GenerateResponse_Chunk:
+		if i := int(k.Chunk.GetIndex()); i < len(run.texts) {
+			run.texts[i].WriteString(k.Chunk.GetText())
+		}
+	case *workerv1.GenerateResponse_Final:
+		run.final = k.Final
+	}
+}
+
+// choiceReason is OpenAI's finish reason of choice j of the run: its
+// entry in Final.choices, else the final's own.
+func (run *promptRun) choiceReason(j int) *string {
+	for _, c := range run.final.GetChoices() {
+		if int(c.GetIndex()) == j {
+			r, _ := finishReason(c.GetFinishReason())
+			return r
+		}
+	}
+	r, _ := finishReason(run.final.GetFinishReason())
+	return r
+}
+
+// usageJSON is OpenAI's usage object.
+type usageJSON struct {
+	PromptTokens        uint32            `json:"prompt_tokens"`
+	CompletionTokens    uint32            `json:"completion_tokens"`
+	TotalTokens         uint32            `json:"total_tokens"`
+	PromptTokensDetails *promptTokensJSON `json:"prompt_tokens_details,omitempty"`
+}
+
+// promptTokensJSON is OpenAI's prompt_tokens_details, sent when a worker
+// reports prompt tokens served from its engine's prefix cache.
+type promptTokensJSON struct {
+	CachedTokens uint32 `json:"cached_tokens"`
+}
+
+// usageOf sums the runs' usage: each prompt's tokens once, as OpenAI
+// and vLLM count a batch.
+func usageOf(runs []*promptRun) *usageJSON {
+	u := &usageJSON{}
+	var cached uint32
+	for _, run := range runs {
+		wu := run.final.GetUsage()
+		u.PromptTokens += wu.GetPromptTokens()
+		u.CompletionTokens += wu.GetCompletionTokens()
+		cached += wu.GetCachedTokens()
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if cached > 0 {
+		u.PromptTokensDetails = &promptTokensJSON{CachedTokens: cached}
+	}
+	return u
+}
+
+// response is a whole response body.
+type response struct {
+	ID      string     `json:"id"`
+	Object  string     `json:"object"`
+	Created int64      `json:"created"`
+	Model   string     `json:"model"`
+	Choices []any      `json:"choices"`
+	Usage   *usageJSON `json:"usage"`
+}
+
+// textChoice is a choice of /v1/completions, whole or streamed.
+type textChoice struct {
+	Index        int       `json:"index"`
+	Text         string    `json:"text"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+// chatChoice is a choice of /v1/chat/completions: Message in a whole
+// response, Delta in a stream's event.
+type chatChoice struct {
+	Index        int          `json:"index"`
+	Message      *chatMessage `json:"message,omitempty"`
+	Delta        *chatMessage `json:"delta,omitempty"`
+	Logprobs     *struct{}    `json:"logprobs"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+// chatMessage is the assistant's message, or a part of it in a delta: the
+// role in the first event only, the content in those that add text, both
+// absent in the last.
+type chatMessage struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// choices are a whole response's choices, prompt i's choice j at index
+// i*n+j, as OpenAI numbers them.
+func (p *parsed) choices(runs []*promptRun) []any {
+	choices := make([]any, 0, len(runs)*p.n)
+	for i, run := range runs {
+		for j := range p.n {
+			index, text, reason := i*p.n+j, run.texts[j].String(), run.choiceReason(j)
+			if p.endpoint == endpointChat {
+				choices = append(choices, chatChoice{Index: index, Message: &chatMessage{Role: "assistant", Content: &text}, FinishReason: reason})
+				continue
+			}
+			if p.echo {
+				text = run.echo + text
+			}
+			choices = append(choices, textChoice{Index: index, Text: text, FinishReason: reason})
+		}
+	}
+	return choices
+}
+
+// generate answers POST /v1/completions and /v1/chat/completions.
+func (h *httpHandler) generate(w http.ResponseWriter, r *http.Request, endpoint string) {
+	if r.Method != http.MethodPost {
+		h.proxy.refused(RefusedInvalid)
+		methodNotAllowed(w, r, http.MethodPost)
+		return
+	}
+	p, req, aerr := h.parse(w, r, endpoint)
+	if aerr != nil {
+		h.proxy.refused(badRefusal(aerr))
+		h.fail(w, r, "", aerr)
+		return
+	}
+	id := "cmpl-" + newRequestID()
+	if endpoint == endpointChat {
+		id = "chat" + id
+	}
+	req.RequestId = id
+	runs := p.runs(req)
+	if p.stream {
+		h.stream(w, r, p, id, runs)
+		return
+	}
+	var mu sync.Mutex
+	model := p.model
+	created := time.Now().Unix()
+	first := runAll(r.Context(), runs, func(ctx context.Context, _ int, run *promptRun) error {
+		return h.proxy.generate(ctx, run.req, run.extra, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
+			mu.Lock()
+			if model == "" {
+				model = ep.Model
+			}
+			mu.Unlock()
+			run.collect(m)
+			return nil
+		})
+	})
+	if aerr := failure(first, p.names); aerr != nil {
+		h.fail(w, r, id, aerr)
+		return
+	}
+	for _, run := range runs {
+		if run.err != nil {
+			h.log.Debug("worker stream ended with an error after its final message", "request_id", run.req.GetRequestId(), "error", run.err)
+		}
+	}
+	resp := response{ID: id, Object: "text_completion", Created: created, Model: model, Choices: p.choices(runs), Usage: usageOf(runs)}
+	if endpoint == endpointChat {
+		resp.Object = "chat.completion"
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
