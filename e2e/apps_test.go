@@ -86,14 +86,14 @@ func runApp(t *testing.T, base, model, name string, v any) {
 }
 
 // scriptText makes every later generation of m output text, as tok
-// encodes it.
+// encodes it, and end there as at the end of sequence (finish "stop").
 func scriptText(t *testing.T, m *mock, tok *tokenizer.Tokenizer, text string) {
 	t.Helper()
 	ids, err := tok.Encode(text, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.post(t, "/script", map[string]any{"tokens": ids})
+	m.post(t, "/script", map[string]any{"tokens": ids, "eos": true})
 }
 
 // TestApps: the applications people run, through vigil route to a vLLM

@@ -101,7 +101,7 @@ var paramTable = []paramRow{
 	{"top_logprobs", onChat, "OpenAI", "2", "not yet (issue 26)", "400", "400", "400", ""},
 	{"suffix", onComp, "OpenAI", `"x"`, `"" only`, "400", "400", "400", ""},
 	{"stream", onBoth, "OpenAI", "true", "server-sent events", "worker", "worker", "worker", ""},
-	{"stream_options", onBoth, "OpenAI", `{"include_usage":true}`, "`include_usage`", "worker", "worker", "worker", ""},
+	{"stream_options", onBoth, "OpenAI", `{"include_usage":true},"stream":true`, "`include_usage`", "worker", "worker", "worker", ""},
 	{"user", onBoth, "OpenAI", `"u1"`, "accepted, not used", "worker", "worker", "worker", ""},
 	{"safety_identifier", onBoth, "OpenAI", `"u1"`, "accepted, not used", "worker", "worker", "worker", ""},
 	{"prompt_cache_key", onBoth, "OpenAI", `"k1"`, "accepted; kept for cache-aware placement", "worker", "worker", "worker", ""},

@@ -113,6 +113,8 @@ type stream struct {
 	stepped chan struct{}
 	held    atomic.Bool // waiting at a hold: out of the batch
 	script  []uint32    // the output, when POST /script set one
+	// scriptEOS: the script ends with FinishStop (ScriptEOS).
+	scriptEOS bool
 }
 
 func (s *stream) abort() { s.abortOnce.Do(func() { close(s.aborted) }) }
@@ -157,12 +159,19 @@ func (e *Engine) Generate(ctx context.Context, req Request, send func(Chunk) err
 // order, and end (FinishLength) after the last of them, or at MaxNewTokens
 // first; stop tokens act as usual. Empty: back to OutputToken's. POST
 // /script {"tokens": [...]} calls it.
-func (e *Engine) Script(tokens []uint32) {
+func (e *Engine) Script(tokens []uint32) { e.setScript(tokens, false) }
+
+// ScriptEOS is Script, but a generation that outputs every token ends
+// with FinishStop, as a model ends at its end of sequence (which a mock
+// does not know). POST /script {"tokens": [...], "eos": true} calls it.
+func (e *Engine) ScriptEOS(tokens []uint32) { e.setScript(tokens, true) }
+
+func (e *Engine) setScript(tokens []uint32, eos bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.script = nil
+	e.script, e.scriptEOS = nil, false
 	if len(tokens) > 0 {
-		e.script = append([]uint32(nil), tokens...)
+		e.script, e.scriptEOS = append([]uint32(nil), tokens...), eos
 	}
 }
 
@@ -180,7 +189,7 @@ func (e *Engine) begin(req Request) (*stream, error) {
 	if err := e.unavailableLocked(true); err != nil {
 		return nil, err
 	}
-	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail, script: e.script, stepped: make(chan struct{}, 1)}
+	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail, script: e.script, scriptEOS: e.scriptEOS, stepped: make(chan struct{}, 1)}
 	if e.fail != nil && !e.fail.every {
 		e.fail = nil // one stream only
 	}
@@ -359,6 +368,8 @@ func (r *run) loop(req Request) error {
 		// Engines ignore stop tokens until min_tokens are out.
 		case stops[tok] && i+1 >= req.MinNewTokens:
 			fin = &Finish{Reason: FinishStop, StopToken: tok}
+		case r.st.scriptEOS && int(i)+1 >= len(r.st.script):
+			fin = &Finish{Reason: FinishStop}
 		case i+1 >= req.MaxNewTokens, r.st.script != nil && int(i)+1 >= len(r.st.script):
 			fin = &Finish{Reason: FinishLength}
 		}

@@ -368,6 +368,11 @@ func TestScript(t *testing.T) {
 	if n := len(chunks); n != 2 {
 		t.Errorf("max_new_tokens 2 with a script of 3: %d chunks, want 2", n)
 	}
+	e.ScriptEOS([]uint32{7, 8})
+	chunks, _ = collect(t.Context(), e, Request{ID: "d", MaxNewTokens: 100})
+	if last := chunks[len(chunks)-1].Finish; last == nil || last.Reason != FinishStop || last.OutputTokens != 2 {
+		t.Errorf("ScriptEOS of 2: last %+v, want FinishStop after 2 tokens, as at the end of sequence", last)
+	}
 	e.Script(nil)
 	chunks, _ = collect(t.Context(), e, Request{ID: "c", Prompt: []uint32{1, 2}, MaxNewTokens: 4})
 	if diff := cmp.Diff(seq(0, []uint32{1, 2}, 1), chunks[0].Tokens); diff != "" {

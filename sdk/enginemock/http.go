@@ -27,7 +27,7 @@ import (
 //	POST /hold    {"at_token": N}                         hold every new stream before output token N
 //	POST /release                                         release held streams
 //	POST /fail    {"at_token": N, "code": "UNAVAILABLE"}  fail the next stream with code after N tokens ("every": true: every new stream, until the next /fail)
-//	POST /script  {"tokens": [N, ...]}                    every new stream outputs these tokens, then ends (Script; [] undoes)
+//	POST /script  {"tokens": [N, ...]}                    every new stream outputs these tokens, then ends (Script; [] undoes; "eos": true ends with stop, ScriptEOS)
 //	POST /check-latency {"latency": "2s"}                  every health check answers this late, the transport at once (SetCheckLatency; "0" undoes)
 //	GET  /state                                           the State
 //
@@ -154,11 +154,12 @@ func (e *Engine) postRelease(*http.Request) error {
 func (e *Engine) postScript(r *http.Request) error {
 	var body struct {
 		Tokens []uint32 `json:"tokens"`
+		EOS    bool     `json:"eos"`
 	}
 	if err := Decode(r, &body); err != nil {
 		return err
 	}
-	e.Script(body.Tokens)
+	e.setScript(body.Tokens, body.EOS)
 	return nil
 }
 

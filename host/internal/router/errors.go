@@ -21,7 +21,7 @@ import (
 func fromStatus(err error, names fieldNames) *apiError {
 	if ue, ok := errors.AsType[*UnmetError](err); ok {
 		param := names.param(ue.Need.Name)
-		return badRequest(param, "%s: no %s takes it (none lists the capability %s)", param, describe(ue.Model), ue.what())
+		return badRequest(param, "%s: no %s takes it (none lists the capability %s)%s", param, describe(ue.Model), ue.what(), capHints[ue.Need.Name])
 	}
 	if tl, ok := errors.AsType[*TooLargeError](err); ok {
 		return &apiError{status: http.StatusRequestEntityTooLarge, typ: "invalid_request_error", msg: tl.Error(), param: names.prompt}
