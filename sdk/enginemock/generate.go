@@ -363,17 +363,7 @@ func (r *run) loop(req Request) error {
 		}
 		r.produced++
 		r.ids = append(r.ids, tok)
-		var fin *Finish
-		switch {
-		// Engines ignore stop tokens until min_tokens are out.
-		case stops[tok] && i+1 >= req.MinNewTokens:
-			fin = &Finish{Reason: FinishStop, StopToken: tok}
-		case r.st.scriptEOS && int(i)+1 >= len(r.st.script):
-			fin = &Finish{Reason: FinishStop}
-		case i+1 >= req.MaxNewTokens, r.st.script != nil && int(i)+1 >= len(r.st.script):
-			fin = &Finish{Reason: FinishLength}
-		}
-		if fin != nil {
+		if fin := r.finish(req, stops, i, tok); fin != nil {
 			fin.OutputTokens = r.produced
 			if err := r.pause(); err != nil {
 				return err
@@ -386,6 +376,20 @@ func (r *run) loop(req Request) error {
 			}
 		}
 	}
+}
+
+// finish is the end after the i-th token tok, or nil when it goes on.
+func (r *run) finish(req Request, stops map[uint32]bool, i, tok uint32) *Finish {
+	switch {
+	// Engines ignore stop tokens until min_tokens are out.
+	case stops[tok] && i+1 >= req.MinNewTokens:
+		return &Finish{Reason: FinishStop, StopToken: tok}
+	case r.st.scriptEOS && int(i)+1 >= len(r.st.script):
+		return &Finish{Reason: FinishStop}
+	case i+1 >= req.MaxNewTokens, r.st.script != nil && int(i)+1 >= len(r.st.script):
+		return &Finish{Reason: FinishLength}
+	}
+	return nil
 }
 
 // flush sends pending tokens, if any, after the delay between messages.
