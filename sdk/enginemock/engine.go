@@ -1,17 +1,21 @@
 package enginemock
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -382,13 +386,24 @@ type State struct {
 	LastRequest json.RawMessage `json:"last_request,omitempty"`
 }
 
-// RecordRequest keeps raw, a generation request in its engine's own wire
-// form (protojson), as State.LastRequest. Engine mocks call it for every
-// request they receive, refused ones included.
-func (e *Engine) RecordRequest(raw json.RawMessage) {
+// RecordRequest keeps req, a generation request in its engine's own
+// message, as State.LastRequest: compact protojson, exactly the fields the
+// request set (compacted, since protojson varies its spacing from build to
+// build). Engine mocks call it for every request they receive, refused
+// ones included.
+func (e *Engine) RecordRequest(req proto.Message) {
+	var b bytes.Buffer
+	raw, err := protojson.Marshal(req)
+	if err == nil {
+		err = json.Compact(&b, raw)
+	}
+	if err != nil {
+		b.Reset()
+		b.WriteString(strconv.Quote(err.Error())) // a message always marshals: never seen
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.lastRequest = append(json.RawMessage(nil), raw...)
+	e.lastRequest = b.Bytes()
 }
 
 // State returns a snapshot of the engine's state.

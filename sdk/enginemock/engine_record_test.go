@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // A mock's recorded request is the state's last_request, as it was given,
@@ -13,12 +15,12 @@ func TestRecordRequest(t *testing.T) {
 	if b, _ := json.Marshal(e.State()); strings.Contains(string(b), "last_request") {
 		t.Errorf("state before any request has last_request: %s", b)
 	}
-	e.RecordRequest(json.RawMessage(`{"requestId":"a"}`))
+	e.RecordRequest(wrapperspb.String("a"))
 	var got struct {
-		LastRequest map[string]string `json:"last_request"`
+		LastRequest string `json:"last_request"`
 	}
 	b, _ := json.Marshal(e.State())
-	if err := json.Unmarshal(b, &got); err != nil || got.LastRequest["requestId"] != "a" {
-		t.Errorf("state %s, want last_request {\"requestId\":\"a\"} (%v)", b, err)
+	if err := json.Unmarshal(b, &got); err != nil || got.LastRequest != "a" {
+		t.Errorf("state %s, want last_request \"a\", the protojson of the request (%v)", b, err)
 	}
 }

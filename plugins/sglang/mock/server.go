@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/vigilhq/vigil/plugins/sglang/sglangpb"
 	"github.com/vigilhq/vigil/sdk/enginemock"
@@ -86,9 +85,7 @@ func (s *server) ContinueGeneration(context.Context, *sglangpb.ContinueGeneratio
 // finished true carries meta_info. It records every request as it came,
 // fields of the other layout included (a real server skips those).
 func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStreamingServer[sglangpb.GenerateResponse]) error {
-	if raw, err := protojson.Marshal(req); err == nil {
-		s.e.RecordRequest(raw)
-	}
+	s.e.RecordRequest(req)
 	p := req.GetSamplingParams()
 	gen := enginemock.Request{
 		ID:           req.GetRid(),

@@ -15,19 +15,15 @@
 package mock
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/vigilhq/vigil/plugins/trtllm/trtllmpb"
 	"github.com/vigilhq/vigil/sdk/enginemock"
@@ -132,21 +128,6 @@ func New(cfg Config) *Engine {
 		Control: map[string]func(*http.Request) error{"/health-check": e.postHealthCheck},
 	})
 	return e
-}
-
-// record keeps req, as compact protojson, as the state's last_request:
-// exactly the engine fields a request set (protojson varies its spacing
-// from build to build).
-func (e *Engine) record(req *trtllmpb.GenerateRequest) {
-	var b bytes.Buffer
-	raw, err := protojson.Marshal(req)
-	if err == nil {
-		err = json.Compact(&b, raw)
-	}
-	if err != nil {
-		b.WriteString(strconv.Quote(err.Error())) // a message always marshals: never seen
-	}
-	e.RecordRequest(b.Bytes())
 }
 
 func cmpOr(m, def HealthMode) HealthMode {

@@ -59,7 +59,7 @@ func (s *server) Abort(_ context.Context, req *trtllmpb.AbortRequest) (*trtllmpb
 // Generate streams a chunk per message, then a complete message with every
 // output token; an aborted request ends with CANCELLED.
 func (s *server) Generate(req *trtllmpb.GenerateRequest, stream grpc.ServerStreamingServer[trtllmpb.GenerateResponse]) error {
-	s.e.record(req)
+	s.e.RecordRequest(req)
 	sc := req.GetSamplingConfig()
 	gen := enginemock.Request{
 		ID:           req.GetRequestId(),

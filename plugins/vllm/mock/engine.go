@@ -16,16 +16,12 @@
 package mock
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/vigilhq/vigil/plugins/vllm/vllmpb"
 	"github.com/vigilhq/vigil/sdk/enginemock"
@@ -151,21 +147,6 @@ func (e *Engine) register(s *grpc.Server) error {
 	vllmpb.RegisterInferenceServer(s, &inferenceServer{e: e})
 	vllmpb.RegisterControlServer(s, &controlServer{e: e})
 	return nil
-}
-
-// record keeps req, as protojson, as the state's last_request: exactly the
-// engine fields a request set. Compacted, since protojson varies its
-// spacing from build to build.
-func (e *Engine) record(req *vllmpb.GenerateRequest) {
-	var b bytes.Buffer
-	raw, err := protojson.Marshal(req)
-	if err == nil {
-		err = json.Compact(&b, raw)
-	}
-	if err != nil {
-		b.WriteString(strconv.Quote(err.Error())) // a message always marshals: never seen
-	}
-	e.RecordRequest(b.Bytes())
 }
 
 // publish hands health changes to grpc-go's health server, which starts ""

@@ -77,7 +77,7 @@ func (s *inferenceServer) Generate(ctx context.Context, req *vllmpb.GenerateRequ
 // longer than max_model_len (INVALID_ARGUMENT, in vLLM's words), and ends
 // a generation with LENGTH where the sequence reaches max_model_len.
 func (s *inferenceServer) run(ctx context.Context, req *vllmpb.GenerateRequest, send func(*vllmpb.GenerateResponse) error) error {
-	s.e.record(req)
+	s.e.RecordRequest(req)
 	prompt := promptTokens(req)
 	stopping := req.GetStopping()
 	maxLen := s.e.cfg.MaxModelLen
