@@ -303,7 +303,7 @@ func (a *Announcer) sync(ctx context.Context) (watching bool) {
 				a.obs.Reregistered()
 				a.log.Info("worker registered again", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID)
 			} else {
-				a.log.Info("worker registered", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID, "address", want.Address, "port", want.Port)
+				a.log.Info("worker registered", "registry", a.reg.String(), "service", want.Service, "worker_id", want.WorkerID, "address", want.Address, "port", want.Port, "caps", want.Caps.String())
 			}
 		}
 	}
