@@ -28,9 +28,14 @@ var (
 		"repetition_penalty", "logit_bias", "json_object", "json_schema", "regex", "grammar.ebnf"}
 )
 
+// accepting is worker listing items, "none" for no item (an empty list is
+// an adapter's that predates Accepts).
 func accepting(items ...string) sdk.Worker {
 	w := worker
-	w.Accepts = strings.Join(items, ",")
+	w.Accepts = "none"
+	if len(items) > 0 {
+		w.Accepts = strings.Join(items, ",")
+	}
 	return w
 }
 

@@ -47,8 +47,10 @@ var rules = map[string]rule{
 		[]string{"discovery", "github.com/hashicorp/consul/..."}},
 	"discovery/discoverytest": {"tests of backends", "running a Discoverer for a test and reading its sets", []string{"discovery"}},
 	"discovery/file":          {"command", "the file backend, both halves", []string{"discovery"}},
-	"endpoint": {"a worker's clients (vigil route, SDKs)", "vigil run's worker API: admission, drain, health",
-		[]string{"workerapi", "vigil/proto/vigil/worker/v1", "vigil/sdk", "vigil/sdk/pluginhost"}},
+	// endpoint decides what the worker accepts (discovery.Capabilities),
+	// which its registration publishes and the router matches.
+	"endpoint": {"a worker's clients (vigil route, SDKs)", "vigil run's worker API: admission, drain, health, what the worker accepts",
+		[]string{"discovery", "workerapi", "vigil/proto/vigil/worker/v1", "vigil/sdk", "vigil/sdk/pluginhost"}},
 	"jinja":     {"tokenizer", "Jinja templates rendered as Python's jinja2 in transformers' sandbox", nil},
 	"layout":    {"the project", "this table", nil},
 	"logwriter": {"vigil's log", "a log output that never holds vigil up", nil},
