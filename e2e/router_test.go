@@ -235,7 +235,7 @@ func testRouterHTTP(t *testing.T, e *engine) {
 		}
 		cases := []badBody{
 			{body(`""`, `,"max_tokens":5`), 400, "prompt"},
-			{body(hi, `,"n":2`), 400, "n"},
+			{body(hi, `,"n":129`), 400, "n"},
 			{`{"model":"no-such-model","prompt":` + hi + `}`, 404, "no-such-model"},
 		}
 		if e.maxModelLen > 0 {
