@@ -87,3 +87,14 @@ func TestTokenizeWithoutTokenizer(t *testing.T) {
 		}
 	}
 }
+
+// Before an engine is attached, Tokenize is UNAVAILABLE with the reason,
+// so a router tries another worker.
+func TestTokenizeBeforeAttach(t *testing.T) {
+	t.Parallel()
+	_, c := serve(t, nil, worker, 0)
+	_, err := c.Tokenize(t.Context(), &workerv1.TokenizeRequest{Input: &workerv1.TokenizeRequest_Text{Text: "x"}})
+	if st := status.Convert(err); st.Code() != codes.Unavailable || st.Message() != "worker starting" {
+		t.Errorf("before Attach: %v, want UNAVAILABLE worker starting", err)
+	}
+}
