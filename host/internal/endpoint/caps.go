@@ -32,6 +32,7 @@ type accepts struct {
 	engine    map[string]bool // the engine's items the worker passes on
 	tokenizer bool            // vigil tokenizes: stop strings, the prompt's ids
 	chat      bool            // a chat template: chat_template_kwargs
+	tokenize  bool            // the Tokenize and Detokenize RPCs (Tokens)
 	maxN      uint32
 }
 
@@ -52,6 +53,9 @@ func newAccepts(w sdk.Worker, engine sdk.Generator, maxInflight int) accepts {
 	if p, ok := engine.(Prompts); ok {
 		a.tokenizer, a.chat = p.TakesText(), p.TakesChat()
 	}
+	if t, ok := engine.(Tokens); ok {
+		a.tokenize = t.CanTokenize()
+	}
 	return a
 }
 
@@ -71,6 +75,8 @@ func (a accepts) takes(name string) bool {
 		return a.tokenizer
 	case discovery.CapChatTemplateKwargs:
 		return a.chat
+	case discovery.CapTokenize:
+		return a.tokenize
 	}
 	return a.engine[name]
 }
@@ -89,7 +95,7 @@ func (a accepts) capabilities() discovery.Capabilities {
 		add(name, 0)
 	}
 	for _, name := range []string{discovery.CapStop, discovery.CapChoice, discovery.CapJSONObject,
-		discovery.CapPromptTokenIDs, discovery.CapChatTemplateKwargs} {
+		discovery.CapPromptTokenIDs, discovery.CapChatTemplateKwargs, discovery.CapTokenize} {
 		add(name, 0)
 	}
 	if a.maxN > 1 {
@@ -108,7 +114,8 @@ func (a accepts) capabilities() discovery.Capabilities {
 // that lists none), stop strings when vigil has the model's tokenizer or
 // the engine matches them, choice as an escaped regex, json_object as a
 // schema, prompt_token_ids (return_prompt) with a tokenizer,
-// chat_template_kwargs with a chat template, and n up to MaxN (at most
+// chat_template_kwargs with a chat template, tokenize when the wrapped
+// engine serves the Tokenize RPC ([Tokens]), and n up to MaxN (at most
 // --max-inflight) fanned out. The zero Capabilities before Attach.
 func (s *Server) Capabilities() discovery.Capabilities {
 	s.mu.Lock()

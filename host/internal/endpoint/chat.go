@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"strings"
 
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
@@ -40,19 +41,26 @@ var errNoChatTemplate = status.Error(codes.InvalidArgument, "prompt.messages: th
 	"tokenizer_config.json with a chat_template) or --chat-template FILE, or send prompt.text or prompt.token_ids")
 
 // chatMessages validates a messages prompt for engine, which must take
-// chat prompts.
-func chatMessages(p *workerv1.Messages, engine sdk.Generator) ([]*workerv1.Message, error) {
+// chat prompts; field names the messages in errors (prompt.messages for
+// Generate).
+func chatMessages(p *workerv1.Messages, engine sdk.Generator, field string) ([]*workerv1.Message, error) {
 	msgs := p.GetMessages()
 	if len(msgs) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "prompt.messages: must not be empty")
+		return nil, status.Errorf(codes.InvalidArgument, "%s: must not be empty", field)
 	}
 	for i, m := range msgs {
 		if m.GetRole() == "" {
-			return nil, status.Errorf(codes.InvalidArgument, "prompt.messages[%d].role: must not be empty", i)
+			return nil, status.Errorf(codes.InvalidArgument, "%s[%d].role: must not be empty", field, i)
 		}
 	}
 	if p, ok := engine.(Prompts); !ok || !p.TakesChat() {
+		if field != promptMessages {
+			return nil, status.Error(codes.InvalidArgument, field+strings.TrimPrefix(status.Convert(errNoChatTemplate).Message(), promptMessages))
+		}
 		return nil, errNoChatTemplate
 	}
 	return msgs, nil
 }
+
+// promptMessages is the messages prompt's field in GenerateRequest.
+const promptMessages = "prompt.messages"

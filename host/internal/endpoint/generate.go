@@ -375,7 +375,7 @@ func promptOf(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator)
 		}
 		return ids, nil, nil
 	case *workerv1.GenerateRequest_Messages:
-		msgs, err := chatMessages(p.Messages, engine)
+		msgs, err := chatMessages(p.Messages, engine, promptMessages)
 		return nil, msgs, err
 	}
 	return nil, nil, status.Error(codes.InvalidArgument, "prompt: must not be empty: set prompt.text, prompt.token_ids or prompt.messages")

@@ -97,7 +97,6 @@ var needFields = map[string]string{
 	discovery.CapIgnoreEOS:          "stopping.ignore_eos",
 	discovery.CapChatTemplateKwargs: "prompt.messages.chat_template_kwargs",
 	discovery.CapPromptTokenIDs:     "return_prompt",
-	discovery.CapTokenize:           "return_prompt",
 }
 
 // field is the worker API's field of the need.

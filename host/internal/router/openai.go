@@ -83,6 +83,10 @@ type HTTPConfig struct {
 //     current workers, what can be served now, with max_model_len when
 //     their workers publish it; a model remembered while its workers are
 //     away is not listed (its requests get 503).
+//   - POST /tokenize and POST /detokenize: vLLM's tokenizer endpoints,
+//     through the worker API's Tokenize and Detokenize, sent only to
+//     workers that list the tokenize capability (else 400 naming the
+//     model); see tokenize_http.go for what is taken.
 //   - GET /health: 200 while the router can route (Pool.Serving: at least
 //     one worker), else 503; the gRPC health service says the same.
 //
@@ -104,6 +108,8 @@ func NewHTTPHandler(p *Proxy, cfg HTTPConfig) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(endpointCompletions, func(w http.ResponseWriter, r *http.Request) { h.generate(w, r, endpointCompletions) })
 	mux.HandleFunc(endpointChat, func(w http.ResponseWriter, r *http.Request) { h.generate(w, r, endpointChat) })
+	mux.HandleFunc(endpointTokenize, h.tokenize)
+	mux.HandleFunc(endpointDetokenize, h.detokenize)
 	mux.HandleFunc("/v1/models", h.models)
 	mux.HandleFunc("/health", h.health)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

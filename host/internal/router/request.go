@@ -87,7 +87,7 @@ func (n fieldNames) param(need string) string {
 		discovery.CapLogitBias, discovery.CapStop, discovery.CapTopK, discovery.CapMinP, discovery.CapSeed,
 		discovery.CapMinTokens, discovery.CapIgnoreEOS, discovery.CapChatTemplateKwargs:
 		return need
-	case discovery.CapPromptTokenIDs, discovery.CapTokenize:
+	case discovery.CapPromptTokenIDs:
 		return "echo"
 	}
 	if n.structured != "" {

@@ -25,7 +25,7 @@ func (h hf) ChatTokens(chat Chat) ([]uint32, string, error) {
 	for i, c := range chat.Messages {
 		m[i] = tokenizer.Message{Role: c.Role, Content: c.Content, Name: c.Name}
 	}
-	text, err := h.t.RenderChatWith(m, tokenizer.ChatOptions{AddGenerationPrompt: true, Kwargs: kwargs})
+	text, err := h.t.RenderChatWith(m, tokenizer.ChatOptions{AddGenerationPrompt: !chat.NoGenerationPrompt, Kwargs: kwargs})
 	var ke *tokenizer.KwargError
 	if errors.As(err, &ke) {
 		return nil, "", ke
@@ -42,3 +42,17 @@ func (h hf) Decode(ids []uint32) (string, error) { return h.t.Decode(ids, false)
 func (h hf) HasChatTemplate() bool { return h.t.HasChatTemplate() }
 
 func (h hf) NewDecoder(prompt []uint32) Decoder { return h.t.NewDecoder(true, prompt) }
+
+func (h hf) EncodeRaw(text string) ([]uint32, error) { return h.t.Encode(text, false) }
+
+func (h hf) Tokens(ids []uint32) ([]string, error) {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		tok, ok := h.t.Token(id)
+		if !ok {
+			return nil, fmt.Errorf("token id %d is not in the vocabulary", id)
+		}
+		out[i] = tok
+	}
+	return out, nil
+}

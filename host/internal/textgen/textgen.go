@@ -41,6 +41,9 @@ type Chat struct {
 	Messages []Message
 	// Kwargs are chat_template_kwargs, JSON object text; "" for none.
 	Kwargs string
+	// NoGenerationPrompt leaves out the assistant turn's opening (the
+	// Tokenize RPC's add_generation_prompt false); Generate always wants it.
+	NoGenerationPrompt bool
 }
 
 // Tokenizer is the model's tokenization. Its methods are called from many
@@ -139,7 +142,7 @@ func (e *Engine) GenerateFrom(ctx context.Context, req sdk.GenerateRequest, fiel
 func (e *Engine) Prompt(req sdk.GenerateRequest, chat *workerv1.Messages, withText bool) (ids []uint32, text, field string, err error) {
 	switch {
 	case chat != nil:
-		ids, text, err = e.chatTokens(chat)
+		ids, text, err = e.chatTokens(chat, "prompt.messages", true)
 		return ids, text, "prompt.messages", err
 	case req.TokenIDs == nil:
 		if ids, err = e.tok.Encode(req.Text); err != nil {
@@ -158,23 +161,24 @@ func (e *Engine) Prompt(req sdk.GenerateRequest, chat *workerv1.Messages, withTe
 	return req.TokenIDs, text, "prompt.token_ids", nil
 }
 
-// chatTokens renders and encodes a chat prompt.
-func (e *Engine) chatTokens(p *workerv1.Messages) ([]uint32, string, error) {
+// chatTokens renders and encodes a chat prompt, the generation prompt
+// appended with genPrompt; field names the messages in errors.
+func (e *Engine) chatTokens(p *workerv1.Messages, field string, genPrompt bool) ([]uint32, string, error) {
 	if !e.tok.HasChatTemplate() {
-		return nil, "", status.Error(codes.InvalidArgument, "prompt.messages: the model's tokenizer has no chat template")
+		return nil, "", status.Errorf(codes.InvalidArgument, "%s: the model's tokenizer has no chat template", field)
 	}
-	chat := Chat{Messages: make([]Message, len(p.GetMessages())), Kwargs: p.GetChatTemplateKwargs()}
+	chat := Chat{Messages: make([]Message, len(p.GetMessages())), Kwargs: p.GetChatTemplateKwargs(), NoGenerationPrompt: !genPrompt}
 	for i, m := range p.GetMessages() {
 		chat.Messages[i] = Message{Role: m.GetRole(), Content: m.GetContent(), Name: m.GetName()}
 	}
 	ids, text, err := e.tok.ChatTokens(chat)
 	switch {
 	case err != nil && strings.HasPrefix(err.Error(), kwargsField):
-		return nil, "", status.Errorf(codes.InvalidArgument, "prompt.messages.%v", err)
+		return nil, "", status.Errorf(codes.InvalidArgument, "%s.%v", field, err)
 	case err != nil:
-		return nil, "", status.Errorf(codes.InvalidArgument, "prompt.messages: rendering the chat template: %v", err)
+		return nil, "", status.Errorf(codes.InvalidArgument, "%s: rendering the chat template: %v", field, err)
 	case len(ids) == 0:
-		return nil, "", status.Error(codes.InvalidArgument, "prompt.messages: the chat template rendered no tokens")
+		return nil, "", status.Errorf(codes.InvalidArgument, "%s: the chat template rendered no tokens", field)
 	}
 	return ids, text, nil
 }

@@ -167,6 +167,11 @@ func (t *Tokenizer) EOSTokenIDs() []uint32 {
 // vocabulary entry), and whether there is one.
 func (t *Tokenizer) TokenID(token string) (uint32, bool) { return t.tk.TokenID(token) }
 
+// Token returns the vocabulary entry of an id (Llama 3's "Ġworld", an
+// added token's content), as transformers' convert_ids_to_tokens, and
+// whether the id has one.
+func (t *Tokenizer) Token(id uint32) (string, bool) { return t.tk.Token(id) }
+
 // mergeIDs is a's ids then b's, without repeats.
 func mergeIDs(a, b []uint32) []uint32 {
 	var out []uint32

@@ -83,10 +83,10 @@ type WorkerClient interface {
 	// that serves it publishes the "tokenize" capability. Other errors:
 	// INVALID_ARGUMENT naming the field, NOT_FOUND for another model.
 	Tokenize(ctx context.Context, in *TokenizeRequest, opts ...grpc.CallOption) (*TokenizeResponse, error)
-	// Detokenize returns the text of token ids, special tokens skipped, as
-	// the worker decodes output. As Tokenize: the "tokenize" capability, the
-	// same errors; an id outside the vocabulary is INVALID_ARGUMENT naming
-	// token_ids.
+	// Detokenize returns the text of token ids, special tokens kept, as
+	// vLLM's /detokenize decodes them. As Tokenize: the "tokenize"
+	// capability, the same errors; an id outside the vocabulary is
+	// INVALID_ARGUMENT naming token_ids.
 	Detokenize(ctx context.Context, in *DetokenizeRequest, opts ...grpc.CallOption) (*DetokenizeResponse, error)
 	// Embed returns the embedding of one input, for a worker whose engine
 	// serves an embedding model (it publishes the "embed" capability). A
@@ -204,10 +204,10 @@ type WorkerServer interface {
 	// that serves it publishes the "tokenize" capability. Other errors:
 	// INVALID_ARGUMENT naming the field, NOT_FOUND for another model.
 	Tokenize(context.Context, *TokenizeRequest) (*TokenizeResponse, error)
-	// Detokenize returns the text of token ids, special tokens skipped, as
-	// the worker decodes output. As Tokenize: the "tokenize" capability, the
-	// same errors; an id outside the vocabulary is INVALID_ARGUMENT naming
-	// token_ids.
+	// Detokenize returns the text of token ids, special tokens kept, as
+	// vLLM's /detokenize decodes them. As Tokenize: the "tokenize"
+	// capability, the same errors; an id outside the vocabulary is
+	// INVALID_ARGUMENT naming token_ids.
 	Detokenize(context.Context, *DetokenizeRequest) (*DetokenizeResponse, error)
 	// Embed returns the embedding of one input, for a worker whose engine
 	// serves an embedding model (it publishes the "embed" capability). A
