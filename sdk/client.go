@@ -243,8 +243,7 @@ func (c *engineClient) receive(ctx context.Context, stream pluginv1.Engine_Gener
 			}
 			return resultFromProto(f), nil
 		}
-		ch := msg.GetChunk()
-		if err := q.put(ctx, Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText()}); err != nil {
+		if err := q.put(ctx, chunkFromProto(msg)); err != nil {
 			// The consumer failed (its error is Generate's) or ctx ended.
 			return Result{}, c.ctxErr(ctx, err)
 		}

@@ -111,6 +111,7 @@ func generateRequestToProto(r GenerateRequest) *pluginv1.GenerateRequest {
 		RepetitionPenalty: r.RepetitionPenalty,
 		LogitBias:         r.LogitBias,
 		StructuredOutput:  structuredToProto(r.StructuredOutput),
+		Logprobs:          logprobsToProto(r.Logprobs),
 	}
 	if r.TokenIDs != nil {
 		p.Prompt = &pluginv1.GenerateRequest_TokenIds{TokenIds: &pluginv1.TokenIds{Ids: r.TokenIDs}}
@@ -140,6 +141,7 @@ func generateRequestFromProto(p *pluginv1.GenerateRequest) GenerateRequest {
 		RepetitionPenalty: p.RepetitionPenalty,
 		LogitBias:         p.GetLogitBias(),
 		StructuredOutput:  structuredFromProto(p.GetStructuredOutput()),
+		Logprobs:          logprobsFromProto(p.GetLogprobs()),
 	}
 	if ids := p.GetTokenIds(); ids != nil {
 		r.TokenIDs = ids.GetIds()

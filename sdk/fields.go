@@ -26,8 +26,9 @@ var generateRequestFields = sync.OnceValue(func() []uint32 {
 // it must not claim to read them, or the host would send them to be
 // dropped. Each leaves this set with its conversion.
 // 20 (native n) waits for chunk indexes across the plugin boundary: the host
-// fans n out instead; 21 and 22 come with logprobs and echo (issue 26).
-var notConverted = map[protoreflect.FieldNumber]bool{20: true, 21: true, 22: true}
+// fans n out instead; 22 (the prompt's ids) is not needed by a host that
+// tokenizes.
+var notConverted = map[protoreflect.FieldNumber]bool{20: true, 22: true}
 
 // requestFields is what the host knows of the GenerateRequest fields an
 // adapter reads, from its Info.

@@ -139,6 +139,7 @@ func TestRequestFieldsOnlyConverted(t *testing.T) {
 		MinTokens: 1, MinP: 0.1, PresencePenalty: 0.5, FrequencyPenalty: 0.25, RepetitionPenalty: &rp,
 		LogitBias:        map[uint32]float32{4: 1},
 		StructuredOutput: &pluginv1.StructuredOutput{Kind: &pluginv1.StructuredOutput_Regex{Regex: "a"}},
+		Logprobs:         &pluginv1.Logprobs{Output: true, Top: 5, Prompt: true, PromptTop: 1},
 	}
 	set := map[protoreflect.FieldNumber]bool{}
 	full.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {

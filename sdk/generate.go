@@ -81,6 +81,9 @@ type GenerateRequest struct {
 	LogitBias map[uint32]float32
 	// StructuredOutput constrains the output's form; nil means free.
 	StructuredOutput *StructuredOutput
+	// Logprobs asks for log probabilities ("logprobs=N",
+	// "prompt_logprobs=N"); nil means none.
+	Logprobs *Logprobs
 }
 
 // StructuredOutput is a constraint for the engine's guided decoding. The
@@ -125,6 +128,14 @@ const (
 type Chunk struct {
 	TokenIDs []uint32
 	Text     string
+	// Logprobs, when the request asks (Logprobs.Output), has one entry per
+	// token id, in order.
+	Logprobs []TokenLogprob
+	// PromptLogprobs, when the request asks (Logprobs.Prompt), has one
+	// entry per prompt token, the first Unknown. It comes once, in any
+	// chunk (one with no token ids is fine): when the engine gives it, at
+	// its first or its last message.
+	PromptLogprobs []TokenLogprob
 }
 
 // FinishReason says why a generation ended. The numbers match

@@ -26,10 +26,7 @@ type chunkQueue struct {
 	owned bool
 
 	mu      sync.Mutex
-	waiting bool // ids or texts hold output not yet taken
-	ids     []uint32
-	texts   []string
-	size    int
+	out     pending
 	closed  bool          // the producer is done
 	err     error         // the consumer stopped with err
 	ready   chan struct{} // cap 1: output waits, or closed
@@ -64,7 +61,7 @@ func (q *chunkQueue) put(ctx context.Context, c Chunk) error {
 			q.mu.Unlock()
 			return errQueueClosed
 		}
-		if q.size < maxMerged {
+		if q.out.size < maxMerged {
 			break
 		}
 		q.mu.Unlock()
@@ -75,13 +72,12 @@ func (q *chunkQueue) put(ctx context.Context, c Chunk) error {
 			return ctx.Err()
 		}
 	}
-	if len(c.TokenIDs) == 0 && c.Text == "" {
+	if c.empty() {
 		q.mu.Unlock()
 		return nil
 	}
-	wake := !q.waiting
-	q.add(c)
-	q.waiting = true
+	wake := !q.out.waiting
+	q.out.add(c, q.owned)
 	q.mu.Unlock()
 	if wake {
 		select {
@@ -96,7 +92,7 @@ func (q *chunkQueue) put(ctx context.Context, c Chunk) error {
 // Multiplex stream, shared by many requests): it adds c unless limit
 // bytes already wait, and reports whether it did. After close it drops c.
 func (q *chunkQueue) offer(c Chunk, limit int) bool {
-	if len(c.TokenIDs) == 0 && c.Text == "" {
+	if c.empty() {
 		return true
 	}
 	q.mu.Lock()
@@ -104,13 +100,12 @@ func (q *chunkQueue) offer(c Chunk, limit int) bool {
 		q.mu.Unlock()
 		return true
 	}
-	if q.size >= limit {
+	if q.out.size >= limit {
 		q.mu.Unlock()
 		return false
 	}
-	q.add(c)
-	wake := !q.waiting
-	q.waiting = true
+	wake := !q.out.waiting
+	q.out.add(c, q.owned)
 	q.mu.Unlock()
 	if wake {
 		select {
@@ -121,36 +116,14 @@ func (q *chunkQueue) offer(c Chunk, limit int) bool {
 	return true
 }
 
-// add appends c to the output waiting; q.mu is held.
-func (q *chunkQueue) add(c Chunk) {
-	if q.owned && len(q.ids) == 0 {
-		q.ids = c.TokenIDs
-	} else {
-		q.ids = append(q.ids, c.TokenIDs...)
-	}
-	if c.Text != "" {
-		q.texts = append(q.texts, c.Text)
-	}
-	q.size += len(c.Text) + 4*len(c.TokenIDs)
-}
-
 // take waits for output and returns all of it as one chunk; false once
 // the queue is closed and empty.
 func (q *chunkQueue) take() (Chunk, bool) {
 	for {
 		q.mu.Lock()
-		if q.waiting {
-			c := Chunk{TokenIDs: q.ids}
-			if len(q.texts) == 1 {
-				c.Text = q.texts[0]
-			} else {
-				c.Text = strings.Join(q.texts, "")
-			}
-			clear(q.texts)
-			q.texts = q.texts[:0]
-			q.ids = nil
-			full := q.size >= maxMerged
-			q.size, q.waiting = 0, false
+		if q.out.waiting {
+			full := q.out.size >= maxMerged
+			c := q.out.take()
 			q.mu.Unlock()
 			if full {
 				select {
@@ -188,4 +161,60 @@ func (q *chunkQueue) fail(err error) {
 		q.err = err
 		close(q.stopped)
 	}
+}
+
+// pending is a generation's output waiting for the next hop, merged.
+type pending struct {
+	waiting bool // output not yet taken
+	ids     []uint32
+	texts   []string
+	lps     []TokenLogprob
+	prompt  []TokenLogprob
+	size    int
+}
+
+// empty: c carries nothing to send.
+func (c Chunk) empty() bool {
+	return len(c.TokenIDs) == 0 && c.Text == "" && len(c.Logprobs) == 0 && c.PromptLogprobs == nil
+}
+
+// add appends c. With owned, c's slices are the queue's to keep and
+// extend; otherwise they are copied, as an adapter may reuse them.
+func (p *pending) add(c Chunk, owned bool) {
+	if owned && len(p.ids) == 0 {
+		p.ids = c.TokenIDs
+	} else {
+		p.ids = append(p.ids, c.TokenIDs...)
+	}
+	if c.Text != "" {
+		p.texts = append(p.texts, c.Text)
+	}
+	if owned && len(p.lps) == 0 {
+		p.lps = c.Logprobs
+	} else {
+		p.lps = append(p.lps, c.Logprobs...)
+	}
+	if c.PromptLogprobs != nil {
+		if p.prompt == nil { // non-nil even when empty: the prompt came
+			p.prompt = make([]TokenLogprob, 0, len(c.PromptLogprobs))
+		}
+		p.prompt = append(p.prompt, c.PromptLogprobs...)
+	}
+	p.size += len(c.Text) + 4*len(c.TokenIDs) + logprobsSize(c.Logprobs) + logprobsSize(c.PromptLogprobs)
+	p.waiting = true
+}
+
+// take returns what waits as one chunk and empties p. Taken slices are
+// never reused: gRPC does not allow changing a message after its send.
+func (p *pending) take() Chunk {
+	c := Chunk{TokenIDs: p.ids, Logprobs: p.lps, PromptLogprobs: p.prompt}
+	if len(p.texts) == 1 {
+		c.Text = p.texts[0]
+	} else {
+		c.Text = strings.Join(p.texts, "")
+	}
+	clear(p.texts)
+	p.ids, p.texts, p.lps, p.prompt = nil, p.texts[:0], nil, nil
+	p.size, p.waiting = 0, false
+	return c
 }

@@ -204,8 +204,12 @@ type muxEnding struct {
 // when it is call's end; s.mu is held.
 func (s *muxStream) deliver(b *muxBatch, call *muxCall, it *pluginv1.MultiplexItem) {
 	switch k := it.GetKind().(type) {
-	case *pluginv1.MultiplexItem_Chunk:
-		if !call.q.offer(Chunk{TokenIDs: k.Chunk.GetTokenIds(), Text: k.Chunk.GetText()}, maxMailbox) {
+	case *pluginv1.MultiplexItem_Chunk, *pluginv1.MultiplexItem_Prompt:
+		c := Chunk{PromptLogprobs: promptLogprobsFromProto(it.GetPrompt())}
+		if ch := it.GetChunk(); ch != nil {
+			c = Chunk{TokenIDs: ch.GetTokenIds(), Text: ch.GetText(), Logprobs: tokenLogprobsFromProto(ch.GetLogprobs())}
+		}
+		if !call.q.offer(c, maxMailbox) {
 			delete(s.calls, call.id)
 			b.ends = append(b.ends, muxEnding{call, Result{}, errMailboxFull})
 			b.full = append(b.full, call)

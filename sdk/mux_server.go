@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 
 	pluginv1 "github.com/vigilhq/vigil/sdk/internal/pluginv1"
@@ -91,10 +90,7 @@ type muxRequest struct {
 	room   chan struct{} // cap 1: the sender took this request's output
 
 	queued    bool // in m.pending
-	waiting   bool // ids or texts hold output not yet sent
-	ids       []uint32
-	texts     []string
-	size      int
+	out       pending
 	returned  bool                    // Generate returned: sends are refused
 	cancelled bool                    // the host cancelled: no end is sent
 	end       *pluginv1.MultiplexItem // final or error, sent after the output
@@ -165,7 +161,7 @@ func (r *muxRequest) put(c Chunk) error {
 			m.mu.Unlock()
 			return context.Canceled
 		}
-		if r.size < maxMerged {
+		if r.out.size < maxMerged {
 			break
 		}
 		m.mu.Unlock()
@@ -176,17 +172,12 @@ func (r *muxRequest) put(c Chunk) error {
 			return r.ctx.Err()
 		}
 	}
-	if len(c.TokenIDs) == 0 && c.Text == "" {
+	if c.empty() {
 		m.mu.Unlock()
 		return nil
 	}
-	r.waiting = true
-	// A copy: the adapter may reuse its slice once send returns.
-	r.ids = append(r.ids, c.TokenIDs...)
-	if c.Text != "" {
-		r.texts = append(r.texts, c.Text)
-	}
-	r.size += len(c.Text) + 4*len(c.TokenIDs)
+	// A copy: the adapter may reuse its slices once send returns.
+	r.out.add(c, false)
 	wake := m.enqueue(r)
 	m.mu.Unlock()
 	if wake {
@@ -273,29 +264,33 @@ type muxOut struct {
 	batch []*muxRequest
 }
 
+// chunk adds c as request id's chunk item, in a slot of an earlier send.
+func (out *muxOut) chunk(id uint64, c Chunk) {
+	if len(out.slots) == out.used {
+		out.slots = append(out.slots, &pluginv1.MultiplexItem{Kind: &pluginv1.MultiplexItem_Chunk{Chunk: &pluginv1.Chunk{}}})
+	}
+	it := out.slots[out.used]
+	out.used++
+	it.Id = id
+	ch := it.GetChunk()
+	ch.TokenIds, ch.Text, ch.Logprobs = c.TokenIDs, c.Text, tokenLogprobsToProto(c.Logprobs)
+	out.msg.Items = append(out.msg.Items, it)
+}
+
 // take moves r's waiting output, and its end once it has one, into out's
 // message; m.mu is held.
 func (m *muxServer) take(out *muxOut, r *muxRequest) {
 	r.queued = false
-	if r.waiting {
-		if len(out.slots) == out.used {
-			out.slots = append(out.slots, &pluginv1.MultiplexItem{Kind: &pluginv1.MultiplexItem_Chunk{Chunk: &pluginv1.Chunk{}}})
+	if r.out.waiting {
+		full := r.out.size >= maxMerged
+		c := r.out.take()
+		if c.PromptLogprobs != nil {
+			out.msg.Items = append(out.msg.Items, &pluginv1.MultiplexItem{Id: r.id,
+				Kind: &pluginv1.MultiplexItem_Prompt{Prompt: &pluginv1.PromptInfo{Logprobs: tokenLogprobsToProto(c.PromptLogprobs)}}})
 		}
-		it := out.slots[out.used]
-		out.used++
-		it.Id = r.id
-		ch := it.GetChunk()
-		ch.TokenIds = r.ids
-		if len(r.texts) == 1 {
-			ch.Text = r.texts[0]
-		} else {
-			ch.Text = strings.Join(r.texts, "")
+		if len(c.TokenIDs) > 0 || c.Text != "" || len(c.Logprobs) > 0 {
+			out.chunk(r.id, c)
 		}
-		out.msg.Items = append(out.msg.Items, it)
-		full := r.size >= maxMerged
-		clear(r.texts)
-		r.ids, r.texts = nil, r.texts[:0]
-		r.size, r.waiting = 0, false
 		if full {
 			select {
 			case r.room <- struct{}{}:

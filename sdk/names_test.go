@@ -27,11 +27,11 @@ var rootNames = []string{
 	"FieldOptions", "FieldStartupDeadline",
 	"FinishCancelled", "FinishError", "FinishLength", "FinishReason", "FinishReason.String", "FinishStop", "FinishUnknown",
 	"GenerateRequest", "Generator", "HealthPolicy", "HealthPolicy.Validate", "HealthPolicy.WithDefaults",
-	"Logger", "Lost", "MaxLogLine", "NotReady", "ReasonStreamEnded", "Result",
+	"Logger", "Logprob", "Logprobs", "Lost", "MaxLogLine", "NotReady", "ReasonStreamEnded", "Result",
 	"Serve", "ServeOption", "Serving", "StartRequest",
 	"StructuredChoice", "StructuredGrammar", "StructuredJSONObject", "StructuredJSONSchema", "StructuredKind",
 	"StructuredNone", "StructuredOutput", "StructuredRegex", "StructuredTag",
-	"TestPluginEngine",
+	"TestPluginEngine", "TokenLogprob",
 	"WithLogger", "WithParentWatch", "WithTestConfig", "Worker",
 }
 

@@ -131,8 +131,15 @@ func sendChunks(q *chunkQueue, stream pluginv1.Engine_GenerateServer) error {
 		if !ok {
 			return nil
 		}
-		chunk.TokenIds, chunk.Text = c.TokenIDs, c.Text
-		err := stream.Send(msg)
+		var err error
+		if c.PromptLogprobs != nil {
+			err = stream.Send(&pluginv1.GenerateResponse{Kind: &pluginv1.GenerateResponse_Prompt{
+				Prompt: &pluginv1.PromptInfo{Logprobs: tokenLogprobsToProto(c.PromptLogprobs)}}})
+		}
+		if err == nil && (len(c.TokenIDs) > 0 || c.Text != "" || len(c.Logprobs) > 0) {
+			chunk.TokenIds, chunk.Text, chunk.Logprobs = c.TokenIDs, c.Text, tokenLogprobsToProto(c.Logprobs)
+			err = stream.Send(msg)
+		}
 		if err != nil {
 			q.fail(err)
 			return err

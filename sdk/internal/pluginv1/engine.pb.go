@@ -1404,7 +1404,9 @@ type Logprobs struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Each output token's log probability (Chunk.logprobs).
 	Output bool `protobuf:"varint,1,opt,name=output,proto3" json:"output,omitempty"`
-	// Alternatives per output position besides the chosen token.
+	// The likeliest tokens to return per output position (OpenAI's
+	// top_logprobs), at most the capability logprobs' value; 0: only the
+	// chosen token.
 	Top uint32 `protobuf:"varint,2,opt,name=top,proto3" json:"top,omitempty"`
 	// Each prompt token's log probability (PromptInfo.logprobs).
 	Prompt        bool   `protobuf:"varint,3,opt,name=prompt,proto3" json:"prompt,omitempty"`
@@ -1604,8 +1606,10 @@ type GenerateResponse_Final struct {
 }
 
 type GenerateResponse_Prompt struct {
-	// The prompt, before any chunk; sent only when the request asks
-	// (return_prompt_token_ids, logprobs.prompt).
+	// The prompt, once, before the final message; sent only when the
+	// request asks (return_prompt_token_ids, logprobs.prompt). Engines that
+	// report prompt logprobs with their last output send it after the
+	// chunks; the host holds the output until it comes.
 	Prompt *PromptInfo `protobuf:"bytes,3,opt,name=prompt,proto3,oneof"`
 }
 
@@ -1675,7 +1679,8 @@ func (x *PromptInfo) GetLogprobs() []*TokenLogprob {
 type TokenLogprob struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Chosen *Logprob               `protobuf:"bytes,1,opt,name=chosen,proto3" json:"chosen,omitempty"`
-	// Most likely first, at most Logprobs.top (prompt_top).
+	// Most likely first, at most Logprobs.top (prompt_top); with or without
+	// the chosen token, as the engine gives them (the host merges it in).
 	Top           []*Logprob `protobuf:"bytes,2,rep,name=top,proto3" json:"top,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2426,6 +2431,7 @@ type MultiplexItem struct {
 	//	*MultiplexItem_Chunk
 	//	*MultiplexItem_Final
 	//	*MultiplexItem_Error
+	//	*MultiplexItem_Prompt
 	Kind          isMultiplexItem_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2502,6 +2508,15 @@ func (x *MultiplexItem) GetError() *Status {
 	return nil
 }
 
+func (x *MultiplexItem) GetPrompt() *PromptInfo {
+	if x != nil {
+		if x, ok := x.Kind.(*MultiplexItem_Prompt); ok {
+			return x.Prompt
+		}
+	}
+	return nil
+}
+
 type isMultiplexItem_Kind interface {
 	isMultiplexItem_Kind()
 }
@@ -2521,11 +2536,18 @@ type MultiplexItem_Error struct {
 	Error *Status `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
 }
 
+type MultiplexItem_Prompt struct {
+	// The prompt, as GenerateResponse.prompt.
+	Prompt *PromptInfo `protobuf:"bytes,5,opt,name=prompt,proto3,oneof"`
+}
+
 func (*MultiplexItem_Chunk) isMultiplexItem_Kind() {}
 
 func (*MultiplexItem_Final) isMultiplexItem_Kind() {}
 
 func (*MultiplexItem_Error) isMultiplexItem_Kind() {}
+
+func (*MultiplexItem_Prompt) isMultiplexItem_Kind() {}
 
 // Status is an error, with the layout (and wire encoding) of
 // google.rpc.Status, so that its details, such as a BadRequest naming the
@@ -2764,12 +2786,13 @@ const file_vigil_plugin_v1_engine_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12:\n" +
 	"\arequest\x18\x02 \x01(\v2 .vigil.plugin.v1.GenerateRequestR\arequest\"I\n" +
 	"\x11MultiplexResponse\x124\n" +
-	"\x05items\x18\x01 \x03(\v2\x1e.vigil.plugin.v1.MultiplexItemR\x05items\"\xb8\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x1e.vigil.plugin.v1.MultiplexItemR\x05items\"\xef\x01\n" +
 	"\rMultiplexItem\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12.\n" +
 	"\x05chunk\x18\x02 \x01(\v2\x16.vigil.plugin.v1.ChunkH\x00R\x05chunk\x12.\n" +
 	"\x05final\x18\x03 \x01(\v2\x16.vigil.plugin.v1.FinalH\x00R\x05final\x12/\n" +
-	"\x05error\x18\x04 \x01(\v2\x17.vigil.plugin.v1.StatusH\x00R\x05errorB\x06\n" +
+	"\x05error\x18\x04 \x01(\v2\x17.vigil.plugin.v1.StatusH\x00R\x05error\x125\n" +
+	"\x06prompt\x18\x05 \x01(\v2\x1b.vigil.plugin.v1.PromptInfoH\x00R\x06promptB\x06\n" +
 	"\x04kind\"f\n" +
 	"\x06Status\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
@@ -2889,28 +2912,29 @@ var file_vigil_plugin_v1_engine_proto_depIdxs = []int32{
 	23, // 32: vigil.plugin.v1.MultiplexItem.chunk:type_name -> vigil.plugin.v1.Chunk
 	24, // 33: vigil.plugin.v1.MultiplexItem.final:type_name -> vigil.plugin.v1.Final
 	34, // 34: vigil.plugin.v1.MultiplexItem.error:type_name -> vigil.plugin.v1.Status
-	39, // 35: vigil.plugin.v1.Status.details:type_name -> google.protobuf.Any
-	2,  // 36: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
-	5,  // 37: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
-	9,  // 38: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
-	11, // 39: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
-	13, // 40: vigil.plugin.v1.Engine.Generate:input_type -> vigil.plugin.v1.GenerateRequest
-	28, // 41: vigil.plugin.v1.Engine.Abort:input_type -> vigil.plugin.v1.AbortRequest
-	30, // 42: vigil.plugin.v1.Engine.Multiplex:input_type -> vigil.plugin.v1.MultiplexRequest
-	26, // 43: vigil.plugin.v1.Engine.Embed:input_type -> vigil.plugin.v1.EmbedRequest
-	3,  // 44: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
-	7,  // 45: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
-	10, // 46: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
-	12, // 47: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
-	19, // 48: vigil.plugin.v1.Engine.Generate:output_type -> vigil.plugin.v1.GenerateResponse
-	29, // 49: vigil.plugin.v1.Engine.Abort:output_type -> vigil.plugin.v1.AbortResponse
-	32, // 50: vigil.plugin.v1.Engine.Multiplex:output_type -> vigil.plugin.v1.MultiplexResponse
-	27, // 51: vigil.plugin.v1.Engine.Embed:output_type -> vigil.plugin.v1.EmbedResponse
-	44, // [44:52] is the sub-list for method output_type
-	36, // [36:44] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	20, // 35: vigil.plugin.v1.MultiplexItem.prompt:type_name -> vigil.plugin.v1.PromptInfo
+	39, // 36: vigil.plugin.v1.Status.details:type_name -> google.protobuf.Any
+	2,  // 37: vigil.plugin.v1.Engine.Info:input_type -> vigil.plugin.v1.InfoRequest
+	5,  // 38: vigil.plugin.v1.Engine.Start:input_type -> vigil.plugin.v1.StartRequest
+	9,  // 39: vigil.plugin.v1.Engine.WatchAvailability:input_type -> vigil.plugin.v1.WatchAvailabilityRequest
+	11, // 40: vigil.plugin.v1.Engine.Shutdown:input_type -> vigil.plugin.v1.ShutdownRequest
+	13, // 41: vigil.plugin.v1.Engine.Generate:input_type -> vigil.plugin.v1.GenerateRequest
+	28, // 42: vigil.plugin.v1.Engine.Abort:input_type -> vigil.plugin.v1.AbortRequest
+	30, // 43: vigil.plugin.v1.Engine.Multiplex:input_type -> vigil.plugin.v1.MultiplexRequest
+	26, // 44: vigil.plugin.v1.Engine.Embed:input_type -> vigil.plugin.v1.EmbedRequest
+	3,  // 45: vigil.plugin.v1.Engine.Info:output_type -> vigil.plugin.v1.InfoResponse
+	7,  // 46: vigil.plugin.v1.Engine.Start:output_type -> vigil.plugin.v1.StartResponse
+	10, // 47: vigil.plugin.v1.Engine.WatchAvailability:output_type -> vigil.plugin.v1.AvailabilityEvent
+	12, // 48: vigil.plugin.v1.Engine.Shutdown:output_type -> vigil.plugin.v1.ShutdownResponse
+	19, // 49: vigil.plugin.v1.Engine.Generate:output_type -> vigil.plugin.v1.GenerateResponse
+	29, // 50: vigil.plugin.v1.Engine.Abort:output_type -> vigil.plugin.v1.AbortResponse
+	32, // 51: vigil.plugin.v1.Engine.Multiplex:output_type -> vigil.plugin.v1.MultiplexResponse
+	27, // 52: vigil.plugin.v1.Engine.Embed:output_type -> vigil.plugin.v1.EmbedResponse
+	45, // [45:53] is the sub-list for method output_type
+	37, // [37:45] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_vigil_plugin_v1_engine_proto_init() }
@@ -2948,6 +2972,7 @@ func file_vigil_plugin_v1_engine_proto_init() {
 		(*MultiplexItem_Chunk)(nil),
 		(*MultiplexItem_Final)(nil),
 		(*MultiplexItem_Error)(nil),
+		(*MultiplexItem_Prompt)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
