@@ -5,9 +5,11 @@ import (
 	"compress/flate"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"maps"
 	"slices"
@@ -117,8 +119,9 @@ func itemContent(i int, role string, raw json.RawMessage) (string, *apiError) {
 
 // The ids of output message items. vigil keeps no state, so a message's
 // id carries its text: "msg_" and the base64url (no padding) of a version
-// byte, 4 random bytes (ids stay unique), and the text, raw (idRaw) or
-// deflated (idFlate), whichever is shorter. The version byte makes every
+// byte, 4 random bytes (ids stay unique), the text's CRC-32 (a cut or
+// altered id is refused, not read as other text), and the text, raw
+// (idRaw) or deflated (idFlate), whichever is shorter. The version byte makes every
 // such id start "msg_A"; a message whose id would exceed maxItemID gets
 // "msg_" and random hex, which no item_reference resolves, and so does a
 // streamed one (its id is sent before its text exists).
@@ -126,6 +129,7 @@ const (
 	idRaw     = 1
 	idFlate   = 2
 	idNonce   = 4
+	idHead    = idNonce + 4
 	maxItemID = 32 << 10
 )
 
@@ -139,13 +143,14 @@ func randomItemID() string {
 
 // itemID is the id of an output message that carries its text.
 func itemID(text string) string {
-	nonce := make([]byte, idNonce)
-	rand.Read(nonce)
-	payload := append([]byte{idRaw}, nonce...)
+	head := make([]byte, idHead)
+	rand.Read(head[:idNonce])
+	binary.BigEndian.PutUint32(head[idNonce:], crc32.ChecksumIEEE([]byte(text)))
+	payload := append([]byte{idRaw}, head...)
 	payload = append(payload, text...)
 	var z bytes.Buffer
 	z.WriteByte(idFlate)
-	z.Write(nonce)
+	z.Write(head)
 	fw, _ := flate.NewWriter(&z, flate.BestCompression)
 	fw.Write([]byte(text))
 	fw.Close()
@@ -164,24 +169,28 @@ func itemID(text string) string {
 func decodeItemID(id string, maxText int64) (string, error) {
 	enc, ok := strings.CutPrefix(id, "msg_A")
 	if !ok || len(id) > maxItemID {
-		return "", fmt.Errorf("not an id of a message vigil answered whole")
+		return "", fmt.Errorf("not the id of a message vigil answered whole")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(id[len("msg_"):])
-	if err != nil || len(enc) == 0 || len(b) < 1+idNonce {
-		return "", fmt.Errorf("a malformed message id")
+	malformed := fmt.Errorf("a malformed message id")
+	if err != nil || len(enc) == 0 || len(b) < 1+idHead {
+		return "", malformed
 	}
-	body := b[1+idNonce:]
+	text := b[1+idHead:]
 	switch b[0] {
 	case idRaw:
-		return string(body), nil
 	case idFlate:
-		text, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(body)), maxText+1))
+		text, err = io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(text)), maxText+1))
 		if err != nil || int64(len(text)) > maxText {
-			return "", fmt.Errorf("a malformed message id")
+			return "", malformed
 		}
-		return string(text), nil
+	default:
+		return "", fmt.Errorf("a message id of an unknown version")
 	}
-	return "", fmt.Errorf("a message id of an unknown version")
+	if crc32.ChecksumIEEE(text) != binary.BigEndian.Uint32(b[1+idNonce:]) {
+		return "", malformed
+	}
+	return string(text), nil
 }
 
 // itemReference resolves an item_reference to an output message of
@@ -199,8 +208,8 @@ func itemReference(i int, it map[string]json.RawMessage, maxText int64) (*worker
 	text, err := decodeItemID(id, maxText)
 	if err != nil {
 		return nil, badRequest(fmt.Sprintf("input[%d].id", i),
-			"input[%d].id: item_reference %q: %v; vigil keeps no state, so it resolves only the ids of messages it answered whole (not streamed), "+
-				"which carry their text. Send the assistant message itself instead (with the AI SDK: providerOptions.openai.store = false)", i, clipStr(id), err)
+			"input[%d].id: item_reference %q: %v. vigil keeps no state: an item_reference resolves only to a message vigil answered whole "+
+				"(not streamed), whose id carries its text. Send the assistant message itself instead (with the AI SDK: providerOptions.openai.store = false)", i, clipStr(id), err)
 	}
 	return &workerv1.Message{Role: "assistant", Content: text}, nil
 }

@@ -130,7 +130,8 @@ func (c *responsesRequest) newResponse(id, model string, created int64) *respons
 // verbosity medium unless the request set a format.
 func (c *responsesRequest) textEcho() json.RawMessage {
 	echo := map[string]json.RawMessage{"format": json.RawMessage(`{"type":"text"}`), "verbosity": json.RawMessage(`"medium"`)}
-	if m, _ := object("text", c.Text); !isNull(c.Text) && m != nil && !isNull(m["format"]) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(c.Text, &m) == nil && !isNull(m["format"]) {
 		var buf bytes.Buffer
 		if json.Compact(&buf, m["format"]) == nil {
 			echo["format"] = buf.Bytes()
