@@ -56,7 +56,7 @@ func TestResponses(t *testing.T) {
 		"parallel_tool_calls": false, "previous_response_id": nil, "prompt_cache_key": "k",
 		"reasoning": map[string]any{"effort": nil, "summary": nil}, "safety_identifier": "s", "service_tier": "default",
 		"store": true, "temperature": 0.5, "top_p": 0.9, "tool_choice": "auto", "tools": []any{}, "top_logprobs": 0.0,
-		"text": map[string]any{"format": map[string]any{"type": "json_schema", "name": "p", "schema": map[string]any{"type": "object"}, "strict": true}, "verbosity": "medium"},
+		"text":       map[string]any{"format": map[string]any{"type": "json_schema", "name": "p", "schema": map[string]any{"type": "object"}, "strict": true}, "verbosity": "medium"},
 		"truncation": "disabled", "user": "u", "metadata": map[string]any{"a": "b"},
 		"usage": map[string]any{"input_tokens": 0.0, "input_tokens_details": map[string]any{"cached_tokens": 0.0},
 			"output_tokens": 2.0, "output_tokens_details": map[string]any{"reasoning_tokens": 0.0}, "total_tokens": 2.0},
