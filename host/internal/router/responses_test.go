@@ -355,3 +355,14 @@ func TestResponsesStreamFailsAfterHeartbeat(t *testing.T) {
 		t.Errorf("events %v, want one error event, code rate_limit_error", events)
 	}
 }
+
+// A Responses request goes only to workers with a chat template, as
+// chat's; without one the 400 names input.
+func TestResponsesNeedChatWorkers(t *testing.T) {
+	t.Parallel()
+	r := startRouter(t, []*fakeWorker{startWorker(t, "a", "m")})
+	code, _, e := errorOf(t, r, endpointResponses, `{"model":"m","input":"Hi"}`)
+	if code != http.StatusBadRequest || e["param"] != "input" || !strings.Contains(e["message"].(string), "no chat template") {
+		t.Errorf("to a worker without a chat template: %d %v, want 400 naming input", code, e)
+	}
+}
