@@ -16,7 +16,8 @@ import (
 // /v1/responses (404 before); a two-turn generateText conversation with it,
 // turn two replaying turn one's messages as an item_reference that
 // vigil resolves from the id alone; and after a streamed turn one, the
-// clear 400 and the store: false fix.
+// clear 400 and the store: false fix; structured output by text.format
+// (responses.parse, generateObject).
 func TestResponses(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
@@ -85,6 +86,19 @@ func TestResponses(t *testing.T) {
 			t.Errorf("streamed turn one, then two: got %+v, want the store: false advice, then %q", got, ada)
 		}
 		checkPromptHas(t, m, tok, "<|start_header_id|>assistant<|end_header_id|>\n\n"+ada+"<|eot_id|>")
+	})
+	t.Run("structured", func(t *testing.T) {
+		type person struct {
+			Name string  `json:"name"`
+			Age  float64 `json:"age"`
+		}
+		scriptText(t, m, tok, `{"name": "Ada", "age": 36}`)
+		var got struct{ Parsed, Object person }
+		runApp(t, base, model, "responses-structured", &got)
+		if want := (person{"Ada", 36}); got.Parsed != want || got.Object != want {
+			t.Errorf("responses.parse and generateObject got %+v, want %+v", got, want)
+		}
+		checkEngineSchema(t, m)
 	})
 }
 

@@ -4,7 +4,7 @@
 //   node apps.mjs BASE_URL MODEL CASE
 // CASE is one of the keys of `cases` below.
 import OpenAI from "openai";
-import { zodResponseFormat } from "openai/helpers/zod";
+import { zodResponseFormat, zodTextFormat } from "openai/helpers/zod";
 import { generateObject, generateText, streamText } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI, OpenAI as LangChainOpenAI } from "@langchain/openai";
@@ -91,6 +91,15 @@ const cases = {
       if (e.type === "response.completed") final = e.response;
     }
     return { text: whole.output_text, status: whole.status, id: whole.id, usage: whole.usage, streamed, events, finalText: final?.output_text ?? final?.output?.[0]?.content?.[0]?.text, finalStatus: final?.status };
+  },
+  // Structured output on /v1/responses: the openai package's
+  // responses.parse (text.format json_schema) and the AI SDK's
+  // generateObject with openai(model).
+  "responses-structured": async () => {
+    const r = await client.responses.parse({ model, input: "Who is Ada?", text: { format: zodTextFormat(Person, "person") } });
+    const openai = createOpenAI({ baseURL, apiKey });
+    const o = await generateObject({ model: openai(model), schema: Person, prompt: "Who is Ada?", maxRetries: 0 });
+    return { parsed: r.output_parsed, object: o.object };
   },
   // The AI SDK's streamText with the default provider, openai(model),
   // which posts to /v1/responses.
