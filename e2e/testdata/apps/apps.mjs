@@ -4,8 +4,8 @@
 //   node apps.mjs BASE_URL MODEL CASE
 // CASE is one of the keys of `cases` below.
 import OpenAI from "openai";
-import { zodResponseFormat } from "openai/helpers/zod";
-import { generateObject } from "ai";
+import { zodResponseFormat, zodTextFormat } from "openai/helpers/zod";
+import { generateObject, generateText, streamText } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI, OpenAI as LangChainOpenAI } from "@langchain/openai";
 import { AIMessage, HumanMessage, SystemMessage } from "@langchain/core/messages";
@@ -77,6 +77,66 @@ const cases = {
       new HumanMessage({ content: "Who is Ada?", name: "bob" }),
     ]);
     return { content: r.content };
+  },
+  // The openai package's Responses API, whole and streamed.
+  "openai-responses": async () => {
+    const whole = await client.responses.create({ model, instructions: "Answer briefly.", input: "Who is Ada?", max_output_tokens: 16 });
+    const stream = await client.responses.create({ model, input: [{ role: "user", content: "Who is Ada?" }], stream: true });
+    let streamed = "";
+    const events = [];
+    let final = null;
+    for await (const e of stream) {
+      events.push(e.type);
+      if (e.type === "response.output_text.delta") streamed += e.delta;
+      if (e.type === "response.completed") final = e.response;
+    }
+    return { text: whole.output_text, status: whole.status, id: whole.id, usage: whole.usage, streamed, events, finalText: final?.output_text ?? final?.output?.[0]?.content?.[0]?.text, finalStatus: final?.status };
+  },
+  // Structured output on /v1/responses: the openai package's
+  // responses.parse (text.format json_schema) and the AI SDK's
+  // generateObject with openai(model).
+  "responses-structured": async () => {
+    const r = await client.responses.parse({ model, input: "Who is Ada?", text: { format: zodTextFormat(Person, "person") } });
+    const openai = createOpenAI({ baseURL, apiKey });
+    const o = await generateObject({ model: openai(model), schema: Person, prompt: "Who is Ada?", maxRetries: 0 });
+    return { parsed: r.output_parsed, object: o.object };
+  },
+  // The AI SDK's streamText with the default provider, openai(model),
+  // which posts to /v1/responses.
+  "ai-stream-text": async () => {
+    const openai = createOpenAI({ baseURL, apiKey });
+    const r = streamText({ model: openai(model), prompt: "Who is Ada?", maxRetries: 0 });
+    let text = "";
+    for await (const delta of r.textStream) text += delta;
+    return { text, finish: await r.finishReason, usage: await r.usage };
+  },
+  // A two-turn conversation with generateText and openai(model), turn two
+  // replaying turn one's response.messages: the assistant turn goes as an
+  // item_reference to its message's id (store is not false).
+  "ai-two-turn": async () => {
+    const openai = createOpenAI({ baseURL, apiKey });
+    const messages = [{ role: "user", content: "Who is Ada?" }];
+    const one = await generateText({ model: openai(model), messages, maxRetries: 0 });
+    messages.push(...one.response.messages, { role: "user", content: "And Grace?" });
+    const two = await generateText({ model: openai(model), messages, maxRetries: 0 });
+    return { one: one.text, two: two.text };
+  },
+  // The same after a streamed turn one, whose message id cannot carry its
+  // text: with store false the assistant turn goes as itself.
+  "ai-stream-two-turn": async () => {
+    const openai = createOpenAI({ baseURL, apiKey });
+    const messages = [{ role: "user", content: "Who is Ada?" }];
+    const one = streamText({ model: openai(model), messages, maxRetries: 0 });
+    const text = await one.text;
+    messages.push(...(await one.response).messages, { role: "user", content: "And Grace?" });
+    let refused = null;
+    try {
+      await generateText({ model: openai(model), messages, maxRetries: 0 });
+    } catch (e) {
+      refused = String(e?.message ?? e);
+    }
+    const two = await generateText({ model: openai(model), messages, maxRetries: 0, providerOptions: { openai: { store: false } } });
+    return { one: text, refused, two: two.text };
   },
 };
 

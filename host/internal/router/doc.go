@@ -50,7 +50,8 @@
 //     [Pool.Serving] (the router can route: at least one worker) as HTTP
 //     GET /health does: one source, so the two never disagree.
 //     [NewHTTPHandler] maps POST /v1/completions, POST
-//     /v1/chat/completions (a messages prompt), GET /v1/models[/{id}] and
+//     /v1/chat/completions (a messages prompt), POST /v1/responses (a
+//     messages prompt too), GET /v1/models[/{id}] and
 //     GET /health onto it; gRPC status codes become HTTP statuses and
 //     OpenAI error bodies in OpenAI's field names (errors.go), and request
 //     fields vigil cannot honour are refused unless neutral (params.go).

@@ -69,6 +69,8 @@ type fakeWorker struct {
 	tagPrompt bool
 	// cached is the usage's cached_tokens.
 	cached uint32
+	// length ends requests with LENGTH, as at max_tokens.
+	length bool
 
 	workerv1.UnimplementedWorkerServer
 }
@@ -90,7 +92,7 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	w.mu.Lock()
 	w.last = proto.Clone(req).(*workerv1.GenerateRequest)
 	refuse, broken, hold, fail, wait, empty, ttft := w.refuse, w.breakAfterChunk, w.hold, w.fail, w.wait, w.empty, w.ttft
-	tag, cached := w.tagPrompt, w.cached
+	tag, cached, length := w.tagPrompt, w.cached, w.length
 	w.mu.Unlock()
 
 	// As the worker endpoint: a request meant for another worker id is
@@ -170,6 +172,9 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	}
 	if err := chunk(" world"); err != nil {
 		return err
+	}
+	if length {
+		return final(workerv1.FinishReason_FINISH_REASON_LENGTH, "", 2)
 	}
 	return final(workerv1.FinishReason_FINISH_REASON_STOP, "", 2)
 }

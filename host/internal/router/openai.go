@@ -79,6 +79,8 @@ type HTTPConfig struct {
 //   - POST /v1/chat/completions: a chat completion, whole or streamed,
 //     sent as a messages prompt to workers with a chat template
 //     (Registration.Chat) only.
+//   - POST /v1/responses: OpenAI's Responses API, its input sent as a
+//     chat's messages; whole or as the Responses events (responses*.go).
 //   - GET /v1/models and GET /v1/models/{id}: the served models of the
 //     current workers, what can be served now, with max_model_len when
 //     their workers publish it; a model remembered while its workers are
@@ -108,6 +110,7 @@ func NewHTTPHandler(p *Proxy, cfg HTTPConfig) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(endpointCompletions, func(w http.ResponseWriter, r *http.Request) { h.generate(w, r, endpointCompletions) })
 	mux.HandleFunc(endpointChat, func(w http.ResponseWriter, r *http.Request) { h.generate(w, r, endpointChat) })
+	mux.HandleFunc(endpointResponses, h.responses)
 	mux.HandleFunc(endpointTokenize, h.tokenize)
 	mux.HandleFunc(endpointDetokenize, h.detokenize)
 	mux.HandleFunc("/v1/models", h.models)

@@ -96,6 +96,10 @@ var chatParams = map[string]paramRule{
 // rule returns how endpoint treats field; ok is false for a field it does
 // not know.
 func rule(endpoint, field string) (r paramRule, ok bool) {
+	if endpoint == endpointResponses {
+		r, ok = responsesParams[field]
+		return r, ok
+	}
 	own := completionParams
 	if endpoint == endpointChat {
 		own = chatParams

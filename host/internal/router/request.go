@@ -135,13 +135,22 @@ func (h *httpHandler) parse(w http.ResponseWriter, r *http.Request, endpoint str
 		return nil, nil, aerr
 	}
 	var c request
-	if err := json.Unmarshal(body, &c); err != nil {
-		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
-			return nil, nil, badRequest(te.Field, "%s: want %s, got a JSON %s", te.Field, jsonKind(te.Type), te.Value)
-		}
-		return nil, nil, badRequest("", "request body is not valid JSON: %v", err)
+	if aerr := decodeBody(body, &c); aerr != nil {
+		return nil, nil, aerr
 	}
 	return c.toWorker(endpoint)
+}
+
+// decodeBody decodes a checked body into v, a 400 naming a field of the
+// wrong type.
+func decodeBody(body []byte, v any) *apiError {
+	if err := json.Unmarshal(body, v); err != nil {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
+			return badRequest(te.Field, "%s: want %s, got a JSON %s", te.Field, jsonKind(te.Type), te.Value)
+		}
+		return badRequest("", "request body is not valid JSON: %v", err)
+	}
+	return nil
 }
 
 // toWorker checks c and maps it onto a worker request: for a completions
