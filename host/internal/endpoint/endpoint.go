@@ -190,7 +190,7 @@ func (s *Server) Attach(g sdk.Generator, w sdk.Worker) {
 	if s.wrap != nil && g != nil {
 		s.engine = s.wrap(g)
 	}
-	s.accepts = newAccepts(w, s.engine, s.maxInflight)
+	s.accepts = newAccepts(w, s.engine, s.raw, s.maxInflight)
 }
 
 // Wrap has requests forwarded to wrap(engine), for the engine attached
@@ -205,7 +205,7 @@ func (s *Server) Wrap(wrap func(sdk.Generator) sdk.Generator) {
 	if wrap != nil && s.raw != nil {
 		s.engine = wrap(s.raw)
 	}
-	s.accepts = newAccepts(s.worker, s.engine, s.maxInflight)
+	s.accepts = newAccepts(s.worker, s.engine, s.raw, s.maxInflight)
 }
 
 // SetWorkerID sets the worker's id (--worker-id). A request whose metadata
