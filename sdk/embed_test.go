@@ -3,7 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
-		"reflect"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -94,4 +94,3 @@ func TestCheckCapabilitiesEmbed(t *testing.T) {
 		t.Errorf("Info() of an adapter claiming Embed without Embedder = %v, want ErrUnimplemented", err)
 	}
 }
-

@@ -17,7 +17,7 @@ import (
 // worker: the tokenize capability, a chat template for messages, and
 // chat_template_kwargs when they are set.
 func tokenizeAsk(model string, msgs *workerv1.Messages) Ask {
-	ask := Ask{Model: model, Messages: msgs != nil, Needs: []discovery.Need{{Name: discovery.CapTokenize}}}
+	ask := Ask{Model: model, Messages: msgs != nil, Needs: []discovery.Need{{Name: discovery.CapTokenize}}, Kind: KindAny}
 	if msgs.GetChatTemplateKwargs() != "" {
 		ask.Needs = append(ask.Needs, discovery.Need{Name: discovery.CapChatTemplateKwargs})
 	}
