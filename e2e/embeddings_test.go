@@ -72,6 +72,7 @@ func TestEmbeddings(t *testing.T) {
 			t.Errorf("chat for an embedding model: %d %s, want 400 naming the model", code, body)
 		}
 	})
+	t.Run("parameters", func(t *testing.T) { checkEmbedParamRows(t, base, model, m) })
 	t.Run("openai", func(t *testing.T) {
 		var got struct {
 			Default, Float []float32
