@@ -33,6 +33,10 @@
 // INVALID_ARGUMENT gRPC status reaches the client as it is.
 // A request over the model's length carries a
 // google.rpc.ErrorInfo ([workerapi.ReasonContextLength]) with the numbers.
+// Embed serves a worker whose engine's model is an embedding model (its
+// adapter lists embed and serves sdk.Embedder), admitted as Generate is;
+// other workers answer it UNIMPLEMENTED, and such a worker answers Generate
+// INVALID_ARGUMENT naming its model.
 // A request larger than [workerapi.MaxRequestBytes] is refused by gRPC itself
 // (RESOURCE_EXHAUSTED, "received message larger than max") and never
 // admitted.

@@ -96,7 +96,7 @@ func (p *Proxy) unary(ctx context.Context, ask Ask, req proto.Message, call func
 			return err
 		}
 		lastErr = err
-		p.log.Debug("worker refused a tokenize request", "worker_id", ep.WorkerID, "addr", ep.Addr(),
+		p.log.Debug("worker refused a request (Tokenize, Detokenize or Embed)", "worker_id", ep.WorkerID, "addr", ep.Addr(),
 			"attempt", attempt+1, "code", status.Code(err), "error", status.Convert(err).Message())
 	}
 	return lastErr
