@@ -67,13 +67,14 @@ type embeddingsUsage struct {
 // most batchParallel at once, the data in input order.
 func (h *httpHandler) embeddings(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
+		h.proxy.refused(RefusedInvalid)
 		methodNotAllowed(w, r, http.MethodPost)
 		return
 	}
-	id := newRequestID()
+	id := "embd-" + newRequestID()
 	c, reqs, aerr := h.parseEmbeddings(w, r)
 	if aerr != nil {
-		h.proxy.refused(RefusedInvalid)
+		h.proxy.refused(badRefusal(aerr))
 		h.fail(w, r, id, aerr)
 		return
 	}
