@@ -57,26 +57,21 @@ func embedIDs(ids ...uint32) *workerv1.EmbedRequest {
 // TestEmbedCapabilities: a worker publishes embed only when its model is
 // an embedding model and its adapter serves Embed, and then nothing of
 // generation; a generation model's worker never publishes it.
+// (TestEmbed checks the set with a tokenizer: embed,tokenize.)
 func TestEmbedCapabilities(t *testing.T) {
 	t.Parallel()
-	tok, _ := llama3(t)
 	for _, c := range []struct {
-		name      string
-		engine    sdk.Generator
-		w         sdk.Worker
-		tokenizer bool
-		want      string
+		name   string
+		engine sdk.Generator
+		w      sdk.Worker
+		want   string
 	}{
-		{"embedding model", &fakeEmbedder{}, embedWorker, false, "embed"},
-		{"embedding model with a tokenizer", &fakeEmbedder{}, embedWorker, true, "embed,tokenize"},
-		{"adapter without Embed", &fakeEngine{}, embedWorker, false, "none"},
-		{"generation model", &fakeEmbedder{}, accepting(sglangAccepts...), false, "choice,frequency_penalty,grammar.ebnf,ignore_eos,json_object,json_schema,min_p,min_tokens," +
+		{"embedding model", &fakeEmbedder{}, embedWorker, "embed"},
+		{"adapter without Embed", &fakeEngine{}, embedWorker, "none"},
+		{"generation model", &fakeEmbedder{}, accepting(sglangAccepts...), "choice,frequency_penalty,grammar.ebnf,ignore_eos,json_object,json_schema,min_p,min_tokens," +
 			"n=128,presence_penalty,regex,repetition_penalty,structural_tag,top_k"},
 	} {
 		s, _ := serve(t, c.engine, c.w, 0)
-		if c.tokenizer {
-			s.Wrap(tokenized(textgen.HF(tok), 8192))
-		}
 		if got := s.Capabilities().String(); got != c.want {
 			t.Errorf("%s: capabilities %q, want %q", c.name, got, c.want)
 		}
@@ -104,6 +99,9 @@ func TestEmbed(t *testing.T) {
 	}
 
 	s.Wrap(tokenized(textgen.HF(tok), 8192))
+	if got := s.Capabilities().String(); got != "embed,tokenize" {
+		t.Errorf("capabilities with a tokenizer %q, want embed,tokenize", got)
+	}
 	resp, err = c.Embed(t.Context(), embedText("Hello world"))
 	want, _ := tok.Encode("Hello world", true)
 	if err != nil || !cmp.Equal(e.last().TokenIDs, want) || e.last().Text != "" || resp.GetPromptTokens() != uint32(len(want)) {
