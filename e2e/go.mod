@@ -43,6 +43,7 @@ require (
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
+	github.com/vigilhq/vigil/plugins/sglang v0.0.0
 	github.com/vigilhq/vigil/plugins/vllm v0.0.0
 	github.com/vigilhq/vigil/proto v0.0.0
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
@@ -56,3 +57,5 @@ replace github.com/vigilhq/vigil/plugins/vllm => ../plugins/vllm
 replace github.com/vigilhq/vigil/sdk => ../sdk
 
 replace github.com/vigilhq/vigil/tokenizer => ../tokenizer
+
+replace github.com/vigilhq/vigil/plugins/sglang => ../plugins/sglang

@@ -29,11 +29,14 @@ type engineClient struct {
 	// nil before Info (tests) or for an adapter that does not forward
 	// requests, which checks nothing.
 	fields atomic.Pointer[requestFields]
+	// embed: Info said the adapter serves Embed.
+	embed atomic.Bool
 }
 
 var (
 	_ Engine    = (*engineClient)(nil)
 	_ Generator = (*engineClient)(nil)
+	_ Embedder  = (*engineClient)(nil)
 )
 
 func (c *engineClient) err(err error) error { return fromStatus(err, c.exited) }
@@ -59,6 +62,7 @@ func (c *engineClient) Info(ctx context.Context) (AdapterInfo, error) {
 		return AdapterInfo{}, fmt.Errorf("adapter %q: %w", resp.GetName(), errNoRequestFields)
 	}
 	c.multiplex.Store(caps.GetMultiplex())
+	c.embed.Store(caps.GetEmbed())
 	c.fields.Store(newRequestFields(resp.GetName(), caps.GetGenerateRequestFields()))
 	return AdapterInfo{
 		Name:         resp.GetName(),

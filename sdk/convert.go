@@ -9,11 +9,11 @@ import (
 )
 
 func capabilitiesToProto(c Capabilities) *pluginv1.Capabilities {
-	return &pluginv1.Capabilities{Readiness: c.Readiness, Generate: c.Generate, Abort: c.Abort}
+	return &pluginv1.Capabilities{Readiness: c.Readiness, Generate: c.Generate, Abort: c.Abort, Embed: c.Embed}
 }
 
 func capabilitiesFromProto(c *pluginv1.Capabilities) Capabilities {
-	return Capabilities{Readiness: c.GetReadiness(), Generate: c.GetGenerate(), Abort: c.GetAbort()}
+	return Capabilities{Readiness: c.GetReadiness(), Generate: c.GetGenerate(), Abort: c.GetAbort(), Embed: c.GetEmbed()}
 }
 
 func startRequestToProto(r StartRequest) *pluginv1.StartRequest {

@@ -58,7 +58,8 @@
 // (INVALID_ARGUMENT) naming the field, rather than have it dropped; an
 // adapter that forwards requests but lists none is refused at startup. The
 // host speaks plain Generate to an adapter that does not advertise
-// Multiplex, such as one written without this sdk.
+// Multiplex, such as one written without this sdk, and calls Embed only on
+// an adapter that claims Capabilities.Embed (an Embedder).
 //
 // The client-facing vigil.worker.v1 API and the discovery metadata a
 // worker publishes are compatible one release back: a router reads the

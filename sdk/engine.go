@@ -71,14 +71,20 @@ type Capabilities struct {
 	// Abort: the adapter aborts a forwarded request by id with
 	// Generator.Abort. It needs Generate.
 	Abort bool
+	// Embed: the adapter serves embeddings: it implements Embedder. The
+	// host calls Embed only while Worker.Accepts lists CapEmbed.
+	Embed bool
 }
 
 // CheckCapabilities reports, wrapping ErrUnimplemented, the capabilities c
 // claims that e does not implement: Generate and Abort need e to be a
-// Generator. (Readiness needs an engine to check.) Serve's Info answers
+// Generator, Embed an Embedder. (Readiness needs an engine to check.) Serve's Info answers
 // with this error, so that a host refuses such an adapter at startup
 // rather than failing its first request.
 func CheckCapabilities(e Engine, c Capabilities) error {
+	if err := checkEmbedder(e, c); err != nil {
+		return err
+	}
 	if _, ok := e.(Generator); ok {
 		return nil
 	}

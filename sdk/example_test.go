@@ -1,8 +1,10 @@
 package sdk_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/vigilhq/vigil/sdk"
 )
@@ -52,4 +54,40 @@ func ExampleStructuredOutput() {
 	// Output:
 	// json_schema,regex,presence_penalty
 	// regex (yes|no) <nil>
+}
+
+// embedder is an adapter's Embedder: here, a toy engine whose embedding is
+// the input's length and its last token, normalized.
+type embedder struct{}
+
+func (embedder) Embed(_ context.Context, req sdk.EmbedRequest) (sdk.EmbedResult, error) {
+	if req.Dimensions != 0 {
+		return sdk.EmbedResult{}, &sdk.FieldError{Field: "dimensions", Problem: "this engine cannot truncate embeddings"}
+	}
+	if req.TokenIDs == nil {
+		return sdk.EmbedResult{}, &sdk.FieldError{Field: "input", Problem: "this engine takes token ids only"}
+	}
+	n, last := float64(len(req.TokenIDs)), float64(req.TokenIDs[len(req.TokenIDs)-1])
+	norm := math.Hypot(n, last)
+	return sdk.EmbedResult{Embedding: []float32{float32(n / norm), float32(last / norm)}, PromptTokens: uint32(n)}, nil
+}
+
+// An adapter whose engine serves an embedding model implements
+// sdk.Embedder, claims Capabilities.Embed in its Info and lists
+// sdk.CapEmbed in the Worker it returns from Start; the host then sends
+// it embedding requests and no generation requests.
+func ExampleEmbedder() {
+	caps := sdk.Capabilities{Readiness: true, Embed: true}
+	worker := sdk.Worker{ModelID: "e5", Accepts: sdk.CapEmbed}
+	fmt.Println(caps.Embed, worker.Accepts)
+
+	var e sdk.Embedder = embedder{}
+	res, err := e.Embed(context.Background(), sdk.EmbedRequest{RequestID: "r1", TokenIDs: []uint32{5, 4}})
+	fmt.Println(res.Embedding, res.PromptTokens, err)
+	_, err = e.Embed(context.Background(), sdk.EmbedRequest{RequestID: "r2", Text: "hi"})
+	fmt.Println(err)
+	// Output:
+	// true embed
+	// [0.4472136 0.8944272] 2 <nil>
+	// invalid argument: input this engine takes token ids only
 }

@@ -17,10 +17,10 @@ import (
 // contract. Adding one is a deliberate act, frozen by the next sdk tag;
 // the host's side belongs in package pluginhost.
 var rootNames = []string{
-	"AdapterInfo", "Availability", "Availability.String", "AvailabilityUnknown",
+	"AdapterInfo", "Availability", "Availability.String", "AvailabilityUnknown", "CapEmbed",
 	"Capabilities", "CheckCapabilities", "Chunk", "ContextErr",
 	"DefaultBusyTimeout", "DefaultHealthFailures", "DefaultHealthInterval", "DefaultHealthTimeout", "DefaultRetryMax", "DefaultStartupDeadline",
-	"Draining", "DurationStrings", "Engine", "ErrAlreadyStarted", "ErrInvalidArgument", "ErrNotStarted",
+	"Draining", "DurationStrings", "EmbedRequest", "EmbedResult", "Embedder", "Engine", "ErrAlreadyStarted", "ErrInvalidArgument", "ErrNotStarted",
 	"ErrPluginExited", "ErrStartupDeadline", "ErrUnavailable", "ErrUnimplemented", "Event",
 	"FieldEngineAddr", "FieldError", "FieldError.Error", "FieldError.Unwrap",
 	"FieldHealthConfirm", "FieldHealthFailures", "FieldHealthInterval", "FieldHealthRetryMax", "FieldHealthTimeout",

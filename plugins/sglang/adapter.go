@@ -68,7 +68,7 @@ func New(opts ...adapterkit.Option) *Adapter {
 		Info: sdk.AdapterInfo{
 			Name:         Name,
 			Version:      Version,
-			Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: true},
+			Capabilities: sdk.Capabilities{Readiness: true, Generate: true, Abort: true, Embed: true},
 		},
 		Engine:  engine,
 		Options: []string{OptionAPI, OptionLayout},
@@ -352,6 +352,12 @@ func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Wo
 	}
 	w.InstanceID = strconv.FormatUint(snap.instance, 10)
 	w.Accepts = strings.Join(accepts(layout), ",")
+	if embed, err := isEmbedding(model.GetJsonInfo()); err != nil {
+		return sdk.Worker{}, err
+	} else if embed {
+		// An embedding model generates nothing: it takes Embed only.
+		w.Accepts = sdk.CapEmbed
+	}
 	a.mu.Lock()
 	a.instance = snap.instance
 	a.mu.Unlock()

@@ -1,5 +1,5 @@
 // Package sglang is vigil's engine adapter for SGLang: it implements
-// sdk.Engine and sdk.Generator over SGLang's gRPC API, on the sdk's
+// sdk.Engine, sdk.Generator and sdk.Embedder over SGLang's gRPC API, on the sdk's
 // adapterkit, and keeps only what is SGLang's.
 //
 // The contract it relies on, as SGLang serves it (sgl-project/sglang, the
@@ -19,6 +19,11 @@
 //     completion_tokens (decimal strings) and finish_reason, a JSON object
 //     whose type is "stop", "length" or "abort". Abort ends a request by
 //     rid.
+//   - Embed (token ids) and TextEmbed (text) return one input's embedding,
+//     with prompt_tokens in meta_info, from a model whose GetModelInfo
+//     says is_generation false: the worker then accepts embed alone (no
+//     generation request reaches it). They take no dimensions, which are
+//     refused naming the field. Both layouts number them alike.
 //   - Older servers (sglang.grpc.scheduler.SglangScheduler) serve only
 //     grpc.health.v1: "" is liveness, the scheduler's service name
 //     readiness (NOT_SERVING until the model is loaded, at shutdown, and

@@ -99,7 +99,7 @@ func TestEngineReportsViolations(t *testing.T) {
 		"claims Generate without implementing it": {
 			fault: faultNoGenerator, rule: "Capabilities", modes: all,
 			want: []string{
-				"Info() Capabilities = {Readiness:true Generate:true Abort:true} of struct { sdk.Engine }: unimplemented: the adapter claims Generate and Abort but does not implement sdk.Generator",
+				"Info() Capabilities = {Readiness:true Generate:true Abort:true Embed:false} of struct { sdk.Engine }: unimplemented: the adapter claims Generate and Abort but does not implement sdk.Generator",
 				"Info() error = unimplemented: the adapter claims Generate and Abort but does not implement sdk.Generator, want capabilities the adapter implements",
 			},
 		},

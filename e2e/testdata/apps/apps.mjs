@@ -7,7 +7,7 @@ import OpenAI from "openai";
 import { zodResponseFormat, zodTextFormat } from "openai/helpers/zod";
 import { generateObject, generateText, streamText } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
-import { ChatOpenAI, OpenAI as LangChainOpenAI } from "@langchain/openai";
+import { ChatOpenAI, OpenAI as LangChainOpenAI, OpenAIEmbeddings } from "@langchain/openai";
 import { AIMessage, HumanMessage, SystemMessage } from "@langchain/core/messages";
 import { z } from "zod";
 
@@ -137,6 +137,26 @@ const cases = {
     }
     const two = await generateText({ model: openai(model), messages, maxRetries: 0, providerOptions: { openai: { store: false } } });
     return { one: text, refused, two: two.text };
+  },
+  // The openai package's embeddings: its default (it asks for base64 and
+  // decodes it), float asked explicitly, and a list of inputs.
+  "openai-embeddings": async () => {
+    const input = "Hello world";
+    const byDefault = await client.embeddings.create({ model, input });
+    const float = await client.embeddings.create({ model, input, encoding_format: "float" });
+    const list = await client.embeddings.create({ model, input: ["Hello world", "Bye"] });
+    return {
+      default: byDefault.data[0].embedding,
+      float: float.data[0].embedding,
+      list: list.data.map((d) => ({ index: d.index, embedding: d.embedding })),
+      usage: list.usage,
+      model: byDefault.model,
+    };
+  },
+  // LangChain's OpenAIEmbeddings: embedQuery and embedDocuments.
+  "langchain-embeddings": async () => {
+    const embeddings = new OpenAIEmbeddings({ model, apiKey, maxRetries: 0, configuration: { baseURL } });
+    return { query: await embeddings.embedQuery("Hello world"), documents: await embeddings.embedDocuments(["Hello world", "Bye"]) };
   },
 };
 

@@ -34,12 +34,16 @@ type accepts struct {
 	chat      bool            // a chat template: chat_template_kwargs
 	tokenize  bool            // the Tokenize and Detokenize RPCs (Tokens)
 	maxN      uint32
+	// embedModel: the engine's model is an embedding model (its Accepts
+	// lists embed), which takes no generation request; embed: and the
+	// adapter serves Embed, so the worker does.
+	embedModel, embed bool
 }
 
 // newAccepts reads w.Accepts (nil: the legacy set of an older adapter)
-// for an engine wrapped as engine, with maxInflight engine requests at
-// most.
-func newAccepts(w sdk.Worker, engine sdk.Generator, maxInflight int) accepts {
+// for an engine wrapped as engine, attached as raw, with maxInflight
+// engine requests at most.
+func newAccepts(w sdk.Worker, engine, raw sdk.Generator, maxInflight int) accepts {
 	items := discovery.LegacyCapabilities.Items()
 	if w.Accepts != "" {
 		items = discovery.ParseCapabilities(w.Accepts).Items()
@@ -49,7 +53,10 @@ func newAccepts(w sdk.Worker, engine sdk.Generator, maxInflight int) accepts {
 		if passed[it.Name] || strings.HasPrefix(it.Name, grammarPrefix) {
 			a.engine[it.Name] = true
 		}
+		a.embedModel = a.embedModel || it.Name == discovery.CapEmbed
 	}
+	_, embedder := raw.(sdk.Embedder)
+	a.embed = a.embedModel && embedder
 	if p, ok := engine.(Prompts); ok {
 		a.tokenizer, a.chat = p.TakesText(), p.TakesChat()
 	}
@@ -77,12 +84,17 @@ func (a accepts) takes(name string) bool {
 		return a.chat
 	case discovery.CapTokenize:
 		return a.tokenize
+	case discovery.CapEmbed:
+		return a.embed
 	}
 	return a.engine[name]
 }
 
 // capabilities is the set the worker publishes (discovery.MetaCaps).
 func (a accepts) capabilities() discovery.Capabilities {
+	if a.embedModel {
+		return a.embedCapabilities()
+	}
 	var items []discovery.Capability
 	seen := map[string]bool{}
 	add := func(name string, v uint32) {
@@ -108,6 +120,20 @@ func (a accepts) capabilities() discovery.Capabilities {
 	return c
 }
 
+// embedCapabilities is the set of a worker of an embedding model, which
+// takes no generation request: embed (when the adapter serves Embed) and
+// tokenize; "none" without either.
+func (a accepts) embedCapabilities() discovery.Capabilities {
+	var items []discovery.Capability
+	for _, name := range []string{discovery.CapEmbed, discovery.CapTokenize} {
+		if a.takes(name) {
+			items = append(items, discovery.Capability{Name: name})
+		}
+	}
+	c, _ := discovery.NewCapabilities(items...) // known names cannot fail
+	return c
+}
+
 // Capabilities returns what the worker publishes under discovery.MetaCaps
 // for the engine attached and wrapped now: the engine's part of
 // sdk.Worker.Accepts that vigil passes on (the legacy set for an adapter
@@ -116,7 +142,10 @@ func (a accepts) capabilities() discovery.Capabilities {
 // schema, prompt_token_ids (return_prompt) with a tokenizer,
 // chat_template_kwargs with a chat template, tokenize when the wrapped
 // engine serves the Tokenize RPC ([Tokens]), and n up to MaxN (at most
-// --max-inflight) fanned out. The zero Capabilities before Attach.
+// --max-inflight) fanned out. A worker of an embedding model (its
+// adapter's Accepts lists embed) publishes embed, when the adapter serves
+// Embed (sdk.Embedder), and tokenize alone. The zero Capabilities before
+// Attach.
 func (s *Server) Capabilities() discovery.Capabilities {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -33,6 +33,10 @@
 // INVALID_ARGUMENT gRPC status reaches the client as it is.
 // A request over the model's length carries a
 // google.rpc.ErrorInfo ([workerapi.ReasonContextLength]) with the numbers.
+// Embed serves a worker whose engine's model is an embedding model (its
+// adapter lists embed and serves sdk.Embedder), admitted as Generate is;
+// other workers answer it UNIMPLEMENTED, and such a worker answers Generate
+// INVALID_ARGUMENT naming its model.
 // A request larger than [workerapi.MaxRequestBytes] is refused by gRPC itself
 // (RESOURCE_EXHAUSTED, "received message larger than max") and never
 // admitted.
@@ -190,7 +194,7 @@ func (s *Server) Attach(g sdk.Generator, w sdk.Worker) {
 	if s.wrap != nil && g != nil {
 		s.engine = s.wrap(g)
 	}
-	s.accepts = newAccepts(w, s.engine, s.maxInflight)
+	s.accepts = newAccepts(w, s.engine, s.raw, s.maxInflight)
 }
 
 // Wrap has requests forwarded to wrap(engine), for the engine attached
@@ -205,7 +209,7 @@ func (s *Server) Wrap(wrap func(sdk.Generator) sdk.Generator) {
 	if wrap != nil && s.raw != nil {
 		s.engine = wrap(s.raw)
 	}
-	s.accepts = newAccepts(s.worker, s.engine, s.maxInflight)
+	s.accepts = newAccepts(s.worker, s.engine, s.raw, s.maxInflight)
 }
 
 // SetWorkerID sets the worker's id (--worker-id). A request whose metadata

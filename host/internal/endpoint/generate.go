@@ -21,6 +21,7 @@ import (
 type admission struct {
 	seq      uint64
 	engine   sdk.Generator
+	raw      sdk.Generator // as attached: the adapter's, for Embed
 	worker   sdk.Worker
 	accepts  accepts
 	ctx      context.Context
@@ -57,7 +58,7 @@ func (s *Server) admit(parent context.Context, n int) (admission, error) {
 	if s.idle == nil {
 		s.idle = make(chan struct{})
 	}
-	return admission{seq: s.seq, engine: s.engine, worker: s.worker, accepts: s.accepts, ctx: ctx, progress: &r.progress}, nil
+	return admission{seq: s.seq, engine: s.engine, raw: s.raw, worker: s.worker, accepts: s.accepts, ctx: ctx, progress: &r.progress}, nil
 }
 
 // forwarding records the engine-side ids of a request about to be
@@ -309,6 +310,9 @@ func (p *plan) generate(ctx context.Context, engine sdk.Generator, req sdk.Gener
 func validate(req *workerv1.GenerateRequest, w sdk.Worker, engine sdk.Generator, a accepts) (plan, error) {
 	if m := req.GetModel(); m != "" && m != w.ServedModelName {
 		return plan{}, status.Errorf(codes.NotFound, "model %q: this worker serves %q", m, w.ServedModelName)
+	}
+	if a.embedModel {
+		return plan{}, errEmbeddingModel(w.ServedModelName)
 	}
 	ids, _, err := promptOf(req, w, engine)
 	if err != nil {

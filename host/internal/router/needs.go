@@ -48,7 +48,12 @@ func needsOf(req *workerv1.GenerateRequest) []discovery.Need {
 // capSet is a worker's capabilities as Pick matches them: read once per
 // change of its registration, not per request, and shared by the workers
 // that publish the same.
-type capSet struct{ items map[string]uint32 }
+type capSet struct {
+	items map[string]uint32
+	// embed: the worker's model is an embedding model (it lists embed),
+	// which takes embeddings and no generation.
+	embed bool
+}
 
 // newCapSet reads c, LegacyCapabilities when not stated.
 func newCapSet(c discovery.Capabilities) *capSet {
@@ -59,6 +64,7 @@ func newCapSet(c discovery.Capabilities) *capSet {
 	for _, it := range c.Items() {
 		s.items[it.Name] = it.Value
 	}
+	_, s.embed = s.items[discovery.CapEmbed]
 	return s
 }
 

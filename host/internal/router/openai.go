@@ -89,6 +89,10 @@ type HTTPConfig struct {
 //     through the worker API's Tokenize and Detokenize, sent only to
 //     workers that list the tokenize capability (else 400 naming the
 //     model); see tokenize_http.go for what is taken.
+//   - POST /v1/embeddings: OpenAI's embeddings, one worker Embed per
+//     input, sent only to workers of an embedding model (they list the
+//     embed capability; else 400 naming the model), float or base64; see
+//     embed_http.go. Chat and completions never go to such workers.
 //   - GET /health: 200 while the router can route (Pool.Serving: at least
 //     one worker), else 503; the gRPC health service says the same.
 //
@@ -113,6 +117,7 @@ func NewHTTPHandler(p *Proxy, cfg HTTPConfig) http.Handler {
 	mux.HandleFunc(endpointResponses, h.responses)
 	mux.HandleFunc(endpointTokenize, h.tokenize)
 	mux.HandleFunc(endpointDetokenize, h.detokenize)
+	mux.HandleFunc(endpointEmbeddings, h.embeddings)
 	mux.HandleFunc("/v1/models", h.models)
 	mux.HandleFunc("/health", h.health)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -535,6 +535,35 @@ type Ask struct {
 	// parameter order: only workers whose capabilities meet them all take
 	// it (needsOf).
 	Needs []discovery.Need
+	// Kind is the request's kind: a generation (the zero Kind), which
+	// workers of an embedding model do not take, an embedding, which only
+	// they take, or either (Tokenize).
+	Kind AskKind
+}
+
+// AskKind is the kind of request an Ask is for.
+type AskKind int
+
+// The kinds of request.
+const (
+	// KindGenerate: Generate, for workers of a generation model.
+	KindGenerate AskKind = iota
+	// KindEmbed: Embed, for workers of an embedding model (capability
+	// embed).
+	KindEmbed
+	// KindAny: any worker of the model (Tokenize, Detokenize).
+	KindAny
+)
+
+// takes reports whether a worker of caps takes the kind.
+func (k AskKind) takes(caps *capSet) bool {
+	switch k {
+	case KindGenerate:
+		return !caps.embed
+	case KindEmbed:
+		return caps.embed
+	}
+	return true
 }
 
 // prompt reports whether e takes the ask's kind of prompt.
@@ -688,12 +717,14 @@ func (p *Pool) PickLease(ask Ask, tried map[string]bool) (ep discovery.Registrat
 // and are not in tried, their indices in p.pickable, or returns Pick's
 // error when there is none. The caller holds p.mu.
 func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error) {
-	var taking, capable, stale int
+	var taking, capable, stale, otherKind int
 	unmet := len(ask.Needs)
 	p.pickable = p.pickable[:0]
 	var memo capMemo
 	for i := range ws {
 		switch {
+		case !ask.Kind.takes(ws[i].caps):
+			otherKind++
 		case !ask.prompt(ws[i].ep):
 		case ws[i].stale:
 			stale++
@@ -721,6 +752,10 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 	case taking == 0 && stale > 0:
 		return 0, status.Errorf(codes.Unavailable, "no %s available: the %d entries discovery lists are stale (their addresses answer as other workers); retry later",
 			describe(ask.Model), stale)
+	case taking == 0 && otherKind > 0 && ask.Kind == KindEmbed:
+		return 0, errNoEmbeddings(ask.Model)
+	case taking == 0 && otherKind > 0:
+		return 0, errEmbeddingOnly(ask.Model)
 	case taking == 0 && ask.Messages:
 		return 0, status.Errorf(codes.InvalidArgument,
 			"messages: %s have no chat template loaded, so they take no chat messages; start their vigil run with "+

@@ -17,7 +17,7 @@ import (
 // worker: the tokenize capability, a chat template for messages, and
 // chat_template_kwargs when they are set.
 func tokenizeAsk(model string, msgs *workerv1.Messages) Ask {
-	ask := Ask{Model: model, Messages: msgs != nil, Needs: []discovery.Need{{Name: discovery.CapTokenize}}}
+	ask := Ask{Model: model, Messages: msgs != nil, Needs: []discovery.Need{{Name: discovery.CapTokenize}}, Kind: KindAny}
 	if msgs.GetChatTemplateKwargs() != "" {
 		ask.Needs = append(ask.Needs, discovery.Need{Name: discovery.CapChatTemplateKwargs})
 	}
@@ -96,7 +96,7 @@ func (p *Proxy) unary(ctx context.Context, ask Ask, req proto.Message, call func
 			return err
 		}
 		lastErr = err
-		p.log.Debug("worker refused a tokenize request", "worker_id", ep.WorkerID, "addr", ep.Addr(),
+		p.log.Debug("worker refused a request (Tokenize, Detokenize or Embed)", "worker_id", ep.WorkerID, "addr", ep.Addr(),
 			"attempt", attempt+1, "code", status.Code(err), "error", status.Convert(err).Message())
 	}
 	return lastErr

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -575,6 +576,9 @@ func (s *supervisor) serve() {
 		servingArgs = []any{"model", name, "engine_served_model_name", w.ServedModelName}
 		w.ServedModelName = name
 	}
+	if !s.info.Capabilities.Embed {
+		w.Accepts = withoutEmbed(w.Accepts) // the host calls Embed only on an adapter that claims it
+	}
 	if g, ok := s.plugin.Engine.(sdk.Generator); ok && s.info.Capabilities.Generate {
 		s.cfg.Endpoint.Attach(g, w)
 	}
@@ -600,6 +604,24 @@ func (s *supervisor) serve() {
 		s.refused = s.cfg.Announcer.Done()
 	}
 	s.events = s.watch()
+}
+
+// withoutEmbed is an adapter's Worker.Accepts without the embed item; a
+// list of embed alone becomes "none", a stated empty set.
+func withoutEmbed(accepts string) string {
+	if accepts == "" {
+		return ""
+	}
+	var kept []string
+	for _, it := range strings.Split(accepts, ",") {
+		if it != sdk.CapEmbed {
+			kept = append(kept, it)
+		}
+	}
+	if len(kept) == 0 {
+		return "none"
+	}
+	return strings.Join(kept, ",")
 }
 
 // capabilities is Config.Capabilities', the zero set without it.

@@ -101,6 +101,11 @@ type Config struct {
 	// snapshots, as a server may: what is left of a snapshot in either
 	// layout may then fit both.
 	BareSnapshots bool
+	// EmbeddingDim, above 0, serves an embedding model of that many
+	// dimensions: GetModelInfo says is_generation false, Embed and
+	// TextEmbed answer Embedding's vectors, and Generate is refused.
+	// Default 0: a generation model, whose embedding RPCs are refused.
+	EmbeddingDim int
 }
 
 // Engine is one mock SGLang engine: enginemock's engine with SGLang's

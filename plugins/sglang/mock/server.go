@@ -86,6 +86,9 @@ func (s *server) ContinueGeneration(context.Context, *sglangpb.ContinueGeneratio
 // fields of the other layout included (a real server skips those).
 func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStreamingServer[sglangpb.GenerateResponse]) error {
 	s.e.RecordRequest(req)
+	if s.e.cfg.EmbeddingDim > 0 {
+		return errNotGeneration
+	}
 	p := req.GetSamplingParams()
 	gen := enginemock.Request{
 		ID:           req.GetRid(),

@@ -132,7 +132,7 @@ func (e *Engine) modelInfo() *sglangpb.GetModelInfoResponse {
 	model := e.model()
 	return &sglangpb.GetModelInfoResponse{
 		ModelPath: model,
-		JsonInfo:  mustJSON(map[string]any{"model_path": model, "tokenizer_path": model, "is_generation": true}),
+		JsonInfo:  mustJSON(map[string]any{"model_path": model, "tokenizer_path": model, "is_generation": e.cfg.EmbeddingDim == 0}),
 	}
 }
 

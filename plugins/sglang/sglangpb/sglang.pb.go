@@ -1316,6 +1316,215 @@ func (x *ContinueGenerationResponse) GetMessage() string {
 	return ""
 }
 
+type EmbedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InputIds      []int32                `protobuf:"varint,1,rep,packed,name=input_ids,json=inputIds,proto3" json:"input_ids,omitempty"`
+	Rid           *string                `protobuf:"bytes,2,opt,name=rid,proto3,oneof" json:"rid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedRequest) Reset() {
+	*x = EmbedRequest{}
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedRequest) ProtoMessage() {}
+
+func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
+func (*EmbedRequest) Descriptor() ([]byte, []int) {
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *EmbedRequest) GetInputIds() []int32 {
+	if x != nil {
+		return x.InputIds
+	}
+	return nil
+}
+
+func (x *EmbedRequest) GetRid() string {
+	if x != nil && x.Rid != nil {
+		return *x.Rid
+	}
+	return ""
+}
+
+// EmbedResponse's meta_info holds prompt_tokens, a decimal count.
+type EmbedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Embedding     []float32              `protobuf:"fixed32,1,rep,packed,name=embedding,proto3" json:"embedding,omitempty"`
+	MetaInfo      map[string]string      `protobuf:"bytes,2,rep,name=meta_info,json=metaInfo,proto3" json:"meta_info,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedResponse) Reset() {
+	*x = EmbedResponse{}
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedResponse) ProtoMessage() {}
+
+func (x *EmbedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedResponse.ProtoReflect.Descriptor instead.
+func (*EmbedResponse) Descriptor() ([]byte, []int) {
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *EmbedResponse) GetEmbedding() []float32 {
+	if x != nil {
+		return x.Embedding
+	}
+	return nil
+}
+
+func (x *EmbedResponse) GetMetaInfo() map[string]string {
+	if x != nil {
+		return x.MetaInfo
+	}
+	return nil
+}
+
+type TextEmbedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          string                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	Rid           *string                `protobuf:"bytes,2,opt,name=rid,proto3,oneof" json:"rid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TextEmbedRequest) Reset() {
+	*x = TextEmbedRequest{}
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TextEmbedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TextEmbedRequest) ProtoMessage() {}
+
+func (x *TextEmbedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TextEmbedRequest.ProtoReflect.Descriptor instead.
+func (*TextEmbedRequest) Descriptor() ([]byte, []int) {
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *TextEmbedRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *TextEmbedRequest) GetRid() string {
+	if x != nil && x.Rid != nil {
+		return *x.Rid
+	}
+	return ""
+}
+
+type TextEmbedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Embedding     []float32              `protobuf:"fixed32,1,rep,packed,name=embedding,proto3" json:"embedding,omitempty"`
+	MetaInfo      map[string]string      `protobuf:"bytes,2,rep,name=meta_info,json=metaInfo,proto3" json:"meta_info,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TextEmbedResponse) Reset() {
+	*x = TextEmbedResponse{}
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TextEmbedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TextEmbedResponse) ProtoMessage() {}
+
+func (x *TextEmbedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sglang_runtime_v1_sglang_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TextEmbedResponse.ProtoReflect.Descriptor instead.
+func (*TextEmbedResponse) Descriptor() ([]byte, []int) {
+	return file_sglang_runtime_v1_sglang_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TextEmbedResponse) GetEmbedding() []float32 {
+	if x != nil {
+		return x.Embedding
+	}
+	return nil
+}
+
+func (x *TextEmbedResponse) GetMetaInfo() map[string]string {
+	if x != nil {
+		return x.MetaInfo
+	}
+	return nil
+}
+
 var File_sglang_runtime_v1_sglang_proto protoreflect.FileDescriptor
 
 const file_sglang_runtime_v1_sglang_proto_rawDesc = "" +
@@ -1430,12 +1639,32 @@ const file_sglang_runtime_v1_sglang_proto_rawDesc = "" +
 	"\amessage\x18\x01 \x01(\tR\amessage\"\x1b\n" +
 	"\x19ContinueGenerationRequest\"6\n" +
 	"\x1aContinueGenerationResponse\x12\x18\n" +
-	"\amessage\x18\x01 \x01(\tR\amessage*D\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\"J\n" +
+	"\fEmbedRequest\x12\x1b\n" +
+	"\tinput_ids\x18\x01 \x03(\x05R\binputIds\x12\x15\n" +
+	"\x03rid\x18\x02 \x01(\tH\x00R\x03rid\x88\x01\x01B\x06\n" +
+	"\x04_rid\"\xb7\x01\n" +
+	"\rEmbedResponse\x12\x1c\n" +
+	"\tembedding\x18\x01 \x03(\x02R\tembedding\x12K\n" +
+	"\tmeta_info\x18\x02 \x03(\v2..sglang.runtime.v1.EmbedResponse.MetaInfoEntryR\bmetaInfo\x1a;\n" +
+	"\rMetaInfoEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
+	"\x10TextEmbedRequest\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x15\n" +
+	"\x03rid\x18\x02 \x01(\tH\x00R\x03rid\x88\x01\x01B\x06\n" +
+	"\x04_rid\"\xbf\x01\n" +
+	"\x11TextEmbedResponse\x12\x1c\n" +
+	"\tembedding\x18\x01 \x03(\x02R\tembedding\x12O\n" +
+	"\tmeta_info\x18\x02 \x03(\v22.sglang.runtime.v1.TextEmbedResponse.MetaInfoEntryR\bmetaInfo\x1a;\n" +
+	"\rMetaInfoEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*D\n" +
 	"\fServerStatus\x12\x0f\n" +
 	"\vUNSPECIFIED\x10\x00\x12\f\n" +
 	"\bSTARTING\x10\x01\x12\x06\n" +
 	"\x02UP\x10\x02\x12\r\n" +
-	"\tUNHEALTHY\x10\x032\x9c\x06\n" +
+	"\tUNHEALTHY\x10\x032\xc0\a\n" +
 	"\rSglangService\x12U\n" +
 	"\bGenerate\x12\".sglang.runtime.v1.GenerateRequest\x1a#.sglang.runtime.v1.GenerateResponse0\x01\x12\\\n" +
 	"\vHealthCheck\x12%.sglang.runtime.v1.HealthCheckRequest\x1a&.sglang.runtime.v1.HealthCheckResponse\x12h\n" +
@@ -1444,7 +1673,9 @@ const file_sglang_runtime_v1_sglang_proto_rawDesc = "" +
 	"\rGetServerInfo\x12'.sglang.runtime.v1.GetServerInfoRequest\x1a(.sglang.runtime.v1.GetServerInfoResponse\x12J\n" +
 	"\x05Abort\x12\x1f.sglang.runtime.v1.AbortRequest\x1a .sglang.runtime.v1.AbortResponse\x12h\n" +
 	"\x0fPauseGeneration\x12).sglang.runtime.v1.PauseGenerationRequest\x1a*.sglang.runtime.v1.PauseGenerationResponse\x12q\n" +
-	"\x12ContinueGeneration\x12,.sglang.runtime.v1.ContinueGenerationRequest\x1a-.sglang.runtime.v1.ContinueGenerationResponseB;Z9github.com/vigilhq/vigil/plugins/sglang/sglangpb;sglangpbb\x06proto3"
+	"\x12ContinueGeneration\x12,.sglang.runtime.v1.ContinueGenerationRequest\x1a-.sglang.runtime.v1.ContinueGenerationResponse\x12J\n" +
+	"\x05Embed\x12\x1f.sglang.runtime.v1.EmbedRequest\x1a .sglang.runtime.v1.EmbedResponse\x12V\n" +
+	"\tTextEmbed\x12#.sglang.runtime.v1.TextEmbedRequest\x1a$.sglang.runtime.v1.TextEmbedResponseB;Z9github.com/vigilhq/vigil/plugins/sglang/sglangpb;sglangpbb\x06proto3"
 
 var (
 	file_sglang_runtime_v1_sglang_proto_rawDescOnce sync.Once
@@ -1459,7 +1690,7 @@ func file_sglang_runtime_v1_sglang_proto_rawDescGZIP() []byte {
 }
 
 var file_sglang_runtime_v1_sglang_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sglang_runtime_v1_sglang_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_sglang_runtime_v1_sglang_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_sglang_runtime_v1_sglang_proto_goTypes = []any{
 	(ServerStatus)(0),                  // 0: sglang.runtime.v1.ServerStatus
 	(*GenerateRequest)(nil),            // 1: sglang.runtime.v1.GenerateRequest
@@ -1482,39 +1713,51 @@ var file_sglang_runtime_v1_sglang_proto_goTypes = []any{
 	(*PauseGenerationResponse)(nil),    // 18: sglang.runtime.v1.PauseGenerationResponse
 	(*ContinueGenerationRequest)(nil),  // 19: sglang.runtime.v1.ContinueGenerationRequest
 	(*ContinueGenerationResponse)(nil), // 20: sglang.runtime.v1.ContinueGenerationResponse
-	nil,                                // 21: sglang.runtime.v1.GenerateResponse.MetaInfoEntry
+	(*EmbedRequest)(nil),               // 21: sglang.runtime.v1.EmbedRequest
+	(*EmbedResponse)(nil),              // 22: sglang.runtime.v1.EmbedResponse
+	(*TextEmbedRequest)(nil),           // 23: sglang.runtime.v1.TextEmbedRequest
+	(*TextEmbedResponse)(nil),          // 24: sglang.runtime.v1.TextEmbedResponse
+	nil,                                // 25: sglang.runtime.v1.GenerateResponse.MetaInfoEntry
+	nil,                                // 26: sglang.runtime.v1.EmbedResponse.MetaInfoEntry
+	nil,                                // 27: sglang.runtime.v1.TextEmbedResponse.MetaInfoEntry
 }
 var file_sglang_runtime_v1_sglang_proto_depIdxs = []int32{
 	2,  // 0: sglang.runtime.v1.GenerateRequest.sampling_params:type_name -> sglang.runtime.v1.SamplingParams
 	3,  // 1: sglang.runtime.v1.SamplingParams.guided_decoding:type_name -> sglang.runtime.v1.GuidedDecoding
 	4,  // 2: sglang.runtime.v1.GuidedDecoding.choice:type_name -> sglang.runtime.v1.ChoiceConstraint
-	21, // 3: sglang.runtime.v1.GenerateResponse.meta_info:type_name -> sglang.runtime.v1.GenerateResponse.MetaInfoEntry
+	25, // 3: sglang.runtime.v1.GenerateResponse.meta_info:type_name -> sglang.runtime.v1.GenerateResponse.MetaInfoEntry
 	0,  // 4: sglang.runtime.v1.EngineStateSnapshot.server_status:type_name -> sglang.runtime.v1.ServerStatus
 	12, // 5: sglang.runtime.v1.EngineStateSnapshot.model_info:type_name -> sglang.runtime.v1.GetModelInfoResponse
 	14, // 6: sglang.runtime.v1.EngineStateSnapshot.server_info:type_name -> sglang.runtime.v1.GetServerInfoResponse
 	12, // 7: sglang.runtime.v1.NewEngineStateSnapshot.model_info:type_name -> sglang.runtime.v1.GetModelInfoResponse
 	14, // 8: sglang.runtime.v1.NewEngineStateSnapshot.server_info:type_name -> sglang.runtime.v1.GetServerInfoResponse
-	1,  // 9: sglang.runtime.v1.SglangService.Generate:input_type -> sglang.runtime.v1.GenerateRequest
-	6,  // 10: sglang.runtime.v1.SglangService.HealthCheck:input_type -> sglang.runtime.v1.HealthCheckRequest
-	8,  // 11: sglang.runtime.v1.SglangService.WatchEngineState:input_type -> sglang.runtime.v1.WatchEngineStateRequest
-	11, // 12: sglang.runtime.v1.SglangService.GetModelInfo:input_type -> sglang.runtime.v1.GetModelInfoRequest
-	13, // 13: sglang.runtime.v1.SglangService.GetServerInfo:input_type -> sglang.runtime.v1.GetServerInfoRequest
-	15, // 14: sglang.runtime.v1.SglangService.Abort:input_type -> sglang.runtime.v1.AbortRequest
-	17, // 15: sglang.runtime.v1.SglangService.PauseGeneration:input_type -> sglang.runtime.v1.PauseGenerationRequest
-	19, // 16: sglang.runtime.v1.SglangService.ContinueGeneration:input_type -> sglang.runtime.v1.ContinueGenerationRequest
-	5,  // 17: sglang.runtime.v1.SglangService.Generate:output_type -> sglang.runtime.v1.GenerateResponse
-	7,  // 18: sglang.runtime.v1.SglangService.HealthCheck:output_type -> sglang.runtime.v1.HealthCheckResponse
-	9,  // 19: sglang.runtime.v1.SglangService.WatchEngineState:output_type -> sglang.runtime.v1.EngineStateSnapshot
-	12, // 20: sglang.runtime.v1.SglangService.GetModelInfo:output_type -> sglang.runtime.v1.GetModelInfoResponse
-	14, // 21: sglang.runtime.v1.SglangService.GetServerInfo:output_type -> sglang.runtime.v1.GetServerInfoResponse
-	16, // 22: sglang.runtime.v1.SglangService.Abort:output_type -> sglang.runtime.v1.AbortResponse
-	18, // 23: sglang.runtime.v1.SglangService.PauseGeneration:output_type -> sglang.runtime.v1.PauseGenerationResponse
-	20, // 24: sglang.runtime.v1.SglangService.ContinueGeneration:output_type -> sglang.runtime.v1.ContinueGenerationResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	26, // 9: sglang.runtime.v1.EmbedResponse.meta_info:type_name -> sglang.runtime.v1.EmbedResponse.MetaInfoEntry
+	27, // 10: sglang.runtime.v1.TextEmbedResponse.meta_info:type_name -> sglang.runtime.v1.TextEmbedResponse.MetaInfoEntry
+	1,  // 11: sglang.runtime.v1.SglangService.Generate:input_type -> sglang.runtime.v1.GenerateRequest
+	6,  // 12: sglang.runtime.v1.SglangService.HealthCheck:input_type -> sglang.runtime.v1.HealthCheckRequest
+	8,  // 13: sglang.runtime.v1.SglangService.WatchEngineState:input_type -> sglang.runtime.v1.WatchEngineStateRequest
+	11, // 14: sglang.runtime.v1.SglangService.GetModelInfo:input_type -> sglang.runtime.v1.GetModelInfoRequest
+	13, // 15: sglang.runtime.v1.SglangService.GetServerInfo:input_type -> sglang.runtime.v1.GetServerInfoRequest
+	15, // 16: sglang.runtime.v1.SglangService.Abort:input_type -> sglang.runtime.v1.AbortRequest
+	17, // 17: sglang.runtime.v1.SglangService.PauseGeneration:input_type -> sglang.runtime.v1.PauseGenerationRequest
+	19, // 18: sglang.runtime.v1.SglangService.ContinueGeneration:input_type -> sglang.runtime.v1.ContinueGenerationRequest
+	21, // 19: sglang.runtime.v1.SglangService.Embed:input_type -> sglang.runtime.v1.EmbedRequest
+	23, // 20: sglang.runtime.v1.SglangService.TextEmbed:input_type -> sglang.runtime.v1.TextEmbedRequest
+	5,  // 21: sglang.runtime.v1.SglangService.Generate:output_type -> sglang.runtime.v1.GenerateResponse
+	7,  // 22: sglang.runtime.v1.SglangService.HealthCheck:output_type -> sglang.runtime.v1.HealthCheckResponse
+	9,  // 23: sglang.runtime.v1.SglangService.WatchEngineState:output_type -> sglang.runtime.v1.EngineStateSnapshot
+	12, // 24: sglang.runtime.v1.SglangService.GetModelInfo:output_type -> sglang.runtime.v1.GetModelInfoResponse
+	14, // 25: sglang.runtime.v1.SglangService.GetServerInfo:output_type -> sglang.runtime.v1.GetServerInfoResponse
+	16, // 26: sglang.runtime.v1.SglangService.Abort:output_type -> sglang.runtime.v1.AbortResponse
+	18, // 27: sglang.runtime.v1.SglangService.PauseGeneration:output_type -> sglang.runtime.v1.PauseGenerationResponse
+	20, // 28: sglang.runtime.v1.SglangService.ContinueGeneration:output_type -> sglang.runtime.v1.ContinueGenerationResponse
+	22, // 29: sglang.runtime.v1.SglangService.Embed:output_type -> sglang.runtime.v1.EmbedResponse
+	24, // 30: sglang.runtime.v1.SglangService.TextEmbed:output_type -> sglang.runtime.v1.TextEmbedResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sglang_runtime_v1_sglang_proto_init() }
@@ -1531,13 +1774,15 @@ func file_sglang_runtime_v1_sglang_proto_init() {
 		(*GuidedDecoding_Choice)(nil),
 		(*GuidedDecoding_StructuralTag)(nil),
 	}
+	file_sglang_runtime_v1_sglang_proto_msgTypes[20].OneofWrappers = []any{}
+	file_sglang_runtime_v1_sglang_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sglang_runtime_v1_sglang_proto_rawDesc), len(file_sglang_runtime_v1_sglang_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

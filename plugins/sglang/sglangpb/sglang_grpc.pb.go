@@ -45,6 +45,8 @@ const (
 	SglangService_Abort_FullMethodName              = "/sglang.runtime.v1.SglangService/Abort"
 	SglangService_PauseGeneration_FullMethodName    = "/sglang.runtime.v1.SglangService/PauseGeneration"
 	SglangService_ContinueGeneration_FullMethodName = "/sglang.runtime.v1.SglangService/ContinueGeneration"
+	SglangService_Embed_FullMethodName              = "/sglang.runtime.v1.SglangService/Embed"
+	SglangService_TextEmbed_FullMethodName          = "/sglang.runtime.v1.SglangService/TextEmbed"
 )
 
 // SglangServiceClient is the client API for SglangService service.
@@ -68,6 +70,11 @@ type SglangServiceClient interface {
 	Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error)
 	PauseGeneration(ctx context.Context, in *PauseGenerationRequest, opts ...grpc.CallOption) (*PauseGenerationResponse, error)
 	ContinueGeneration(ctx context.Context, in *ContinueGenerationRequest, opts ...grpc.CallOption) (*ContinueGenerationResponse, error)
+	// Embed and TextEmbed return the embedding of one input (token ids, or
+	// text the server tokenizes) from an embedding model (GetModelInfo's
+	// is_generation false). The same numbers in both layouts.
+	Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error)
+	TextEmbed(ctx context.Context, in *TextEmbedRequest, opts ...grpc.CallOption) (*TextEmbedResponse, error)
 }
 
 type sglangServiceClient struct {
@@ -176,6 +183,26 @@ func (c *sglangServiceClient) ContinueGeneration(ctx context.Context, in *Contin
 	return out, nil
 }
 
+func (c *sglangServiceClient) Embed(ctx context.Context, in *EmbedRequest, opts ...grpc.CallOption) (*EmbedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EmbedResponse)
+	err := c.cc.Invoke(ctx, SglangService_Embed_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sglangServiceClient) TextEmbed(ctx context.Context, in *TextEmbedRequest, opts ...grpc.CallOption) (*TextEmbedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TextEmbedResponse)
+	err := c.cc.Invoke(ctx, SglangService_TextEmbed_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SglangServiceServer is the server API for SglangService service.
 // All implementations must embed UnimplementedSglangServiceServer
 // for forward compatibility.
@@ -197,6 +224,11 @@ type SglangServiceServer interface {
 	Abort(context.Context, *AbortRequest) (*AbortResponse, error)
 	PauseGeneration(context.Context, *PauseGenerationRequest) (*PauseGenerationResponse, error)
 	ContinueGeneration(context.Context, *ContinueGenerationRequest) (*ContinueGenerationResponse, error)
+	// Embed and TextEmbed return the embedding of one input (token ids, or
+	// text the server tokenizes) from an embedding model (GetModelInfo's
+	// is_generation false). The same numbers in both layouts.
+	Embed(context.Context, *EmbedRequest) (*EmbedResponse, error)
+	TextEmbed(context.Context, *TextEmbedRequest) (*TextEmbedResponse, error)
 	mustEmbedUnimplementedSglangServiceServer()
 }
 
@@ -230,6 +262,12 @@ func (UnimplementedSglangServiceServer) PauseGeneration(context.Context, *PauseG
 }
 func (UnimplementedSglangServiceServer) ContinueGeneration(context.Context, *ContinueGenerationRequest) (*ContinueGenerationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ContinueGeneration not implemented")
+}
+func (UnimplementedSglangServiceServer) Embed(context.Context, *EmbedRequest) (*EmbedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Embed not implemented")
+}
+func (UnimplementedSglangServiceServer) TextEmbed(context.Context, *TextEmbedRequest) (*TextEmbedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TextEmbed not implemented")
 }
 func (UnimplementedSglangServiceServer) mustEmbedUnimplementedSglangServiceServer() {}
 func (UnimplementedSglangServiceServer) testEmbeddedByValue()                       {}
@@ -382,6 +420,42 @@ func _SglangService_ContinueGeneration_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SglangService_Embed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EmbedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SglangServiceServer).Embed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SglangService_Embed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SglangServiceServer).Embed(ctx, req.(*EmbedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SglangService_TextEmbed_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TextEmbedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SglangServiceServer).TextEmbed(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SglangService_TextEmbed_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SglangServiceServer).TextEmbed(ctx, req.(*TextEmbedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // SglangService_ServiceDesc is the grpc.ServiceDesc for SglangService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -412,6 +486,14 @@ var SglangService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ContinueGeneration",
 			Handler:    _SglangService_ContinueGeneration_Handler,
+		},
+		{
+			MethodName: "Embed",
+			Handler:    _SglangService_Embed_Handler,
+		},
+		{
+			MethodName: "TextEmbed",
+			Handler:    _SglangService_TextEmbed_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,7 +1,8 @@
 // Command sglang-mock runs a stand-in SGLang engine (package mock): gRPC on
 // --listen, the JSON control surface on --control. It exits 0 after POST
 // /stop, SIGTERM or SIGINT, 78 on bad flags and 1 on other errors. Its flags
-// are enginemock.Command's, --api, --layout and --context-length;
+// are enginemock.Command's, --api, --layout, --context-length and
+// --embedding;
 // --instance-id takes a decimal uint64.
 package main
 
@@ -26,6 +27,9 @@ func main() {
 		}, {
 			Flag:    &cli.UintFlag{Name: "context-length", Usage: "context_length to report, in tokens; 0 reports null (`N`)"},
 			Accepts: "a token count from 0",
+		}, {
+			Flag:    &cli.UintFlag{Name: "embedding", Usage: "serve an embedding model of this many dimensions (is_generation false, Embed and TextEmbed, Generate refused); 0 serves a generation model (`DIM`)"},
+			Accepts: "a dimension count from 0",
 		}},
 		New: newEngine,
 	}.Main()
@@ -56,6 +60,7 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		ServerOptions:    cfg.ServerOptions,
 		API:              api,
 		Layout:           layout,
+		EmbeddingDim:     int(c.Uint("embedding")),
 	})
-	return e.Engine, []any{"api", string(api), "layout", string(layout)}, nil
+	return e.Engine, []any{"api", string(api), "layout", string(layout), "embedding", c.Uint("embedding")}, nil
 }
