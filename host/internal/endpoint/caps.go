@@ -34,6 +34,10 @@ type accepts struct {
 	chat      bool            // a chat template: chat_template_kwargs
 	tokenize  bool            // the Tokenize and Detokenize RPCs (Tokens)
 	maxN      uint32
+	// logprobs are the engine's logprobs and prompt_logprobs items, their
+	// most alternatives a position, when vigil gives their token text
+	// (LogprobTokens).
+	logprobs map[string]uint32
 }
 
 // newAccepts reads w.Accepts (nil: the legacy set of an older adapter)
@@ -45,9 +49,16 @@ func newAccepts(w sdk.Worker, engine sdk.Generator, maxInflight int) accepts {
 		items = discovery.ParseCapabilities(w.Accepts).Items()
 	}
 	a := accepts{engine: map[string]bool{}, maxN: uint32(min(MaxN, maxInflight))}
+	text := logprobTokens(engine) != nil
 	for _, it := range items {
-		if passed[it.Name] || strings.HasPrefix(it.Name, grammarPrefix) {
+		switch {
+		case passed[it.Name] || strings.HasPrefix(it.Name, grammarPrefix):
 			a.engine[it.Name] = true
+		case (it.Name == discovery.CapLogprobs || it.Name == discovery.CapPromptLogprobs) && text:
+			if a.logprobs == nil {
+				a.logprobs = map[string]uint32{}
+			}
+			a.logprobs[it.Name] = it.Value
 		}
 	}
 	if p, ok := engine.(Prompts); ok {
@@ -101,6 +112,9 @@ func (a accepts) capabilities() discovery.Capabilities {
 	if a.maxN > 1 {
 		items = append(items, discovery.Capability{Name: discovery.CapN, Value: a.maxN})
 	}
+	for name, v := range a.logprobs {
+		items = append(items, discovery.Capability{Name: name, Value: v})
+	}
 	c, err := discovery.NewCapabilities(items...)
 	if err != nil { // an engine's malformed item: ParseCapabilities dropped those
 		return discovery.LegacyCapabilities
@@ -115,7 +129,9 @@ func (a accepts) capabilities() discovery.Capabilities {
 // the engine matches them, choice as an escaped regex, json_object as a
 // schema, prompt_token_ids (return_prompt) with a tokenizer,
 // chat_template_kwargs with a chat template, tokenize when the wrapped
-// engine serves the Tokenize RPC ([Tokens]), and n up to MaxN (at most
+// engine serves the Tokenize RPC ([Tokens]), the engine's logprobs and
+// prompt_logprobs when vigil gives their token text ([LogprobTokens]:
+// a tokenizer), and n up to MaxN (at most
 // --max-inflight) fanned out. The zero Capabilities before Attach.
 func (s *Server) Capabilities() discovery.Capabilities {
 	s.mu.Lock()
