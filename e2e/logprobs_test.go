@@ -76,61 +76,88 @@ type appLogprob struct {
 // TestLogprobs: chat's logprobs and top_logprobs, streamed and not, and
 // completions' logprobs, streamed and not and with echo (lm-eval-harness's
 // loglikelihood request: echo, logprobs 1, max_tokens 0), through vigil
-// route to a vLLM worker with Llama 3's tokenizer, with the pinned openai
-// package (each got 400 before): every token's text and bytes are the
-// reference tokenizer's, and every logprob is the mock's
-// (enginemock.PositionLogprobs), the alternatives the likeliest in order.
+// route to each engine's worker with Llama 3's tokenizer, with the pinned
+// openai package (each got 400 before): every token's text and bytes are
+// the reference tokenizer's, and every logprob is the mock's
+// (enginemock.PositionLogprobs), the alternatives the likeliest in order;
+// TensorRT-LLM's chosen token outside its top-k shows as -9999.0 (chat)
+// and null (completions).
 func TestLogprobs(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
-	e := engineNamed(t, harness.VLLM.Name)
-	dir, ref := fixtureTokenizer(t, tokenizerFamily[e.Name])
+	forEachEngine(t, func(t *testing.T, e *engine) {
+		skipWithoutRequests(t, e)
+		if e.Variant != "" {
+			t.Skip("each engine's main API")
+		}
+		testLogprobs(t, e)
+	})
+}
+
+func testLogprobs(t *testing.T, e *engine) {
+	dir, ref := fixtureTokenizer(t, "llama3")
 	pieces := referencePieces(t, dir)
 	out, text := ref.text(t, "plain")
 	c := consulFor(t)
 	svc := uniqueService(t)
 	m := startMock(t, e, harness.MockOpts{GRPC: addr(freePort(t)), TokenDelay: delay(time.Millisecond)})
 	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--tokenizer-dir", dir}})
-	v.waitLine("worker registered", 60*time.Second)
+	v.waitLine("worker registered", 120*time.Second)
 	base := "http://" + startRouter(t, c, svc, 1).HTTP
 	m.post(t, "/script", map[string]any{"tokens": out, "eos": true})
+	lp := expected{unknownOutside: e.Name == harness.TRTLLM.Name}
 
 	t.Run("chat", func(t *testing.T) {
-		var got struct {
-			Whole, Streamed struct {
-				Content  string
-				Logprobs []appLogprob
-			}
-		}
+		var got struct{ Whole, Streamed chatLogprobs }
 		runApp(t, base, e.servedModel, "openai-chat-logprobs", &got)
-		for name, g := range map[string]struct {
-			Content  string
-			Logprobs []appLogprob
-		}{"whole": got.Whole, "streamed": got.Streamed} {
+		for name, g := range map[string]chatLogprobs{"whole": got.Whole, "streamed": got.Streamed} {
 			if g.Content != text {
 				t.Errorf("%s: content %q, want %q", name, g.Content, text)
 			}
-			checkChatLogprobs(t, name, g.Logprobs, out, pieces, []byte(text))
+			lp.checkChat(t, name, g.Logprobs, out, pieces, []byte(text))
 		}
 	})
-	t.Run("completions", func(t *testing.T) { testCompletionLogprobs(t, base, e.servedModel, out, pieces) })
+	t.Run("completions", func(t *testing.T) { lp.testCompletions(t, base, e.servedModel, out, pieces) })
 	t.Run("characters across tokens", func(t *testing.T) {
 		out, text := ref.text(t, "emoji")
 		m.post(t, "/script", map[string]any{"tokens": out, "eos": true})
-		var got struct {
-			Whole struct {
-				Content  string
-				Logprobs []appLogprob
-			}
-		}
+		var got struct{ Whole chatLogprobs }
 		runApp(t, base, e.servedModel, "openai-chat-logprobs", &got)
-		checkChatLogprobs(t, "emoji", got.Whole.Logprobs, out, pieces, []byte(text))
+		lp.checkChat(t, "emoji", got.Whole.Logprobs, out, pieces, []byte(text))
 	})
 }
 
-// checkChatLogprobs checks chat's logprobs of the output ids out, whose
-// text's bytes are text.
-func checkChatLogprobs(t *testing.T, name string, lps []appLogprob, out []uint32, pieces map[uint32][]byte, text []byte) {
+// chatLogprobs is a chat choice's content and logprobs.
+type chatLogprobs struct {
+	Content  string
+	Logprobs []appLogprob
+}
+
+// expected is what an engine's logprobs are: the mock's, unknown where
+// TensorRT-LLM's top-k (at least 1) lacks the chosen token.
+type expected struct{ unknownOutside bool }
+
+// chosen is the chosen token id's logprob with k alternatives; nil when
+// unknown.
+func (x expected) chosen(id uint32, k int) *float64 {
+	d := enginemock.PositionLogprobs(id, k)
+	if x.unknownOutside && d.Chosen.Rank > uint32(max(k, 1)) {
+		return nil
+	}
+	return new(float64(d.Chosen.Logprob))
+}
+
+// chatValue is a logprob as chat shows it: -9999.0 when unknown.
+func chatValue(lp *float64) float64 {
+	if lp == nil {
+		return -9999
+	}
+	return *lp
+}
+
+// checkChat checks chat's logprobs of the output ids out, whose text's
+// bytes are text.
+func (x expected) checkChat(t *testing.T, name string, lps []appLogprob, out []uint32, pieces map[uint32][]byte, text []byte) {
 	t.Helper()
 	if len(lps) != len(out) {
 		t.Fatalf("%s: %d positions, want %d (one per token)", name, len(lps), len(out))
@@ -149,8 +176,8 @@ func checkChatLogprobs(t *testing.T, name string, lps []appLogprob, out []uint32
 		// A token that is part of a character shows as vLLM shows it:
 		// "" then the whole character on the token that completes it.
 		text := utf8.Valid(pieces[id]) && lp.Token != string(pieces[id])
-		if text || string(raw) != string(pieces[id]) || lp.Logprob != float64(d.Chosen.Logprob) {
-			t.Errorf("%s: position %d: %q %q %v, want the reference's %q and the mock's %v", name, i, lp.Token, raw, lp.Logprob, pieces[id], d.Chosen.Logprob)
+		if want := chatValue(x.chosen(id, 2)); text || string(raw) != string(pieces[id]) || lp.Logprob != want {
+			t.Errorf("%s: position %d: %q %q %v, want the reference's %q and %v", name, i, lp.Token, raw, lp.Logprob, pieces[id], want)
 		}
 		if len(lp.Top) != 2 {
 			t.Errorf("%s: position %d: %d top_logprobs, want 2", name, i, len(lp.Top))
@@ -172,12 +199,12 @@ func checkChatLogprobs(t *testing.T, name string, lps []appLogprob, out []uint32
 type completionLP struct {
 	Text          string
 	Tokens        []string
-	TokenLogprobs []*float64           `json:"token_logprobs"`
-	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
-	TextOffset    []int                `json:"text_offset"`
+	TokenLogprobs []*float64            `json:"token_logprobs"`
+	TopLogprobs   []map[string]*float64 `json:"top_logprobs"`
+	TextOffset    []int                 `json:"text_offset"`
 }
 
-func testCompletionLogprobs(t *testing.T, base, model string, out []uint32, pieces map[uint32][]byte) {
+func (x expected) testCompletions(t *testing.T, base, model string, out []uint32, pieces map[uint32][]byte) {
 	var got struct{ Whole, Streamed, Echo completionLP }
 	runApp(t, base, model, "openai-completion-logprobs", &got)
 	out = out[:min(len(out), 16)] // completions' default max_tokens
@@ -188,12 +215,12 @@ func testCompletionLogprobs(t *testing.T, base, model string, out []uint32, piec
 		offset := 0
 		for i, id := range out {
 			d := enginemock.PositionLogprobs(id, 2)
-			lp := g.TokenLogprobs[i]
-			if g.Tokens[i] != string(pieces[id]) || lp == nil || *lp != float64(d.Chosen.Logprob) || g.TextOffset[i] != offset {
-				t.Errorf("%s: position %d: %q %v at %d, want the reference's %q, the mock's %v at %d", name, i, g.Tokens[i], lp, g.TextOffset[i], pieces[id], d.Chosen.Logprob, offset)
+			lp, want := g.TokenLogprobs[i], x.chosen(id, 2)
+			if g.Tokens[i] != string(pieces[id]) || (lp == nil) != (want == nil) || lp != nil && *lp != *want || g.TextOffset[i] != offset {
+				t.Errorf("%s: position %d: %q %v at %d, want the reference's %q, %v at %d", name, i, g.Tokens[i], lp, g.TextOffset[i], pieces[id], want, offset)
 			}
 			top := g.TopLogprobs[i]
-			if top[g.Tokens[i]] != float64(d.Chosen.Logprob) || slices.Max(mapValues(top)) != float64(d.Top[0].Logprob) || len(top) > 3 {
+			if _, ok := top[g.Tokens[i]]; !ok || slices.Max(mapValues(top)) != float64(d.Top[0].Logprob) || len(top) > 3 {
 				t.Errorf("%s: position %d: top_logprobs %v, want the chosen token's and the 2 likeliest", name, i, top)
 			}
 			offset += utf8.RuneCountInString(g.Tokens[i])
@@ -205,18 +232,20 @@ func testCompletionLogprobs(t *testing.T, base, model string, out []uint32, piec
 	// "Hello world" is Llama 3's 9906, 1917: the prompt alone, its first
 	// position without a logprob.
 	e := got.Echo
-	second := float64(enginemock.PositionLogprobs(1917, 1).Chosen.Logprob)
+	second := x.chosen(1917, 1)
 	if e.Text != "Hello world" || !slices.Equal(e.Tokens, []string{"Hello", " world"}) || len(e.TokenLogprobs) != 2 ||
-		e.TokenLogprobs[0] != nil || e.TokenLogprobs[1] == nil || *e.TokenLogprobs[1] != second || e.TopLogprobs[0] != nil ||
-		e.TopLogprobs[1][" world"] != second || !slices.Equal(e.TextOffset, []int{0, 5}) {
+		e.TokenLogprobs[0] != nil || (e.TokenLogprobs[1] == nil) != (second == nil) || second != nil && *e.TokenLogprobs[1] != *second ||
+		e.TopLogprobs[0] != nil || !slices.Equal(e.TextOffset, []int{0, 5}) {
 		t.Errorf("echo, logprobs 1, max_tokens 0: %+v; want the prompt's two positions, the first null, the second %v", e, second)
 	}
 }
 
-func mapValues(m map[string]float64) []float64 {
+func mapValues(m map[string]*float64) []float64 {
 	var out []float64
 	for _, v := range m {
-		out = append(out, v)
+		if v != nil {
+			out = append(out, *v)
+		}
 	}
 	if out == nil {
 		out = []float64{0}
