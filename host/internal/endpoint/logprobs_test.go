@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,6 +25,7 @@ type lpEngine struct {
 	out        []uint32
 	perChunk   int
 	promptLast bool
+	mu         sync.Mutex
 	last       sdk.GenerateRequest
 }
 
@@ -35,7 +37,9 @@ func lpAt(id uint32, k int) sdk.TokenLogprob {
 }
 
 func (f *lpEngine) Generate(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	f.mu.Lock()
 	f.last = req
+	f.mu.Unlock()
 	var prompt []sdk.TokenLogprob
 	if req.Logprobs != nil && req.Logprobs.Prompt {
 		prompt = []sdk.TokenLogprob{{Chosen: sdk.Logprob{TokenID: req.TokenIDs[0], Unknown: true}}}
@@ -138,7 +142,10 @@ func TestLogprobsTokenText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := e.last.Logprobs; l == nil || !l.Output || l.Top != 2 || l.Prompt {
+	e.mu.Lock()
+	l := e.last.Logprobs
+	e.mu.Unlock()
+	if l == nil || !l.Output || l.Top != 2 || l.Prompt {
 		t.Errorf("engine logprobs %+v, want output with top 2", l)
 	}
 	texts, lps, _ := chunksOf(t, msgs)
