@@ -218,12 +218,14 @@ func (f *forward) emit(i uint32, c sdk.Chunk) error {
 	if f.progress != nil {
 		f.progress.Store(time.Now().UnixNano())
 	}
-	if c.PromptLogprobs != nil && f.waiting() {
-		if err := f.sendPrompt(c.PromptLogprobs); err != nil {
-			return err
+	if c.PromptLogprobs != nil {
+		if f.waiting() {
+			if err := f.sendPrompt(c.PromptLogprobs); err != nil {
+				return err
+			}
 		}
 		if len(c.TokenIDs) == 0 && c.Text == "" && len(c.Logprobs) == 0 {
-			return nil
+			return nil // the prompt's logprobs alone (another choice's too)
 		}
 	}
 	f.chunk.TokenIds, f.chunk.Text, f.chunk.Index = c.TokenIDs, c.Text, i

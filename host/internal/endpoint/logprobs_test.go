@@ -270,7 +270,7 @@ func TestLogprobsPerChoice(t *testing.T) {
 	t.Parallel()
 	tok, _ := llama3(t)
 	e := &lpEngine{out: []uint32{9906, 1917}}
-	c := lpServe(t, e, tok, "logprobs=20")
+	c := lpServe(t, e, tok, "logprobs=20", "prompt_logprobs=20")
 	req := text("Say hello")
 	req.N = 3
 	req.Logprobs = &workerv1.Logprobs{Output: true}
@@ -287,5 +287,24 @@ func TestLogprobsPerChoice(t *testing.T) {
 	want := map[uint32][]string{0: {"Hello", " world"}, 1: {"Hello", " world"}, 2: {"Hello", " world"}}
 	if diff := cmp.Diff(want, per); diff != "" {
 		t.Errorf("chosen tokens per choice (-want +got):\n%s", diff)
+	}
+	// The prompt's logprobs, which each choice's engine request gives,
+	// come once, in the prompt message, and no chunk is sent for them.
+	req.Logprobs.Prompt = true
+	msgs, err = all(t.Context(), c, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts, chunks := 0, 0
+	for _, m := range msgs {
+		switch {
+		case m.GetPrompt() != nil:
+			prompts++
+		case m.GetChunk() != nil:
+			chunks++
+		}
+	}
+	if prompts != 1 || chunks != 6 {
+		t.Errorf("%d prompt messages and %d chunks, want 1 and 6 (2 tokens each of 3 choices)", prompts, chunks)
 	}
 }
