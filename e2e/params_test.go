@@ -97,8 +97,9 @@ var paramTable = []paramRow{
 	{"structured_outputs", onBoth, "vLLM", `{"regex":"[ab]+"}`, "vLLM's newer object: json, regex, choice, grammar, json_object, structural_tag", "decoding.regex=\"[ab]+\"", "samplingParams.regex=\"[ab]+\"", "guidedDecoding.guide=\"[ab]+\"", "samplingParams.guidedDecoding.regex=\"[ab]+\""},
 	{"chat_template_kwargs", onChat, "vLLM", `{"enable_thinking":false}`, "variables of the chat template; keys the worker sets itself get 400", "worker", "worker", "worker", ""},
 	{"echo", onComp, "OpenAI", "true", "the prompt before the output", "worker", "worker", "worker", ""},
-	{"logprobs", onBoth, "OpenAI", "true", "not yet (issue 26)", "400", "400", "400", ""},
-	{"top_logprobs", onChat, "OpenAI", "2", "not yet (issue 26)", "400", "400", "400", ""},
+	{"logprobs", onChat, "OpenAI", "true", "each token's logprob, its text and bytes from the worker's tokenizer; workers that list `logprobs`", "response.outputLogprobs=true", "returnLogprob=true", "outputConfig.logprobs=1", ""},
+	{"top_logprobs", onChat, "OpenAI", `2,"logprobs":true`, "0 to 20, with `logprobs`; workers that list `logprobs` of as many", "response.outputCandidates.topN=2", "topLogprobsNum=2", "outputConfig.logprobs=2", ""},
+	{"logprobs", onComp, "OpenAI", "2", "0 up to the workers' `logprobs`; with `echo`, the prompt's first (workers that list `prompt_logprobs`)", "response.outputCandidates.topN=2", "topLogprobsNum=2", "outputConfig.logprobs=2", ""},
 	{"suffix", onComp, "OpenAI", `"x"`, `"" only`, "400", "400", "400", ""},
 	{"stream", onBoth, "OpenAI", "true", "server-sent events", "worker", "worker", "worker", ""},
 	{"stream_options", onBoth, "OpenAI", `{"include_usage":true},"stream":true`, "`include_usage`", "worker", "worker", "worker", ""},
@@ -228,8 +229,7 @@ func checkTableCoverage(t *testing.T) {
 		{onComp, "resources/completions.d.ts", "CompletionCreateParamsBase"},
 	} {
 		for _, k := range openAIKeys(t, x.rel, x.iface) {
-			i := slices.IndexFunc(paramTable, func(r paramRow) bool { return r.param == k })
-			if i < 0 || paramTable[i].on != onBoth && paramTable[i].on != x.on {
+			if !slices.ContainsFunc(paramTable, func(r paramRow) bool { return r.param == k && (r.on == onBoth || r.on == x.on) }) {
 				t.Errorf("openai's %s has %s, which the parameter table does not have for %s", x.iface, k, x.on)
 			}
 		}

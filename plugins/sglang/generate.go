@@ -33,7 +33,7 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 		Open: func(ctx context.Context) (adapterkit.Stream[sglangpb.GenerateResponse], error) {
 			return client.Generate(ctx, wire)
 		},
-		Next:     next,
+		Next:     nextFor(req),
 		Abort:    func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
 		InFlight: a.InFlight(),
 	}, send)
@@ -81,9 +81,10 @@ func (a *Adapter) client() (sglangpb.SglangServiceClient, error) {
 // runs without a tokenizer and refuses stop strings: the host matches them
 // when it has one), n (GenerateResponse tells no sequence apart: the host
 // fans out), logit_bias or json_object (none in SGLang; the host sends the
-// schema {"type":"object"}).
+// schema {"type":"object"}). Both list logprobs (MaxLogprobs).
 func accepts(layout string) []string {
-	names := []string{"frequency_penalty", "ignore_eos", "json_schema", "min_p", "min_tokens", "presence_penalty", "regex", "repetition_penalty", "top_k"}
+	names := []string{"frequency_penalty", "ignore_eos", "json_schema", "min_p", "min_tokens", "presence_penalty", "regex", "repetition_penalty", "top_k",
+		fmt.Sprintf("logprobs=%d", MaxLogprobs), fmt.Sprintf("prompt_logprobs=%d", MaxLogprobs)}
 	if layout == layoutNew {
 		names = append(names, "choice", "grammar.ebnf", "seed", "structural_tag")
 	}
@@ -108,7 +109,8 @@ func toSGLang(r sdk.GenerateRequest, layout string) (*sglangpb.GenerateRequest, 
 		return nil, err
 	}
 	stream := true
-	return &sglangpb.GenerateRequest{InputIds: ids, SamplingParams: p, Stream: &stream, Rid: &r.RequestID}, nil
+	w := &sglangpb.GenerateRequest{InputIds: ids, SamplingParams: p, Stream: &stream, Rid: &r.RequestID}
+	return w, setLogprobs(w, r.Logprobs)
 }
 
 // sampling maps the sampling and stopping fields.
@@ -224,21 +226,33 @@ func int32s(field string, v []uint32) ([]int32, error) {
 	return out, nil
 }
 
-// next maps one GenerateResponse: its new token ids, and on the last
-// message the usage and finish reason from meta_info.
-func next(msg *sglangpb.GenerateResponse, res *sdk.Result) sdk.Chunk {
-	ids := make([]uint32, len(msg.GetOutputIds()))
+// nextFor is next for req, with the logprobs it asks.
+func nextFor(req sdk.GenerateRequest) func(*sglangpb.GenerateResponse, *sdk.Result) sdk.Chunk {
+	return func(msg *sglangpb.GenerateResponse, res *sdk.Result) sdk.Chunk { return next(msg, res, req) }
+}
+
+// next maps one GenerateResponse: its new token ids and, when req asks,
+// their logprobs from meta_info; on the last message the usage, the
+// finish reason and the prompt's logprobs.
+func next(msg *sglangpb.GenerateResponse, res *sdk.Result, req sdk.GenerateRequest) sdk.Chunk {
+	c := sdk.Chunk{TokenIDs: make([]uint32, len(msg.GetOutputIds()))}
 	for i, id := range msg.GetOutputIds() {
-		ids[i] = uint32(id)
+		c.TokenIDs[i] = uint32(id)
+	}
+	meta, lp := msg.GetMetaInfo(), req.Logprobs
+	if lp != nil && lp.Output {
+		c.Logprobs = metaLogprobs(meta, "output", lp.Top)
 	}
 	if msg.GetFinished() {
-		meta := msg.GetMetaInfo()
 		res.PromptTokens = count(meta["prompt_tokens"])
 		res.CompletionTokens = count(meta["completion_tokens"])
 		res.CachedTokens = count(meta["cached_tokens"])
 		res.FinishReason = finishReason(meta["finish_reason"])
+		if lp != nil && lp.Prompt {
+			c.PromptLogprobs = promptLogprobs(meta, req.TokenIDs, lp.PromptTop)
+		}
 	}
-	return sdk.Chunk{TokenIDs: ids}
+	return c
 }
 
 // count reads a decimal count; anything else is 0, unknown.

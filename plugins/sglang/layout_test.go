@@ -21,8 +21,9 @@ import (
 // What the adapter reports the engine takes, per layout: never stop (the
 // gRPC server has no tokenizer), n, logit_bias or json_object.
 var (
-	releasedAccepts = []string{"frequency_penalty", "ignore_eos", "json_schema", "min_p", "min_tokens", "presence_penalty", "regex", "repetition_penalty", "top_k"}
-	newAccepts      = append(slices.Clone(releasedAccepts), "choice", "grammar.ebnf", "seed", "structural_tag")
+	releasedAccepts = []string{"frequency_penalty", "ignore_eos", "json_schema", "min_p", "min_tokens", "presence_penalty", "regex", "repetition_penalty", "top_k",
+		"logprobs=20", "prompt_logprobs=20"}
+	newAccepts = append(slices.Clone(releasedAccepts), "choice", "grammar.ebnf", "seed", "structural_tag")
 )
 
 // TestLayoutDetected: with layout auto the adapter tells the layout from

@@ -102,15 +102,17 @@ func (a *Adapter) readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Wo
 // mapped in toTRT. logit_bias only with a known vocabulary size, which
 // embedding_bias is built to. Not n, which the host fans out this release,
 // nor choice, for which TensorRT-LLM has no guide (the host sends a regex);
-// grammars are EBNF only (GUIDE_TYPE_EBNF_GRAMMAR, xgrammar's).
+// grammars are EBNF only (GUIDE_TYPE_EBNF_GRAMMAR, xgrammar's). Logprobs
+// up to MaxLogprobs.
 func accepts(vocabSize uint32) []string {
 	names := []string{
 		"frequency_penalty", "grammar.ebnf", "ignore_eos", "json_object", "json_schema", "min_p", "min_tokens",
 		"presence_penalty", "regex", "repetition_penalty", "seed", "stop", "structural_tag", "top_k",
+		fmt.Sprintf("logprobs=%d", MaxLogprobs), fmt.Sprintf("prompt_logprobs=%d", MaxLogprobs),
 	}
 	if vocabSize > 0 {
 		names = append(names, "logit_bias")
-		slices.Sort(names)
 	}
+	slices.Sort(names)
 	return names
 }

@@ -86,8 +86,8 @@ func TestStartWorker(t *testing.T) {
 	}
 	// The server has no served name: model_id, often a path, stands in.
 	want := sdk.Worker{ModelID: "/models/llama", ServedModelName: "/models/llama", EngineVersion: "1.0.0-mock", MaxModelLen: mock.MaxSeqLen,
-		Accepts: "frequency_penalty,grammar.ebnf,ignore_eos,json_object,json_schema,logit_bias,min_p,min_tokens," +
-			"presence_penalty,regex,repetition_penalty,seed,stop,structural_tag,top_k"}
+		Accepts: "frequency_penalty,grammar.ebnf,ignore_eos,json_object,json_schema,logit_bias,logprobs=20,min_p,min_tokens," +
+			"presence_penalty,prompt_logprobs=20,regex,repetition_penalty,seed,stop,structural_tag,top_k"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("worker (-want +got):\n%s", diff)
 	}

@@ -24,31 +24,55 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 		return sdk.Result{}, err
 	}
 	client := trtllmpb.NewTrtllmServiceClient(conn)
-	var sent int // output tokens sent so far
+	r := &relay{req: req}
 	return adapterkit.Relay(ctx, adapterkit.Generation[trtllmpb.GenerateResponse]{
 		Engine:    engine,
 		RequestID: req.RequestID,
 		Open: func(ctx context.Context) (adapterkit.Stream[trtllmpb.GenerateResponse], error) {
 			return client.Generate(ctx, wire)
 		},
-		Next: func(msg *trtllmpb.GenerateResponse, res *sdk.Result) sdk.Chunk {
-			if c := msg.GetChunk(); c != nil {
-				sent += len(c.GetTokenIds())
-				return sdk.Chunk{TokenIDs: c.GetTokenIds()}
-			}
-			done := msg.GetComplete()
-			res.PromptTokens, res.CompletionTokens = done.GetPromptTokens(), done.GetCompletionTokens()
-			res.FinishReason = finishReason(done.GetFinishReason())
-			res.CachedTokens = done.GetCachedTokens()
-			var rest []uint32
-			if all := done.GetOutputTokenIds(); len(all) > sent {
-				rest = all[sent:]
-			}
-			return sdk.Chunk{TokenIDs: rest}
-		},
+		Next:     r.next,
 		Abort:    func(ctx context.Context, id string) error { return a.Abort(ctx, []string{id}) },
 		InFlight: a.InFlight(),
 	}, send)
+}
+
+// relay maps one request's messages.
+type relay struct {
+	req  sdk.GenerateRequest
+	sent int // output tokens sent so far
+}
+
+// next maps a chunk's new tokens and their logprobs; then complete's
+// finish reason and usage, any output tokens no chunk carried (and their
+// logprobs, from complete's list of all: the rest only, not again), and
+// the prompt's logprobs, which come only there.
+func (r *relay) next(msg *trtllmpb.GenerateResponse, res *sdk.Result) sdk.Chunk {
+	lp := r.req.Logprobs
+	output, prompt := lp != nil && lp.Output, lp != nil && lp.Prompt
+	if c := msg.GetChunk(); c != nil {
+		r.sent += len(c.GetTokenIds())
+		out := sdk.Chunk{TokenIDs: c.GetTokenIds()}
+		if output {
+			out.Logprobs = tokenLogprobs(c.GetLogprobs(), lp.Top)
+		}
+		return out
+	}
+	done := msg.GetComplete()
+	res.PromptTokens, res.CompletionTokens = done.GetPromptTokens(), done.GetCompletionTokens()
+	res.FinishReason = finishReason(done.GetFinishReason())
+	res.CachedTokens = done.GetCachedTokens()
+	var out sdk.Chunk
+	if all := done.GetOutputTokenIds(); len(all) > r.sent {
+		out.TokenIDs = all[r.sent:]
+		if ls := done.GetLogprobs(); output && len(ls) == len(all) {
+			out.Logprobs = tokenLogprobs(ls[r.sent:], lp.Top)
+		}
+	}
+	if prompt {
+		out.PromptLogprobs = promptLogprobs(done.GetPromptLogprobs(), r.req.TokenIDs, lp.PromptTop)
+	}
+	return out
 }
 
 // Abort calls TrtllmService/Abort for each id.
@@ -86,7 +110,12 @@ func (a *Adapter) toTRT(r sdk.GenerateRequest) (*trtllmpb.GenerateRequest, error
 	if err != nil {
 		return nil, err
 	}
+	oc, err := outputConfig(r.Logprobs)
+	if err != nil {
+		return nil, err
+	}
 	return &trtllmpb.GenerateRequest{
+		OutputConfig:   oc,
 		RequestId:      r.RequestID,
 		Tokenized:      &trtllmpb.TokenizedInput{InputTokenIds: r.TokenIDs},
 		SamplingConfig: sc,

@@ -2,6 +2,8 @@ package vllm
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -77,8 +79,19 @@ func readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) 
 		MaxModelLen:       server.GetMaxModelLen(),
 		KVBlockSize:       server.GetKvBlockSize(),
 		SupportsTextInput: model.GetSupportsTextInput(),
-		Accepts:           strings.Join(accepts, ","),
+		Accepts:           strings.Join(append(slices.Clone(accepts), logprobsAccepts(MaxLogprobs)...), ","),
 	}, nil
+}
+
+// MaxLogprobs is vLLM's --max-logprobs default: the most alternatives per
+// position it returns (its ServerInfo does not tell the engine's own).
+// A request past it is refused, so the adapter lists it as the limit.
+const MaxLogprobs = 20
+
+// logprobsAccepts are the logprob capabilities with at most n alternatives
+// per position, output and prompt.
+func logprobsAccepts(n uint32) []string {
+	return []string{fmt.Sprintf("logprobs=%d", n), fmt.Sprintf("prompt_logprobs=%d", n)}
 }
 
 // accepts is what vLLM's generate API takes beyond the basic request, as

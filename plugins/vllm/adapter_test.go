@@ -128,7 +128,8 @@ func TestStartWorker(t *testing.T) {
 		KVBlockSize:       32,
 		SupportsTextInput: true,
 		Accepts: "choice,frequency_penalty,grammar.ebnf,grammar.lark,ignore_eos,json_object,json_schema," +
-			"logit_bias,min_p,min_tokens,presence_penalty,regex,repetition_penalty,seed,stop,structural_tag,top_k",
+			"logit_bias,min_p,min_tokens,presence_penalty,regex,repetition_penalty,seed,stop,structural_tag,top_k," +
+			"logprobs=20,prompt_logprobs=20",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Start() worker mismatch (-want +got):\n%s", diff)

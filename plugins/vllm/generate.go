@@ -41,8 +41,10 @@ func (a *Adapter) Generate(ctx context.Context, req sdk.GenerateRequest, send fu
 
 // next maps one GenerateResponse.
 func next(msg *vllmpb.GenerateResponse, res *sdk.Result) sdk.Chunk {
+	var c sdk.Chunk
 	if pi := msg.GetPromptInfo(); pi != nil {
 		res.PromptTokens = pi.GetNumPromptTokens()
+		c.PromptLogprobs = promptLogprobs(pi)
 	}
 	out := msg.GetOutputs()
 	if fi := out.GetFinishInfo(); fi != nil {
@@ -50,7 +52,9 @@ func next(msg *vllmpb.GenerateResponse, res *sdk.Result) sdk.Chunk {
 		res.FinishReason = finishReason(fi.GetFinishReason())
 		res.CachedTokens = fi.GetNumCachedTokens()
 	}
-	return sdk.Chunk{TokenIDs: out.GetTokenIds(), Text: out.GetText()}
+	c.TokenIDs, c.Text = out.GetTokenIds(), out.GetText()
+	c.Logprobs = tokenLogprobs(c.TokenIDs, out.GetLogprobs(), out.GetRanks(), out.GetCandidateTokens())
+	return c
 }
 
 // Abort calls vllm.Control/Abort.
@@ -84,6 +88,7 @@ func toVLLM(r sdk.GenerateRequest) (*vllmpb.GenerateRequest, error) {
 		},
 		Response: &vllmpb.ResponseOptions{OutputTokenIds: true},
 	}
+	setLogprobs(v.Response, r.Logprobs)
 	if r.TopP != nil {
 		v.Sampling.TopP = *r.TopP
 	}

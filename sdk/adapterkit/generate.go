@@ -93,7 +93,7 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 			}
 			return res, Classify(g.Engine, err, sent)
 		}
-		if c := g.Next(msg, &res); len(c.TokenIDs) > 0 || c.Text != "" {
+		if c := g.Next(msg, &res); !empty(c) {
 			if err := send(c); err != nil {
 				abort(ctx, g, fl)
 				return res, err
@@ -101,6 +101,12 @@ func Relay[M any](ctx context.Context, g Generation[M], send func(sdk.Chunk) err
 			sent = true
 		}
 	}
+}
+
+// empty: c carries no output, so Relay sends nothing for it. A prompt's
+// logprobs alone are output.
+func empty(c sdk.Chunk) bool {
+	return len(c.TokenIDs) == 0 && c.Text == "" && len(c.Logprobs) == 0 && c.PromptLogprobs == nil
 }
 
 // abort ends the engine request of a caller that went away. Cancelling the

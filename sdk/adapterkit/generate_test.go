@@ -100,6 +100,33 @@ func TestRelay(t *testing.T) {
 	}
 }
 
+// TestRelaySendsPromptLogprobs: a message with only the prompt's logprobs
+// (vLLM's first, SGLang's last) is output to send, even with no tokens; an
+// empty prompt's too.
+func TestRelaySendsPromptLogprobs(t *testing.T) {
+	t.Parallel()
+	for _, prompt := range [][]sdk.TokenLogprob{{{Chosen: sdk.Logprob{TokenID: 7, Unknown: true}}}, {}} {
+		s := &script{msgs: []*msg{{}, {ids: []uint32{3}, finish: sdk.FinishStop}}}
+		g := generation(s, nil, new([]string))
+		next := g.Next
+		g.Next = func(m *msg, res *sdk.Result) sdk.Chunk {
+			c := next(m, res)
+			if len(m.ids) == 0 {
+				c.PromptLogprobs = prompt
+			}
+			return c
+		}
+		var got []sdk.Chunk
+		if _, err := adapterkit.Relay(t.Context(), g, func(c sdk.Chunk) error { got = append(got, c); return nil }); err != nil {
+			t.Fatalf("Relay() = %v, want nil", err)
+		}
+		want := []sdk.Chunk{{PromptLogprobs: prompt}, {TokenIDs: []uint32{3}}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("chunks sent (-want +got):\n%s", diff)
+		}
+	}
+}
+
 // TestRelayAborts: a caller that goes away, or a send that fails, aborts
 // the engine request by its id, on a context that outlives the caller's.
 func TestRelayAborts(t *testing.T) {

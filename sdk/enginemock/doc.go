@@ -10,10 +10,10 @@
 //   - grpc.health.v1's Watch as engine servers answer it ([WatchMode],
 //     [HealthServer]).
 //   - Generation ([Engine.Generate]): deterministic output ([OutputToken],
-//     [TokenText]), a delay between messages or, in step mode
-//     ([Config.StepInterval]), one engine-wide step giving every stream
-//     its next token, tokens grouped per message,
-//     max, min and stop tokens, aborts, and streams held or failed at a
+//     [TokenText]) and log probabilities ([PositionLogprobs]), a delay
+//     between messages or, in step mode ([Config.StepInterval]), one
+//     engine-wide step giving every stream its next token, tokens grouped
+//     per message, max, min and stop tokens, aborts, and streams held or failed at a
 //     token on request.
 //   - The JSON control surface over HTTP ([Engine.Handler]) and the command
 //     line every mock shares ([Command]).

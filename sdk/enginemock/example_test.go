@@ -50,3 +50,19 @@ func Example() {
 	// health "ready" NOT_SERVING
 	// health "" NOT_SERVING
 }
+
+// A test predicts a mock engine's logprobs: output token 2 of a prompt,
+// with the 3 likeliest tokens at its position (the token itself ranks 5th).
+func ExamplePositionLogprobs() {
+	id := enginemock.OutputToken(0, []uint32{1, 2, 3}, 2)
+	d := enginemock.PositionLogprobs(id, 3)
+	fmt.Printf("token %d: logprob %.4f, rank %d\n", d.Chosen.TokenID, d.Chosen.Logprob, d.Chosen.Rank)
+	for _, e := range d.Top {
+		fmt.Printf("  %d %.4f\n", e.TokenID, e.Logprob)
+	}
+	// Output:
+	// token 16124: logprob -3.4657, rank 5
+	//   16125 -0.6931
+	//   16126 -1.3863
+	//   16127 -2.0794
+}

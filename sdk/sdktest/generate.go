@@ -26,8 +26,9 @@ func request(id string) sdk.GenerateRequest {
 // Generate returned.
 type recorder struct {
 	id    string
-	err   error         // what every send returns
-	first chan struct{} // closed by the first chunk
+	err   error           // what every send returns
+	first chan struct{}   // closed by the first chunk
+	check func(sdk.Chunk) // if set, sees every chunk, r.mu held
 
 	mu       sync.Mutex
 	chunks   int
@@ -49,8 +50,11 @@ func (r *recorder) send(c sdk.Chunk) error {
 		r.problems = append(r.problems, fmt.Sprintf("send called with chunk %d after Generate returned its result, want no chunk after the final one", n))
 		return errLateSend
 	}
-	if len(c.TokenIDs) == 0 && c.Text == "" {
-		r.problems = append(r.problems, fmt.Sprintf("chunk %d has no token ids and no text, want new output in every chunk", n))
+	if len(c.TokenIDs) == 0 && c.Text == "" && c.PromptLogprobs == nil {
+		r.problems = append(r.problems, fmt.Sprintf("chunk %d has no token ids, no text and no PromptLogprobs, want new output in every chunk", n))
+	}
+	if r.check != nil {
+		r.check(c)
 	}
 	if n == 1 {
 		close(r.first)

@@ -168,6 +168,7 @@ const (
 	faultOwnTimeout       fault = "checks with a deadline of its own"
 	faultStreamLeftOpen   fault = "Generate returns on ctx and leaves the engine stream open"
 	faultRefusesIgnoreEOS fault = "refuses IgnoreEOS without naming it"
+	faultLogprobsShort    fault = "a logprob short per chunk, the prompt's first known"
 	// noAbortCall is no fault: an adapter for an engine without an abort
 	// call, which takes the stream's close for the abort.
 	noAbortCall fault = "no abort call"
@@ -201,7 +202,7 @@ func newRef(f fault) sdk.Engine {
 			}, nil
 		},
 		ReadWorker: func(context.Context, *grpc.ClientConn) (sdk.Worker, error) {
-			return sdk.Worker{ModelID: "ref-model", ServedModelName: "ref-model"}, nil
+			return sdk.Worker{ModelID: "ref-model", ServedModelName: "ref-model", Accepts: "logprobs=2,prompt_logprobs=2"}, nil
 		},
 	})}
 	if f == faultNoGenerator {
@@ -330,6 +331,39 @@ func (r *ref) leaveOpen(ctx context.Context, req sdk.GenerateRequest, send func(
 	}
 }
 
+// addLogprobs adds what req asks of logprobs to c, the prompt's with the
+// first chunk: the reference engine's are enginemock.PositionLogprobs.
+func (r *ref) addLogprobs(c *sdk.Chunk, req sdk.GenerateRequest, first bool) {
+	l := req.Logprobs
+	if l == nil {
+		return
+	}
+	if l.Output {
+		c.Logprobs = refLogprobs(c.TokenIDs, l.Top)
+		if r.fault == faultLogprobsShort && len(c.Logprobs) > 0 {
+			c.Logprobs = c.Logprobs[1:]
+		}
+	}
+	if l.Prompt && first {
+		c.PromptLogprobs = refLogprobs(req.TokenIDs, l.PromptTop)
+		if r.fault != faultLogprobsShort {
+			c.PromptLogprobs[0] = sdk.TokenLogprob{Chosen: sdk.Logprob{TokenID: req.TokenIDs[0], Unknown: true}}
+		}
+	}
+}
+
+func refLogprobs(ids []uint32, top uint32) []sdk.TokenLogprob {
+	out := make([]sdk.TokenLogprob, len(ids))
+	for i, id := range ids {
+		d := enginemock.PositionLogprobs(id, int(top))
+		out[i].Chosen = sdk.Logprob{TokenID: id, Logprob: d.Chosen.Logprob, Rank: d.Chosen.Rank}
+		for _, e := range d.Top {
+			out[i].Top = append(out[i].Top, sdk.Logprob{TokenID: e.TokenID, Logprob: e.Logprob, Rank: e.Rank})
+		}
+	}
+	return out
+}
+
 // relay forwards req to the engine with adapterkit.Relay.
 func (r *ref) relay(ctx context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
 	conn, err := r.Conn()
@@ -373,6 +407,7 @@ func (r *ref) relay(ctx context.Context, req sdk.GenerateRequest, send func(sdk.
 			for _, v := range msg.GetFields()["tokens"].GetListValue().GetValues() {
 				c.TokenIDs = append(c.TokenIDs, uint32(v.GetNumberValue()))
 			}
+			r.addLogprobs(&c, req, res.CompletionTokens == 0)
 			res.CompletionTokens += uint32(len(c.TokenIDs))
 			switch msg.GetFields()["finish"].GetStringValue() {
 			case "length":

@@ -53,6 +53,7 @@
 //	GenerateUnavailable  an engine stopped, not ready [NotReady] or refusing: ErrUnavailable, no chunk
 //	GenerateCancel       ctx ending mid-generation: ctx's error, and the engine sees the abort [Hold]
 //	GenerateSendError    send failing: send's error, and the engine sees the abort [Hold]
+//	GenerateLogprobs     Logprobs asked as Worker.Accepts lists them: one per token id, the prompt's once, first Unknown, at most Top, sorted
 //	Abort                Abort by id mid-generation: it ends, and the engine sees the abort [Hold]
 //
 // Only GenerateIgnoreEOS sets GenerateRequest.IgnoreEOS, which an engine
@@ -312,6 +313,7 @@ var rules = []rule{
 	{"GenerateUnavailable", checkGenerateUnavailable},
 	{"GenerateCancel", checkGenerateCancel},
 	{"GenerateSendError", checkGenerateSendError},
+	{"GenerateLogprobs", checkGenerateLogprobs},
 	{"Abort", checkAbort},
 }
 

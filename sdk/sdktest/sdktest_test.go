@@ -123,6 +123,13 @@ func TestEngineReportsViolations(t *testing.T) {
 			fault: faultDeadline, rule: "StartupDeadline", modes: all,
 			want: []string{"want an error wrapping sdk.ErrStartupDeadline"},
 		},
+		"logprobs short, the prompt's first known": {
+			fault: faultLogprobsShort, rule: "GenerateLogprobs", modes: all,
+			want: []string{
+				"Logprobs, want one per token id",
+				"PromptLogprobs[0].Chosen is not Unknown",
+			},
+		},
 		"second Shutdown fails": {
 			fault: faultShutdownTwice, rule: "ShutdownIdempotent", modes: all,
 			want: []string{"second Shutdown() = already shut down, want nil"},

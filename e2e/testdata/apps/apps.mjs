@@ -158,6 +158,43 @@ const cases = {
     const embeddings = new OpenAIEmbeddings({ model, apiKey, maxRetries: 0, configuration: { baseURL } });
     return { query: await embeddings.embedQuery("Hello world"), documents: await embeddings.embedDocuments(["Hello world", "Bye"]) };
   },
+  // Chat with logprobs and top_logprobs, whole and streamed: each
+  // position's token, logprob, bytes and alternatives.
+  "openai-chat-logprobs": async () => {
+    const req = { model, messages: ask, logprobs: true, top_logprobs: 2 };
+    const whole = await client.chat.completions.create(req);
+    const stream = await client.chat.completions.create({ ...req, stream: true });
+    let content = "";
+    const streamed = [];
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        content += c.delta?.content ?? "";
+        streamed.push(...(c.logprobs?.content ?? []));
+      }
+    }
+    const w = whole.choices[0];
+    return { whole: { content: w.message.content, logprobs: w.logprobs.content }, streamed: { content, logprobs: streamed } };
+  },
+  // Completions with logprobs, whole and streamed, and lm-eval-harness's
+  // loglikelihood request: echo, logprobs 1, max_tokens 0.
+  "openai-completion-logprobs": async () => {
+    const whole = await client.completions.create({ model, prompt: "Hello world", logprobs: 2 });
+    const stream = await client.completions.create({ model, prompt: "Hello world", logprobs: 2, stream: true });
+    const streamed = { text: "", tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        streamed.text += c.text;
+        for (const k of ["tokens", "token_logprobs", "top_logprobs", "text_offset"]) streamed[k].push(...(c.logprobs?.[k] ?? []));
+      }
+    }
+    const echo = await client.completions.create({ model, prompt: "Hello world", echo: true, logprobs: 1, max_tokens: 0 });
+    const w = whole.choices[0];
+    return {
+      whole: { text: w.text, ...w.logprobs },
+      streamed,
+      echo: { text: echo.choices[0].text, ...echo.choices[0].logprobs },
+    };
+  },
 };
 
 try {

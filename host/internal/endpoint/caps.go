@@ -38,6 +38,10 @@ type accepts struct {
 	// lists embed), which takes no generation request; embed: and the
 	// adapter serves Embed, so the worker does.
 	embedModel, embed bool
+	// logprobs are the engine's logprobs and prompt_logprobs items, their
+	// most alternatives a position, when vigil gives their token text
+	// (LogprobTokens).
+	logprobs map[string]uint32
 }
 
 // newAccepts reads w.Accepts (nil: the legacy set of an older adapter)
@@ -49,9 +53,16 @@ func newAccepts(w sdk.Worker, engine, raw sdk.Generator, maxInflight int) accept
 		items = discovery.ParseCapabilities(w.Accepts).Items()
 	}
 	a := accepts{engine: map[string]bool{}, maxN: uint32(min(MaxN, maxInflight))}
+	text := logprobTokens(engine) != nil
 	for _, it := range items {
-		if passed[it.Name] || strings.HasPrefix(it.Name, grammarPrefix) {
+		switch {
+		case passed[it.Name] || strings.HasPrefix(it.Name, grammarPrefix):
 			a.engine[it.Name] = true
+		case (it.Name == discovery.CapLogprobs || it.Name == discovery.CapPromptLogprobs) && text:
+			if a.logprobs == nil {
+				a.logprobs = map[string]uint32{}
+			}
+			a.logprobs[it.Name] = it.Value
 		}
 		a.embedModel = a.embedModel || it.Name == discovery.CapEmbed
 	}
@@ -113,6 +124,9 @@ func (a accepts) capabilities() discovery.Capabilities {
 	if a.maxN > 1 {
 		items = append(items, discovery.Capability{Name: discovery.CapN, Value: a.maxN})
 	}
+	for name, v := range a.logprobs {
+		items = append(items, discovery.Capability{Name: name, Value: v})
+	}
 	c, err := discovery.NewCapabilities(items...)
 	if err != nil { // an engine's malformed item: ParseCapabilities dropped those
 		return discovery.LegacyCapabilities
@@ -141,11 +155,12 @@ func (a accepts) embedCapabilities() discovery.Capabilities {
 // the engine matches them, choice as an escaped regex, json_object as a
 // schema, prompt_token_ids (return_prompt) with a tokenizer,
 // chat_template_kwargs with a chat template, tokenize when the wrapped
-// engine serves the Tokenize RPC ([Tokens]), and n up to MaxN (at most
-// --max-inflight) fanned out. A worker of an embedding model (its
-// adapter's Accepts lists embed) publishes embed, when the adapter serves
-// Embed (sdk.Embedder), and tokenize alone. The zero Capabilities before
-// Attach.
+// engine serves the Tokenize RPC ([Tokens]), the engine's logprobs and
+// prompt_logprobs when vigil gives their token text ([LogprobTokens]:
+// a tokenizer), and n up to MaxN (at most --max-inflight) fanned out. A
+// worker of an embedding model (its adapter's Accepts lists embed)
+// publishes embed, when the adapter serves Embed (sdk.Embedder), and
+// tokenize alone. The zero Capabilities before Attach.
 func (s *Server) Capabilities() discovery.Capabilities {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"sync"
-	"time"
 
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"github.com/vigilhq/vigil/sdk"
@@ -89,14 +88,8 @@ func (m *merge) sender(i uint32) func(sdk.Chunk) error {
 	return func(c sdk.Chunk) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		f := m.f
-		f.sent = true
-		if f.progress != nil {
-			f.progress.Store(time.Now().UnixNano())
-		}
 		m.sent[i] += uint32(len(c.TokenIDs))
-		f.chunk.TokenIds, f.chunk.Text, f.chunk.Index = c.TokenIDs, c.Text, i
-		return f.stream.Send(f.msg)
+		return m.f.emit(i, c)
 	}
 }
 
@@ -115,6 +108,9 @@ func (m *merge) total() uint32 {
 // finish reason, the usage summed (the prompt and its cached tokens
 // counted once) and each choice's end.
 func (m *merge) finish(e *ended) error {
+	if err := m.f.flushPrompt(); err != nil {
+		return err
+	}
 	r0 := m.results[0]
 	fin := &workerv1.Final{
 		FinishReason: finishToProto(r0.FinishReason),

@@ -15,6 +15,7 @@ import (
 	"github.com/vigilhq/vigil/sdk"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // admission is one admitted request.
@@ -127,17 +128,20 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	// Clients may reuse ids; the engine must not see one twice.
 	engineID := id + "-" + strconv.FormatUint(a.seq, 10)
 	p.engine.RequestID = engineID
+	var pr *workerv1.Prompt
 	if pe, ok := a.engine.(Prompts); ok {
-		if err := s.prompt(pe, req, &p, stream); err != nil {
+		if pr, err = s.prompt(pe, req, &p); err != nil {
 			e.outcome = OutcomeInvalid
-			if status.Code(err) != codes.InvalidArgument {
-				e.outcome = OutcomeCancelled
-			}
 			return err
 		}
 	}
 	f := newForward(stream, id, uint32(len(p.engine.TokenIDs)))
 	f.progress = a.progress
+	f.lp = newLogprobOut(p.engine, logprobTokens(a.engine), p.n)
+	if err := f.start(pr); err != nil {
+		e.outcome = OutcomeCancelled
+		return err
+	}
 	if p.n > 1 {
 		return s.fanOut(a, p, f, e)
 	}
@@ -150,17 +154,19 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 }
 
 // prompt renders and encodes the prompt once, with vigil's tokenizer,
-// into p, and sends it first when the request asks (return_prompt).
-func (s *Server) prompt(pe Prompts, req *workerv1.GenerateRequest, p *plan, stream workerv1.Worker_GenerateServer) error {
-	ids, text, field, err := pe.Prompt(p.engine, req.GetMessages(), req.GetReturnPrompt())
+// into p, and returns the prompt message when the request asks for it
+// (return_prompt, or the prompt's logprobs); nil otherwise.
+func (s *Server) prompt(pe Prompts, req *workerv1.GenerateRequest, p *plan) (*workerv1.Prompt, error) {
+	want := req.GetReturnPrompt() || req.GetLogprobs().GetPrompt()
+	ids, text, field, err := pe.Prompt(p.engine, req.GetMessages(), want)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p.engine.TokenIDs, p.engine.Text, p.field, p.tokenized = ids, "", field, true
-	if !req.GetReturnPrompt() {
-		return nil
+	if !want {
+		return nil, nil
 	}
-	return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: &workerv1.Prompt{TokenIds: ids, Text: text}}})
+	return &workerv1.Prompt{TokenIds: ids, Text: text}, nil
 }
 
 // forward is one request's output on its way to the client.
@@ -176,6 +182,7 @@ type forward struct {
 	// which saves three allocations per token.
 	chunk *workerv1.Chunk
 	msg   *workerv1.GenerateResponse
+	lp    *logprobOut // nil: no logprobs
 }
 
 func newForward(stream workerv1.Worker_GenerateServer, id string, prompt uint32) *forward {
@@ -186,17 +193,84 @@ func newForward(stream workerv1.Worker_GenerateServer, id string, prompt uint32)
 
 // send is the engine's send function: it sends c to the client.
 func (f *forward) send(c sdk.Chunk) error {
+	f.sentTokens += uint32(len(c.TokenIDs))
+	return f.emit(0, c)
+}
+
+// start sends pr, the prompt message, first; with the prompt's logprobs
+// it waits for them (emit).
+func (f *forward) start(pr *workerv1.Prompt) error {
+	switch {
+	case pr == nil:
+		return nil
+	case f.lp != nil && f.lp.promptLogprobs:
+		f.lp.prompt = pr
+		return nil
+	}
+	return f.stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: pr}})
+}
+
+// emit sends c as choice i's chunk. The prompt message, which comes
+// first, waits for the prompt's logprobs: an engine that gives them last
+// (SGLang and TensorRT-LLM give them with the end of the output) has the
+// output held until then.
+func (f *forward) emit(i uint32, c sdk.Chunk) error {
 	f.sent = true
 	if f.progress != nil {
 		f.progress.Store(time.Now().UnixNano())
 	}
-	f.sentTokens += uint32(len(c.TokenIDs))
-	f.chunk.TokenIds, f.chunk.Text = c.TokenIDs, c.Text
+	if c.PromptLogprobs != nil {
+		if f.waiting() {
+			if err := f.sendPrompt(c.PromptLogprobs); err != nil {
+				return err
+			}
+		}
+		if len(c.TokenIDs) == 0 && c.Text == "" && len(c.Logprobs) == 0 {
+			return nil // the prompt's logprobs alone (another choice's too)
+		}
+	}
+	f.chunk.TokenIds, f.chunk.Text, f.chunk.Index = c.TokenIDs, c.Text, i
+	f.chunk.Logprobs = f.lp.convert(i, c.Logprobs)
+	if f.waiting() {
+		f.lp.held = append(f.lp.held, proto.CloneOf(f.msg))
+		return nil
+	}
 	return f.stream.Send(f.msg)
+}
+
+// waiting reports whether the output waits for the prompt's logprobs.
+func (f *forward) waiting() bool { return f.lp != nil && f.lp.prompt != nil && !f.lp.promptSent }
+
+// sendPrompt sends the prompt message with lps, its logprobs, then the
+// output held for it.
+func (f *forward) sendPrompt(lps []sdk.TokenLogprob) error {
+	f.lp.promptSent = true
+	if err := f.stream.Send(f.lp.promptMessage(lps)); err != nil {
+		return err
+	}
+	for _, m := range f.lp.held {
+		if err := f.stream.Send(m); err != nil {
+			return err
+		}
+	}
+	f.lp.held = nil
+	return nil
+}
+
+// flushPrompt sends the prompt message and the output held for it when
+// the prompt's logprobs never came.
+func (f *forward) flushPrompt() error {
+	if !f.waiting() {
+		return nil
+	}
+	return f.sendPrompt(nil)
 }
 
 // finish sends the final message of a generation that ended with res.
 func (f *forward) finish(res sdk.Result, e *ended) error {
+	if err := f.flushPrompt(); err != nil {
+		return err
+	}
 	reason := finishToProto(res.FinishReason)
 	e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
 	m := final(f.id, reason, "", res.PromptTokens, res.CompletionTokens)
@@ -234,6 +308,9 @@ func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
 		}
 		s.log.Warn("request failed before its first token", "request_id", f.id, "error", err)
 		return status.Errorf(codes.Unavailable, "engine request failed: %v", err)
+	}
+	if err := f.flushPrompt(); err != nil {
+		return err
 	}
 	desc := fmt.Sprintf("engine request failed mid-stream: %v", err)
 	if cut != nil {

@@ -59,6 +59,9 @@ func checkTaken(req *workerv1.GenerateRequest, a accepts) error {
 	if err := checkLater(req); err != nil {
 		return err
 	}
+	if err := checkLogprobs(req.GetLogprobs(), a); err != nil {
+		return err
+	}
 	return checkSamplingRanges(s)
 }
 
@@ -66,10 +69,8 @@ func checkTaken(req *workerv1.GenerateRequest, a accepts) error {
 // that later issues implement (docs/worker-api.md): this worker lists no
 // capability for them, so a router sends none.
 func checkLater(req *workerv1.GenerateRequest) error {
-	lp, chat := req.GetLogprobs(), req.GetMessages()
+	chat := req.GetMessages()
 	switch {
-	case lp.GetOutput() || lp.GetPrompt():
-		return lacks("logprobs", "logprobs")
 	case req.GetResume() != nil:
 		return lacks("resume", "a resumed stream")
 	case chat.GetTools() != "" || chat.GetToolChoice() != nil:
@@ -217,6 +218,7 @@ func toEngine(req *workerv1.GenerateRequest, ids []uint32, engineID string, so *
 		IgnoreEOS:        st.GetIgnoreEos(),
 		MinTokens:        st.GetMinTokens(),
 		StructuredOutput: so,
+		Logprobs:         logprobsToEngine(req.GetLogprobs()),
 	}
 	if s := req.GetSampling(); s != nil {
 		r.Temperature, r.TopP, r.TopK, r.Seed, r.MinP = s.Temperature, s.TopP, s.TopK, s.Seed, s.GetMinP()

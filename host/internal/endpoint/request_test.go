@@ -173,7 +173,7 @@ func TestFieldsNotTaken(t *testing.T) {
 			r.Sampling = &workerv1.Sampling{LogitBias: map[uint32]float32{4: 101}}
 		}, "sampling.logit_bias: token 4: 101: a bias must be in [-100, 100]"},
 		{"logprobs", accepting(vllmAccepts...), func(r *workerv1.GenerateRequest) { r.Logprobs = &workerv1.Logprobs{Output: true} },
-			"logprobs: this worker does not take logprobs"},
+			"logprobs.output: this worker gives no logprobs (chat's top_logprobs): it has no tokenizer"},
 		{"resume", accepting(vllmAccepts...), func(r *workerv1.GenerateRequest) { r.Resume = &workerv1.Resume{} },
 			"resume: this worker does not take a resumed stream"},
 		{"stop legacy", worker, func(r *workerv1.GenerateRequest) { r.Stopping = &workerv1.Stopping{Stop: []string{"x"}} }, ""},

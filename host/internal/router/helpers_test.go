@@ -128,7 +128,8 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 		return status.FromContextError(stream.Context().Err()).Err()
 	}
 	chunk := func(text string) error {
-		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: &workerv1.Chunk{Text: text, TokenIds: []uint32{1}}}})
+		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: &workerv1.Chunk{Text: text, TokenIds: []uint32{1},
+			Logprobs: fakeLogprobs(req.GetLogprobs().GetOutput(), text, req.GetLogprobs().GetTop())}}})
 	}
 	final := func(r workerv1.FinishReason, desc string, completion uint32) error {
 		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: &workerv1.Final{
@@ -136,7 +137,11 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 			Usage: &workerv1.Usage{PromptTokens: promptTokens(req), CompletionTokens: completion, CachedTokens: cached},
 		}}})
 	}
-	if req.GetReturnPrompt() {
+	if req.GetLogprobs().GetPrompt() {
+		if err := stream.Send(fakePrompt(req)); err != nil {
+			return err
+		}
+	} else if req.GetReturnPrompt() {
 		ids := req.GetTokenIds().GetIds()
 		if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: &workerv1.Prompt{
 			TokenIds: ids, Text: fmt.Sprintf("<%d ids>", len(ids))}}}); err != nil {
@@ -382,4 +387,32 @@ func counts(ws ...*fakeWorker) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", w.ep.WorkerID, w.requests.Load()))
 	}
 	return strings.Join(parts, " ")
+}
+
+// fakeLogprobs is a chunk's logprobs as a worker gives them when on: one
+// position, its chosen token the chunk's text at -0.5, and top of the
+// alternatives "hi" (-0.25, the likeliest) and the chosen one; an
+// "unknown" chunk's chosen logprob is unknown (TensorRT-LLM's outside its
+// top-k).
+func fakeLogprobs(on bool, text string, top uint32) []*workerv1.TokenLogprob {
+	if !on {
+		return nil
+	}
+	chosen := &workerv1.Logprob{TokenId: 7, Token: text, Bytes: []byte(text), Logprob: proto.Float32(-0.5), Rank: 2}
+	if text == "unknown" {
+		chosen.Logprob = nil
+	}
+	alts := []*workerv1.Logprob{{TokenId: 8, Token: "hi", Bytes: []byte("hi"), Logprob: proto.Float32(-0.25), Rank: 1}, chosen}
+	return []*workerv1.TokenLogprob{{Chosen: chosen, Top: alts[:min(int(top), len(alts))]}}
+}
+
+// fakePrompt is the prompt message with the prompt's logprobs: "A"
+// (none, the first position) and " prompt" (-1.5).
+func fakePrompt(req *workerv1.GenerateRequest) *workerv1.GenerateResponse {
+	first := &workerv1.Logprob{TokenId: 1, Token: "A", Bytes: []byte("A")}
+	second := &workerv1.Logprob{TokenId: 2, Token: " prompt", Bytes: []byte(" prompt"), Logprob: proto.Float32(-1.5), Rank: 1}
+	return &workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: &workerv1.Prompt{
+		TokenIds: []uint32{1, 2}, Text: "A prompt",
+		Logprobs: []*workerv1.TokenLogprob{{Chosen: first}, {Chosen: second, Top: []*workerv1.Logprob{second}[:min(int(req.GetLogprobs().GetPromptTop()), 1)]}},
+	}}}
 }

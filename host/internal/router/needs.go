@@ -14,6 +14,7 @@ import (
 // capability names (docs/worker-api.md, "Capabilities"), in parameter
 // order: structured output, n, the penalties and logit_bias, stop strings,
 // top_k, min_p, seed, min_tokens, ignore_eos, chat_template_kwargs,
+// logprobs (with its top alternatives), the prompt's logprobs,
 // return_prompt. Neutral values (0, 1, empty) ask for nothing. The first
 // need no worker meets is the one a 400 names.
 func needsOf(req *workerv1.GenerateRequest) []discovery.Need {
@@ -41,6 +42,12 @@ func needsOf(req *workerv1.GenerateRequest) []discovery.Need {
 	add(st.GetMinTokens() > 0, discovery.CapMinTokens)
 	add(st.GetIgnoreEos(), discovery.CapIgnoreEOS)
 	add(req.GetMessages().GetChatTemplateKwargs() != "", discovery.CapChatTemplateKwargs)
+	if lp := req.GetLogprobs(); lp.GetOutput() {
+		needs = append(needs, discovery.Need{Name: discovery.CapLogprobs, AtLeast: lp.GetTop()})
+	}
+	if lp := req.GetLogprobs(); lp.GetPrompt() {
+		needs = append(needs, discovery.Need{Name: discovery.CapPromptLogprobs, AtLeast: lp.GetPromptTop()})
+	}
 	add(req.GetReturnPrompt(), discovery.CapPromptTokenIDs)
 	return needs
 }
@@ -103,6 +110,8 @@ var needFields = map[string]string{
 	discovery.CapIgnoreEOS:          "stopping.ignore_eos",
 	discovery.CapChatTemplateKwargs: "prompt.messages.chat_template_kwargs",
 	discovery.CapPromptTokenIDs:     "return_prompt",
+	discovery.CapLogprobs:           "logprobs.top",
+	discovery.CapPromptLogprobs:     "logprobs.prompt_top",
 }
 
 // field is the worker API's field of the need.
@@ -135,7 +144,12 @@ var capHints = map[string]string{
 	discovery.CapStop:               "; a worker started with --tokenizer-dir matches stop strings itself",
 	discovery.CapPromptTokenIDs:     "; a worker started with --tokenizer-dir gives the prompt's text",
 	discovery.CapChatTemplateKwargs: "; a worker with a chat template (--tokenizer-dir, --chat-template) takes it",
+	discovery.CapLogprobs:           logprobsHint,
+	discovery.CapPromptLogprobs:     logprobsHint,
 }
+
+// logprobsHint says what a worker needs to give logprobs.
+const logprobsHint = "; a worker gives logprobs when its engine returns them and it was started with --tokenizer-dir, which gives the tokens' text"
 
 // GRPCStatus is the status gRPC clients of the router get.
 func (e *UnmetError) GRPCStatus() *status.Status { return status.New(codes.InvalidArgument, e.Error()) }

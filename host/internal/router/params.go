@@ -34,7 +34,6 @@ var (
 	rNullOnly = paramRule{neutral: isNull, want: "omit it or send null"}
 	rFalse    = paramRule{neutral: oneOf(`false`), want: "omit it or send false"}
 	rTrue     = paramRule{neutral: oneOf(`true`), want: "omit it or send true"}
-	rZero     = paramRule{neutral: isNumber(0), want: "omit it or send 0"}
 	rOne      = paramRule{neutral: isNumber(1), want: "omit it or send 1"}
 	rEmptyArr = paramRule{neutral: oneOf(`[]`), want: "omit it or send []"}
 )
@@ -64,7 +63,7 @@ var commonParams = map[string]paramRule{
 var completionParams = map[string]paramRule{
 	"prompt":   rTaken,
 	"echo":     rTaken,
-	"logprobs": {neutral: oneOf(`false`), want: "omit it or send null"}, // 0 asks for the chosen token's
+	"logprobs": rTaken,
 	"best_of":  rOne,
 	"suffix":   {neutral: oneOf(`""`), want: `omit it or send null or ""`},
 }
@@ -74,8 +73,8 @@ var chatParams = map[string]paramRule{
 	"messages":               rTaken,
 	"max_completion_tokens":  rTaken,
 	"chat_template_kwargs":   rTaken,
-	"logprobs":               rFalse,
-	"top_logprobs":           rZero,
+	"logprobs":               rTaken,
+	"top_logprobs":           rTaken,
 	"tools":                  rEmptyArr,
 	"tool_choice":            {neutral: oneOf(`"none"`), want: `omit it or send "none"`},
 	"parallel_tool_calls":    rAny, // no tools: nothing to call in parallel

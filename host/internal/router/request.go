@@ -47,6 +47,8 @@ type request struct {
 	GuidedGrammar       json.RawMessage `json:"guided_grammar"`
 	StructuredOutputs   json.RawMessage `json:"structured_outputs"`
 	Echo                *bool           `json:"echo"`
+	Logprobs            json.RawMessage `json:"logprobs"`
+	TopLogprobs         *int64          `json:"top_logprobs"`
 	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
 	PromptCacheKey      *string         `json:"prompt_cache_key"`
 	// Store is read to check it is a boolean: nothing is stored.
@@ -67,8 +69,16 @@ type parsed struct {
 	// its prompt; nil for one prompt.
 	prompts []*workerv1.GenerateRequest
 	// echo: completions' echo, the prompt put in front of each choice.
-	echo  bool
-	names fieldNames
+	echo bool
+	// logprobs: the choices carry logprobs, with top alternatives a
+	// position; promptLogprobs: completions' echo puts the prompt's first.
+	logprobs, promptLogprobs bool
+	top                      uint32
+	// promptOnly: completions' echo with max_tokens 0 (lm-eval-harness's
+	// loglikelihood requests): the prompt alone, the one token generated
+	// for it dropped.
+	promptOnly bool
+	names      fieldNames
 }
 
 // fieldNames are the request's own names for the worker API's prompt,
@@ -77,6 +87,7 @@ type fieldNames struct {
 	prompt     string // prompt or messages
 	maxTokens  string // max_tokens or max_completion_tokens
 	structured string // the field that set structured_output
+	logprobs   string // logprobs or top_logprobs
 }
 
 // param is the request's own name of the parameter that asked for the
@@ -89,6 +100,8 @@ func (n fieldNames) param(need string) string {
 		return need
 	case discovery.CapPromptTokenIDs:
 		return "echo"
+	case discovery.CapLogprobs, discovery.CapPromptLogprobs:
+		return n.logprobs
 	}
 	if n.structured != "" {
 		return n.structured
@@ -174,6 +187,7 @@ func (c *request) toWorker(endpoint string) (*parsed, *workerv1.GenerateRequest,
 		func() *apiError { return c.setPenalties(req.Sampling) },
 		func() *apiError { return c.setStops(req.Stopping) },
 		func() *apiError { return c.setEcho(p) },
+		func() *apiError { return c.setLogprobs(endpoint, req, p) },
 		func() *apiError { return c.setStreamOptions(p) },
 	} {
 		if aerr := set(); aerr != nil {
@@ -226,6 +240,11 @@ func (c *request) setLengths(endpoint string, req *workerv1.GenerateRequest, p *
 	maxTokens := c.MaxTokens
 	if endpoint == endpointChat && c.MaxCompletionTokens != nil {
 		maxTokens, names.maxTokens = c.MaxCompletionTokens, "max_completion_tokens"
+	}
+	if maxTokens != nil && *maxTokens == 0 && endpoint == endpointCompletions && c.Echo != nil && *c.Echo {
+		// The prompt alone, as vLLM answers it: one token generated,
+		// then dropped.
+		p.promptOnly, maxTokens = true, new(int64(1))
 	}
 	if maxTokens != nil {
 		if *maxTokens < 1 || *maxTokens > maxUint32 {

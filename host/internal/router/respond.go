@@ -26,6 +26,13 @@ type promptRun struct {
 	texts  []strings.Builder
 	final  *workerv1.Final
 	err    error
+	// With logprobs: each choice's (whole responses), the prompt's (echo),
+	// and each choice's text offset so far (streams).
+	lps       [][]*workerv1.TokenLogprob
+	promptLps []*workerv1.TokenLogprob
+	offsets   []int
+	// promptOnly: the output is dropped (echo with max_tokens 0).
+	promptOnly bool
 }
 
 // runs are the worker requests of a parsed request whose first (or only)
@@ -44,7 +51,10 @@ func (p *parsed) runs(req *workerv1.GenerateRequest) []*promptRun {
 			r.Prompt = pr.Prompt
 			r.RequestId = fmt.Sprintf("%s-%d", req.GetRequestId(), i)
 		}
-		run := &promptRun{req: r, texts: make([]strings.Builder, p.n)}
+		run := &promptRun{req: r, texts: make([]strings.Builder, p.n), promptOnly: p.promptOnly}
+		if p.logprobs {
+			run.lps, run.offsets = make([][]*workerv1.TokenLogprob, p.n), make([]int, p.n)
+		}
 		if p.echo {
 			if r.GetTokenIds() != nil {
 				r.ReturnPrompt = true
@@ -136,12 +146,16 @@ func failure(first *promptRun, names fieldNames) *apiError {
 func (run *promptRun) collect(m *workerv1.GenerateResponse) {
 	switch k := m.GetKind().(type) {
 	case *workerv1.GenerateResponse_Prompt:
-		if run.req.GetReturnPrompt() {
+		if run.req.GetReturnPrompt() || run.req.GetLogprobs().GetPrompt() {
 			run.echo = k.Prompt.GetText()
 		}
+		run.promptLps = k.Prompt.GetLogprobs()
 	case *workerv1.GenerateResponse_Chunk:
-		if i := int(k.Chunk.GetIndex()); i < len(run.texts) {
+		if i := int(k.Chunk.GetIndex()); i < len(run.texts) && !run.promptOnly {
 			run.texts[i].WriteString(k.Chunk.GetText())
+			if run.lps != nil {
+				run.lps[i] = append(run.lps[i], k.Chunk.GetLogprobs()...)
+			}
 		}
 	case *workerv1.GenerateResponse_Final:
 		run.final = k.Final
@@ -205,10 +219,10 @@ type response struct {
 
 // textChoice is a choice of /v1/completions, whole or streamed.
 type textChoice struct {
-	Index        int       `json:"index"`
-	Text         string    `json:"text"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	Logprobs     any     `json:"logprobs"` // nil, *completionLogprobs
+	FinishReason *string `json:"finish_reason"`
 }
 
 // chatChoice is a choice of /v1/chat/completions: Message in a whole
@@ -217,7 +231,7 @@ type chatChoice struct {
 	Index        int          `json:"index"`
 	Message      *chatMessage `json:"message,omitempty"`
 	Delta        *chatMessage `json:"delta,omitempty"`
-	Logprobs     *struct{}    `json:"logprobs"`
+	Logprobs     any          `json:"logprobs"` // nil, *chatLogprobs
 	FinishReason *string      `json:"finish_reason"`
 }
 
@@ -237,16 +251,35 @@ func (p *parsed) choices(runs []*promptRun) []any {
 		for j := range p.n {
 			index, text, reason := i*p.n+j, run.texts[j].String(), run.choiceReason(j)
 			if p.endpoint == endpointChat {
-				choices = append(choices, chatChoice{Index: index, Message: &chatMessage{Role: "assistant", Content: &text}, FinishReason: reason})
+				c := chatChoice{Index: index, Message: &chatMessage{Role: "assistant", Content: &text}, FinishReason: reason}
+				if p.logprobs {
+					c.Logprobs = chatLogprobsOf(run.lps[j])
+				}
+				choices = append(choices, c)
 				continue
 			}
 			if p.echo {
 				text = run.echo + text
 			}
-			choices = append(choices, textChoice{Index: index, Text: text, FinishReason: reason})
+			c := textChoice{Index: index, Text: text, FinishReason: reason}
+			if p.logprobs {
+				c.Logprobs = run.completionLogprobs(j, p.promptLogprobs)
+			}
+			choices = append(choices, c)
 		}
 	}
 	return choices
+}
+
+// completionLogprobs is choice j's logprobs in a whole completions
+// response: with prompt (echo), the prompt's positions first.
+func (run *promptRun) completionLogprobs(j int, prompt bool) *completionLogprobs {
+	c, offset := newCompletionLogprobs(), 0
+	if prompt {
+		c.add(run.promptLps, &offset, true)
+	}
+	c.add(run.lps[j], &offset, false)
+	return c
 }
 
 // generate answers POST /v1/completions and /v1/chat/completions.

@@ -24,7 +24,7 @@ import (
 func (h *httpHandler) stream(w http.ResponseWriter, r *http.Request, p *parsed, id string, runs []*promptRun) {
 	events := newSSE(w)
 	ch := &chunks{id: id, created: time.Now().Unix(), model: p.model,
-		chat: p.endpoint == endpointChat, includeUsage: p.includeUsage, n: p.n, echo: p.echo}
+		chat: p.endpoint == endpointChat, includeUsage: p.includeUsage, n: p.n, echo: p.echo, logprobs: p.logprobs}
 	hb := h.startHeartbeat(events, id)
 	var (
 		mu      sync.Mutex // the events' writer
@@ -86,6 +86,7 @@ type chunks struct {
 	includeUsage bool
 	n            int  // choices per prompt
 	echo         bool // completions' echo
+	logprobs     bool // chunks carry logprobs
 }
 
 // event is one chunk with choices; usage is null in every chunk but the
@@ -102,16 +103,30 @@ func (c *chunks) event(choices []any, usage json.RawMessage) chunkJSON {
 }
 
 // choice is a chunk's one choice, of that index: a delta for chat, text
-// for completions.
-func (c *chunks) choice(index int, text *string, role string, reason *string) []any {
+// for completions; lp its logprobs (nil: none).
+func (c *chunks) choice(index int, text *string, role string, reason *string, lp any) []any {
 	if c.chat {
-		return []any{chatChoice{Index: index, Delta: &chatMessage{Role: role, Content: text}, FinishReason: reason}}
+		return []any{chatChoice{Index: index, Delta: &chatMessage{Role: role, Content: text}, FinishReason: reason, Logprobs: lp}}
 	}
 	var t string
 	if text != nil {
 		t = *text
 	}
-	return []any{textChoice{Index: index, Text: t, FinishReason: reason}}
+	return []any{textChoice{Index: index, Text: t, FinishReason: reason, Logprobs: lp}}
+}
+
+// chunkLogprobs are the logprobs of a chunk of choice j of run, lps its
+// positions; nil without logprobs.
+func (c *chunks) chunkLogprobs(run *promptRun, j int, lps []*workerv1.TokenLogprob, prompt bool) any {
+	if !c.logprobs {
+		return nil
+	}
+	if c.chat {
+		return chatLogprobsOf(lps)
+	}
+	l := newCompletionLogprobs()
+	l.add(lps, &run.offsets[j], prompt)
+	return l
 }
 
 // roles sends chat's first events: each choice's role, with empty content,
@@ -121,7 +136,7 @@ func (c *chunks) roles(events sse) error {
 		return nil
 	}
 	for j := range c.n {
-		if err := events.send(c.event(c.choice(j, new(""), "assistant", nil), nil)); err != nil {
+		if err := events.send(c.event(c.choice(j, new(""), "assistant", nil, nil), nil)); err != nil {
 			return err
 		}
 	}
@@ -138,10 +153,11 @@ func (c *chunks) relay(events sse, i int, run *promptRun, m *workerv1.GenerateRe
 			return err
 		}
 		j := int(k.Chunk.GetIndex())
-		if j >= c.n {
-			return nil // not a choice of the request
+		if j >= c.n || run.promptOnly {
+			return nil // not a choice of the request, or dropped
 		}
-		return events.send(c.event(c.choice(i*c.n+j, new(k.Chunk.GetText()), "", nil), nil))
+		lp := c.chunkLogprobs(run, j, k.Chunk.GetLogprobs(), false)
+		return events.send(c.event(c.choice(i*c.n+j, new(k.Chunk.GetText()), "", nil, lp), nil))
 	case *workerv1.GenerateResponse_Final:
 		run.final = k.Final
 	}
@@ -159,7 +175,11 @@ func (c *chunks) echoOnce(events sse, i int, run *promptRun) error {
 		return nil
 	}
 	for j := range c.n {
-		if err := events.send(c.event(c.choice(i*c.n+j, new(run.echo), "", nil), nil)); err != nil {
+		var lp any
+		if run.req.GetLogprobs().GetPrompt() {
+			lp = c.chunkLogprobs(run, j, run.promptLps, true)
+		}
+		if err := events.send(c.event(c.choice(i*c.n+j, new(run.echo), "", nil, lp), nil)); err != nil {
 			return err
 		}
 	}
@@ -171,7 +191,7 @@ func (c *chunks) echoOnce(events sse, i int, run *promptRun) error {
 func (c *chunks) end(events sse, runs []*promptRun) {
 	for i, run := range runs {
 		for j := range c.n {
-			if events.send(c.event(c.choice(i*c.n+j, nil, "", run.choiceReason(j)), nil)) != nil {
+			if events.send(c.event(c.choice(i*c.n+j, nil, "", run.choiceReason(j), nil), nil)) != nil {
 				return
 			}
 		}

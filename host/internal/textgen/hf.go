@@ -56,3 +56,5 @@ func (h hf) Tokens(ids []uint32) ([]string, error) {
 	}
 	return out, nil
 }
+
+func (h hf) TokenBytes(id uint32) ([]byte, string, bool) { return h.t.TokenBytes(id) }

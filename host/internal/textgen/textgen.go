@@ -219,15 +219,14 @@ func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []ui
 	case err != nil:
 		return res, err
 	}
-	if tail, stopped := out.flush(); tail != "" || stopped {
-		if tail != "" {
-			if err := send(sdk.Chunk{Text: tail}); err != nil {
-				return res, err
-			}
+	tail, stopped, lps := out.flush()
+	if tail != "" || len(lps) > 0 {
+		if err := send(sdk.Chunk{Text: tail, Logprobs: lps}); err != nil {
+			return res, err
 		}
-		if stopped {
-			res.FinishReason = sdk.FinishStop
-		}
+	}
+	if stopped {
+		res.FinishReason = sdk.FinishStop
 	}
 	return res, nil
 }
@@ -236,21 +235,26 @@ func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []ui
 var ErrStopString = errors.New("stop string matched")
 
 // detokenizer is one request's output as vigil's own text: decoded
-// incrementally and cut at the first stop string.
+// incrementally and cut at the first stop string. With logprobs, each
+// token's goes out with the chunk that emits the token's text: text held
+// back (a stop string's possible start, a character cut across tokens)
+// holds its tokens' logprobs too, and the tokens a stop string cuts lose
+// theirs.
 type detokenizer struct {
 	dec     Decoder
 	stops   *stopstring.Matcher
 	stopped bool
 	sent    uint32 // token ids sent on
+	lp      heldLogprobs
 }
 
 // send sends c on as vigil's text, the ids up to a stop string's end;
 // once one matched, it fails, so that the engine's stream ends and the
 // adapter aborts the engine request.
 func (d *detokenizer) send(c sdk.Chunk, send func(sdk.Chunk) error) error {
-	ids, text := d.next(c.TokenIDs)
+	ids, text := d.next(c.TokenIDs, c.Logprobs)
 	d.sent += uint32(len(ids))
-	if err := send(sdk.Chunk{TokenIDs: ids, Text: text}); err != nil {
+	if err := send(sdk.Chunk{TokenIDs: ids, Text: text, Logprobs: d.lp.release(d.stopped), PromptLogprobs: c.PromptLogprobs}); err != nil {
 		return err
 	}
 	if d.stopped {
@@ -261,14 +265,20 @@ func (d *detokenizer) send(c sdk.Chunk, send func(sdk.Chunk) error) error {
 
 // next returns the text ids complete that can be emitted now, and ids up
 // to the one that completed a stop string, if one did: chunks merged on
-// the way hold tokens generated after it, which do not count.
-func (d *detokenizer) next(ids []uint32) ([]uint32, string) {
+// the way hold tokens generated after it, which do not count. lps are
+// the ids' logprobs, none without logprobs.
+func (d *detokenizer) next(ids []uint32, lps []sdk.TokenLogprob) ([]uint32, string) {
 	if d.stopped {
 		return nil, ""
 	}
 	var text strings.Builder
 	for i := range ids {
-		emit, stopped := d.stops.Push(d.dec.Next(ids[i : i+1]))
+		piece := d.dec.Next(ids[i : i+1])
+		if i < len(lps) {
+			d.lp.add(lps[i], len(piece))
+		}
+		emit, stopped := d.stops.Push(piece)
+		d.lp.emitted += len(emit)
 		text.WriteString(emit)
 		if stopped {
 			d.stopped = true
@@ -278,13 +288,75 @@ func (d *detokenizer) next(ids []uint32) ([]uint32, string) {
 	return ids, text.String()
 }
 
-// flush returns the text held back at the end of the output, and whether
-// a stop string matched in it.
-func (d *detokenizer) flush() (string, bool) {
-	text, stopped := d.stops.Push(d.dec.Flush())
+// flush returns the text held back at the end of the output, whether a
+// stop string matched in it, and the logprobs of its tokens.
+func (d *detokenizer) flush() (string, bool, []sdk.TokenLogprob) {
+	piece := d.dec.Flush()
+	d.lp.decoded += len(piece)
+	d.lp.ended()
+	text, stopped := d.stops.Push(piece)
 	if !stopped {
 		text += d.stops.Flush()
 	}
+	d.lp.emitted += len(text)
 	d.stopped = stopped
-	return text, stopped
+	if !stopped {
+		d.lp.emitted = d.lp.decoded
+	}
+	return text, stopped, d.lp.release(true)
+}
+
+// heldLogprobs are the logprobs of tokens whose text is not all emitted
+// yet, with where the text of each lies in the decoded output (bytes).
+type heldLogprobs struct {
+	held             []heldLogprob
+	decoded, emitted int // bytes of text decoded, and emitted past the stop strings
+}
+
+type heldLogprob struct {
+	lp         sdk.TokenLogprob
+	start, end int // end -1: its text is not decoded yet (part of a character)
+}
+
+// add holds lp, of a token whose piece of decoded text has n bytes: a
+// token with none ends where the next text does (a character's bytes).
+func (h *heldLogprobs) add(lp sdk.TokenLogprob, n int) {
+	h.held = append(h.held, heldLogprob{lp: lp, start: h.decoded, end: -1})
+	if n == 0 {
+		return
+	}
+	h.decoded += n
+	h.ended()
+}
+
+// ended sets the end of the tokens whose text the decoded text now holds.
+func (h *heldLogprobs) ended() {
+	for i := len(h.held) - 1; i >= 0 && h.held[i].end < 0; i-- {
+		h.held[i].end = h.decoded
+	}
+}
+
+// release returns the logprobs of the tokens whose text is emitted; last
+// (a stop string matched, or the output ended) releases those of every
+// token with any text emitted and drops the rest.
+func (h *heldLogprobs) release(last bool) []sdk.TokenLogprob {
+	n := 0
+	for n < len(h.held) && h.held[n].end >= 0 && (h.held[n].end <= h.emitted || last && h.held[n].start < h.emitted) {
+		n++
+	}
+	if n == 0 {
+		if last {
+			h.held = nil
+		}
+		return nil
+	}
+	out := make([]sdk.TokenLogprob, n)
+	for i := range n {
+		out[i] = h.held[i].lp
+	}
+	h.held = h.held[n:]
+	if last {
+		h.held = nil
+	}
+	return out
 }

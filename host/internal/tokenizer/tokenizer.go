@@ -314,3 +314,10 @@ func readGenerationEOS(path string) ([]uint32, error) {
 	}
 	return many, nil
 }
+
+// TokenBytes returns one token's own bytes and text, as a logprob shows
+// it (vtok.Tokenizer.TokenBytes); ok is false for an id outside the
+// vocabulary.
+func (t *Tokenizer) TokenBytes(id uint32) (raw []byte, text string, ok bool) {
+	return t.tk.TokenBytes(id)
+}

@@ -356,3 +356,44 @@ func TestDecoderSeededWithPromptKeepsSpace(t *testing.T) {
 		t.Errorf("unseeded first token %q keeps its space: the test no longer shows the seeding", unseeded)
 	}
 }
+
+// TokenBytes is each token's own bytes and text, as a logprob shows it:
+// for every family the bytes of a text's tokens make its decoding (a
+// character cut across byte tokens included: each has its part, its text
+// U+FFFD), and a SentencePiece token keeps its leading space, which
+// decoding it alone strips.
+func TestTokenBytes(t *testing.T) {
+	for _, fam := range families {
+		t.Run(fam, func(t *testing.T) {
+			tok, ref := family(t, fam)
+			for _, c := range ref.Texts {
+				if c.AddSpecialTokens || strings.Contains(c.Name, "special") {
+					continue
+				}
+				var all []byte
+				for _, id := range c.IDs {
+					raw, text, ok := tok.TokenBytes(id)
+					if !ok || !utf8.ValidString(text) || utf8.Valid(raw) && text != string(raw) {
+						t.Fatalf("%s: TokenBytes(%d) = %q, %q, %v", c.Name, id, raw, text, ok)
+					}
+					all = append(all, raw...)
+				}
+				// The reference's decoding: the text as normalized (Qwen 3's NFC).
+				if string(all) != c.Decoded {
+					t.Errorf("%s: bytes %q, want the text %q", c.Name, all, c.Decoded)
+				}
+			}
+		})
+	}
+	tok, _ := family(t, "gemma3")
+	ids, err := tok.Encode("Hello world", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, text, _ := tok.TokenBytes(ids[len(ids)-1]); string(raw) != " world" || text != " world" {
+		t.Errorf("gemma3's last token of %q: %q %q, want \" world\" with its space", "Hello world", raw, text)
+	}
+	if _, _, ok := tok.TokenBytes(1 << 30); ok {
+		t.Error("an id outside the vocabulary: ok")
+	}
+}

@@ -9,7 +9,8 @@
 // stops (its grpc.health.v1 NOT_SERVING, the runtime's own health and the
 // streams in flight left alone, as Tonic's graceful shutdown lets open
 // calls finish). Generation is deterministic
-// ([enginemock.OutputToken]).
+// ([enginemock.OutputToken]), its logprobs too
+// ([enginemock.PositionLogprobs], in meta_info as SGLang sends them).
 //
 // The runtime API comes in either sglang.runtime.v1 layout (Config.Layout).
 // As SGLang's gRPC server without a tokenizer does, the mock refuses stop
@@ -106,6 +107,10 @@ type Config struct {
 	// TextEmbed answer Embedding's vectors, and Generate is refused.
 	// Default 0: a generation model, whose embedding RPCs are refused.
 	EmbeddingDim int
+	// OmitFirstPromptLogprob leaves the prompt's first position out of
+	// input_token_logprobs, as older SGLang releases do; current ones send
+	// it as [null, id, null].
+	OmitFirstPromptLogprob bool
 }
 
 // Engine is one mock SGLang engine: enginemock's engine with SGLang's

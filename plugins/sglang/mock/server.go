@@ -112,28 +112,37 @@ func (s *server) Generate(req *sglangpb.GenerateRequest, stream grpc.ServerStrea
 	default:
 		gen.Err = s.e.checkLength(len(gen.Prompt), p.MaxNewTokens)
 	}
-	prompt := len(gen.Prompt)
 	cached := 0
 	if gen.Err == nil {
 		cached = s.e.cache.hit(gen.Prompt)
 	}
+	lp := askedLogprobs(req, gen.Prompt, s.e.cfg.OmitFirstPromptLogprob)
 	return s.e.Generate(stream.Context(), gen, func(c enginemock.Chunk) error {
-		ids := make([]int32, len(c.Tokens))
-		for i, t := range c.Tokens {
-			ids[i] = int32(t)
-		}
-		msg := &sglangpb.GenerateResponse{OutputIds: ids}
-		if f := c.Finish; f != nil {
-			msg.Finished = true
-			msg.MetaInfo = map[string]string{
-				"prompt_tokens":     strconv.Itoa(prompt),
-				"completion_tokens": strconv.FormatUint(uint64(f.OutputTokens), 10),
-				"cached_tokens":     strconv.Itoa(cached),
-				"finish_reason":     finishReason(f),
-			}
-		}
-		return stream.Send(msg)
+		return stream.Send(response(c, len(gen.Prompt), cached, lp))
 	})
+}
+
+// response is one chunk's message: its ids, its logprobs when asked, and
+// on the last the usage, the finish reason and the prompt's logprobs.
+func response(c enginemock.Chunk, prompt, cached int, lp logprobs) *sglangpb.GenerateResponse {
+	ids := make([]int32, len(c.Tokens))
+	for i, t := range c.Tokens {
+		ids[i] = int32(t)
+	}
+	msg := &sglangpb.GenerateResponse{OutputIds: ids, MetaInfo: map[string]string{}}
+	lp.output(msg.MetaInfo, c.Tokens)
+	if f := c.Finish; f != nil {
+		msg.Finished = true
+		msg.MetaInfo["prompt_tokens"] = strconv.Itoa(prompt)
+		msg.MetaInfo["completion_tokens"] = strconv.FormatUint(uint64(f.OutputTokens), 10)
+		msg.MetaInfo["cached_tokens"] = strconv.Itoa(cached)
+		msg.MetaInfo["finish_reason"] = finishReason(f)
+		lp.input(msg.MetaInfo)
+	}
+	if len(msg.MetaInfo) == 0 {
+		msg.MetaInfo = nil
+	}
+	return msg
 }
 
 // prefixCache stands for SGLang's radix cache with room for one prompt:

@@ -96,10 +96,17 @@ type GenerateRequest struct {
 	InputIds       []int32                `protobuf:"varint,1,rep,packed,name=input_ids,json=inputIds,proto3" json:"input_ids,omitempty"`
 	SamplingParams *SamplingParams        `protobuf:"bytes,2,opt,name=sampling_params,json=samplingParams,proto3" json:"sampling_params,omitempty"`
 	Stream         *bool                  `protobuf:"varint,3,opt,name=stream,proto3,oneof" json:"stream,omitempty"`
-	Rid            *string                `protobuf:"bytes,7,opt,name=rid,proto3,oneof" json:"rid,omitempty"`
-	LoraPath       *string                `protobuf:"bytes,8,opt,name=lora_path,json=loraPath,proto3,oneof" json:"lora_path,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Logprobs in meta_info: output_token_logprobs per chunk (that chunk's
+	// tokens), input_token_logprobs on the final message.
+	ReturnLogprob *bool `protobuf:"varint,4,opt,name=return_logprob,json=returnLogprob,proto3,oneof" json:"return_logprob,omitempty"`
+	// The top alternatives per position, output and prompt alike.
+	TopLogprobsNum *int32 `protobuf:"varint,5,opt,name=top_logprobs_num,json=topLogprobsNum,proto3,oneof" json:"top_logprobs_num,omitempty"`
+	// The first prompt position scored: -1 none, 0 all.
+	LogprobStartLen *int32  `protobuf:"varint,6,opt,name=logprob_start_len,json=logprobStartLen,proto3,oneof" json:"logprob_start_len,omitempty"`
+	Rid             *string `protobuf:"bytes,7,opt,name=rid,proto3,oneof" json:"rid,omitempty"`
+	LoraPath        *string `protobuf:"bytes,8,opt,name=lora_path,json=loraPath,proto3,oneof" json:"lora_path,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GenerateRequest) Reset() {
@@ -151,6 +158,27 @@ func (x *GenerateRequest) GetStream() bool {
 		return *x.Stream
 	}
 	return false
+}
+
+func (x *GenerateRequest) GetReturnLogprob() bool {
+	if x != nil && x.ReturnLogprob != nil {
+		return *x.ReturnLogprob
+	}
+	return false
+}
+
+func (x *GenerateRequest) GetTopLogprobsNum() int32 {
+	if x != nil && x.TopLogprobsNum != nil {
+		return *x.TopLogprobsNum
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetLogprobStartLen() int32 {
+	if x != nil && x.LogprobStartLen != nil {
+		return *x.LogprobStartLen
+	}
+	return 0
 }
 
 func (x *GenerateRequest) GetRid() string {
@@ -525,7 +553,11 @@ type GenerateResponse struct {
 	OutputIds []int32 `protobuf:"varint,1,rep,packed,name=output_ids,json=outputIds,proto3" json:"output_ids,omitempty"`
 	// Finish reason and token counts, as strings: prompt_tokens,
 	// completion_tokens, cached_tokens (decimal), finish_reason (a JSON
-	// object whose type is "stop", "length" or "abort").
+	// object whose type is "stop", "length" or "abort"); with
+	// return_logprob, output_token_logprobs ([[logprob, id, null], ...])
+	// and output_top_logprobs (one such array per position) for this
+	// chunk's tokens, and input_token_logprobs and input_top_logprobs on
+	// the final message, all JSON.
 	MetaInfo      map[string]string `protobuf:"bytes,2,rep,name=meta_info,json=metaInfo,proto3" json:"meta_info,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Finished      bool              `protobuf:"varint,3,opt,name=finished,proto3" json:"finished,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1529,14 +1561,20 @@ var File_sglang_runtime_v1_sglang_proto protoreflect.FileDescriptor
 
 const file_sglang_runtime_v1_sglang_proto_rawDesc = "" +
 	"\n" +
-	"\x1esglang/runtime/v1/sglang.proto\x12\x11sglang.runtime.v1\"\xf1\x01\n" +
+	"\x1esglang/runtime/v1/sglang.proto\x12\x11sglang.runtime.v1\"\xbb\x03\n" +
 	"\x0fGenerateRequest\x12\x1b\n" +
 	"\tinput_ids\x18\x01 \x03(\x05R\binputIds\x12J\n" +
 	"\x0fsampling_params\x18\x02 \x01(\v2!.sglang.runtime.v1.SamplingParamsR\x0esamplingParams\x12\x1b\n" +
-	"\x06stream\x18\x03 \x01(\bH\x00R\x06stream\x88\x01\x01\x12\x15\n" +
-	"\x03rid\x18\a \x01(\tH\x01R\x03rid\x88\x01\x01\x12 \n" +
-	"\tlora_path\x18\b \x01(\tH\x02R\bloraPath\x88\x01\x01B\t\n" +
-	"\a_streamB\x06\n" +
+	"\x06stream\x18\x03 \x01(\bH\x00R\x06stream\x88\x01\x01\x12*\n" +
+	"\x0ereturn_logprob\x18\x04 \x01(\bH\x01R\rreturnLogprob\x88\x01\x01\x12-\n" +
+	"\x10top_logprobs_num\x18\x05 \x01(\x05H\x02R\x0etopLogprobsNum\x88\x01\x01\x12/\n" +
+	"\x11logprob_start_len\x18\x06 \x01(\x05H\x03R\x0flogprobStartLen\x88\x01\x01\x12\x15\n" +
+	"\x03rid\x18\a \x01(\tH\x04R\x03rid\x88\x01\x01\x12 \n" +
+	"\tlora_path\x18\b \x01(\tH\x05R\bloraPath\x88\x01\x01B\t\n" +
+	"\a_streamB\x11\n" +
+	"\x0f_return_logprobB\x13\n" +
+	"\x11_top_logprobs_numB\x14\n" +
+	"\x12_logprob_start_lenB\x06\n" +
 	"\x04_ridB\f\n" +
 	"\n" +
 	"_lora_path\"\xd6\x06\n" +

@@ -5,7 +5,9 @@
 // description otherwise (POST /health {"status": "NOT_SERVING"} stands for
 // a crashed rank: unhealthy until stopped, never exiting); POST
 // /health-check {"mode": "hang"} makes HealthCheck stop answering.
-// Generation is deterministic ([enginemock.OutputToken]); it refuses what
+// Generation is deterministic ([enginemock.OutputToken]), its logprobs too
+// ([enginemock.PositionLogprobs]: each position's top-k map, a sampled
+// token outside it reported as 0.0, as TensorRT-LLM does); it refuses what
 // TensorRT-LLM refuses but constrains no output. GET /state's last_request
 // is the last generation request as protojson of TensorRT-LLM's
 // GenerateRequest.

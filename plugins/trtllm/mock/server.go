@@ -76,32 +76,55 @@ func (s *server) Generate(req *trtllmpb.GenerateRequest, stream grpc.ServerStrea
 		gen.MaxNewTokens = min(gen.MaxNewTokens, s.e.maxSeqLen-n)
 	}
 	gen.Err = s.refuse(req)
-	prompt := uint32(len(gen.Prompt))
-	cached := min(s.e.cachedTokens, prompt)
-	var all []uint32
-	return s.e.Generate(stream.Context(), gen, func(c enginemock.Chunk) error {
-		all = append(all, c.Tokens...)
-		out := uint32(len(all))
-		if len(c.Tokens) > 0 {
-			chunk := &trtllmpb.GenerateStreamChunk{TokenIds: c.Tokens, PromptTokens: prompt, CompletionTokens: out, CachedTokens: cached}
-			if err := stream.Send(&trtllmpb.GenerateResponse{RequestId: gen.ID, Response: &trtllmpb.GenerateResponse_Chunk{Chunk: chunk}}); err != nil {
-				return err
-			}
+	m := &messages{stream: stream, id: gen.ID, prompt: gen.Prompt, config: req.GetOutputConfig()}
+	m.cached = min(s.e.cachedTokens, uint32(len(gen.Prompt)))
+	return s.e.Generate(stream.Context(), gen, m.send)
+}
+
+// messages formats one generation's chunks as TensorRT-LLM does.
+type messages struct {
+	stream grpc.ServerStreamingServer[trtllmpb.GenerateResponse]
+	id     string
+	prompt []uint32
+	config *trtllmpb.OutputConfig
+	cached uint32
+	all    []uint32
+}
+
+// send sends a chunk of new tokens (their logprobs when asked), then at
+// the finish a complete message with every output token (and all their
+// logprobs again) and the prompt's logprobs, asked by prompt_logprobs.
+func (m *messages) send(c enginemock.Chunk) error {
+	m.all = append(m.all, c.Tokens...)
+	prompt, out := uint32(len(m.prompt)), uint32(len(m.all))
+	if len(c.Tokens) > 0 {
+		chunk := &trtllmpb.GenerateStreamChunk{TokenIds: c.Tokens, PromptTokens: prompt, CompletionTokens: out, CachedTokens: m.cached}
+		if m.config.GetLogprobs() > 0 {
+			chunk.Logprobs = tokenLogprobs(c.Tokens, m.config.GetLogprobs())
 		}
-		f := c.Finish
-		if f == nil {
-			return nil
+		if err := m.stream.Send(&trtllmpb.GenerateResponse{RequestId: m.id, Response: &trtllmpb.GenerateResponse_Chunk{Chunk: chunk}}); err != nil {
+			return err
 		}
-		if f.Reason == enginemock.FinishAborted {
-			return status.Error(codes.Canceled, "request aborted")
-		}
-		reason := "length"
-		if f.Reason == enginemock.FinishStop {
-			reason = "stop"
-		}
-		done := &trtllmpb.GenerateComplete{OutputTokenIds: all, FinishReason: reason, PromptTokens: prompt, CompletionTokens: out, CachedTokens: cached}
-		return stream.Send(&trtllmpb.GenerateResponse{RequestId: gen.ID, Response: &trtllmpb.GenerateResponse_Complete{Complete: done}})
-	})
+	}
+	f := c.Finish
+	if f == nil {
+		return nil
+	}
+	if f.Reason == enginemock.FinishAborted {
+		return status.Error(codes.Canceled, "request aborted")
+	}
+	reason := "length"
+	if f.Reason == enginemock.FinishStop {
+		reason = "stop"
+	}
+	done := &trtllmpb.GenerateComplete{OutputTokenIds: m.all, FinishReason: reason, PromptTokens: prompt, CompletionTokens: out, CachedTokens: m.cached}
+	if m.config.GetLogprobs() > 0 {
+		done.Logprobs = tokenLogprobs(m.all, m.config.GetLogprobs())
+	}
+	if m.config.GetPromptLogprobs() > 0 {
+		done.PromptLogprobs = promptLogprobs(m.prompt, m.config.GetPromptLogprobs())
+	}
+	return m.stream.Send(&trtllmpb.GenerateResponse{RequestId: m.id, Response: &trtllmpb.GenerateResponse_Complete{Complete: done}})
 }
 
 // refuse is TensorRT-LLM's refusal of req, nil if it takes it, with

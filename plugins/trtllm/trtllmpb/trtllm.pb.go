@@ -87,7 +87,7 @@ func (x GuidedDecodingParams_GuideType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GuidedDecodingParams_GuideType.Descriptor instead.
 func (GuidedDecodingParams_GuideType) EnumDescriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{3, 0}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{4, 0}
 }
 
 type GenerateRequest struct {
@@ -95,6 +95,7 @@ type GenerateRequest struct {
 	RequestId      string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Tokenized      *TokenizedInput        `protobuf:"bytes,2,opt,name=tokenized,proto3" json:"tokenized,omitempty"`
 	SamplingConfig *SamplingConfig        `protobuf:"bytes,3,opt,name=sampling_config,json=samplingConfig,proto3" json:"sampling_config,omitempty"`
+	OutputConfig   *OutputConfig          `protobuf:"bytes,4,opt,name=output_config,json=outputConfig,proto3" json:"output_config,omitempty"`
 	// Required: the most tokens to generate.
 	MaxTokens uint32 `protobuf:"varint,5,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	Streaming bool   `protobuf:"varint,6,opt,name=streaming,proto3" json:"streaming,omitempty"`
@@ -158,6 +159,13 @@ func (x *GenerateRequest) GetTokenized() *TokenizedInput {
 func (x *GenerateRequest) GetSamplingConfig() *SamplingConfig {
 	if x != nil {
 		return x.SamplingConfig
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetOutputConfig() *OutputConfig {
+	if x != nil {
+		return x.OutputConfig
 	}
 	return nil
 }
@@ -388,6 +396,60 @@ func (x *SamplingConfig) GetMinP() float32 {
 	return 0
 }
 
+type OutputConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The top-k log probabilities per output token; absent means none.
+	Logprobs *int32 `protobuf:"varint,1,opt,name=logprobs,proto3,oneof" json:"logprobs,omitempty"`
+	// The top-k per prompt token; absent means none.
+	PromptLogprobs *int32 `protobuf:"varint,2,opt,name=prompt_logprobs,json=promptLogprobs,proto3,oneof" json:"prompt_logprobs,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *OutputConfig) Reset() {
+	*x = OutputConfig{}
+	mi := &file_trtllm_trtllm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputConfig) ProtoMessage() {}
+
+func (x *OutputConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_trtllm_trtllm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputConfig.ProtoReflect.Descriptor instead.
+func (*OutputConfig) Descriptor() ([]byte, []int) {
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *OutputConfig) GetLogprobs() int32 {
+	if x != nil && x.Logprobs != nil {
+		return *x.Logprobs
+	}
+	return 0
+}
+
+func (x *OutputConfig) GetPromptLogprobs() int32 {
+	if x != nil && x.PromptLogprobs != nil {
+		return *x.PromptLogprobs
+	}
+	return 0
+}
+
 type GuidedDecodingParams struct {
 	state     protoimpl.MessageState         `protogen:"open.v1"`
 	GuideType GuidedDecodingParams_GuideType `protobuf:"varint,1,opt,name=guide_type,json=guideType,proto3,enum=trtllm.GuidedDecodingParams_GuideType" json:"guide_type,omitempty"`
@@ -399,7 +461,7 @@ type GuidedDecodingParams struct {
 
 func (x *GuidedDecodingParams) Reset() {
 	*x = GuidedDecodingParams{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[3]
+	mi := &file_trtllm_trtllm_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +473,7 @@ func (x *GuidedDecodingParams) String() string {
 func (*GuidedDecodingParams) ProtoMessage() {}
 
 func (x *GuidedDecodingParams) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[3]
+	mi := &file_trtllm_trtllm_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +486,7 @@ func (x *GuidedDecodingParams) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GuidedDecodingParams.ProtoReflect.Descriptor instead.
 func (*GuidedDecodingParams) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{3}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GuidedDecodingParams) GetGuideType() GuidedDecodingParams_GuideType {
@@ -455,7 +517,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[4]
+	mi := &file_trtllm_trtllm_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +529,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[4]
+	mi := &file_trtllm_trtllm_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +542,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{4}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GenerateResponse) GetRequestId() string {
@@ -539,13 +601,15 @@ type GenerateStreamChunk struct {
 	PromptTokens     uint32   `protobuf:"varint,3,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	CompletionTokens uint32   `protobuf:"varint,4,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
 	CachedTokens     uint32   `protobuf:"varint,5,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// This chunk's tokens' logprobs, with OutputConfig.logprobs.
+	Logprobs      []*TokenLogprob `protobuf:"bytes,6,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerateStreamChunk) Reset() {
 	*x = GenerateStreamChunk{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[5]
+	mi := &file_trtllm_trtllm_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +621,7 @@ func (x *GenerateStreamChunk) String() string {
 func (*GenerateStreamChunk) ProtoMessage() {}
 
 func (x *GenerateStreamChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[5]
+	mi := &file_trtllm_trtllm_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +634,7 @@ func (x *GenerateStreamChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateStreamChunk.ProtoReflect.Descriptor instead.
 func (*GenerateStreamChunk) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{5}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GenerateStreamChunk) GetTokenIds() []uint32 {
@@ -608,6 +672,13 @@ func (x *GenerateStreamChunk) GetCachedTokens() uint32 {
 	return 0
 }
 
+func (x *GenerateStreamChunk) GetLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
 type GenerateComplete struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every output token of the sequence.
@@ -618,13 +689,17 @@ type GenerateComplete struct {
 	PromptTokens     uint32 `protobuf:"varint,5,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	CompletionTokens uint32 `protobuf:"varint,6,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
 	CachedTokens     uint32 `protobuf:"varint,7,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Every output token's logprobs (what the chunks sent, again).
+	Logprobs []*TokenLogprob `protobuf:"bytes,8,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
+	// The prompt's, with OutputConfig.prompt_logprobs: only here.
+	PromptLogprobs []*TokenLogprob `protobuf:"bytes,9,rep,name=prompt_logprobs,json=promptLogprobs,proto3" json:"prompt_logprobs,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GenerateComplete) Reset() {
 	*x = GenerateComplete{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[6]
+	mi := &file_trtllm_trtllm_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +711,7 @@ func (x *GenerateComplete) String() string {
 func (*GenerateComplete) ProtoMessage() {}
 
 func (x *GenerateComplete) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[6]
+	mi := &file_trtllm_trtllm_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +724,7 @@ func (x *GenerateComplete) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateComplete.ProtoReflect.Descriptor instead.
 func (*GenerateComplete) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{6}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GenerateComplete) GetOutputTokenIds() []uint32 {
@@ -694,6 +769,135 @@ func (x *GenerateComplete) GetCachedTokens() uint32 {
 	return 0
 }
 
+func (x *GenerateComplete) GetLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+func (x *GenerateComplete) GetPromptLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.PromptLogprobs
+	}
+	return nil
+}
+
+// TokenLogprob is one position's token and TensorRT-LLM's top-k map there,
+// the token included when the map has it; a token missing from the map
+// has logprob 0.0, not its own. No ranks.
+type TokenLogprob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TokenId       uint32                 `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	Logprob       float32                `protobuf:"fixed32,2,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	TopLogprobs   []*TopLogprob          `protobuf:"bytes,3,rep,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenLogprob) Reset() {
+	*x = TokenLogprob{}
+	mi := &file_trtllm_trtllm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenLogprob) ProtoMessage() {}
+
+func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_trtllm_trtllm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
+func (*TokenLogprob) Descriptor() ([]byte, []int) {
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TokenLogprob) GetTokenId() uint32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *TokenLogprob) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
+func (x *TokenLogprob) GetTopLogprobs() []*TopLogprob {
+	if x != nil {
+		return x.TopLogprobs
+	}
+	return nil
+}
+
+type TopLogprob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TokenId       uint32                 `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	Logprob       float32                `protobuf:"fixed32,2,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopLogprob) Reset() {
+	*x = TopLogprob{}
+	mi := &file_trtllm_trtllm_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopLogprob) ProtoMessage() {}
+
+func (x *TopLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_trtllm_trtllm_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
+func (*TopLogprob) Descriptor() ([]byte, []int) {
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TopLogprob) GetTokenId() uint32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *TopLogprob) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
 type HealthCheckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -702,7 +906,7 @@ type HealthCheckRequest struct {
 
 func (x *HealthCheckRequest) Reset() {
 	*x = HealthCheckRequest{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[7]
+	mi := &file_trtllm_trtllm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +918,7 @@ func (x *HealthCheckRequest) String() string {
 func (*HealthCheckRequest) ProtoMessage() {}
 
 func (x *HealthCheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[7]
+	mi := &file_trtllm_trtllm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +931,7 @@ func (x *HealthCheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheckRequest.ProtoReflect.Descriptor instead.
 func (*HealthCheckRequest) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{7}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{10}
 }
 
 type HealthCheckResponse struct {
@@ -740,7 +944,7 @@ type HealthCheckResponse struct {
 
 func (x *HealthCheckResponse) Reset() {
 	*x = HealthCheckResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[8]
+	mi := &file_trtllm_trtllm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +956,7 @@ func (x *HealthCheckResponse) String() string {
 func (*HealthCheckResponse) ProtoMessage() {}
 
 func (x *HealthCheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[8]
+	mi := &file_trtllm_trtllm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +969,7 @@ func (x *HealthCheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthCheckResponse.ProtoReflect.Descriptor instead.
 func (*HealthCheckResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{8}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HealthCheckResponse) GetStatus() string {
@@ -784,7 +988,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[9]
+	mi := &file_trtllm_trtllm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +1000,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[9]
+	mi := &file_trtllm_trtllm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +1013,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{9}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AbortRequest) GetRequestId() string {
@@ -829,7 +1033,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[10]
+	mi := &file_trtllm_trtllm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1045,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[10]
+	mi := &file_trtllm_trtllm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1058,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{10}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AbortResponse) GetSuccess() bool {
@@ -879,7 +1083,7 @@ type GetModelInfoRequest struct {
 
 func (x *GetModelInfoRequest) Reset() {
 	*x = GetModelInfoRequest{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[11]
+	mi := &file_trtllm_trtllm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1095,7 @@ func (x *GetModelInfoRequest) String() string {
 func (*GetModelInfoRequest) ProtoMessage() {}
 
 func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[11]
+	mi := &file_trtllm_trtllm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1108,7 @@ func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetModelInfoRequest) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{11}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{14}
 }
 
 type GetModelInfoResponse struct {
@@ -921,7 +1125,7 @@ type GetModelInfoResponse struct {
 
 func (x *GetModelInfoResponse) Reset() {
 	*x = GetModelInfoResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[12]
+	mi := &file_trtllm_trtllm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1137,7 @@ func (x *GetModelInfoResponse) String() string {
 func (*GetModelInfoResponse) ProtoMessage() {}
 
 func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[12]
+	mi := &file_trtllm_trtllm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1150,7 @@ func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetModelInfoResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{12}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetModelInfoResponse) GetModelId() string {
@@ -992,7 +1196,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[13]
+	mi := &file_trtllm_trtllm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1208,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[13]
+	mi := &file_trtllm_trtllm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1221,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{13}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{16}
 }
 
 type GetServerInfoResponse struct {
@@ -1034,7 +1238,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_trtllm_trtllm_proto_msgTypes[14]
+	mi := &file_trtllm_trtllm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1250,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_trtllm_trtllm_proto_msgTypes[14]
+	mi := &file_trtllm_trtllm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1263,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{14}
+	return file_trtllm_trtllm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -1108,12 +1312,13 @@ var File_trtllm_trtllm_proto protoreflect.FileDescriptor
 
 const file_trtllm_trtllm_proto_rawDesc = "" +
 	"\n" +
-	"\x13trtllm/trtllm.proto\x12\x06trtllm\"\xca\x03\n" +
+	"\x13trtllm/trtllm.proto\x12\x06trtllm\"\x85\x04\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x124\n" +
 	"\ttokenized\x18\x02 \x01(\v2\x16.trtllm.TokenizedInputR\ttokenized\x12?\n" +
-	"\x0fsampling_config\x18\x03 \x01(\v2\x16.trtllm.SamplingConfigR\x0esamplingConfig\x12\x1d\n" +
+	"\x0fsampling_config\x18\x03 \x01(\v2\x16.trtllm.SamplingConfigR\x0esamplingConfig\x129\n" +
+	"\routput_config\x18\x04 \x01(\v2\x14.trtllm.OutputConfigR\foutputConfig\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x05 \x01(\rR\tmaxTokens\x12\x1c\n" +
 	"\tstreaming\x18\x06 \x01(\bR\tstreaming\x12J\n" +
@@ -1150,7 +1355,12 @@ const file_trtllm_trtllm_proto_rawDesc = "" +
 	"\x13_repetition_penaltyB\x13\n" +
 	"\x11_presence_penaltyB\x14\n" +
 	"\x12_frequency_penaltyB\b\n" +
-	"\x06_min_p\"\xa0\x02\n" +
+	"\x06_min_p\"~\n" +
+	"\fOutputConfig\x12\x1f\n" +
+	"\blogprobs\x18\x01 \x01(\x05H\x00R\blogprobs\x88\x01\x01\x12,\n" +
+	"\x0fprompt_logprobs\x18\x02 \x01(\x05H\x01R\x0epromptLogprobs\x88\x01\x01B\v\n" +
+	"\t_logprobsB\x12\n" +
+	"\x10_prompt_logprobs\"\xa0\x02\n" +
 	"\x14GuidedDecodingParams\x12E\n" +
 	"\n" +
 	"guide_type\x18\x01 \x01(\x0e2&.trtllm.GuidedDecodingParams.GuideTypeR\tguideType\x12\x14\n" +
@@ -1168,20 +1378,31 @@ const file_trtllm_trtllm_proto_rawDesc = "" +
 	"\x05chunk\x18\x02 \x01(\v2\x1b.trtllm.GenerateStreamChunkH\x00R\x05chunk\x126\n" +
 	"\bcomplete\x18\x03 \x01(\v2\x18.trtllm.GenerateCompleteH\x00R\bcompleteB\n" +
 	"\n" +
-	"\bresponse\"\xd0\x01\n" +
+	"\bresponse\"\x82\x02\n" +
 	"\x13GenerateStreamChunk\x12\x1b\n" +
 	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12%\n" +
 	"\x0esequence_index\x18\x02 \x01(\rR\rsequenceIndex\x12#\n" +
 	"\rprompt_tokens\x18\x03 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x04 \x01(\rR\x10completionTokens\x12#\n" +
-	"\rcached_tokens\x18\x05 \x01(\rR\fcachedTokens\"\xff\x01\n" +
+	"\rcached_tokens\x18\x05 \x01(\rR\fcachedTokens\x120\n" +
+	"\blogprobs\x18\x06 \x03(\v2\x14.trtllm.TokenLogprobR\blogprobs\"\xf0\x02\n" +
 	"\x10GenerateComplete\x12(\n" +
 	"\x10output_token_ids\x18\x01 \x03(\rR\x0eoutputTokenIds\x12%\n" +
 	"\x0esequence_index\x18\x02 \x01(\rR\rsequenceIndex\x12#\n" +
 	"\rfinish_reason\x18\x03 \x01(\tR\ffinishReason\x12#\n" +
 	"\rprompt_tokens\x18\x05 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x06 \x01(\rR\x10completionTokens\x12#\n" +
-	"\rcached_tokens\x18\a \x01(\rR\fcachedTokens\"\x14\n" +
+	"\rcached_tokens\x18\a \x01(\rR\fcachedTokens\x120\n" +
+	"\blogprobs\x18\b \x03(\v2\x14.trtllm.TokenLogprobR\blogprobs\x12=\n" +
+	"\x0fprompt_logprobs\x18\t \x03(\v2\x14.trtllm.TokenLogprobR\x0epromptLogprobs\"z\n" +
+	"\fTokenLogprob\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x18\n" +
+	"\alogprob\x18\x02 \x01(\x02R\alogprob\x125\n" +
+	"\ftop_logprobs\x18\x03 \x03(\v2\x12.trtllm.TopLogprobR\vtopLogprobs\"A\n" +
+	"\n" +
+	"TopLogprob\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x18\n" +
+	"\alogprob\x18\x02 \x01(\x02R\alogprob\"\x14\n" +
 	"\x12HealthCheckRequest\"-\n" +
 	"\x13HealthCheckResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\tR\x06status\"-\n" +
@@ -1228,47 +1449,55 @@ func file_trtllm_trtllm_proto_rawDescGZIP() []byte {
 }
 
 var file_trtllm_trtllm_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_trtllm_trtllm_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_trtllm_trtllm_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_trtllm_trtllm_proto_goTypes = []any{
 	(GuidedDecodingParams_GuideType)(0), // 0: trtllm.GuidedDecodingParams.GuideType
 	(*GenerateRequest)(nil),             // 1: trtllm.GenerateRequest
 	(*TokenizedInput)(nil),              // 2: trtllm.TokenizedInput
 	(*SamplingConfig)(nil),              // 3: trtllm.SamplingConfig
-	(*GuidedDecodingParams)(nil),        // 4: trtllm.GuidedDecodingParams
-	(*GenerateResponse)(nil),            // 5: trtllm.GenerateResponse
-	(*GenerateStreamChunk)(nil),         // 6: trtllm.GenerateStreamChunk
-	(*GenerateComplete)(nil),            // 7: trtllm.GenerateComplete
-	(*HealthCheckRequest)(nil),          // 8: trtllm.HealthCheckRequest
-	(*HealthCheckResponse)(nil),         // 9: trtllm.HealthCheckResponse
-	(*AbortRequest)(nil),                // 10: trtllm.AbortRequest
-	(*AbortResponse)(nil),               // 11: trtllm.AbortResponse
-	(*GetModelInfoRequest)(nil),         // 12: trtllm.GetModelInfoRequest
-	(*GetModelInfoResponse)(nil),        // 13: trtllm.GetModelInfoResponse
-	(*GetServerInfoRequest)(nil),        // 14: trtllm.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),       // 15: trtllm.GetServerInfoResponse
+	(*OutputConfig)(nil),                // 4: trtllm.OutputConfig
+	(*GuidedDecodingParams)(nil),        // 5: trtllm.GuidedDecodingParams
+	(*GenerateResponse)(nil),            // 6: trtllm.GenerateResponse
+	(*GenerateStreamChunk)(nil),         // 7: trtllm.GenerateStreamChunk
+	(*GenerateComplete)(nil),            // 8: trtllm.GenerateComplete
+	(*TokenLogprob)(nil),                // 9: trtllm.TokenLogprob
+	(*TopLogprob)(nil),                  // 10: trtllm.TopLogprob
+	(*HealthCheckRequest)(nil),          // 11: trtllm.HealthCheckRequest
+	(*HealthCheckResponse)(nil),         // 12: trtllm.HealthCheckResponse
+	(*AbortRequest)(nil),                // 13: trtllm.AbortRequest
+	(*AbortResponse)(nil),               // 14: trtllm.AbortResponse
+	(*GetModelInfoRequest)(nil),         // 15: trtllm.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),        // 16: trtllm.GetModelInfoResponse
+	(*GetServerInfoRequest)(nil),        // 17: trtllm.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),       // 18: trtllm.GetServerInfoResponse
 }
 var file_trtllm_trtllm_proto_depIdxs = []int32{
 	2,  // 0: trtllm.GenerateRequest.tokenized:type_name -> trtllm.TokenizedInput
 	3,  // 1: trtllm.GenerateRequest.sampling_config:type_name -> trtllm.SamplingConfig
-	4,  // 2: trtllm.GenerateRequest.guided_decoding:type_name -> trtllm.GuidedDecodingParams
-	0,  // 3: trtllm.GuidedDecodingParams.guide_type:type_name -> trtllm.GuidedDecodingParams.GuideType
-	6,  // 4: trtllm.GenerateResponse.chunk:type_name -> trtllm.GenerateStreamChunk
-	7,  // 5: trtllm.GenerateResponse.complete:type_name -> trtllm.GenerateComplete
-	1,  // 6: trtllm.TrtllmService.Generate:input_type -> trtllm.GenerateRequest
-	8,  // 7: trtllm.TrtllmService.HealthCheck:input_type -> trtllm.HealthCheckRequest
-	10, // 8: trtllm.TrtllmService.Abort:input_type -> trtllm.AbortRequest
-	12, // 9: trtllm.TrtllmService.GetModelInfo:input_type -> trtllm.GetModelInfoRequest
-	14, // 10: trtllm.TrtllmService.GetServerInfo:input_type -> trtllm.GetServerInfoRequest
-	5,  // 11: trtllm.TrtllmService.Generate:output_type -> trtllm.GenerateResponse
-	9,  // 12: trtllm.TrtllmService.HealthCheck:output_type -> trtllm.HealthCheckResponse
-	11, // 13: trtllm.TrtllmService.Abort:output_type -> trtllm.AbortResponse
-	13, // 14: trtllm.TrtllmService.GetModelInfo:output_type -> trtllm.GetModelInfoResponse
-	15, // 15: trtllm.TrtllmService.GetServerInfo:output_type -> trtllm.GetServerInfoResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	4,  // 2: trtllm.GenerateRequest.output_config:type_name -> trtllm.OutputConfig
+	5,  // 3: trtllm.GenerateRequest.guided_decoding:type_name -> trtllm.GuidedDecodingParams
+	0,  // 4: trtllm.GuidedDecodingParams.guide_type:type_name -> trtllm.GuidedDecodingParams.GuideType
+	7,  // 5: trtllm.GenerateResponse.chunk:type_name -> trtllm.GenerateStreamChunk
+	8,  // 6: trtllm.GenerateResponse.complete:type_name -> trtllm.GenerateComplete
+	9,  // 7: trtllm.GenerateStreamChunk.logprobs:type_name -> trtllm.TokenLogprob
+	9,  // 8: trtllm.GenerateComplete.logprobs:type_name -> trtllm.TokenLogprob
+	9,  // 9: trtllm.GenerateComplete.prompt_logprobs:type_name -> trtllm.TokenLogprob
+	10, // 10: trtllm.TokenLogprob.top_logprobs:type_name -> trtllm.TopLogprob
+	1,  // 11: trtllm.TrtllmService.Generate:input_type -> trtllm.GenerateRequest
+	11, // 12: trtllm.TrtllmService.HealthCheck:input_type -> trtllm.HealthCheckRequest
+	13, // 13: trtllm.TrtllmService.Abort:input_type -> trtllm.AbortRequest
+	15, // 14: trtllm.TrtllmService.GetModelInfo:input_type -> trtllm.GetModelInfoRequest
+	17, // 15: trtllm.TrtllmService.GetServerInfo:input_type -> trtllm.GetServerInfoRequest
+	6,  // 16: trtllm.TrtllmService.Generate:output_type -> trtllm.GenerateResponse
+	12, // 17: trtllm.TrtllmService.HealthCheck:output_type -> trtllm.HealthCheckResponse
+	14, // 18: trtllm.TrtllmService.Abort:output_type -> trtllm.AbortResponse
+	16, // 19: trtllm.TrtllmService.GetModelInfo:output_type -> trtllm.GetModelInfoResponse
+	18, // 20: trtllm.TrtllmService.GetServerInfo:output_type -> trtllm.GetServerInfoResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_trtllm_trtllm_proto_init() }
@@ -1278,7 +1507,8 @@ func file_trtllm_trtllm_proto_init() {
 	}
 	file_trtllm_trtllm_proto_msgTypes[0].OneofWrappers = []any{}
 	file_trtllm_trtllm_proto_msgTypes[2].OneofWrappers = []any{}
-	file_trtllm_trtllm_proto_msgTypes[4].OneofWrappers = []any{
+	file_trtllm_trtllm_proto_msgTypes[3].OneofWrappers = []any{}
+	file_trtllm_trtllm_proto_msgTypes[5].OneofWrappers = []any{
 		(*GenerateResponse_Chunk)(nil),
 		(*GenerateResponse_Complete)(nil),
 	}
@@ -1288,7 +1518,7 @@ func file_trtllm_trtllm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_trtllm_trtllm_proto_rawDesc), len(file_trtllm_trtllm_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -4,7 +4,8 @@
 // [github.com/vigilhq/vigil/sdk/enginemock] (see [enginemock.Engine.Handler])
 // that flips health, sleeps, pauses, holds and fails streams. Generation is
 // deterministic (see [OutputToken]), so tests can predict every token; it
-// refuses what vLLM refuses but constrains no output. GET /state's
+// refuses what vLLM refuses but constrains no output. Logprobs, when
+// asked, are [enginemock.PositionLogprobs] at each position. GET /state's
 // last_request is the last generation request as protojson of vLLM's
 // GenerateRequest.
 // Behaviour follows vLLM's gRPC server (vllm-project/vllm) after v0.33.0:
@@ -72,6 +73,11 @@ type Config struct {
 	// FinishInfo.num_cached_tokens (vllm-proto 0.6), at most the prompt's
 	// length. Default 0: the field absent, as from an older vLLM.
 	CachedTokens uint32
+	// MaxLogprobs is vLLM's --max-logprobs: the most alternatives per
+	// position a request may ask (CandidateTokens.top_n; all counts as the
+	// vocabulary, 32100 tokens); more is refused with INVALID_ARGUMENT in
+	// vLLM's words. Default 20, vLLM's.
+	MaxLogprobs uint32
 }
 
 func (c Config) withDefaults() Config {
@@ -80,6 +86,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxModelLen == 0 {
 		c.MaxModelLen = 4096
+	}
+	if c.MaxLogprobs == 0 {
+		c.MaxLogprobs = 20
 	}
 	if c.KVBlockSize == 0 {
 		c.KVBlockSize = 16

@@ -63,6 +63,9 @@ func (s *inferenceServer) Generate(ctx context.Context, req *vllmpb.GenerateRequ
 		o.Text += m.Outputs.GetText()
 		o.NumTokens += m.Outputs.GetNumTokens()
 		o.TokenIds = append(o.TokenIds, m.Outputs.GetTokenIds()...)
+		o.Logprobs = append(o.Logprobs, m.Outputs.GetLogprobs()...)
+		o.Ranks = append(o.Ranks, m.Outputs.GetRanks()...)
+		o.CandidateTokens = append(o.CandidateTokens, m.Outputs.GetCandidateTokens()...)
 		o.FinishInfo = m.Outputs.GetFinishInfo()
 		return nil
 	})
@@ -93,14 +96,19 @@ func (s *inferenceServer) run(ctx context.Context, req *vllmpb.GenerateRequest, 
 	if n := uint32(len(prompt)); n < maxLen {
 		gen.MaxNewTokens = min(gen.MaxNewTokens, maxLen-n)
 	}
+	lp := askedLogprobs(req.GetResponse())
 	gen.Err = s.refuse(req, prompt)
+	if gen.Err == nil {
+		gen.Err = refuseLogprobs(req.GetResponse(), lp, s.e.cfg.MaxLogprobs)
+	}
 	m := &messages{
-		send:      send,
-		numPrompt: uint32(len(prompt)),
-		cached:    min(s.e.cfg.CachedTokens, uint32(len(prompt))),
-		wantText:  true,
-		wantIDs:   req.GetResponse().GetOutputTokenIds(),
-		stopText:  stopping.GetIncludeStopStrings(),
+		send:     send,
+		prompt:   prompt,
+		logprobs: lp,
+		cached:   min(s.e.cfg.CachedTokens, uint32(len(prompt))),
+		wantText: true,
+		wantIDs:  req.GetResponse().GetOutputTokenIds(),
+		stopText: stopping.GetIncludeStopStrings(),
 	}
 	if o := req.GetResponse(); o != nil && o.OutputText != nil {
 		m.wantText = *o.OutputText // absent means true
@@ -108,7 +116,8 @@ func (s *inferenceServer) run(ctx context.Context, req *vllmpb.GenerateRequest, 
 	return s.e.Generate(ctx, gen, m.chunk)
 }
 
-// refuse is vLLM's refusal of req, nil if it takes it: a model it does
+// refuse is vLLM's refusal of req (its logprob limits apart, in
+// refuseLogprobs), nil if it takes it: a model it does
 // not serve (NOT_FOUND) and, with INVALID_ARGUMENT in vLLM's words, a
 // prompt longer than max_model_len, num_sequences > 1, a json schema that
 // is not JSON and a blank grammar. The mock does not constrain its output.
@@ -140,13 +149,14 @@ func (s *inferenceServer) refuse(req *vllmpb.GenerateRequest, prompt []uint32) e
 
 // messages formats one generation's chunks as vLLM does.
 type messages struct {
-	send      func(*vllmpb.GenerateResponse) error
-	numPrompt uint32
-	wantText  bool
-	wantIDs   bool
-	stopText  bool   // include_stop_strings
-	cached    uint32 // num_cached_tokens to report; 0: none (an older vLLM)
-	sent      bool
+	send     func(*vllmpb.GenerateResponse) error
+	prompt   []uint32
+	logprobs logprobs
+	wantText bool
+	wantIDs  bool
+	stopText bool   // include_stop_strings
+	cached   uint32 // num_cached_tokens to report; 0: none (an older vLLM)
+	sent     bool
 }
 
 // chunk sends one chunk as a message, with prompt_info if it is the first. vLLM keeps a
@@ -167,6 +177,9 @@ func (m *messages) chunk(c enginemock.Chunk) error {
 	if m.wantIDs {
 		out.TokenIds = c.Tokens
 	}
+	if m.logprobs.output >= 0 {
+		out.Logprobs, out.Ranks, out.CandidateTokens = positions(c.Tokens, m.logprobs.output)
+	}
 	if f := c.Finish; f != nil {
 		out.FinishInfo = &vllmpb.FinishInfo{NumOutputTokens: f.OutputTokens, FinishReason: finishReasons[f.Reason]}
 		if m.cached > 0 {
@@ -178,7 +191,7 @@ func (m *messages) chunk(c enginemock.Chunk) error {
 	}
 	msg := &vllmpb.GenerateResponse{Outputs: out}
 	if !m.sent {
-		msg.PromptInfo = &vllmpb.PromptInfo{NumPromptTokens: m.numPrompt}
+		msg.PromptInfo = m.logprobs.promptInfo(m.prompt)
 		m.sent = true
 	}
 	return m.send(msg)

@@ -130,7 +130,7 @@ func (x FinishInfo_FinishReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FinishInfo_FinishReason.Descriptor instead.
 func (FinishInfo_FinishReason) EnumDescriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{9, 0}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{11, 0}
 }
 
 type GenerateRequest struct {
@@ -690,12 +690,21 @@ func (x *StoppingCriteria) GetIgnoreEos() bool {
 
 type ResponseOptions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// The prompt's token ids, in PromptInfo.token_ids.
+	PromptTokenIds bool `protobuf:"varint,1,opt,name=prompt_token_ids,json=promptTokenIds,proto3" json:"prompt_token_ids,omitempty"`
+	// Each prompt position's logprob and rank, in PromptInfo.
+	PromptLogprobs bool `protobuf:"varint,2,opt,name=prompt_logprobs,json=promptLogprobs,proto3" json:"prompt_logprobs,omitempty"`
+	// The alternatives per prompt position; token_ids is refused here.
+	PromptCandidates *CandidateTokens `protobuf:"bytes,3,opt,name=prompt_candidates,json=promptCandidates,proto3,oneof" json:"prompt_candidates,omitempty"`
 	// Absent means true.
 	OutputText     *bool `protobuf:"varint,4,opt,name=output_text,json=outputText,proto3,oneof" json:"output_text,omitempty"`
 	OutputTokenIds bool  `protobuf:"varint,5,opt,name=output_token_ids,json=outputTokenIds,proto3" json:"output_token_ids,omitempty"`
-	OutputLogprobs bool  `protobuf:"varint,6,opt,name=output_logprobs,json=outputLogprobs,proto3" json:"output_logprobs,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Each output position's logprob and rank, in SequenceOutput.
+	OutputLogprobs bool `protobuf:"varint,6,opt,name=output_logprobs,json=outputLogprobs,proto3" json:"output_logprobs,omitempty"`
+	// The alternatives per output position; absent means none.
+	OutputCandidates *CandidateTokens `protobuf:"bytes,7,opt,name=output_candidates,json=outputCandidates,proto3,oneof" json:"output_candidates,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ResponseOptions) Reset() {
@@ -728,6 +737,27 @@ func (*ResponseOptions) Descriptor() ([]byte, []int) {
 	return file_vllm_vllm_proto_rawDescGZIP(), []int{5}
 }
 
+func (x *ResponseOptions) GetPromptTokenIds() bool {
+	if x != nil {
+		return x.PromptTokenIds
+	}
+	return false
+}
+
+func (x *ResponseOptions) GetPromptLogprobs() bool {
+	if x != nil {
+		return x.PromptLogprobs
+	}
+	return false
+}
+
+func (x *ResponseOptions) GetPromptCandidates() *CandidateTokens {
+	if x != nil {
+		return x.PromptCandidates
+	}
+	return nil
+}
+
 func (x *ResponseOptions) GetOutputText() bool {
 	if x != nil && x.OutputText != nil {
 		return *x.OutputText
@@ -749,6 +779,160 @@ func (x *ResponseOptions) GetOutputLogprobs() bool {
 	return false
 }
 
+func (x *ResponseOptions) GetOutputCandidates() *CandidateTokens {
+	if x != nil {
+		return x.OutputCandidates
+	}
+	return nil
+}
+
+// CandidateTokens selects the alternatives returned per position: the
+// top_n likeliest (at most the engine's max_logprobs), given ids (not
+// capped), or the whole vocabulary.
+type CandidateTokens struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Select:
+	//
+	//	*CandidateTokens_TopN
+	//	*CandidateTokens_TokenIds
+	//	*CandidateTokens_All
+	Select        isCandidateTokens_Select `protobuf_oneof:"select"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CandidateTokens) Reset() {
+	*x = CandidateTokens{}
+	mi := &file_vllm_vllm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CandidateTokens) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CandidateTokens) ProtoMessage() {}
+
+func (x *CandidateTokens) ProtoReflect() protoreflect.Message {
+	mi := &file_vllm_vllm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CandidateTokens.ProtoReflect.Descriptor instead.
+func (*CandidateTokens) Descriptor() ([]byte, []int) {
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CandidateTokens) GetSelect() isCandidateTokens_Select {
+	if x != nil {
+		return x.Select
+	}
+	return nil
+}
+
+func (x *CandidateTokens) GetTopN() uint32 {
+	if x != nil {
+		if x, ok := x.Select.(*CandidateTokens_TopN); ok {
+			return x.TopN
+		}
+	}
+	return 0
+}
+
+func (x *CandidateTokens) GetTokenIds() *TokenIds {
+	if x != nil {
+		if x, ok := x.Select.(*CandidateTokens_TokenIds); ok {
+			return x.TokenIds
+		}
+	}
+	return nil
+}
+
+func (x *CandidateTokens) GetAll() bool {
+	if x != nil {
+		if x, ok := x.Select.(*CandidateTokens_All); ok {
+			return x.All
+		}
+	}
+	return false
+}
+
+type isCandidateTokens_Select interface {
+	isCandidateTokens_Select()
+}
+
+type CandidateTokens_TopN struct {
+	TopN uint32 `protobuf:"varint,1,opt,name=top_n,json=topN,proto3,oneof"`
+}
+
+type CandidateTokens_TokenIds struct {
+	TokenIds *TokenIds `protobuf:"bytes,2,opt,name=token_ids,json=tokenIds,proto3,oneof"`
+}
+
+type CandidateTokens_All struct {
+	All bool `protobuf:"varint,3,opt,name=all,proto3,oneof"`
+}
+
+func (*CandidateTokens_TopN) isCandidateTokens_Select() {}
+
+func (*CandidateTokens_TokenIds) isCandidateTokens_Select() {}
+
+func (*CandidateTokens_All) isCandidateTokens_Select() {}
+
+// CandidateTokenInfo is one position's alternatives other than the sampled
+// (or scored) token.
+type CandidateTokenInfo struct {
+	state         protoimpl.MessageState          `protogen:"open.v1"`
+	Tokens        []*CandidateTokenInfo_TokenInfo `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CandidateTokenInfo) Reset() {
+	*x = CandidateTokenInfo{}
+	mi := &file_vllm_vllm_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CandidateTokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CandidateTokenInfo) ProtoMessage() {}
+
+func (x *CandidateTokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_vllm_vllm_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CandidateTokenInfo.ProtoReflect.Descriptor instead.
+func (*CandidateTokenInfo) Descriptor() ([]byte, []int) {
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CandidateTokenInfo) GetTokens() []*CandidateTokenInfo_TokenInfo {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
 type GenerateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set on the first message only.
@@ -760,7 +944,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[6]
+	mi := &file_vllm_vllm_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +956,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[6]
+	mi := &file_vllm_vllm_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +969,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{6}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GenerateResponse) GetPromptInfo() *PromptInfo {
@@ -805,13 +989,20 @@ func (x *GenerateResponse) GetOutputs() *SequenceOutput {
 type PromptInfo struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	NumPromptTokens uint32                 `protobuf:"varint,1,opt,name=num_prompt_tokens,json=numPromptTokens,proto3" json:"num_prompt_tokens,omitempty"`
+	// With ResponseOptions.prompt_token_ids.
+	TokenIds []uint32 `protobuf:"varint,2,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	// One entry per prompt position, with ResponseOptions.prompt_logprobs;
+	// the first position has no score: logprob 0.0, rank 0, no candidates.
+	Logprobs        []float32             `protobuf:"fixed32,3,rep,packed,name=logprobs,proto3" json:"logprobs,omitempty"`
+	Ranks           []uint32              `protobuf:"varint,4,rep,packed,name=ranks,proto3" json:"ranks,omitempty"`
+	CandidateTokens []*CandidateTokenInfo `protobuf:"bytes,5,rep,name=candidate_tokens,json=candidateTokens,proto3" json:"candidate_tokens,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PromptInfo) Reset() {
 	*x = PromptInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[7]
+	mi := &file_vllm_vllm_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +1014,7 @@ func (x *PromptInfo) String() string {
 func (*PromptInfo) ProtoMessage() {}
 
 func (x *PromptInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[7]
+	mi := &file_vllm_vllm_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +1027,7 @@ func (x *PromptInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptInfo.ProtoReflect.Descriptor instead.
 func (*PromptInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{7}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PromptInfo) GetNumPromptTokens() uint32 {
@@ -844,6 +1035,34 @@ func (x *PromptInfo) GetNumPromptTokens() uint32 {
 		return x.NumPromptTokens
 	}
 	return 0
+}
+
+func (x *PromptInfo) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+func (x *PromptInfo) GetLogprobs() []float32 {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+func (x *PromptInfo) GetRanks() []uint32 {
+	if x != nil {
+		return x.Ranks
+	}
+	return nil
+}
+
+func (x *PromptInfo) GetCandidateTokens() []*CandidateTokenInfo {
+	if x != nil {
+		return x.CandidateTokens
+	}
+	return nil
 }
 
 type SequenceOutput struct {
@@ -855,6 +1074,11 @@ type SequenceOutput struct {
 	NumTokens uint32 `protobuf:"varint,3,opt,name=num_tokens,json=numTokens,proto3" json:"num_tokens,omitempty"`
 	// Token ids of this chunk, when ResponseOptions.output_token_ids.
 	TokenIds []uint32 `protobuf:"varint,4,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	// The sampled token's logprob and rank and the alternatives, one entry
+	// per position of this chunk, with ResponseOptions.output_logprobs.
+	Logprobs        []float32             `protobuf:"fixed32,5,rep,packed,name=logprobs,proto3" json:"logprobs,omitempty"`
+	Ranks           []uint32              `protobuf:"varint,6,rep,packed,name=ranks,proto3" json:"ranks,omitempty"`
+	CandidateTokens []*CandidateTokenInfo `protobuf:"bytes,7,rep,name=candidate_tokens,json=candidateTokens,proto3" json:"candidate_tokens,omitempty"`
 	// Set on the last message of the sequence only.
 	FinishInfo    *FinishInfo `protobuf:"bytes,8,opt,name=finish_info,json=finishInfo,proto3,oneof" json:"finish_info,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -863,7 +1087,7 @@ type SequenceOutput struct {
 
 func (x *SequenceOutput) Reset() {
 	*x = SequenceOutput{}
-	mi := &file_vllm_vllm_proto_msgTypes[8]
+	mi := &file_vllm_vllm_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +1099,7 @@ func (x *SequenceOutput) String() string {
 func (*SequenceOutput) ProtoMessage() {}
 
 func (x *SequenceOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[8]
+	mi := &file_vllm_vllm_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +1112,7 @@ func (x *SequenceOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SequenceOutput.ProtoReflect.Descriptor instead.
 func (*SequenceOutput) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{8}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SequenceOutput) GetIndex() uint32 {
@@ -919,6 +1143,27 @@ func (x *SequenceOutput) GetTokenIds() []uint32 {
 	return nil
 }
 
+func (x *SequenceOutput) GetLogprobs() []float32 {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+func (x *SequenceOutput) GetRanks() []uint32 {
+	if x != nil {
+		return x.Ranks
+	}
+	return nil
+}
+
+func (x *SequenceOutput) GetCandidateTokens() []*CandidateTokenInfo {
+	if x != nil {
+		return x.CandidateTokens
+	}
+	return nil
+}
+
 func (x *SequenceOutput) GetFinishInfo() *FinishInfo {
 	if x != nil {
 		return x.FinishInfo
@@ -945,7 +1190,7 @@ type FinishInfo struct {
 
 func (x *FinishInfo) Reset() {
 	*x = FinishInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[9]
+	mi := &file_vllm_vllm_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1202,7 @@ func (x *FinishInfo) String() string {
 func (*FinishInfo) ProtoMessage() {}
 
 func (x *FinishInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[9]
+	mi := &file_vllm_vllm_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1215,7 @@ func (x *FinishInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishInfo.ProtoReflect.Descriptor instead.
 func (*FinishInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{9}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FinishInfo) GetNumOutputTokens() uint32 {
@@ -1058,7 +1303,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[10]
+	mi := &file_vllm_vllm_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1315,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[10]
+	mi := &file_vllm_vllm_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1328,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{10}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{12}
 }
 
 type ServerInfo struct {
@@ -1105,7 +1350,7 @@ type ServerInfo struct {
 
 func (x *ServerInfo) Reset() {
 	*x = ServerInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[11]
+	mi := &file_vllm_vllm_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1362,7 @@ func (x *ServerInfo) String() string {
 func (*ServerInfo) ProtoMessage() {}
 
 func (x *ServerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[11]
+	mi := &file_vllm_vllm_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1375,7 @@ func (x *ServerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerInfo.ProtoReflect.Descriptor instead.
 func (*ServerInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{11}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ServerInfo) GetEngineVersion() string {
@@ -1215,7 +1460,7 @@ type ParallelismInfo struct {
 
 func (x *ParallelismInfo) Reset() {
 	*x = ParallelismInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[12]
+	mi := &file_vllm_vllm_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1472,7 @@ func (x *ParallelismInfo) String() string {
 func (*ParallelismInfo) ProtoMessage() {}
 
 func (x *ParallelismInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[12]
+	mi := &file_vllm_vllm_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1485,7 @@ func (x *ParallelismInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParallelismInfo.ProtoReflect.Descriptor instead.
 func (*ParallelismInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{12}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ParallelismInfo) GetTensorParallelSize() uint32 {
@@ -1280,7 +1525,7 @@ type RlCapabilities struct {
 
 func (x *RlCapabilities) Reset() {
 	*x = RlCapabilities{}
-	mi := &file_vllm_vllm_proto_msgTypes[13]
+	mi := &file_vllm_vllm_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1537,7 @@ func (x *RlCapabilities) String() string {
 func (*RlCapabilities) ProtoMessage() {}
 
 func (x *RlCapabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[13]
+	mi := &file_vllm_vllm_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1550,7 @@ func (x *RlCapabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RlCapabilities.ProtoReflect.Descriptor instead.
 func (*RlCapabilities) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{13}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RlCapabilities) GetSleepModeEnabled() bool {
@@ -1323,7 +1568,7 @@ type GetModelInfoRequest struct {
 
 func (x *GetModelInfoRequest) Reset() {
 	*x = GetModelInfoRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[14]
+	mi := &file_vllm_vllm_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1580,7 @@ func (x *GetModelInfoRequest) String() string {
 func (*GetModelInfoRequest) ProtoMessage() {}
 
 func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[14]
+	mi := &file_vllm_vllm_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1593,7 @@ func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetModelInfoRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{14}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{16}
 }
 
 type ModelInfo struct {
@@ -1364,7 +1609,7 @@ type ModelInfo struct {
 
 func (x *ModelInfo) Reset() {
 	*x = ModelInfo{}
-	mi := &file_vllm_vllm_proto_msgTypes[15]
+	mi := &file_vllm_vllm_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1621,7 @@ func (x *ModelInfo) String() string {
 func (*ModelInfo) ProtoMessage() {}
 
 func (x *ModelInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[15]
+	mi := &file_vllm_vllm_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1634,7 @@ func (x *ModelInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelInfo.ProtoReflect.Descriptor instead.
 func (*ModelInfo) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{15}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ModelInfo) GetModelId() string {
@@ -1436,7 +1681,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[16]
+	mi := &file_vllm_vllm_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1693,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[16]
+	mi := &file_vllm_vllm_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1706,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{16}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AbortRequest) GetRequestIds() []string {
@@ -1479,7 +1724,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[17]
+	mi := &file_vllm_vllm_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1736,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[17]
+	mi := &file_vllm_vllm_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1749,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{17}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{19}
 }
 
 type SleepRequest struct {
@@ -1517,7 +1762,7 @@ type SleepRequest struct {
 
 func (x *SleepRequest) Reset() {
 	*x = SleepRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[18]
+	mi := &file_vllm_vllm_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1774,7 @@ func (x *SleepRequest) String() string {
 func (*SleepRequest) ProtoMessage() {}
 
 func (x *SleepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[18]
+	mi := &file_vllm_vllm_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1787,7 @@ func (x *SleepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SleepRequest.ProtoReflect.Descriptor instead.
 func (*SleepRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{18}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SleepRequest) GetLevel() uint32 {
@@ -1567,7 +1812,7 @@ type SleepResponse struct {
 
 func (x *SleepResponse) Reset() {
 	*x = SleepResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[19]
+	mi := &file_vllm_vllm_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1824,7 @@ func (x *SleepResponse) String() string {
 func (*SleepResponse) ProtoMessage() {}
 
 func (x *SleepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[19]
+	mi := &file_vllm_vllm_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1837,7 @@ func (x *SleepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SleepResponse.ProtoReflect.Descriptor instead.
 func (*SleepResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{19}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{21}
 }
 
 type WakeUpRequest struct {
@@ -1604,7 +1849,7 @@ type WakeUpRequest struct {
 
 func (x *WakeUpRequest) Reset() {
 	*x = WakeUpRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[20]
+	mi := &file_vllm_vllm_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1861,7 @@ func (x *WakeUpRequest) String() string {
 func (*WakeUpRequest) ProtoMessage() {}
 
 func (x *WakeUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[20]
+	mi := &file_vllm_vllm_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1874,7 @@ func (x *WakeUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeUpRequest.ProtoReflect.Descriptor instead.
 func (*WakeUpRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{20}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WakeUpRequest) GetTags() []string {
@@ -1647,7 +1892,7 @@ type WakeUpResponse struct {
 
 func (x *WakeUpResponse) Reset() {
 	*x = WakeUpResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[21]
+	mi := &file_vllm_vllm_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1904,7 @@ func (x *WakeUpResponse) String() string {
 func (*WakeUpResponse) ProtoMessage() {}
 
 func (x *WakeUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[21]
+	mi := &file_vllm_vllm_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1917,7 @@ func (x *WakeUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WakeUpResponse.ProtoReflect.Descriptor instead.
 func (*WakeUpResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{21}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{23}
 }
 
 type IsSleepingRequest struct {
@@ -1683,7 +1928,7 @@ type IsSleepingRequest struct {
 
 func (x *IsSleepingRequest) Reset() {
 	*x = IsSleepingRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[22]
+	mi := &file_vllm_vllm_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1940,7 @@ func (x *IsSleepingRequest) String() string {
 func (*IsSleepingRequest) ProtoMessage() {}
 
 func (x *IsSleepingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[22]
+	mi := &file_vllm_vllm_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1953,7 @@ func (x *IsSleepingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSleepingRequest.ProtoReflect.Descriptor instead.
 func (*IsSleepingRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{22}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{24}
 }
 
 type IsSleepingResponse struct {
@@ -1720,7 +1965,7 @@ type IsSleepingResponse struct {
 
 func (x *IsSleepingResponse) Reset() {
 	*x = IsSleepingResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[23]
+	mi := &file_vllm_vllm_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1977,7 @@ func (x *IsSleepingResponse) String() string {
 func (*IsSleepingResponse) ProtoMessage() {}
 
 func (x *IsSleepingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[23]
+	mi := &file_vllm_vllm_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1990,7 @@ func (x *IsSleepingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsSleepingResponse.ProtoReflect.Descriptor instead.
 func (*IsSleepingResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{23}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *IsSleepingResponse) GetSleeping() bool {
@@ -1765,7 +2010,7 @@ type PauseGenerationRequest struct {
 
 func (x *PauseGenerationRequest) Reset() {
 	*x = PauseGenerationRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[24]
+	mi := &file_vllm_vllm_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +2022,7 @@ func (x *PauseGenerationRequest) String() string {
 func (*PauseGenerationRequest) ProtoMessage() {}
 
 func (x *PauseGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[24]
+	mi := &file_vllm_vllm_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +2035,7 @@ func (x *PauseGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseGenerationRequest.ProtoReflect.Descriptor instead.
 func (*PauseGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{24}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PauseGenerationRequest) GetMode() PauseMode {
@@ -1815,7 +2060,7 @@ type PauseGenerationResponse struct {
 
 func (x *PauseGenerationResponse) Reset() {
 	*x = PauseGenerationResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[25]
+	mi := &file_vllm_vllm_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1827,7 +2072,7 @@ func (x *PauseGenerationResponse) String() string {
 func (*PauseGenerationResponse) ProtoMessage() {}
 
 func (x *PauseGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[25]
+	mi := &file_vllm_vllm_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1840,7 +2085,7 @@ func (x *PauseGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseGenerationResponse.ProtoReflect.Descriptor instead.
 func (*PauseGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{25}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{27}
 }
 
 type ResumeGenerationRequest struct {
@@ -1851,7 +2096,7 @@ type ResumeGenerationRequest struct {
 
 func (x *ResumeGenerationRequest) Reset() {
 	*x = ResumeGenerationRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[26]
+	mi := &file_vllm_vllm_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2108,7 @@ func (x *ResumeGenerationRequest) String() string {
 func (*ResumeGenerationRequest) ProtoMessage() {}
 
 func (x *ResumeGenerationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[26]
+	mi := &file_vllm_vllm_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2121,7 @@ func (x *ResumeGenerationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeGenerationRequest.ProtoReflect.Descriptor instead.
 func (*ResumeGenerationRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{26}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{28}
 }
 
 type ResumeGenerationResponse struct {
@@ -1887,7 +2132,7 @@ type ResumeGenerationResponse struct {
 
 func (x *ResumeGenerationResponse) Reset() {
 	*x = ResumeGenerationResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[27]
+	mi := &file_vllm_vllm_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2144,7 @@ func (x *ResumeGenerationResponse) String() string {
 func (*ResumeGenerationResponse) ProtoMessage() {}
 
 func (x *ResumeGenerationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[27]
+	mi := &file_vllm_vllm_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2157,7 @@ func (x *ResumeGenerationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeGenerationResponse.ProtoReflect.Descriptor instead.
 func (*ResumeGenerationResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{27}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{29}
 }
 
 type IsPausedRequest struct {
@@ -1923,7 +2168,7 @@ type IsPausedRequest struct {
 
 func (x *IsPausedRequest) Reset() {
 	*x = IsPausedRequest{}
-	mi := &file_vllm_vllm_proto_msgTypes[28]
+	mi := &file_vllm_vllm_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2180,7 @@ func (x *IsPausedRequest) String() string {
 func (*IsPausedRequest) ProtoMessage() {}
 
 func (x *IsPausedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[28]
+	mi := &file_vllm_vllm_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2193,7 @@ func (x *IsPausedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsPausedRequest.ProtoReflect.Descriptor instead.
 func (*IsPausedRequest) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{28}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{30}
 }
 
 type IsPausedResponse struct {
@@ -1960,7 +2205,7 @@ type IsPausedResponse struct {
 
 func (x *IsPausedResponse) Reset() {
 	*x = IsPausedResponse{}
-	mi := &file_vllm_vllm_proto_msgTypes[29]
+	mi := &file_vllm_vllm_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2217,7 @@ func (x *IsPausedResponse) String() string {
 func (*IsPausedResponse) ProtoMessage() {}
 
 func (x *IsPausedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[29]
+	mi := &file_vllm_vllm_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2230,7 @@ func (x *IsPausedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsPausedResponse.ProtoReflect.Descriptor instead.
 func (*IsPausedResponse) Descriptor() ([]byte, []int) {
-	return file_vllm_vllm_proto_rawDescGZIP(), []int{29}
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *IsPausedResponse) GetPaused() bool {
@@ -2005,7 +2250,7 @@ type DecodingParameters_StringChoices struct {
 
 func (x *DecodingParameters_StringChoices) Reset() {
 	*x = DecodingParameters_StringChoices{}
-	mi := &file_vllm_vllm_proto_msgTypes[30]
+	mi := &file_vllm_vllm_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2262,7 @@ func (x *DecodingParameters_StringChoices) String() string {
 func (*DecodingParameters_StringChoices) ProtoMessage() {}
 
 func (x *DecodingParameters_StringChoices) ProtoReflect() protoreflect.Message {
-	mi := &file_vllm_vllm_proto_msgTypes[30]
+	mi := &file_vllm_vllm_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,6 +2283,66 @@ func (x *DecodingParameters_StringChoices) GetChoices() []string {
 		return x.Choices
 	}
 	return nil
+}
+
+type CandidateTokenInfo_TokenInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint32                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Logprob       float32                `protobuf:"fixed32,2,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	Rank          uint32                 `protobuf:"varint,3,opt,name=rank,proto3" json:"rank,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CandidateTokenInfo_TokenInfo) Reset() {
+	*x = CandidateTokenInfo_TokenInfo{}
+	mi := &file_vllm_vllm_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CandidateTokenInfo_TokenInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CandidateTokenInfo_TokenInfo) ProtoMessage() {}
+
+func (x *CandidateTokenInfo_TokenInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_vllm_vllm_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CandidateTokenInfo_TokenInfo.ProtoReflect.Descriptor instead.
+func (*CandidateTokenInfo_TokenInfo) Descriptor() ([]byte, []int) {
+	return file_vllm_vllm_proto_rawDescGZIP(), []int{7, 0}
+}
+
+func (x *CandidateTokenInfo_TokenInfo) GetId() uint32 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *CandidateTokenInfo_TokenInfo) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
+func (x *CandidateTokenInfo_TokenInfo) GetRank() uint32 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
 }
 
 var File_vllm_vllm_proto protoreflect.FileDescriptor
@@ -2097,27 +2402,51 @@ const file_vllm_vllm_proto_rawDesc = "" +
 	"\fstop_strings\x18\x04 \x03(\tR\vstopStrings\x120\n" +
 	"\x14include_stop_strings\x18\x05 \x01(\bR\x12includeStopStrings\x12\x1d\n" +
 	"\n" +
-	"ignore_eos\x18\x06 \x01(\bR\tignoreEos\"\x9a\x01\n" +
-	"\x0fResponseOptions\x12$\n" +
-	"\voutput_text\x18\x04 \x01(\bH\x00R\n" +
+	"ignore_eos\x18\x06 \x01(\bR\tignoreEos\"\xab\x03\n" +
+	"\x0fResponseOptions\x12(\n" +
+	"\x10prompt_token_ids\x18\x01 \x01(\bR\x0epromptTokenIds\x12'\n" +
+	"\x0fprompt_logprobs\x18\x02 \x01(\bR\x0epromptLogprobs\x12G\n" +
+	"\x11prompt_candidates\x18\x03 \x01(\v2\x15.vllm.CandidateTokensH\x00R\x10promptCandidates\x88\x01\x01\x12$\n" +
+	"\voutput_text\x18\x04 \x01(\bH\x01R\n" +
 	"outputText\x88\x01\x01\x12(\n" +
 	"\x10output_token_ids\x18\x05 \x01(\bR\x0eoutputTokenIds\x12'\n" +
-	"\x0foutput_logprobs\x18\x06 \x01(\bR\x0eoutputLogprobsB\x0e\n" +
-	"\f_output_text\"\x8a\x01\n" +
+	"\x0foutput_logprobs\x18\x06 \x01(\bR\x0eoutputLogprobs\x12G\n" +
+	"\x11output_candidates\x18\a \x01(\v2\x15.vllm.CandidateTokensH\x02R\x10outputCandidates\x88\x01\x01B\x14\n" +
+	"\x12_prompt_candidatesB\x0e\n" +
+	"\f_output_textB\x14\n" +
+	"\x12_output_candidates\"u\n" +
+	"\x0fCandidateTokens\x12\x15\n" +
+	"\x05top_n\x18\x01 \x01(\rH\x00R\x04topN\x12-\n" +
+	"\ttoken_ids\x18\x02 \x01(\v2\x0e.vllm.TokenIdsH\x00R\btokenIds\x12\x12\n" +
+	"\x03all\x18\x03 \x01(\bH\x00R\x03allB\b\n" +
+	"\x06select\"\x9b\x01\n" +
+	"\x12CandidateTokenInfo\x12:\n" +
+	"\x06tokens\x18\x01 \x03(\v2\".vllm.CandidateTokenInfo.TokenInfoR\x06tokens\x1aI\n" +
+	"\tTokenInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\rR\x02id\x12\x18\n" +
+	"\alogprob\x18\x02 \x01(\x02R\alogprob\x12\x12\n" +
+	"\x04rank\x18\x03 \x01(\rR\x04rank\"\x8a\x01\n" +
 	"\x10GenerateResponse\x126\n" +
 	"\vprompt_info\x18\x01 \x01(\v2\x10.vllm.PromptInfoH\x00R\n" +
 	"promptInfo\x88\x01\x01\x12.\n" +
 	"\aoutputs\x18\x02 \x01(\v2\x14.vllm.SequenceOutputR\aoutputsB\x0e\n" +
-	"\f_prompt_info\"8\n" +
+	"\f_prompt_info\"\xcc\x01\n" +
 	"\n" +
 	"PromptInfo\x12*\n" +
-	"\x11num_prompt_tokens\x18\x01 \x01(\rR\x0fnumPromptTokens\"\xbe\x01\n" +
+	"\x11num_prompt_tokens\x18\x01 \x01(\rR\x0fnumPromptTokens\x12\x1b\n" +
+	"\ttoken_ids\x18\x02 \x03(\rR\btokenIds\x12\x1a\n" +
+	"\blogprobs\x18\x03 \x03(\x02R\blogprobs\x12\x14\n" +
+	"\x05ranks\x18\x04 \x03(\rR\x05ranks\x12C\n" +
+	"\x10candidate_tokens\x18\x05 \x03(\v2\x18.vllm.CandidateTokenInfoR\x0fcandidateTokens\"\xb5\x02\n" +
 	"\x0eSequenceOutput\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1d\n" +
 	"\n" +
 	"num_tokens\x18\x03 \x01(\rR\tnumTokens\x12\x1b\n" +
-	"\ttoken_ids\x18\x04 \x03(\rR\btokenIds\x126\n" +
+	"\ttoken_ids\x18\x04 \x03(\rR\btokenIds\x12\x1a\n" +
+	"\blogprobs\x18\x05 \x03(\x02R\blogprobs\x12\x14\n" +
+	"\x05ranks\x18\x06 \x03(\rR\x05ranks\x12C\n" +
+	"\x10candidate_tokens\x18\a \x03(\v2\x18.vllm.CandidateTokenInfoR\x0fcandidateTokens\x126\n" +
 	"\vfinish_info\x18\b \x01(\v2\x10.vllm.FinishInfoH\x00R\n" +
 	"finishInfo\x88\x01\x01B\x0e\n" +
 	"\f_finish_info\"\x84\x03\n" +
@@ -2227,7 +2556,7 @@ func file_vllm_vllm_proto_rawDescGZIP() []byte {
 }
 
 var file_vllm_vllm_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_vllm_vllm_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_vllm_vllm_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_vllm_vllm_proto_goTypes = []any{
 	(PauseMode)(0),                           // 0: vllm.PauseMode
 	(FinishInfo_FinishReason)(0),             // 1: vllm.FinishInfo.FinishReason
@@ -2237,32 +2566,35 @@ var file_vllm_vllm_proto_goTypes = []any{
 	(*DecodingParameters)(nil),               // 5: vllm.DecodingParameters
 	(*StoppingCriteria)(nil),                 // 6: vllm.StoppingCriteria
 	(*ResponseOptions)(nil),                  // 7: vllm.ResponseOptions
-	(*GenerateResponse)(nil),                 // 8: vllm.GenerateResponse
-	(*PromptInfo)(nil),                       // 9: vllm.PromptInfo
-	(*SequenceOutput)(nil),                   // 10: vllm.SequenceOutput
-	(*FinishInfo)(nil),                       // 11: vllm.FinishInfo
-	(*GetServerInfoRequest)(nil),             // 12: vllm.GetServerInfoRequest
-	(*ServerInfo)(nil),                       // 13: vllm.ServerInfo
-	(*ParallelismInfo)(nil),                  // 14: vllm.ParallelismInfo
-	(*RlCapabilities)(nil),                   // 15: vllm.RlCapabilities
-	(*GetModelInfoRequest)(nil),              // 16: vllm.GetModelInfoRequest
-	(*ModelInfo)(nil),                        // 17: vllm.ModelInfo
-	(*AbortRequest)(nil),                     // 18: vllm.AbortRequest
-	(*AbortResponse)(nil),                    // 19: vllm.AbortResponse
-	(*SleepRequest)(nil),                     // 20: vllm.SleepRequest
-	(*SleepResponse)(nil),                    // 21: vllm.SleepResponse
-	(*WakeUpRequest)(nil),                    // 22: vllm.WakeUpRequest
-	(*WakeUpResponse)(nil),                   // 23: vllm.WakeUpResponse
-	(*IsSleepingRequest)(nil),                // 24: vllm.IsSleepingRequest
-	(*IsSleepingResponse)(nil),               // 25: vllm.IsSleepingResponse
-	(*PauseGenerationRequest)(nil),           // 26: vllm.PauseGenerationRequest
-	(*PauseGenerationResponse)(nil),          // 27: vllm.PauseGenerationResponse
-	(*ResumeGenerationRequest)(nil),          // 28: vllm.ResumeGenerationRequest
-	(*ResumeGenerationResponse)(nil),         // 29: vllm.ResumeGenerationResponse
-	(*IsPausedRequest)(nil),                  // 30: vllm.IsPausedRequest
-	(*IsPausedResponse)(nil),                 // 31: vllm.IsPausedResponse
-	(*DecodingParameters_StringChoices)(nil), // 32: vllm.DecodingParameters.StringChoices
-	nil,                                      // 33: vllm.DecodingParameters.LogitBiasEntry
+	(*CandidateTokens)(nil),                  // 8: vllm.CandidateTokens
+	(*CandidateTokenInfo)(nil),               // 9: vllm.CandidateTokenInfo
+	(*GenerateResponse)(nil),                 // 10: vllm.GenerateResponse
+	(*PromptInfo)(nil),                       // 11: vllm.PromptInfo
+	(*SequenceOutput)(nil),                   // 12: vllm.SequenceOutput
+	(*FinishInfo)(nil),                       // 13: vllm.FinishInfo
+	(*GetServerInfoRequest)(nil),             // 14: vllm.GetServerInfoRequest
+	(*ServerInfo)(nil),                       // 15: vllm.ServerInfo
+	(*ParallelismInfo)(nil),                  // 16: vllm.ParallelismInfo
+	(*RlCapabilities)(nil),                   // 17: vllm.RlCapabilities
+	(*GetModelInfoRequest)(nil),              // 18: vllm.GetModelInfoRequest
+	(*ModelInfo)(nil),                        // 19: vllm.ModelInfo
+	(*AbortRequest)(nil),                     // 20: vllm.AbortRequest
+	(*AbortResponse)(nil),                    // 21: vllm.AbortResponse
+	(*SleepRequest)(nil),                     // 22: vllm.SleepRequest
+	(*SleepResponse)(nil),                    // 23: vllm.SleepResponse
+	(*WakeUpRequest)(nil),                    // 24: vllm.WakeUpRequest
+	(*WakeUpResponse)(nil),                   // 25: vllm.WakeUpResponse
+	(*IsSleepingRequest)(nil),                // 26: vllm.IsSleepingRequest
+	(*IsSleepingResponse)(nil),               // 27: vllm.IsSleepingResponse
+	(*PauseGenerationRequest)(nil),           // 28: vllm.PauseGenerationRequest
+	(*PauseGenerationResponse)(nil),          // 29: vllm.PauseGenerationResponse
+	(*ResumeGenerationRequest)(nil),          // 30: vllm.ResumeGenerationRequest
+	(*ResumeGenerationResponse)(nil),         // 31: vllm.ResumeGenerationResponse
+	(*IsPausedRequest)(nil),                  // 32: vllm.IsPausedRequest
+	(*IsPausedResponse)(nil),                 // 33: vllm.IsPausedResponse
+	(*DecodingParameters_StringChoices)(nil), // 34: vllm.DecodingParameters.StringChoices
+	nil,                                      // 35: vllm.DecodingParameters.LogitBiasEntry
+	(*CandidateTokenInfo_TokenInfo)(nil),     // 36: vllm.CandidateTokenInfo.TokenInfo
 }
 var file_vllm_vllm_proto_depIdxs = []int32{
 	3,  // 0: vllm.GenerateRequest.token_ids:type_name -> vllm.TokenIds
@@ -2270,43 +2602,49 @@ var file_vllm_vllm_proto_depIdxs = []int32{
 	5,  // 2: vllm.GenerateRequest.decoding:type_name -> vllm.DecodingParameters
 	6,  // 3: vllm.GenerateRequest.stopping:type_name -> vllm.StoppingCriteria
 	7,  // 4: vllm.GenerateRequest.response:type_name -> vllm.ResponseOptions
-	33, // 5: vllm.DecodingParameters.logit_bias:type_name -> vllm.DecodingParameters.LogitBiasEntry
-	32, // 6: vllm.DecodingParameters.choice:type_name -> vllm.DecodingParameters.StringChoices
-	9,  // 7: vllm.GenerateResponse.prompt_info:type_name -> vllm.PromptInfo
-	10, // 8: vllm.GenerateResponse.outputs:type_name -> vllm.SequenceOutput
-	11, // 9: vllm.SequenceOutput.finish_info:type_name -> vllm.FinishInfo
-	1,  // 10: vllm.FinishInfo.finish_reason:type_name -> vllm.FinishInfo.FinishReason
-	14, // 11: vllm.ServerInfo.parallelism:type_name -> vllm.ParallelismInfo
-	15, // 12: vllm.ServerInfo.rl_capabilities:type_name -> vllm.RlCapabilities
-	0,  // 13: vllm.SleepRequest.mode:type_name -> vllm.PauseMode
-	0,  // 14: vllm.PauseGenerationRequest.mode:type_name -> vllm.PauseMode
-	2,  // 15: vllm.Inference.Generate:input_type -> vllm.GenerateRequest
-	2,  // 16: vllm.Inference.GenerateStream:input_type -> vllm.GenerateRequest
-	12, // 17: vllm.Control.GetServerInfo:input_type -> vllm.GetServerInfoRequest
-	16, // 18: vllm.Control.GetModelInfo:input_type -> vllm.GetModelInfoRequest
-	18, // 19: vllm.Control.Abort:input_type -> vllm.AbortRequest
-	20, // 20: vllm.Control.Sleep:input_type -> vllm.SleepRequest
-	22, // 21: vllm.Control.WakeUp:input_type -> vllm.WakeUpRequest
-	24, // 22: vllm.Control.IsSleeping:input_type -> vllm.IsSleepingRequest
-	26, // 23: vllm.Control.PauseGeneration:input_type -> vllm.PauseGenerationRequest
-	28, // 24: vllm.Control.ResumeGeneration:input_type -> vllm.ResumeGenerationRequest
-	30, // 25: vllm.Control.IsPaused:input_type -> vllm.IsPausedRequest
-	8,  // 26: vllm.Inference.Generate:output_type -> vllm.GenerateResponse
-	8,  // 27: vllm.Inference.GenerateStream:output_type -> vllm.GenerateResponse
-	13, // 28: vllm.Control.GetServerInfo:output_type -> vllm.ServerInfo
-	17, // 29: vllm.Control.GetModelInfo:output_type -> vllm.ModelInfo
-	19, // 30: vllm.Control.Abort:output_type -> vllm.AbortResponse
-	21, // 31: vllm.Control.Sleep:output_type -> vllm.SleepResponse
-	23, // 32: vllm.Control.WakeUp:output_type -> vllm.WakeUpResponse
-	25, // 33: vllm.Control.IsSleeping:output_type -> vllm.IsSleepingResponse
-	27, // 34: vllm.Control.PauseGeneration:output_type -> vllm.PauseGenerationResponse
-	29, // 35: vllm.Control.ResumeGeneration:output_type -> vllm.ResumeGenerationResponse
-	31, // 36: vllm.Control.IsPaused:output_type -> vllm.IsPausedResponse
-	26, // [26:37] is the sub-list for method output_type
-	15, // [15:26] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	35, // 5: vllm.DecodingParameters.logit_bias:type_name -> vllm.DecodingParameters.LogitBiasEntry
+	34, // 6: vllm.DecodingParameters.choice:type_name -> vllm.DecodingParameters.StringChoices
+	8,  // 7: vllm.ResponseOptions.prompt_candidates:type_name -> vllm.CandidateTokens
+	8,  // 8: vllm.ResponseOptions.output_candidates:type_name -> vllm.CandidateTokens
+	3,  // 9: vllm.CandidateTokens.token_ids:type_name -> vllm.TokenIds
+	36, // 10: vllm.CandidateTokenInfo.tokens:type_name -> vllm.CandidateTokenInfo.TokenInfo
+	11, // 11: vllm.GenerateResponse.prompt_info:type_name -> vllm.PromptInfo
+	12, // 12: vllm.GenerateResponse.outputs:type_name -> vllm.SequenceOutput
+	9,  // 13: vllm.PromptInfo.candidate_tokens:type_name -> vllm.CandidateTokenInfo
+	9,  // 14: vllm.SequenceOutput.candidate_tokens:type_name -> vllm.CandidateTokenInfo
+	13, // 15: vllm.SequenceOutput.finish_info:type_name -> vllm.FinishInfo
+	1,  // 16: vllm.FinishInfo.finish_reason:type_name -> vllm.FinishInfo.FinishReason
+	16, // 17: vllm.ServerInfo.parallelism:type_name -> vllm.ParallelismInfo
+	17, // 18: vllm.ServerInfo.rl_capabilities:type_name -> vllm.RlCapabilities
+	0,  // 19: vllm.SleepRequest.mode:type_name -> vllm.PauseMode
+	0,  // 20: vllm.PauseGenerationRequest.mode:type_name -> vllm.PauseMode
+	2,  // 21: vllm.Inference.Generate:input_type -> vllm.GenerateRequest
+	2,  // 22: vllm.Inference.GenerateStream:input_type -> vllm.GenerateRequest
+	14, // 23: vllm.Control.GetServerInfo:input_type -> vllm.GetServerInfoRequest
+	18, // 24: vllm.Control.GetModelInfo:input_type -> vllm.GetModelInfoRequest
+	20, // 25: vllm.Control.Abort:input_type -> vllm.AbortRequest
+	22, // 26: vllm.Control.Sleep:input_type -> vllm.SleepRequest
+	24, // 27: vllm.Control.WakeUp:input_type -> vllm.WakeUpRequest
+	26, // 28: vllm.Control.IsSleeping:input_type -> vllm.IsSleepingRequest
+	28, // 29: vllm.Control.PauseGeneration:input_type -> vllm.PauseGenerationRequest
+	30, // 30: vllm.Control.ResumeGeneration:input_type -> vllm.ResumeGenerationRequest
+	32, // 31: vllm.Control.IsPaused:input_type -> vllm.IsPausedRequest
+	10, // 32: vllm.Inference.Generate:output_type -> vllm.GenerateResponse
+	10, // 33: vllm.Inference.GenerateStream:output_type -> vllm.GenerateResponse
+	15, // 34: vllm.Control.GetServerInfo:output_type -> vllm.ServerInfo
+	19, // 35: vllm.Control.GetModelInfo:output_type -> vllm.ModelInfo
+	21, // 36: vllm.Control.Abort:output_type -> vllm.AbortResponse
+	23, // 37: vllm.Control.Sleep:output_type -> vllm.SleepResponse
+	25, // 38: vllm.Control.WakeUp:output_type -> vllm.WakeUpResponse
+	27, // 39: vllm.Control.IsSleeping:output_type -> vllm.IsSleepingResponse
+	29, // 40: vllm.Control.PauseGeneration:output_type -> vllm.PauseGenerationResponse
+	31, // 41: vllm.Control.ResumeGeneration:output_type -> vllm.ResumeGenerationResponse
+	33, // 42: vllm.Control.IsPaused:output_type -> vllm.IsPausedResponse
+	32, // [32:43] is the sub-list for method output_type
+	21, // [21:32] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_vllm_vllm_proto_init() }
@@ -2328,22 +2666,27 @@ func file_vllm_vllm_proto_init() {
 		(*DecodingParameters_StructuralTag)(nil),
 	}
 	file_vllm_vllm_proto_msgTypes[5].OneofWrappers = []any{}
-	file_vllm_vllm_proto_msgTypes[6].OneofWrappers = []any{}
+	file_vllm_vllm_proto_msgTypes[6].OneofWrappers = []any{
+		(*CandidateTokens_TopN)(nil),
+		(*CandidateTokens_TokenIds)(nil),
+		(*CandidateTokens_All)(nil),
+	}
 	file_vllm_vllm_proto_msgTypes[8].OneofWrappers = []any{}
-	file_vllm_vllm_proto_msgTypes[9].OneofWrappers = []any{
+	file_vllm_vllm_proto_msgTypes[10].OneofWrappers = []any{}
+	file_vllm_vllm_proto_msgTypes[11].OneofWrappers = []any{
 		(*FinishInfo_StopTokenId)(nil),
 		(*FinishInfo_EosTokenId)(nil),
 		(*FinishInfo_StopString)(nil),
 	}
-	file_vllm_vllm_proto_msgTypes[18].OneofWrappers = []any{}
-	file_vllm_vllm_proto_msgTypes[24].OneofWrappers = []any{}
+	file_vllm_vllm_proto_msgTypes[20].OneofWrappers = []any{}
+	file_vllm_vllm_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_vllm_vllm_proto_rawDesc), len(file_vllm_vllm_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
