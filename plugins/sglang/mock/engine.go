@@ -98,14 +98,14 @@ type Config struct {
 	API API
 	// Layout selects APIRuntime's layout. Default LayoutReleased.
 	Layout Layout
-	// BareSnapshots leaves model_info and server_info out of the state
-	// snapshots, as a server may: what is left of a snapshot in either
-	// layout may then fit both.
-	BareSnapshots bool
 	// OmitFirstPromptLogprob leaves the prompt's first position out of
 	// input_token_logprobs, as older SGLang releases do; current ones send
 	// it as [null, id, null].
 	OmitFirstPromptLogprob bool
+	// BareSnapshots leaves model_info and server_info out of the state
+	// snapshots, as a server may: what is left of a snapshot in either
+	// layout may then fit both.
+	BareSnapshots bool
 }
 
 // Engine is one mock SGLang engine: enginemock's engine with SGLang's
