@@ -1,7 +1,8 @@
 // Command vllm-mock runs a stand-in vLLM engine (package mock): gRPC on
 // --listen, the JSON control surface on --control. It exits 0 after POST
 // /stop, SIGTERM or SIGINT, 78 on bad flags and 1 on other errors. Its flags
-// are enginemock.Command's, --health-watch and --max-model-len.
+// are enginemock.Command's, --health-watch, --max-model-len and
+// --max-logprobs.
 package main
 
 import (
@@ -22,6 +23,9 @@ func main() {
 		}, {
 			Flag:    &cli.UintFlag{Name: "max-model-len", Value: 4096, Usage: "ServerInfo.max_model_len, in tokens: longer prompts are refused as vLLM refuses them (`N`)"},
 			Accepts: "a token count from 1",
+		}, {
+			Flag:    &cli.UintFlag{Name: "max-logprobs", Value: 20, Usage: "vLLM's --max-logprobs: more alternatives per position are refused as vLLM refuses them (`N`)"},
+			Accepts: "a count from 1",
 		}},
 		New: newEngine,
 	}.Main()
@@ -36,6 +40,10 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 	if maxLen < 1 || maxLen > 1<<32-1 {
 		return nil, nil, &enginemock.BadFlag{Name: "max-model-len", Value: c.String("max-model-len")}
 	}
+	maxLogprobs := c.Uint("max-logprobs")
+	if maxLogprobs < 1 || maxLogprobs > 1<<32-1 {
+		return nil, nil, &enginemock.BadFlag{Name: "max-logprobs", Value: c.String("max-logprobs")}
+	}
 	e := mock.New(mock.Config{
 		Model:            cfg.Model,
 		InstanceID:       cfg.InstanceID,
@@ -46,6 +54,7 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		ServerOptions:    cfg.ServerOptions,
 		WatchMode:        mode,
 		MaxModelLen:      uint32(maxLen),
+		MaxLogprobs:      uint32(maxLogprobs),
 	})
-	return e.Engine, []any{"health_watch", string(mode), "max_model_len", maxLen}, nil
+	return e.Engine, []any{"health_watch", string(mode), "max_model_len", maxLen, "max_logprobs", maxLogprobs}, nil
 }
