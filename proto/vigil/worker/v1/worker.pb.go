@@ -1652,7 +1652,10 @@ type Chunk struct {
 	// With tools (issue 27): pieces of tool calls, in order. No markup of a
 	// call reaches text or reasoning_text.
 	ToolCalls []*ToolCallDelta `protobuf:"bytes,5,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
-	// With logprobs.output (issue 26): one entry per token id, in order.
+	// With logprobs.output (issue 26): one entry per output token whose
+	// text this chunk carries, in order. They follow text, not token_ids:
+	// a token whose text is held (a possible stop string, a cut character)
+	// comes with that text, and a token a stop string cuts has none.
 	Logprobs []*TokenLogprob `protobuf:"bytes,6,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
 	// The choice the chunk belongs to, 0 to n-1 (0 without n).
 	Index         uint32 `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
@@ -1882,9 +1885,10 @@ type Logprob struct {
 	// gave none: the prompt's first position, or TensorRT-LLM's chosen token
 	// outside its top-k (which that engine reports as 0.0).
 	Logprob *float32 `protobuf:"fixed32,2,opt,name=logprob,proto3,oneof" json:"logprob,omitempty"`
-	// The token's text as OpenAI shows it, from the worker's tokenizer; a
-	// token that is part of a character shows as vLLM shows it
-	// ("bytes:\xNN").
+	// The token's text as vLLM's OpenAI server shows it, from the worker's
+	// tokenizer: the token decoded alone; a token that ends inside a
+	// character shows as "" and the token that completes it as the whole
+	// character (vLLM's _verify_tokens).
 	Token string `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
 	// The token's UTF-8 bytes (OpenAI's bytes), possibly part of a
 	// character.
