@@ -209,7 +209,7 @@ func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []ui
 	// its own text, which a token-only engine does not have.
 	stops := req.Stop
 	req.TokenIDs, req.Text, req.Stop = ids, "", nil
-	out := &detokenizer{dec: e.tok.NewDecoder(ids), stops: stopstring.New(stops)}
+	out := &detokenizer{dec: e.tok.NewDecoder(ids), stops: stopstring.New(stops), awaitPrompt: req.Logprobs != nil && req.Logprobs.Prompt}
 	res, err := e.engine.Generate(ctx, req, func(c sdk.Chunk) error { return out.send(c, send) })
 	switch {
 	case out.stopped && ctx.Err() == nil:
@@ -246,6 +246,11 @@ type detokenizer struct {
 	stopped bool
 	sent    uint32 // token ids sent on
 	lp      heldLogprobs
+	// awaitPrompt: the prompt's logprobs are asked for and have not come.
+	// SGLang and TensorRT-LLM give them with their last output, so a stop
+	// string does not end the engine's stream before they come: the
+	// output after it is dropped.
+	awaitPrompt bool
 }
 
 // send sends c on as vigil's text, the ids up to a stop string's end;
@@ -254,10 +259,13 @@ type detokenizer struct {
 func (d *detokenizer) send(c sdk.Chunk, send func(sdk.Chunk) error) error {
 	ids, text := d.next(c.TokenIDs, c.Logprobs)
 	d.sent += uint32(len(ids))
+	if c.PromptLogprobs != nil {
+		d.awaitPrompt = false
+	}
 	if err := send(sdk.Chunk{TokenIDs: ids, Text: text, Logprobs: d.lp.release(d.stopped), PromptLogprobs: c.PromptLogprobs}); err != nil {
 		return err
 	}
-	if d.stopped {
+	if d.stopped && !d.awaitPrompt {
 		return ErrStopString
 	}
 	return nil

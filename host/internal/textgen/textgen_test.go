@@ -131,3 +131,65 @@ func TestDecoderSeededWithPrompt(t *testing.T) {
 		t.Errorf("decoder seeded with %v, want the prompt's ids [1 h i]:\n%s", prompt, diff)
 	}
 }
+
+// eachByte is byteTokenizer with a decoder that emits each token's byte
+// at once.
+type eachByte struct{ byteTokenizer }
+
+func (eachByte) NewDecoder([]uint32) Decoder { return eachByteDecoder{} }
+
+type eachByteDecoder struct{}
+
+func (eachByteDecoder) Next(ids []uint32) string { return string(toBytes(ids)) }
+func (eachByteDecoder) Flush() string            { return "" }
+
+// lastPrompt sends its output a token a chunk, then the prompt's logprobs
+// alone, as SGLang and TensorRT-LLM give them with their last output.
+type lastPrompt struct {
+	echo
+	chunks int // chunks the engine got to send
+}
+
+func (e *lastPrompt) Generate(_ context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	for _, id := range e.out {
+		e.chunks++
+		if err := send(sdk.Chunk{TokenIDs: []uint32{id}, Logprobs: []sdk.TokenLogprob{{Chosen: sdk.Logprob{TokenID: id}}}}); err != nil {
+			return sdk.Result{}, err
+		}
+	}
+	e.chunks++
+	if err := send(sdk.Chunk{PromptLogprobs: []sdk.TokenLogprob{{Chosen: sdk.Logprob{TokenID: 1, Unknown: true}}}}); err != nil {
+		return sdk.Result{}, err
+	}
+	return sdk.Result{FinishReason: sdk.FinishLength}, nil
+}
+
+// A stop string does not end the engine's stream before the prompt's
+// logprobs come, when they are asked for: the output after the stop
+// string is dropped, and the prompt's logprobs reach the client.
+func TestStopStringAwaitsPromptLogprobs(t *testing.T) {
+	t.Parallel()
+	for _, prompt := range []bool{false, true} {
+		e := &lastPrompt{echo: echo{out: []uint32{'a', 'S', 'b', 'c'}}}
+		g := New(e, eachByte{}, 0)
+		var text strings.Builder
+		var got []sdk.TokenLogprob
+		req := sdk.GenerateRequest{Text: "hi", Stop: []string{"S"}, Logprobs: &sdk.Logprobs{Output: true, Prompt: prompt}}
+		res, err := g.Generate(t.Context(), req, func(c sdk.Chunk) error {
+			text.WriteString(c.Text)
+			if c.PromptLogprobs != nil {
+				got = c.PromptLogprobs
+			}
+			return nil
+		})
+		if err != nil || res.FinishReason != sdk.FinishStop || text.String() != "a" {
+			t.Errorf("prompt logprobs %v: %+v, %v, text %q; want FinishStop and %q", prompt, res, err, text.String(), "a")
+		}
+		switch {
+		case prompt && (len(got) != 1 || e.chunks != 5):
+			t.Errorf("prompt logprobs asked: got %v after %d engine chunks; want them, after all 5", got, e.chunks)
+		case !prompt && e.chunks != 2:
+			t.Errorf("no prompt logprobs asked: the engine sent %d chunks; want its stream ended at the stop string (2)", e.chunks)
+		}
+	}
+}
