@@ -58,12 +58,14 @@ var layouts = []mock.Layout{mock.LayoutReleased, mock.LayoutNew}
 // gives: unhealthy is failure, pause is not ready; an older server takes
 // no requests.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		api    mock.API
 		layout mock.Layout
 	}{{mock.APIRuntime, mock.LayoutReleased}, {mock.APIRuntime, mock.LayoutNew}, {mock.APIScheduler, ""}} {
 		api := tt.api
 		t.Run(strings.Trim(string(api)+"/"+string(tt.layout), "/"), func(t *testing.T) {
+			t.Parallel() // each config has its own engines; the rules mostly wait
 			engines := map[string]*mock.Engine{}
 			sdktest.TestEngine(t, sdktest.Harness{
 				Name:       sglang.Name,

@@ -58,6 +58,7 @@ func started(t *testing.T, addr string) *trtllm.Adapter {
 // with every hook the mock gives: a crashed rank is failure; TensorRT-LLM
 // has no not-ready state.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	engines := map[string]*mock.Engine{}
 	sdktest.TestEngine(t, sdktest.Harness{
 		Name:       trtllm.Name,

@@ -51,6 +51,7 @@ func serveMockOn(t *testing.T, addr string, cfg mock.Config) (*mock.Engine, stri
 // its stop shuts down as vLLM does on SIGTERM, "" NOT_SERVING is failure,
 // sleep is not ready.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	engines := map[string]*mock.Engine{}
 	sdktest.TestEngine(t, sdktest.Harness{
 		Name:       vllm.Name,
