@@ -17,12 +17,13 @@ import (
 // turn two replaying turn one's messages as an item_reference that
 // vigil resolves from the id alone; and after a streamed turn one, the
 // clear 400 and the store: false fix; structured output by text.format
-// (responses.parse, generateObject).
+// (responses.parse, generateObject); logprobs by include and
+// top_logprobs, whole and streamed (400 before).
 func TestResponses(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
 	e := engineNamed(t, harness.VLLM.Name)
-	dir, _ := fixtureTokenizer(t, tokenizerFamily[e.Name])
+	dir, ref := fixtureTokenizer(t, tokenizerFamily[e.Name])
 	tok, err := tokenizer.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +100,19 @@ func TestResponses(t *testing.T) {
 			t.Errorf("responses.parse and generateObject got %+v, want %+v", got, want)
 		}
 		checkEngineSchema(t, m)
+	})
+	t.Run("logprobs", func(t *testing.T) {
+		out, text := ref.text(t, "plain")
+		m.post(t, "/script", map[string]any{"tokens": out, "eos": true})
+		var got struct{ Whole, Streamed, Done chatLogprobs }
+		runApp(t, base, model, "openai-responses-logprobs", &got)
+		pieces := referencePieces(t, dir)
+		for name, g := range map[string]chatLogprobs{"whole": got.Whole, "deltas": got.Streamed, "output_text.done": got.Done} {
+			if g.Content != text {
+				t.Errorf("%s: text %q, want %q", name, g.Content, text)
+			}
+			expected{}.checkChat(t, name, g.Logprobs, out, pieces, []byte(text))
+		}
 	})
 }
 

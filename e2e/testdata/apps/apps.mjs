@@ -92,6 +92,25 @@ const cases = {
     }
     return { text: whole.output_text, status: whole.status, id: whole.id, usage: whole.usage, streamed, events, finalText: final?.output_text ?? final?.output?.[0]?.content?.[0]?.text, finalStatus: final?.status };
   },
+  // Logprobs on /v1/responses: include message.output_text.logprobs with
+  // top_logprobs, whole and streamed (each delta's, then the done event's).
+  "openai-responses-logprobs": async () => {
+    const req = { model, input: "Who is Ada?", include: ["message.output_text.logprobs"], top_logprobs: 2 };
+    const whole = await client.responses.create(req);
+    const stream = await client.responses.create({ ...req, stream: true });
+    let text = "";
+    const deltas = [];
+    let done = null;
+    for await (const e of stream) {
+      if (e.type === "response.output_text.delta") { text += e.delta; deltas.push(...e.logprobs); }
+      if (e.type === "response.output_text.done") done = e.logprobs;
+    }
+    return {
+      whole: { content: whole.output_text, logprobs: whole.output[0].content[0].logprobs },
+      streamed: { content: text, logprobs: deltas },
+      done: { content: text, logprobs: done },
+    };
+  },
   // Structured output on /v1/responses: the openai package's
   // responses.parse (text.format json_schema) and the AI SDK's
   // generateObject with openai(model).

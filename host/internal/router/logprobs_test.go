@@ -144,3 +144,45 @@ func TestLogprobsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The Responses API's include message.output_text.logprobs, with
+// top_logprobs alternatives (400 before), gives the output_text part's
+// logprobs, chat's entries; streamed, each delta carries its tokens' and
+// output_text.done all of them. top_logprobs alone asks for none, as
+// OpenAI's.
+func TestResponsesLogprobs(t *testing.T) {
+	t.Parallel()
+	w := capsWorker(t, "a", "m", lpCaps)
+	r := startRouter(t, []*fakeWorker{w})
+	const ask = `{"model":"m","input":"Hi","include":["message.output_text.logprobs"],"top_logprobs":1`
+	got := lastMapped(t, r, w, endpointResponses, ask+`}`)
+	if diff := cmp.Diff(&workerv1.Logprobs{Output: true, Top: 1}, got.GetLogprobs(), protocmp.Transform()); diff != "" {
+		t.Errorf("worker's logprobs (-want +got):\n%s", diff)
+	}
+	want := jsonOf(t, `[
+		{"token":"hello","logprob":-0.5,"bytes":[104,101,108,108,111],"top_logprobs":[{"token":"hi","logprob":-0.25,"bytes":[104,105]}]},
+		{"token":" world","logprob":-0.5,"bytes":[32,119,111,114,108,100],"top_logprobs":[{"token":"hi","logprob":-0.25,"bytes":[104,105]}]}]`)
+	_, _, body := r.do(t, "POST", endpointResponses, ask+`}`)
+	if diff := cmp.Diff(want, field(t, body, "output", 0, "content", 0, "logprobs")); diff != "" || field(t, body, "top_logprobs") != 1.0 {
+		t.Errorf("top_logprobs %v; output[0].content[0].logprobs (-want +got):\n%s", field(t, body, "top_logprobs"), diff)
+	}
+	_, _, body = r.do(t, "POST", endpointResponses, ask+`,"stream":true}`)
+	lps := map[string][]any{}
+	for _, e := range responseEvents(t, body) {
+		switch e.name {
+		case "response.output_text.delta", "response.output_text.done":
+			lps[e.name] = append(lps[e.name], e.data["logprobs"])
+		case "response.completed":
+			lps[e.name] = append(lps[e.name], e.data["response"].(map[string]any)["output"].([]any)[0].(map[string]any)["content"].([]any)[0].(map[string]any)["logprobs"])
+		}
+	}
+	whole := want.([]any)
+	wantEvents := map[string][]any{"response.output_text.delta": {whole[:1], whole[1:]},
+		"response.output_text.done": {want}, "response.completed": {want}}
+	if diff := cmp.Diff(wantEvents, lps); diff != "" {
+		t.Errorf("events' logprobs (-want +got):\n%s", diff)
+	}
+	if got := lastMapped(t, r, w, endpointResponses, `{"model":"m","input":"Hi","top_logprobs":3}`); got.GetLogprobs() != nil {
+		t.Errorf("top_logprobs without include: worker's logprobs %v, want none", got.GetLogprobs())
+	}
+}

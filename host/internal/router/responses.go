@@ -23,14 +23,12 @@ var responsesParams = map[string]paramRule{
 	"temperature": rTaken, "top_p": rTaken, "text": rTaken, "stream": rTaken, "stream_options": rTaken,
 	"store": rTaken, "prompt_cache_key": rTaken, "metadata": rTaken, "user": rTaken,
 	"safety_identifier": rTaken, "parallel_tool_calls": rTaken, "tool_choice": rTaken,
-	"service_tier": rTaken, "truncation": rTaken,
+	"service_tier": rTaken, "truncation": rTaken, "include": rTaken, "top_logprobs": rTaken,
 	"tools":                  {neutral: oneOf(`[]`), want: "omit it or send []: vigil takes no tools yet (issue 27)"},
 	"max_tool_calls":         rAny, // no tools: nothing to call
 	"prompt_cache_options":   rAny,
 	"prompt_cache_retention": rAny,
 	"reasoning":              {neutral: allNull, want: "omit it or send null: vigil has no reasoning settings"},
-	"include":                {neutral: oneOf(`[]`), want: "omit it or send []: vigil gives none of the extra outputs it asks for"},
-	"top_logprobs":           {neutral: isNumber(0), want: "omit it or send 0: vigil gives no logprobs on /v1/responses yet"},
 	"background":             rFalse,
 	"previous_response_id":   {neutral: isNull, want: noState},
 	"conversation":           {neutral: isNull, want: noState},
@@ -78,6 +76,8 @@ type responsesRequest struct {
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ServiceTier       *string         `json:"service_tier"`
 	Truncation        *string         `json:"truncation"`
+	Include           json.RawMessage `json:"include"`
+	TopLogprobs       *int64          `json:"top_logprobs"`
 }
 
 // parseResponses reads and checks a Responses request and maps it onto
@@ -116,6 +116,7 @@ func (c *responsesRequest) toWorker(maxText int64) (*parsed, *workerv1.GenerateR
 		func() *apiError { return c.setText(req, &p.names) },
 		func() *apiError { return c.setMaxOutput(req.Stopping) },
 		func() *apiError { return c.checkOptions(p) },
+		func() *apiError { return c.setLogprobs(req, p) },
 	} {
 		if aerr := set(); aerr != nil {
 			return nil, nil, aerr
@@ -228,4 +229,39 @@ func parseTextFormat(raw json.RawMessage) (*workerv1.StructuredOutput, *apiError
 		return so, aerr
 	}
 	return nil, badRequest(param+".type", `%s.type: want "text", "json_object" or "json_schema", got %s`, param, clip(rawType))
+}
+
+// includeLogprobs is the include value that asks for the output text's
+// logprobs, the one include value vigil gives.
+const includeLogprobs = "message.output_text.logprobs"
+
+// setLogprobs maps include's message.output_text.logprobs, with
+// top_logprobs alternatives a position, onto chat's logprobs. As OpenAI
+// (and vLLM), top_logprobs alone asks for none.
+func (c *responsesRequest) setLogprobs(req *workerv1.GenerateRequest, p *parsed) *apiError {
+	var top int64
+	if c.TopLogprobs != nil {
+		top = *c.TopLogprobs
+		if top < 0 || top > maxTopLogprobs {
+			return badRequest("top_logprobs", "top_logprobs: want an integer from 0 to %d, got %d", maxTopLogprobs, top)
+		}
+	}
+	var include []string
+	if !isNull(c.Include) && json.Unmarshal(c.Include, &include) != nil {
+		return badRequest("include", "include: want a list of strings, got %s", clip(c.Include))
+	}
+	for _, v := range include {
+		if v != includeLogprobs {
+			return badRequest("include", "include: vigil gives %q only, got %q; omit the others", includeLogprobs, v)
+		}
+	}
+	if len(include) == 0 {
+		return nil
+	}
+	p.logprobs, p.top, p.names.logprobs = true, uint32(top), "include"
+	if top > 0 {
+		p.names.logprobs = "top_logprobs"
+	}
+	req.Logprobs = &workerv1.Logprobs{Output: true, Top: p.top}
+	return nil
 }

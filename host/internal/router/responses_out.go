@@ -71,14 +71,15 @@ type outputMessage struct {
 
 // outputText is an output_text content part.
 type outputText struct {
-	Type        string     `json:"type"`
-	Text        string     `json:"text"`
-	Annotations []struct{} `json:"annotations"`
-	Logprobs    []struct{} `json:"logprobs"`
+	Type        string        `json:"type"`
+	Text        string        `json:"text"`
+	Annotations []struct{}    `json:"annotations"`
+	Logprobs    []chatLogprob `json:"logprobs"`
 }
 
-func newOutputText(text string) outputText {
-	return outputText{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
+// newOutputText is the part of text, whose tokens' logprobs are lps.
+func newOutputText(text string, lps []*workerv1.TokenLogprob) outputText {
+	return outputText{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: chatLogprobsOf(lps).Content}
 }
 
 // respUsageJSON is the Responses API's usage object.
@@ -117,6 +118,9 @@ func (c *responsesRequest) newResponse(id, model string, created int64) *respons
 	if c.TopP != nil {
 		r.TopP = *c.TopP
 	}
+	if c.TopLogprobs != nil {
+		r.TopLogprobs = int(*c.TopLogprobs)
+	}
 	if !isNull(c.Metadata) {
 		r.Metadata = c.Metadata
 	}
@@ -141,15 +145,15 @@ func (c *responsesRequest) textEcho() json.RawMessage {
 	return b
 }
 
-// finish completes r with its message (text, id msgID) and the run's end:
-// completed, or incomplete at max_output_tokens.
-func (r *responseJSON) finish(msgID, text string, final *workerv1.Final) {
+// finish completes r with its message (text, its logprobs lps, id msgID)
+// and the run's end: completed, or incomplete at max_output_tokens.
+func (r *responseJSON) finish(msgID, text string, lps []*workerv1.TokenLogprob, final *workerv1.Final) {
 	now := time.Now().Unix()
 	r.CompletedAt, r.Status = &now, "completed"
 	if final.GetFinishReason() == workerv1.FinishReason_FINISH_REASON_LENGTH {
 		r.Status, r.IncompleteDetails = "incomplete", &incompleteJSON{Reason: "max_output_tokens"}
 	}
-	r.Output = []outputMessage{{ID: msgID, Type: "message", Status: r.Status, Role: "assistant", Content: []outputText{newOutputText(text)}}}
+	r.Output = []outputMessage{{ID: msgID, Type: "message", Status: r.Status, Role: "assistant", Content: []outputText{newOutputText(text, lps)}}}
 	r.Usage = respUsage(final.GetUsage())
 }
 
@@ -191,6 +195,14 @@ func (h *httpHandler) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	text := run.texts[0].String()
 	resp := c.newResponse(id, model, created)
-	resp.finish(itemID(text), text, run.final)
+	resp.finish(itemID(text), text, run.lp(0), run.final)
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// lp is choice j's logprobs, nil when the request asked for none.
+func (run *promptRun) lp(j int) []*workerv1.TokenLogprob {
+	if run.lps == nil {
+		return nil
+	}
+	return run.lps[j]
 }

@@ -53,7 +53,7 @@ func (s *respStream) open() error {
 		{"response.created", map[string]any{"response": s.resp}},
 		{"response.in_progress", map[string]any{"response": s.resp}},
 		{"response.output_item.added", map[string]any{"output_index": 0, "item": item}},
-		{"response.content_part.added", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0, "part": newOutputText("")}},
+		{"response.content_part.added", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0, "part": newOutputText("", nil)}},
 	} {
 		if err := s.send(e.typ, e.fields); err != nil {
 			return err
@@ -70,14 +70,14 @@ func (s *respStream) relay(run *promptRun, m *workerv1.GenerateResponse) error {
 		return nil
 	}
 	return s.send("response.output_text.delta", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0,
-		"delta": c.GetText(), "logprobs": []struct{}{}})
+		"delta": c.GetText(), "logprobs": chatLogprobsOf(c.GetLogprobs()).Content})
 }
 
 // close sends the events after the last text: the text, the part and
 // the item done, and the response completed (or incomplete).
 func (s *respStream) close(run *promptRun) {
 	text := run.texts[0].String()
-	s.resp.finish(s.msgID, text, run.final)
+	s.resp.finish(s.msgID, text, run.lp(0), run.final)
 	end := "response.completed"
 	if s.resp.Status == "incomplete" {
 		end = "response.incomplete"
@@ -86,7 +86,7 @@ func (s *respStream) close(run *promptRun) {
 		typ    string
 		fields map[string]any
 	}{
-		{"response.output_text.done", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0, "text": text, "logprobs": []struct{}{}}},
+		{"response.output_text.done", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0, "text": text, "logprobs": s.resp.Output[0].Content[0].Logprobs}},
 		{"response.content_part.done", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0, "part": s.resp.Output[0].Content[0]}},
 		{"response.output_item.done", map[string]any{"output_index": 0, "item": s.resp.Output[0]}},
 		{end, map[string]any{"response": s.resp}},
