@@ -85,33 +85,8 @@ func TestEmbeddingsParameterTable(t *testing.T) {
 // SGLang embedding model behind a worker with a tokenizer) and checks what
 // its cell says.
 func checkEmbedParamRows(t *testing.T, base, model string, m *mock) {
+	t.Helper()
 	for _, r := range embedParamTable {
-		body := fmt.Sprintf(`{"model":%q,"input":"Hi"`, model)
-		if r.value != "" {
-			body += fmt.Sprintf(",%q:%s", r.param, r.value)
-		}
-		body += "}"
-		code, _, resp := post(t, base+"/v1/embeddings", body)
-		switch {
-		case r.sglang == "400":
-			if code != 400 || str(decodeError(t, resp).Param) != r.param {
-				t.Errorf("%s=%s: %d %s; the table says 400 naming it", r.param, r.value, code, resp)
-			}
-			continue
-		case code != 200:
-			t.Errorf("%s=%s: %d %s; the table says it is taken", r.param, r.value, code, resp)
-			continue
-		case r.sglang == "worker":
-			continue
-		}
-		field, want, hasValue := strings.Cut(r.sglang, "=")
-		last := m.state(t).LastRequest
-		got, ok := jsonPath(last, field)
-		switch {
-		case !ok:
-			t.Errorf("%s=%s: the engine's request has no %s: %s", r.param, r.value, field, last)
-		case hasValue && !jsonEqualText(got, want):
-			t.Errorf("%s=%s: the engine's %s = %s, want %s", r.param, r.value, field, got, want)
-		}
+		checkCell(t, base+"/v1/embeddings", fmt.Sprintf(`{"model":%q,"input":"Hi"`, model), "", r.param, r.value, r.sglang, m)
 	}
 }

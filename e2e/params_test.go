@@ -270,19 +270,27 @@ func checkParamRow(t *testing.T, base string, m *mock, e *engine, cell string, r
 	} else {
 		body += `,"prompt":"Hi"`
 	}
-	if r.value != "" {
-		body += fmt.Sprintf(",%q:%s", r.param, r.value)
+	checkCell(t, base+path, body, ep+" ", r.param, r.value, cell, m)
+}
+
+// checkCell posts body (an open JSON object) with param set to value, if
+// any, to url and checks that the answer is what a table's cell says: 400
+// naming param, "worker" (taken), or the engine request's field (with
+// "=value", its value). what begins the errors.
+func checkCell(t *testing.T, url, body, what, param, value, cell string, m *mock) {
+	t.Helper()
+	if value != "" {
+		body += fmt.Sprintf(",%q:%s", param, value)
 	}
-	body += "}"
-	code, _, resp := post(t, base+path, body)
+	code, _, resp := post(t, url, body+"}")
 	switch {
 	case cell == "400":
-		if code != 400 || str(decodeError(t, resp).Param) != r.param {
-			t.Errorf("%s %s=%s: %d %s; the table says 400 naming it", ep, r.param, r.value, code, resp)
+		if code != 400 || str(decodeError(t, resp).Param) != param {
+			t.Errorf("%s%s=%s: %d %s; the table says 400 naming it", what, param, value, code, resp)
 		}
 		return
 	case code != 200:
-		t.Errorf("%s %s=%s: %d %s; the table says it is taken", ep, r.param, r.value, code, resp)
+		t.Errorf("%s%s=%s: %d %s; the table says it is taken", what, param, value, code, resp)
 		return
 	case cell == "worker":
 		return
@@ -292,9 +300,9 @@ func checkParamRow(t *testing.T, base string, m *mock, e *engine, cell string, r
 	got, ok := jsonPath(last, field)
 	switch {
 	case !ok:
-		t.Errorf("%s %s=%s: the engine's request has no %s: %s", ep, r.param, r.value, field, last)
+		t.Errorf("%s%s=%s: the engine's request has no %s: %s", what, param, value, field, last)
 	case hasValue && !jsonEqualText(got, want):
-		t.Errorf("%s %s=%s: the engine's %s = %s, want %s", ep, r.param, r.value, field, got, want)
+		t.Errorf("%s%s=%s: the engine's %s = %s, want %s", what, param, value, field, got, want)
 	}
 }
 

@@ -141,30 +141,5 @@ func checkResponsesTableDoc(t *testing.T) {
 func checkResponsesRow(t *testing.T, base string, m *mock, e *engine, r respParamRow) {
 	t.Helper()
 	body := fmt.Sprintf(`{"model":%q,"input":"Hi","max_output_tokens":4`, e.servedModel)
-	if r.value != "" {
-		body += fmt.Sprintf(",%q:%s", r.param, r.value)
-	}
-	body += "}"
-	code, _, resp := post(t, base+"/v1/responses", body)
-	switch {
-	case r.vllm == "400":
-		if code != 400 || str(decodeError(t, resp).Param) != r.param {
-			t.Errorf("%s=%s: %d %s; the table says 400 naming it", r.param, r.value, code, resp)
-		}
-		return
-	case code != 200:
-		t.Errorf("%s=%s: %d %s; the table says it is taken", r.param, r.value, code, resp)
-		return
-	case r.vllm == "worker":
-		return
-	}
-	field, want, hasValue := strings.Cut(r.vllm, "=")
-	last := m.state(t).LastRequest
-	got, ok := jsonPath(last, field)
-	switch {
-	case !ok:
-		t.Errorf("%s=%s: the engine's request has no %s: %s", r.param, r.value, field, last)
-	case hasValue && !jsonEqualText(got, want):
-		t.Errorf("%s=%s: the engine's %s = %s, want %s", r.param, r.value, field, got, want)
-	}
+	checkCell(t, base+"/v1/responses", body, "", r.param, r.value, r.vllm, m)
 }

@@ -175,15 +175,15 @@ func newRecord(r discovery.Registration, now time.Time, ttl time.Duration) Recor
 // and from the meta what has no field of its own. It refuses a record
 // whose meta no current vigil writes (discovery.FromMeta).
 func (rec Record) registration() (discovery.Registration, error) {
-	meta, err := discovery.FromMeta(rec.Meta)
+	// From the metadata, as Consul's reader, so that what it adds (caps)
+	// is never dropped here; the record's own fields take precedence.
+	r, err := discovery.FromMeta(rec.Meta)
 	if err != nil {
 		return discovery.Registration{}, err
 	}
-	return discovery.Registration{
-		Service: rec.Service, WorkerID: rec.ID, Address: rec.Address, Port: rec.Port,
-		Engine: rec.Engine, Model: rec.Model, ModelID: rec.ModelID, InstanceID: rec.InstanceID,
-		Owner: rec.Owner, TokensOnly: meta.TokensOnly, Chat: meta.Chat, MaxModelLen: meta.MaxModelLen,
-	}, nil
+	r.Service, r.WorkerID, r.Address, r.Port = rec.Service, rec.ID, rec.Address, rec.Port
+	r.Engine, r.Model, r.ModelID, r.InstanceID, r.Owner = rec.Engine, rec.Model, rec.ModelID, rec.InstanceID, rec.Owner
+	return r, nil
 }
 
 func (f *Registry) write(r discovery.Registration) error {

@@ -12,9 +12,11 @@ import (
 	"github.com/vigilhq/vigil/host/internal/discovery/file"
 )
 
+// reg is a registration with every field a reader gives back set.
 func reg(id string) discovery.Registration {
 	return discovery.Registration{Service: "llm", WorkerID: id, Address: "127.0.0.1", Port: 8470,
-		Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1", Chat: true, MaxModelLen: 4096}
+		Engine: "vllm", Model: "m", ModelID: "org/m", InstanceID: "i1", Chat: true, MaxModelLen: 4096,
+		Caps: discovery.ParseCapabilities("logprobs=20,n=128,tokenize")}
 }
 
 func TestRegisterListDeregister(t *testing.T) {
