@@ -93,6 +93,17 @@ func (r fileRegistry) opts(o vigilOpts) vigilOpts {
 	return o
 }
 
+// router starts vigil route on the registry and waits until it knows
+// want workers (0: none).
+func (r fileRegistry) router(t *testing.T, want int) *router {
+	t.Helper()
+	rt := &router{GRPC: addr(freePort(t)), HTTP: addr(freePort(t))}
+	rt.proc = startProc(t, "vigil route", vigilBin, "route", "--discovery", "file", "--registry-dir", r.dir,
+		"--service-name", r.svc, "--listen", rt.GRPC, "--http-listen", rt.HTTP)
+	rt.waitWorkers(t, want)
+	return rt
+}
+
 func (r fileRegistry) waitOwner(t *testing.T, workerID string, timeout time.Duration, cond func(owner, addr string) bool) (string, string, time.Time) {
 	t.Helper()
 	path := filepath.Join(r.dir, r.svc, workerID+".json")

@@ -14,18 +14,19 @@ import (
 // --tokenizer-dir (Llama 3's fixture tokenizer), POST /tokenize answers
 // in vLLM's shape with the reference tokenizer's ids, for a text and for
 // a chat rendered by the chat template; POST /detokenize gives the text
-// back; a worker without a tokenizer gets 400 naming the model.
+// back; a worker without a tokenizer gets 400 naming the model. On the
+// file registry, the embedded default: the capability tokenize travels
+// in its records.
 func TestRouterTokenize(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
 	e := engineNamed(t, harness.VLLM.Name)
 	dir, ref := fixtureTokenizer(t, "llama3")
-	c := consulFor(t)
-	svc := uniqueService(t)
+	reg := fileRegistry{t.TempDir(), "llm"}
 	m := startMock(t, e, harness.MockOpts{GRPC: addr(freePort(t)), TokenDelay: delay(time.Millisecond)})
-	v := startVigil(t, vigilOpts{engine: e, engineAddr: m.GRPC, consul: c, service: svc, extra: []string{"--tokenizer-dir", dir}})
+	v := startVigil(t, reg.opts(vigilOpts{engine: e, engineAddr: m.GRPC, extra: []string{"--tokenizer-dir", dir}}))
 	v.waitLine("worker registered", 60*time.Second)
-	base := "http://" + startRouter(t, c, svc, 1).HTTP
+	base := "http://" + reg.router(t, 1).HTTP
 
 	type tokenized struct {
 		Count       int       `json:"count"`
@@ -72,11 +73,11 @@ func TestRouterTokenize(t *testing.T) {
 	}
 
 	// A worker without --tokenizer-dir serves no tokenize.
-	plainSvc := uniqueService(t)
+	plainReg := fileRegistry{t.TempDir(), "llm"}
 	pm := startMock(t, e, harness.MockOpts{GRPC: addr(freePort(t)), TokenDelay: delay(time.Millisecond)})
-	pv := startVigil(t, vigilOpts{engine: e, engineAddr: pm.GRPC, consul: c, service: plainSvc})
+	pv := startVigil(t, plainReg.opts(vigilOpts{engine: e, engineAddr: pm.GRPC}))
 	pv.waitLine("worker registered", 60*time.Second)
-	plain := "http://" + startRouter(t, c, plainSvc, 1).HTTP
+	plain := "http://" + plainReg.router(t, 1).HTTP
 	code, _, resp = post(t, plain+"/tokenize", fmt.Sprintf(`{"model":%q,"prompt":"hi"}`, e.servedModel))
 	if got := decodeError(t, resp); code != 400 || str(got.Param) != "model" || got.Type != "invalid_request_error" {
 		t.Errorf("without a tokenizer: %d %+v, want 400 naming model", code, got)
