@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -41,8 +42,9 @@ func (c *responsesRequest) setInput(req *workerv1.GenerateRequest, maxText int64
 	case len(items) == 0:
 		return badRequest("input", "input: must not be empty")
 	}
+	budget := maxText // the decoded text of all item_references, together
 	for i, it := range items {
-		m, aerr := inputItem(i, it, maxText)
+		m, aerr := inputItem(i, it, &budget)
 		if aerr != nil {
 			return aerr
 		}
@@ -58,14 +60,14 @@ var itemRoles = map[string]bool{"user": true, "system": true, "developer": true,
 // inputItem reads input item i: a message ({role, content}, type
 // "message" or none; a replayed output message's id, status and phase are
 // accepted and not sent) or an item_reference to an output message.
-func inputItem(i int, it map[string]json.RawMessage, maxText int64) (*workerv1.Message, *apiError) {
+func inputItem(i int, it map[string]json.RawMessage, budget *int64) (*workerv1.Message, *apiError) {
 	var typ string
 	if t, ok := it["type"]; ok && json.Unmarshal(t, &typ) != nil {
 		return nil, badRequest("input", "input[%d].type: want a string, got %s", i, clip(t))
 	}
 	switch typ {
 	case "item_reference":
-		return itemReference(i, it, maxText)
+		return itemReference(i, it, budget)
 	case "", "message":
 	default:
 		return nil, badRequest("input", "input[%d].type: vigil takes message and item_reference items, got %q", i, typ)
@@ -164,9 +166,14 @@ func itemID(text string) string {
 	return id
 }
 
+// errItemsTooLarge: the ids of a request's item_references decode to
+// more text than the request may hold; checked while inflating, so that
+// forged ids cannot make the router inflate more.
+var errItemsTooLarge = errors.New("the messages of the request's item_references decode to more text than a request may hold (--max-body-bytes)")
+
 // decodeItemID is the text an output message's id carries, at most
-// maxText bytes.
-func decodeItemID(id string, maxText int64) (string, error) {
+// budget bytes, which it takes from budget.
+func decodeItemID(id string, budget *int64) (string, error) {
 	enc, ok := strings.CutPrefix(id, "msg_A")
 	if !ok || len(id) > maxItemID {
 		return "", fmt.Errorf("not the id of a message vigil answered whole")
@@ -180,22 +187,29 @@ func decodeItemID(id string, maxText int64) (string, error) {
 	switch b[0] {
 	case idRaw:
 	case idFlate:
-		text, err = io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(text)), maxText+1))
-		if err != nil || int64(len(text)) > maxText {
+		text, err = io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(text)), *budget+1))
+		switch {
+		case int64(len(text)) > *budget:
+			return "", errItemsTooLarge
+		case err != nil:
 			return "", malformed
 		}
 	default:
 		return "", fmt.Errorf("a message id of an unknown version")
 	}
+	if int64(len(text)) > *budget {
+		return "", errItemsTooLarge
+	}
 	if crc32.ChecksumIEEE(text) != binary.BigEndian.Uint32(b[1+idNonce:]) {
 		return "", malformed
 	}
+	*budget -= int64(len(text))
 	return string(text), nil
 }
 
 // itemReference resolves an item_reference to an output message of
 // vigil's, whose id carries its text (itemID).
-func itemReference(i int, it map[string]json.RawMessage, maxText int64) (*workerv1.Message, *apiError) {
+func itemReference(i int, it map[string]json.RawMessage, budget *int64) (*workerv1.Message, *apiError) {
 	for k := range it {
 		if k != "type" && k != "id" {
 			return nil, badRequest("input", "input[%d].%s: not a field of an item_reference (type, id)", i, k)
@@ -205,7 +219,10 @@ func itemReference(i int, it map[string]json.RawMessage, maxText int64) (*worker
 	if json.Unmarshal(it["id"], &id) != nil || id == "" {
 		return nil, badRequest(fmt.Sprintf("input[%d].id", i), "input[%d].id: an item_reference wants the id of an output message", i)
 	}
-	text, err := decodeItemID(id, maxText)
+	text, err := decodeItemID(id, budget)
+	if errors.Is(err, errItemsTooLarge) {
+		return nil, badRequest(fmt.Sprintf("input[%d].id", i), "input[%d].id: %v", i, err)
+	}
 	if err != nil {
 		return nil, badRequest(fmt.Sprintf("input[%d].id", i),
 			"input[%d].id: item_reference %q: %v. vigil keeps no state: an item_reference resolves only to a message vigil answered whole "+

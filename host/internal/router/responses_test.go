@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -208,7 +209,8 @@ func TestItemIDs(t *testing.T) {
 	t.Parallel()
 	for _, text := range []string{"", "Hello!", strings.Repeat("ab", 5000), "héllo\x00"} {
 		id := itemID(text)
-		got, err := decodeItemID(id, 1<<20)
+		budget := int64(1 << 20)
+		got, err := decodeItemID(id, &budget)
 		if err != nil || got != text {
 			t.Errorf("%.20q: id %.30s decodes to %.20q, %v", text, id, got, err)
 		}
@@ -225,8 +227,24 @@ func TestItemIDs(t *testing.T) {
 		t.Errorf("id of 40 KiB of text is %d long, %.10s: want a random one", len(id), id)
 	}
 	id := itemID(strings.Repeat("a", 100<<10))
-	if _, err := decodeItemID(id, 1<<10); err == nil {
-		t.Errorf("an id of 100 KiB of text decoded within 1 KiB")
+	budget := int64(1 << 10)
+	if _, err := decodeItemID(id, &budget); !errors.Is(err, errItemsTooLarge) {
+		t.Errorf("an id of 100 KiB of text within 1 KiB: %v, want errItemsTooLarge", err)
+	}
+}
+
+// The text all item_references of a request decode to is bounded by the
+// body limit together, not each: forged ids of highly compressible text
+// cannot make the router inflate far more than a request may hold.
+func TestItemReferencesBoundedTogether(t *testing.T) {
+	t.Parallel()
+	r := startRouter(t, []*fakeWorker{chatWorker(t, "a", "m")})
+	id := itemID(strings.Repeat("a", 600<<10)) // each within the 1 MiB body limit
+	item := fmt.Sprintf(`{"type":"item_reference","id":%q}`, id)
+	body := fmt.Sprintf(`{"model":"m","input":[%s,%s,%s]}`, item, item, item)
+	code, _, e := errorOf(t, r, endpointResponses, body)
+	if code != http.StatusBadRequest || e["param"] != "input[1].id" || !strings.Contains(e["message"].(string), "more text than a request may hold") {
+		t.Errorf("three references of 600 KiB each: %d %v, want 400 naming input[1].id, the second, as too much text", code, e)
 	}
 }
 
