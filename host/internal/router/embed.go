@@ -20,8 +20,8 @@ func errNoEmbeddings(model string) error {
 // all serve an embedding model, as vLLM answers chat against a pooling
 // model: INVALID_ARGUMENT naming the model.
 func errEmbeddingOnly(model string) error {
-	return status.Errorf(codes.InvalidArgument, "model: %s is an embedding model: it does not support the Chat Completions "+
-		"or Completions API; its workers serve POST /v1/embeddings only", modelNamed(model))
+	return status.Errorf(codes.InvalidArgument, "model: %s is an embedding model: it does not generate (Chat Completions, "+
+		"Completions, Responses); its workers serve POST /v1/embeddings only", modelNamed(model))
 }
 
 func modelNamed(model string) string {

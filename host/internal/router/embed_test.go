@@ -213,7 +213,7 @@ func TestEmbeddingsHTTPErrors(t *testing.T) {
 		{"/v1/embeddings", `{"model":"e5","input":"a","dimensions":256}`, "dimensions", "cannot truncate"},
 		{"/v1/embeddings", `{"model":"e5","input":"a","truncate":true}`, "truncate", "Unrecognized request argument"},
 		{"/v1/chat/completions", `{"model":"e5","messages":[{"role":"user","content":"hi"}]}`, "model", `model "e5" is an embedding model`},
-		{"/v1/completions", `{"model":"e5","prompt":"hi"}`, "model", "does not support the Chat Completions or Completions API"},
+		{"/v1/completions", `{"model":"e5","prompt":"hi"}`, "model", "it does not generate (Chat Completions, Completions, Responses)"},
 	} {
 		code, _, body := r.do(t, http.MethodPost, c.path, c.body)
 		var e errorBody

@@ -151,7 +151,8 @@ func (r *responseJSON) finish(msgID, text string, lps []*workerv1.TokenLogprob, 
 	now := time.Now().Unix()
 	r.CompletedAt, r.Status = &now, "completed"
 	if final.GetFinishReason() == workerv1.FinishReason_FINISH_REASON_LENGTH {
-		r.Status, r.IncompleteDetails = "incomplete", &incompleteJSON{Reason: "max_output_tokens"}
+		// completed_at: "only present when the status is completed".
+		r.CompletedAt, r.Status, r.IncompleteDetails = nil, "incomplete", &incompleteJSON{Reason: "max_output_tokens"}
 	}
 	r.Output = []outputMessage{{ID: msgID, Type: "message", Status: r.Status, Role: "assistant", Content: []outputText{newOutputText(text, lps)}}}
 	r.Usage = respUsage(final.GetUsage())

@@ -311,8 +311,8 @@ func TestResponsesStream(t *testing.T) {
 		if last["status"] != tc.status || item["id"] != added["id"] || item["status"] != tc.status || last["usage"].(map[string]any)["output_tokens"] != 2.0 {
 			t.Errorf("%s: response %v, want status %s, the item, usage", tc.end, last, tc.status)
 		}
-		if tc.length && last["incomplete_details"].(map[string]any)["reason"] != "max_output_tokens" {
-			t.Errorf("incomplete_details %v, want reason max_output_tokens", last["incomplete_details"])
+		if tc.length && (last["incomplete_details"].(map[string]any)["reason"] != "max_output_tokens" || last["completed_at"] != nil) {
+			t.Errorf("incomplete_details %v, completed_at %v: want reason max_output_tokens, no completed_at", last["incomplete_details"], last["completed_at"])
 		}
 		if created := events[0].data["response"].(map[string]any); created["status"] != "in_progress" || len(created["output"].([]any)) != 0 || created["usage"] != nil {
 			t.Errorf("response.created: %v", created)
@@ -320,7 +320,8 @@ func TestResponsesStream(t *testing.T) {
 	}
 }
 
-// The whole response at max_output_tokens is incomplete.
+// The whole response at max_output_tokens is incomplete, with no
+// completed_at (OpenAI's: only present when the status is completed).
 func TestResponsesIncomplete(t *testing.T) {
 	t.Parallel()
 	a := chatWorker(t, "a", "m")
@@ -329,8 +330,8 @@ func TestResponsesIncomplete(t *testing.T) {
 	_, _, body := r.do(t, "POST", endpointResponses, `{"model":"m","input":"Hi","max_output_tokens":2}`)
 	got := decode(t, body)
 	if got["status"] != "incomplete" || got["incomplete_details"].(map[string]any)["reason"] != "max_output_tokens" ||
-		got["output"].([]any)[0].(map[string]any)["status"] != "incomplete" {
-		t.Errorf("got %s, want status incomplete, reason max_output_tokens", body)
+		got["output"].([]any)[0].(map[string]any)["status"] != "incomplete" || got["completed_at"] != nil {
+		t.Errorf("got %s, want status incomplete, reason max_output_tokens, completed_at null", body)
 	}
 }
 
