@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
@@ -101,6 +102,9 @@ func embedInput(req *workerv1.EmbedRequest, a admission) (sdk.EmbedRequest, erro
 	switch {
 	case req.GetTokenIds() != nil:
 		in.TokenIDs = req.GetTokenIds().GetIds()
+		if err := inVocabulary(a, in.TokenIDs); err != nil {
+			return sdk.EmbedRequest{}, err
+		}
 	case req.GetText() == "":
 		return sdk.EmbedRequest{}, status.Error(codes.InvalidArgument, "input: must not be empty: set input.text or input.token_ids")
 	case a.accepts.tokenize:
@@ -128,6 +132,20 @@ func embedInput(req *workerv1.EmbedRequest, a admission) (sdk.EmbedRequest, erro
 		return sdk.EmbedRequest{}, workerapi.ContextLengthError(field, maxLen, uint32(len(in.TokenIDs)), 0)
 	}
 	return in, nil
+}
+
+// inVocabulary refuses, naming input.token_ids, ids outside the vocabulary
+// of a worker with a tokenizer, as Detokenize does: the engine would embed
+// them as whatever its table holds there, or fail.
+func inVocabulary(a admission, ids []uint32) error {
+	if !a.accepts.tokenize {
+		return nil
+	}
+	if _, err := a.engine.(Tokens).Detokenize(&workerv1.DetokenizeRequest{TokenIds: ids}); err != nil {
+		msg, _ := strings.CutPrefix(status.Convert(err).Message(), "token_ids: ")
+		return status.Errorf(codes.InvalidArgument, "input.token_ids: %s", msg)
+	}
+	return nil
 }
 
 // embedFailed maps the engine's failure of an embedding request to the

@@ -107,6 +107,13 @@ func TestEmbed(t *testing.T) {
 	if err != nil || !cmp.Equal(e.last().TokenIDs, want) || e.last().Text != "" || resp.GetPromptTokens() != uint32(len(want)) {
 		t.Errorf("Embed(text) with a tokenizer = %v, %v; engine request %+v, want ids %v", resp, err, e.last(), want)
 	}
+	// With a tokenizer, ids outside its vocabulary are refused, as
+	// Detokenize refuses them, before the engine.
+	before := len(e.reqs)
+	_, err = c.Embed(t.Context(), embedIDs(5, 999_999_999))
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "input.token_ids: ") || len(e.reqs) != before {
+		t.Errorf("Embed(an id outside the vocabulary) = %v, engine requests %d -> %d; want INVALID_ARGUMENT naming input.token_ids, none sent", err, before, len(e.reqs))
+	}
 }
 
 // TestEmbedRefusals: what the worker refuses before the engine, each
