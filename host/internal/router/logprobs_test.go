@@ -135,7 +135,7 @@ func TestLogprobsRefused(t *testing.T) {
 		{"completions' logprobs over the workers'", endpointCompletions, `{"model":"small","prompt":"p","logprobs":3}`, "logprobs", "logprobs of 3 or more"},
 		{"echo without prompt_logprobs", endpointCompletions, `{"model":"small","prompt":"p","logprobs":1,"echo":true}`, "logprobs", "prompt_logprobs"},
 		{"completions' logprobs negative", endpointCompletions, `{"model":"m","prompt":"p","logprobs":-1}`, "logprobs", "want an integer"},
-		{"max_tokens 0 without echo", endpointCompletions, `{"model":"m","prompt":"p","max_tokens":0}`, "max_tokens", "from 1"},
+		{"max_tokens 0 without echo", endpointCompletions, `{"model":"m","prompt":"p","max_tokens":0}`, "max_tokens", "(or 0 with echo: the prompt alone)"},
 	} {
 		code, _, body := r.do(t, "POST", tc.path, tc.body)
 		e, _ := decode(t, body)["error"].(map[string]any)

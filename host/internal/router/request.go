@@ -248,7 +248,8 @@ func (c *request) setLengths(endpoint string, req *workerv1.GenerateRequest, p *
 	}
 	if maxTokens != nil {
 		if *maxTokens < 1 || *maxTokens > maxUint32 {
-			return badRequest(names.maxTokens, "%s: want an integer from 1 to %d, got %d", names.maxTokens, uint32(maxUint32), *maxTokens)
+			return badRequest(names.maxTokens, "%s: want an integer from 1 to %d%s, got %d", names.maxTokens, uint32(maxUint32),
+				map[bool]string{true: " (or 0 with echo: the prompt alone)"}[endpoint == endpointCompletions], *maxTokens)
 		}
 		s.MaxTokens = uint32(*maxTokens)
 	}
