@@ -189,16 +189,19 @@ func (p *pending) add(c Chunk, owned bool) {
 	if c.Text != "" {
 		p.texts = append(p.texts, c.Text)
 	}
-	if owned && len(p.lps) == 0 {
+	switch {
+	case owned && len(p.lps) == 0:
 		p.lps = c.Logprobs
-	} else {
+	case owned:
 		p.lps = append(p.lps, c.Logprobs...)
+	default:
+		p.lps = appendCopies(p.lps, c.Logprobs)
 	}
 	if c.PromptLogprobs != nil {
 		if p.prompt == nil { // non-nil even when empty: the prompt came
 			p.prompt = make([]TokenLogprob, 0, len(c.PromptLogprobs))
 		}
-		p.prompt = append(p.prompt, c.PromptLogprobs...)
+		p.prompt = appendCopies(p.prompt, c.PromptLogprobs)
 	}
 	p.size += len(c.Text) + 4*len(c.TokenIDs) + logprobsSize(c.Logprobs) + logprobsSize(c.PromptLogprobs)
 	p.waiting = true
@@ -217,4 +220,14 @@ func (p *pending) take() Chunk {
 	p.ids, p.texts, p.lps, p.prompt = nil, p.texts[:0], nil, nil
 	p.size, p.waiting = 0, false
 	return c
+}
+
+// appendCopies appends ls to dst with their Top lists copied: an adapter
+// may reuse its slices once send returns.
+func appendCopies(dst, ls []TokenLogprob) []TokenLogprob {
+	for _, l := range ls {
+		l.Top = append([]Logprob(nil), l.Top...)
+		dst = append(dst, l)
+	}
+	return dst
 }

@@ -153,6 +153,11 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	return s.failed(a, f, err, e)
 }
 
+// maxPromptLogprobs bounds the prompt's logprobs, positions times (1 +
+// alternatives): they go in one message on each hop, within gRPC's 4 MiB
+// (an entry with its text and bytes takes some 30 bytes).
+const maxPromptLogprobs = 1 << 16
+
 // prompt renders and encodes the prompt once, with vigil's tokenizer,
 // into p, and returns the prompt message when the request asks for it
 // (return_prompt, or the prompt's logprobs); nil otherwise.
@@ -163,6 +168,10 @@ func (s *Server) prompt(pe Prompts, req *workerv1.GenerateRequest, p *plan) (*wo
 		return nil, err
 	}
 	p.engine.TokenIDs, p.engine.Text, p.field, p.tokenized = ids, "", field, true
+	if lp := req.GetLogprobs(); lp.GetPrompt() && len(ids)*(1+int(lp.GetPromptTop())) > maxPromptLogprobs {
+		return nil, status.Errorf(codes.InvalidArgument, "logprobs.prompt: the prompt's %d tokens with %d alternatives each make more than "+
+			"%d logprobs, which one message cannot carry; ask fewer alternatives or send a shorter prompt", len(ids), lp.GetPromptTop(), maxPromptLogprobs)
+	}
 	if !want {
 		return nil, nil
 	}
@@ -215,9 +224,11 @@ func (f *forward) start(pr *workerv1.Prompt) error {
 // (SGLang and TensorRT-LLM give them with the end of the output) has the
 // output held until then.
 func (f *forward) emit(i uint32, c sdk.Chunk) error {
-	f.sent = true
 	if f.progress != nil {
 		f.progress.Store(time.Now().UnixNano())
+	}
+	if len(c.TokenIDs) == 0 && c.Text == "" && len(c.Logprobs) == 0 && c.PromptLogprobs == nil {
+		return nil // progress only (output dropped after a stop string)
 	}
 	if c.PromptLogprobs != nil {
 		if f.waiting() {
@@ -232,9 +243,11 @@ func (f *forward) emit(i uint32, c sdk.Chunk) error {
 	f.chunk.TokenIds, f.chunk.Text, f.chunk.Index = c.TokenIDs, c.Text, i
 	f.chunk.Logprobs = f.lp.convert(i, c.Logprobs)
 	if f.waiting() {
+		// Held, not sent: a failure now is still one before the output.
 		f.lp.held = append(f.lp.held, proto.CloneOf(f.msg))
 		return nil
 	}
+	f.sent = true
 	return f.stream.Send(f.msg)
 }
 
@@ -244,7 +257,7 @@ func (f *forward) waiting() bool { return f.lp != nil && f.lp.prompt != nil && !
 // sendPrompt sends the prompt message with lps, its logprobs, then the
 // output held for it.
 func (f *forward) sendPrompt(lps []sdk.TokenLogprob) error {
-	f.lp.promptSent = true
+	f.lp.promptSent, f.sent = true, true
 	if err := f.stream.Send(f.lp.promptMessage(lps)); err != nil {
 		return err
 	}

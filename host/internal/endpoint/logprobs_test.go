@@ -265,6 +265,33 @@ func TestPromptLogprobs(t *testing.T) {
 	}
 }
 
+// With the prompt's logprobs given last, a stop string does not end the
+// engine's request before they come; what the engine generates after it
+// sends nothing (no empty chunks), and the prompt's logprobs arrive.
+func TestPromptLogprobsAfterStopString(t *testing.T) {
+	t.Parallel()
+	tok, _ := llama3(t)
+	out, _ := tok.Encode("one STOP two three four five six seven", false)
+	e := &lpEngine{out: out, promptLast: true}
+	c := lpServe(t, e, tok, "logprobs=20", "prompt_logprobs=5")
+	req := text("Hello world")
+	req.Logprobs = &workerv1.Logprobs{Output: true, Prompt: true}
+	req.Stopping = &workerv1.Stopping{Stop: []string{" STOP"}}
+	msgs, err := all(t.Context(), c, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts, _, pr := chunksOf(t, msgs)
+	if strings.Join(texts, "") != "one" || len(pr.GetLogprobs()) != 2 {
+		t.Errorf("output %q, prompt logprobs %d; want %q and the prompt's 2", texts, len(pr.GetLogprobs()), "one")
+	}
+	for i, m := range msgs {
+		if ch := m.GetChunk(); ch != nil && len(ch.GetTokenIds()) == 0 && ch.GetText() == "" && len(ch.GetLogprobs()) == 0 {
+			t.Errorf("message %d is an empty chunk, of output dropped after the stop string", i)
+		}
+	}
+}
+
 // With n, each choice has its own logprobs.
 func TestLogprobsPerChoice(t *testing.T) {
 	t.Parallel()
@@ -306,5 +333,30 @@ func TestLogprobsPerChoice(t *testing.T) {
 	}
 	if prompts != 1 || chunks != 6 {
 		t.Errorf("%d prompt messages and %d chunks, want 1 and 6 (2 tokens each of 3 choices)", prompts, chunks)
+	}
+}
+
+// The prompt's logprobs are bounded (one message carries them): a prompt
+// whose positions times alternatives exceed it is refused before the
+// engine, naming logprobs.prompt.
+func TestPromptLogprobsBounded(t *testing.T) {
+	t.Parallel()
+	tok, _ := llama3(t)
+	e := &lpEngine{out: []uint32{0}}
+	w := accepting("logprobs=20", "prompt_logprobs=20")
+	w.MaxModelLen = 1 << 20
+	s, c := serve(t, e, w, 0)
+	s.Wrap(tokenized(textgen.HF(tok), 1<<20))
+	s.Admit(true, "")
+	req := prompt(make([]uint32, maxPromptLogprobs/4)...)
+	req.Logprobs = &workerv1.Logprobs{Prompt: true, PromptTop: 4}
+	_, err := all(t.Context(), c, req)
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.HasPrefix(st.Message(), "logprobs.prompt: ") {
+		t.Errorf("prompt of %d tokens with 4 alternatives: %v, want INVALID_ARGUMENT naming logprobs.prompt", maxPromptLogprobs/4, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.last.Logprobs != nil {
+		t.Errorf("the engine got the request %+v", e.last)
 	}
 }

@@ -137,7 +137,7 @@ func (h *httpHandler) embedAll(ctx context.Context, reqs []*workerv1.EmbedReques
 				resps[i], err = h.proxy.Embed(ctx, req)
 				<-slots
 			case <-ctx.Done():
-				return
+				err = status.FromContextError(ctx.Err()).Err()
 			}
 			if err != nil {
 				once.Do(func() { firstErr, firstAt = err, i; cancel() })

@@ -122,6 +122,8 @@ var workerFields = map[string]string{
 	"stopping.min_tokens":     "min_tokens",
 	"min_p":                   "min_p",
 	"sampling.min_p":          "min_p",
+	"logprobs.prompt":         "logprobs", // completions' echo with logprobs
+	"logprobs.prompt_top":     "logprobs",
 }
 
 // protoPaths rewrites the worker API's paths that a message mentions

@@ -66,8 +66,8 @@ func (s *respStream) open() error {
 func (s *respStream) relay(run *promptRun, m *workerv1.GenerateResponse) error {
 	run.collect(m)
 	c := m.GetChunk()
-	if c == nil || c.GetIndex() != 0 || c.GetText() == "" {
-		return nil
+	if c == nil || c.GetIndex() != 0 || c.GetText() == "" && len(c.GetLogprobs()) == 0 {
+		return nil // a token of no text (EOS) still brings its logprob
 	}
 	return s.send("response.output_text.delta", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0,
 		"delta": c.GetText(), "logprobs": chatLogprobsOf(c.GetLogprobs()).Content})
