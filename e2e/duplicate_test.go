@@ -175,9 +175,15 @@ func TestDuplicateWorkerID(t *testing.T) {
 				go func() {
 					defer close(changed)
 					if c, ok := reg.(consulRegistry); ok {
-						o := c.c.Observe(ctx, c.svc, func(es []*api.ServiceEntry) bool {
-							return len(es) != 1 || es[0].Service.Meta["owner"] != owner || addr(es[0].Service.Port) != first.Listen
-						})
+						isFirst := func(es []*api.ServiceEntry) bool {
+							return len(es) == 1 && es[0].Service.Meta["owner"] == owner && addr(es[0].Service.Port) == first.Listen
+						}
+						// The passing list may lag the catalog waitOwner read:
+						// first see the first in it, then watch for a change.
+						if _, _, err := c.c.Passing(ctx, c.svc, isFirst); err != nil {
+							return
+						}
+						o := c.c.Observe(ctx, c.svc, func(es []*api.ServiceEntry) bool { return !isFirst(es) })
 						if at, err := o.Wait(); err == nil {
 							changed <- fmt.Sprintf("the passing list changed at %s", at.Format(time.RFC3339Nano))
 						}

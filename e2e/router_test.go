@@ -196,9 +196,11 @@ func testRouterHTTP(t *testing.T, e *engine) {
 		if err != nil {
 			t.Fatalf("curl: %v\n%s", err, out)
 		}
+		// Tokens that wait while the hop is busy go out as one event, so
+		// the count of token events is the machine's, not the router's.
 		events := strings.Count(string(out), "data: ")
-		if events < 6 || !strings.HasSuffix(strings.TrimSpace(string(out)), "data: [DONE]") {
-			t.Errorf("want 5 token events, a final one and [DONE]; got:\n%s", out)
+		if events < 3 || !strings.Contains(string(out), `"finish_reason":"length"`) || !strings.HasSuffix(strings.TrimSpace(string(out)), "data: [DONE]") {
+			t.Errorf("want token events, a final one (finish_reason length) and [DONE]; got:\n%s", out)
 		}
 	})
 
