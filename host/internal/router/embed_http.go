@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"maps"
 	"math"
 	"net/http"
@@ -161,11 +160,8 @@ func (h *httpHandler) parseEmbeddings(w http.ResponseWriter, r *http.Request) (*
 		}
 	}
 	var c embeddingsRequest
-	if err := json.Unmarshal(body, &c); err != nil {
-		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
-			return nil, nil, badRequest(te.Field, "%s: want %s, got a JSON %s", te.Field, jsonKind(te.Type), te.Value)
-		}
-		return nil, nil, badRequest("", "request body is not valid JSON: %v", err)
+	if aerr := decodeBody(body, &c); aerr != nil {
+		return nil, nil, aerr
 	}
 	if f := c.EncodingFormat; f != nil && *f != "float" && *f != "base64" {
 		return nil, nil, badRequest("encoding_format", "encoding_format: %q: want \"float\" or \"base64\"", clipStr(*f))

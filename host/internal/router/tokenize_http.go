@@ -3,7 +3,6 @@ package router
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"maps"
 	"math"
 	"net/http"
@@ -103,13 +102,7 @@ func (h *httpHandler) decodeTokenizeBody(w http.ResponseWriter, r *http.Request,
 	if aerr := checkTokenizeFields(endpoint, fields); aerr != nil {
 		return aerr
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
-			return badRequest(te.Field, "%s: want %s, got a JSON %s", te.Field, jsonKind(te.Type), te.Value)
-		}
-		return badRequest("", "request body is not valid JSON: %v", err)
-	}
-	return nil
+	return decodeBody(body, v)
 }
 
 // toWorker maps a /tokenize body onto the worker API; prompt names its
