@@ -69,6 +69,8 @@ type Result struct {
 	// Sends holds each request's send time by sequence number, when
 	// Config.RecordSends.
 	Sends []time.Time
+	// Start is when the run began, the origin of Config.Ramp's offsets.
+	Start time.Time
 	// FirstErr is the first failure seen, for the report.
 	FirstErr error
 	// Paths are all the chunks' paths, from the Stamped requests only.
@@ -144,7 +146,9 @@ func Run(ctx context.Context, cfg Config, req Request) Result {
 		w = measure(ctx, start.Add(cfg.Warmup), counters, cfg.Mark)
 	}
 	wg.Wait()
-	return merge(results, time.Since(start), cfg.RecordSends, w)
+	out := merge(results, time.Since(start), cfg.RecordSends, w)
+	out.Start = start
+	return out
 }
 
 // counter is one stream's tokens received, on a cache line of its own.
