@@ -26,9 +26,6 @@ type tcase struct {
 	want            Whole
 }
 
-// weather is the tool most cases offer.
-var weather = Options{Functions: []string{"get_weather", "get_time"}}
-
 // parse feeds out in pieces cut at cuts (byte offsets) and merges the
 // result.
 func parse(t *testing.T, c tcase, cuts []int) Whole {
