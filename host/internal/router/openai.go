@@ -97,7 +97,7 @@ type HTTPConfig struct {
 //     one worker), else 503; the gRPC health service says the same.
 //
 // A request field vigil cannot honour gets 400 naming it, unless it holds
-// the neutral value clients send (logprobs false, tools [], ...; see
+// the neutral value clients send (logprobs false, functions [], ...; see
 // params.go); so does a field OpenAI's API does not have. A field that
 // needs a worker capability (structured output, n, the penalties, ...)
 // goes only to workers that list it, else 400 naming it (needs.go). A

@@ -356,3 +356,17 @@ func TestToolChunkLogprobs(t *testing.T) {
 		t.Errorf("deltas with logprobs (-want +got):\n%s", diff)
 	}
 }
+
+// /tokenize renders a replayed tool loop only on workers that list tools.
+func TestTokenizeToolTurns(t *testing.T) {
+	t.Parallel()
+	r := tokRouter(t, startTokWorker(t, "tok", "m", "tokenize"), startTokWorker(t, "tools", "t", "tokenize,tools"))
+	const msgs = `"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"1","content":"ok"}]`
+	code, _, e := errorOf(t, r, "/tokenize", `{"model":"m",`+msgs+`}`)
+	if code != http.StatusBadRequest || e["param"] != "tools" {
+		t.Errorf("a worker without tools: %d %v, want 400 naming tools", code, e)
+	}
+	if code, _, body := r.do(t, http.MethodPost, "/tokenize", `{"model":"t",`+msgs+`}`); code != http.StatusOK {
+		t.Errorf("a worker with tools: %d %s, want 200", code, body)
+	}
+}
