@@ -1,6 +1,7 @@
 package router
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -369,4 +370,37 @@ func TestTokenizeToolTurns(t *testing.T) {
 	if code, _, body := r.do(t, http.MethodPost, "/tokenize", `{"model":"t",`+msgs+`}`); code != http.StatusOK {
 		t.Errorf("a worker with tools: %d %s, want 200", code, body)
 	}
+}
+
+// A call's pieces join by index; an index past the next call's starts
+// the next one (no gap, whatever a worker sends).
+func TestCallPiecesJoined(t *testing.T) {
+	run := &promptRun{calls: make([][]*callAcc, 2)}
+	run.addCalls(1, []*workerv1.ToolCallDelta{{Index: 0, Id: "a", Name: "f", Arguments: `{"x"`}, {Index: 0, Arguments: `:1}`}})
+	run.addCalls(1, []*workerv1.ToolCallDelta{{Index: 1 << 30, Id: "b", Type: "function", Name: "g"}, {Index: 1, Arguments: "{}"}})
+	want := []*workerv1.ToolCall{{Id: "a", Type: "function", Name: "f", Arguments: `{"x":1}`}, {Id: "b", Type: "function", Name: "g", Arguments: "{}"}}
+	if diff := cmp.Diff(want, run.toolCalls(1), protocmp.Transform()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if got := run.toolCalls(0); got != nil {
+		t.Errorf("choice 0: calls %v, want none", got)
+	}
+}
+
+// parseChatTools never panics, and what it passes is a JSON array of as
+// many tools as names.
+func FuzzChatTools(f *testing.F) {
+	for _, s := range []string{"[" + weatherTool + "]", "[" + timeTool + "," + weatherTool + "]", "[]", "null", `[{"type":"function","function":{"name":"f","parameters":{}}}]`, `[{"type":"function","function":null}]`, "{", `[{"type":"function","function":{"name":"f"},"function":{}}]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		names, text, aerr := parseChatTools(json.RawMessage(s))
+		if aerr != nil || text == "" {
+			return
+		}
+		var tools []any
+		if err := json.Unmarshal([]byte(text), &tools); err != nil || len(tools) != len(names) {
+			t.Errorf("%s: passed %s (%v), %d names", s, text, err, len(names))
+		}
+	})
 }
