@@ -207,15 +207,17 @@ func setChatTools(msgs *workerv1.Messages, tools, choice json.RawMessage, parall
 	return nil
 }
 
-// toolArguments checks a replayed call's arguments, JSON text the worker
-// parses to an object for the template (as transformers takes them):
-// "" is {} (vLLM's chat_utils does the same), anything else must be JSON.
-func toolArguments(field, args string) (string, *apiError) {
+// toolArguments checks a replayed call's arguments at field (param the
+// request field a 400 names: messages, or the Responses API's input),
+// JSON text the worker parses to an object for the template (as
+// transformers takes them): "" is {} (vLLM's chat_utils does the same),
+// anything else must be JSON.
+func toolArguments(param, field, args string) (string, *apiError) {
 	if strings.TrimSpace(args) == "" {
 		return "{}", nil
 	}
 	if !json.Valid([]byte(args)) {
-		return "", badRequest("messages", "%s: want the call's arguments as JSON text, got %s", field, clipStr(args))
+		return "", badRequest(param, "%s: want the call's arguments as JSON text, got %s", field, clipStr(args))
 	}
 	return args, nil
 }
@@ -253,7 +255,7 @@ func parseToolCalls(i int, raw json.RawMessage) ([]*workerv1.ToolCall, *apiError
 		if c.Function.Arguments != nil {
 			args = *c.Function.Arguments
 		}
-		args, aerr := toolArguments(field+".function.arguments", args)
+		args, aerr := toolArguments("messages", field+".function.arguments", args)
 		if aerr != nil {
 			return nil, aerr
 		}
