@@ -59,6 +59,8 @@ func workerToProto(w Worker) *pluginv1.Worker {
 		KvBlockSize:       w.KVBlockSize,
 		SupportsTextInput: w.SupportsTextInput,
 		Accepts:           splitAccepts(w.Accepts),
+		ReasoningParser:   w.ReasoningParser,
+		ToolCallParser:    w.ToolCallParser,
 	}
 }
 
@@ -72,6 +74,8 @@ func workerFromProto(w *pluginv1.Worker) Worker {
 		KVBlockSize:       w.GetKvBlockSize(),
 		SupportsTextInput: w.GetSupportsTextInput(),
 		Accepts:           strings.Join(w.GetAccepts(), ","),
+		ReasoningParser:   w.GetReasoningParser(),
+		ToolCallParser:    w.GetToolCallParser(),
 	}
 }
 

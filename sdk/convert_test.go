@@ -80,6 +80,8 @@ func TestWorkerRoundTrip(t *testing.T) {
 			KVBlockSize:       16,
 			SupportsTextInput: true,
 			Accepts:           "json_schema,n=64",
+			ReasoningParser:   "qwen3",
+			ToolCallParser:    "hermes",
 		},
 	}
 	for name, w := range tests {

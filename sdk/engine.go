@@ -240,6 +240,14 @@ type Worker struct {
 	// adapter that predates it, means the fields the sdk had before it
 	// (discovery's legacy set).
 	Accepts string
+	// ReasoningParser and ToolCallParser name the parsers the engine is
+	// set up with, where it reports them (vLLM's ModelInfo, from its
+	// --reasoning-parser and --tool-call-parser), e.g. "qwen3" and
+	// "hermes"; "" when the engine reports none. They are the worker's
+	// defaults for vigil run's --reasoning-parser and --tool-call-parser:
+	// the engine's gRPC API returns raw text, so the worker parses it.
+	ReasoningParser string
+	ToolCallParser  string
 }
 
 // Availability is the engine's state as the host acts on it. The numbers

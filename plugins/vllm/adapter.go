@@ -80,6 +80,8 @@ func readWorker(ctx context.Context, conn *grpc.ClientConn) (sdk.Worker, error) 
 		KVBlockSize:       server.GetKvBlockSize(),
 		SupportsTextInput: model.GetSupportsTextInput(),
 		Accepts:           strings.Join(append(slices.Clone(accepts), logprobsAccepts(MaxLogprobs)...), ","),
+		ReasoningParser:   model.GetReasoningParser(),
+		ToolCallParser:    model.GetToolCallParser(),
 	}, nil
 }
 

@@ -114,12 +114,6 @@ func started(t *testing.T, addr string) *vllm.Adapter {
 func TestStartWorker(t *testing.T) {
 	t.Parallel()
 	_, addr := serveMock(t, mock.Config{Model: "org/model", InstanceID: "feedface", MaxModelLen: 8192, KVBlockSize: 32})
-	a := vllm.New()
-	defer a.Shutdown(context.Background())
-	got, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health})
-	if err != nil {
-		t.Fatalf("Start() error = %v, want nil", err)
-	}
 	want := sdk.Worker{
 		ModelID:           "org/model",
 		ServedModelName:   "org/model",
@@ -132,9 +126,44 @@ func TestStartWorker(t *testing.T) {
 			"logit_bias,min_p,min_tokens,presence_penalty,regex,repetition_penalty,seed,stop,structural_tag,top_k," +
 			"logprobs=20,prompt_logprobs=20",
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, startWorker(t, addr)); diff != "" {
 		t.Errorf("Start() worker mismatch (-want +got):\n%s", diff)
 	}
+}
+
+// TestStartWorkerParsers: the parser names vLLM reports in ModelInfo (its
+// --reasoning-parser and --tool-call-parser) are the worker's defaults;
+// without them the worker names none.
+func TestStartWorkerParsers(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct{ reasoning, toolCall string }{
+		"both":           {"qwen3", "hermes"},
+		"reasoning only": {"deepseek_r1", ""},
+		"tool call only": {"", "llama3_json"},
+		"none":           {"", ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, addr := serveMock(t, mock.Config{Model: "m", ReasoningParser: tt.reasoning, ToolCallParser: tt.toolCall})
+			got := startWorker(t, addr)
+			if got.ReasoningParser != tt.reasoning || got.ToolCallParser != tt.toolCall {
+				t.Errorf("Start() parsers = %q, %q, want %q, %q", got.ReasoningParser, got.ToolCallParser, tt.reasoning, tt.toolCall)
+			}
+		})
+	}
+}
+
+// startWorker starts an adapter against addr and returns its worker.
+func startWorker(t *testing.T, addr string) sdk.Worker {
+	t.Helper()
+	a := vllm.New()
+	t.Cleanup(func() { a.Shutdown(context.Background()) })
+	got, err := a.Start(t.Context(), sdk.StartRequest{EngineAddr: addr, StartupDeadline: within, Health: health})
+	if err != nil {
+		t.Fatalf("Start() error = %v, want nil", err)
+	}
+	return got
 }
 
 // TestStartWaitsForModelLoad: vLLM listens before its model is loaded;

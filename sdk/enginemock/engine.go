@@ -157,8 +157,7 @@ type Engine struct {
 	streams     map[*stream]struct{}
 	hold        *hold
 	fail        *fail
-	script      []uint32        // POST /script: every generation's output; nil: OutputToken
-	scriptEOS   bool            // the script ends at the end of sequence (ScriptEOS)
+	scripts     []Script        // POST /script: the next generations' outputs, the last for all later ones; nil: OutputToken
 	lastPrompt  []uint32        // the last request's prompt
 	lastMinP    float32         // the last request's min_p
 	lastRequest json.RawMessage // RecordRequest's, the last request in its engine's form

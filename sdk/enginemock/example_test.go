@@ -66,3 +66,29 @@ func ExamplePositionLogprobs() {
 	//   16126 -1.3863
 	//   16127 -2.0794
 }
+
+// An agent loop's two model turns, scripted: the first generation outputs
+// a tool call's tokens, the second (and every later one) the answer's, each
+// ending at the end of sequence. The token ids stand for a tokenizer's.
+func ExampleEngine_ScriptSeq() {
+	e := enginemock.New(enginemock.Config{})
+	defer e.Stop()
+	e.ScriptSeq(
+		enginemock.Script{Tokens: []uint32{151657, 515, 151658}, EOS: true},
+		enginemock.Script{Tokens: []uint32{9707, 0}, EOS: true},
+	)
+	for _, id := range []string{"call", "answer", "again"} {
+		var out []uint32
+		_ = e.Generate(context.Background(), enginemock.Request{ID: id, MaxNewTokens: 16}, func(c enginemock.Chunk) error {
+			out = append(out, c.Tokens...)
+			if c.Finish != nil {
+				fmt.Println(id, out, c.Finish.Reason == enginemock.FinishStop)
+			}
+			return nil
+		})
+	}
+	// Output:
+	// call [151657 515 151658] true
+	// answer [9707 0] true
+	// again [9707 0] true
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,20 +160,54 @@ func (e *Engine) Generate(ctx context.Context, req Request, send func(Chunk) err
 // order, and end (FinishLength) after the last of them, or at MaxNewTokens
 // first; stop tokens act as usual. Empty: back to OutputToken's. POST
 // /script {"tokens": [...]} calls it.
-func (e *Engine) Script(tokens []uint32) { e.setScript(tokens, false) }
+func (e *Engine) Script(tokens []uint32) { e.ScriptSeq(Script{Tokens: tokens}) }
 
 // ScriptEOS is Script, but a generation that outputs every token ends
 // with FinishStop, as a model ends at its end of sequence (which a mock
 // does not know). POST /script {"tokens": [...], "eos": true} calls it.
-func (e *Engine) ScriptEOS(tokens []uint32) { e.setScript(tokens, true) }
+func (e *Engine) ScriptEOS(tokens []uint32) { e.ScriptSeq(Script{Tokens: tokens, EOS: true}) }
 
-func (e *Engine) setScript(tokens []uint32, eos bool) {
+// Script is one generation's scripted output (ScriptSeq).
+type Script struct {
+	// Tokens are the output token ids, in order; none: OutputToken's
+	// output (and EOS does nothing).
+	Tokens []uint32 `json:"tokens"`
+	// EOS ends the generation with FinishStop after the last token, as
+	// ScriptEOS; false: FinishLength, as Script.
+	EOS bool `json:"eos"`
+}
+
+// ScriptSeq scripts the generations that start from now on in turn, so a
+// test can play a multi-step exchange such as an agent's tool loop (a tool
+// call, then the answer): the first takes scripts[0], the next scripts[1],
+// and so on; the last stays for every later generation. Each script acts as
+// Script or ScriptEOS. None: back to OutputToken's for all. A generation
+// the engine refuses takes none. POST /script {"scripts": [...]} calls it.
+func (e *Engine) ScriptSeq(scripts ...Script) {
+	var q []Script
+	for _, s := range scripts {
+		if len(s.Tokens) == 0 {
+			q = append(q, Script{})
+			continue
+		}
+		q = append(q, Script{Tokens: slices.Clone(s.Tokens), EOS: s.EOS})
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.script, e.scriptEOS = nil, false
-	if len(tokens) > 0 {
-		e.script, e.scriptEOS = append([]uint32(nil), tokens...), eos
+	e.scripts = q
+}
+
+// nextScriptLocked is the script of a generation starting now, taken off
+// the queue unless it is the last.
+func (e *Engine) nextScriptLocked() Script {
+	if len(e.scripts) == 0 {
+		return Script{}
 	}
+	s := e.scripts[0]
+	if len(e.scripts) > 1 {
+		e.scripts = e.scripts[1:]
+	}
+	return s
 }
 
 // begin counts the request and registers it in flight if the engine can serve it.
@@ -189,7 +224,8 @@ func (e *Engine) begin(req Request) (*stream, error) {
 	if err := e.unavailableLocked(true); err != nil {
 		return nil, err
 	}
-	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail, script: e.script, scriptEOS: e.scriptEOS, stepped: make(chan struct{}, 1)}
+	sc := e.nextScriptLocked()
+	st := &stream{id: req.ID, aborted: make(chan struct{}), hold: e.hold, fail: e.fail, script: sc.Tokens, scriptEOS: sc.EOS, stepped: make(chan struct{}, 1)}
 	if e.fail != nil && !e.fail.every {
 		e.fail = nil // one stream only
 	}

@@ -379,3 +379,95 @@ func TestScript(t *testing.T) {
 		t.Errorf("after Script(nil), OutputToken's (-want +got):\n%s", diff)
 	}
 }
+
+// output is one generation's tokens and how it ended.
+type output struct {
+	Tokens []uint32
+	Reason FinishReason
+}
+
+// outputs runs n generations of prompt [1, 2], up to 10 tokens each, one
+// after another.
+func outputs(t *testing.T, e *Engine, n int) []output {
+	t.Helper()
+	var got []output
+	for range n {
+		chunks, err := collect(t.Context(), e, Request{ID: "s", Prompt: []uint32{1, 2}, MaxNewTokens: 10})
+		if err != nil {
+			t.Fatalf("Generate() error = %v, want nil", err)
+		}
+		var o output
+		for _, c := range chunks {
+			o.Tokens = append(o.Tokens, c.Tokens...)
+			if c.Finish != nil {
+				o.Reason = c.Finish.Reason
+			}
+		}
+		got = append(got, o)
+	}
+	return got
+}
+
+// TestScriptSeq: each new generation takes the next script, and the last
+// stays for the rest, as an agent loop's steps (a tool call, then the
+// answer) need; a script without tokens is OutputToken's output.
+func TestScriptSeq(t *testing.T) {
+	t.Parallel()
+	plain := output{seq(0, []uint32{1, 2}, 10), FinishLength}
+	tests := map[string]struct {
+		scripts []Script
+		want    []output
+	}{
+		"none": {nil, []output{plain, plain}},
+		"one":  {[]Script{{Tokens: []uint32{7}, EOS: true}}, []output{{[]uint32{7}, FinishStop}, {[]uint32{7}, FinishStop}}},
+		"steps, the last stays": {
+			[]Script{{Tokens: []uint32{7, 8}, EOS: true}, {Tokens: []uint32{9}}, {Tokens: []uint32{5, 6}, EOS: true}},
+			[]output{{[]uint32{7, 8}, FinishStop}, {[]uint32{9}, FinishLength}, {[]uint32{5, 6}, FinishStop}, {[]uint32{5, 6}, FinishStop}},
+		},
+		"an empty step": {
+			[]Script{{Tokens: []uint32{7}, EOS: true}, {EOS: true}, {Tokens: []uint32{}}},
+			[]output{{[]uint32{7}, FinishStop}, plain, plain, plain},
+		},
+		"longer than max_new_tokens": {
+			[]Script{{Tokens: seq(3, nil, 12), EOS: true}},
+			[]output{{seq(3, nil, 10), FinishLength}},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := New(Config{})
+			t.Cleanup(e.Stop)
+			e.ScriptSeq(tt.scripts...)
+			if diff := cmp.Diff(tt.want, outputs(t, e, len(tt.want))); diff != "" {
+				t.Errorf("outputs of ScriptSeq(%v) (-want +got):\n%s", tt.scripts, diff)
+			}
+		})
+	}
+}
+
+// TestScriptSeqTakenByStartedOnly: a generation the engine refuses takes
+// no script; a new ScriptSeq replaces the rest of the queue; ScriptSeq
+// keeps no caller's slice.
+func TestScriptSeqTakenByStartedOnly(t *testing.T) {
+	t.Parallel()
+	e := New(Config{})
+	t.Cleanup(e.Stop)
+	first := []uint32{7}
+	e.ScriptSeq(Script{Tokens: first}, Script{Tokens: []uint32{8}}, Script{Tokens: []uint32{9}})
+	first[0] = 99
+	e.SetSleeping(true)
+	if _, err := collect(t.Context(), e, Request{ID: "refused", MaxNewTokens: 10}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Generate() asleep = %v, want UNAVAILABLE", err)
+	}
+	e.SetSleeping(false)
+	want := []output{{[]uint32{7}, FinishLength}, {[]uint32{8}, FinishLength}}
+	if diff := cmp.Diff(want, outputs(t, e, 2)); diff != "" {
+		t.Errorf("after a refused generation (-want +got):\n%s", diff)
+	}
+	e.ScriptEOS([]uint32{4})
+	want = []output{{[]uint32{4}, FinishStop}, {[]uint32{4}, FinishStop}}
+	if diff := cmp.Diff(want, outputs(t, e, 2)); diff != "" {
+		t.Errorf("ScriptEOS replacing the queue (-want +got):\n%s", diff)
+	}
+}

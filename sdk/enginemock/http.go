@@ -28,6 +28,7 @@ import (
 //	POST /release                                         release held streams
 //	POST /fail    {"at_token": N, "code": "UNAVAILABLE"}  fail the next stream with code after N tokens ("every": true: every new stream, until the next /fail)
 //	POST /script  {"tokens": [N, ...]}                    every new stream outputs these tokens, then ends (Script; [] undoes; "eos": true ends with stop, ScriptEOS)
+//	POST /script  {"scripts": [{"tokens": [N, ...], "eos": true}, ...]}  each new stream takes the next script, the last stays for all later ones (ScriptSeq; [] undoes)
 //	POST /check-latency {"latency": "2s"}                  every health check answers this late, the transport at once (SetCheckLatency; "0" undoes)
 //	GET  /state                                           the State
 //
@@ -153,13 +154,21 @@ func (e *Engine) postRelease(*http.Request) error {
 
 func (e *Engine) postScript(r *http.Request) error {
 	var body struct {
-		Tokens []uint32 `json:"tokens"`
-		EOS    bool     `json:"eos"`
+		Tokens  []uint32 `json:"tokens"`
+		EOS     bool     `json:"eos"`
+		Scripts []Script `json:"scripts"`
 	}
 	if err := Decode(r, &body); err != nil {
 		return err
 	}
-	e.setScript(body.Tokens, body.EOS)
+	if body.Scripts == nil {
+		e.ScriptSeq(Script{Tokens: body.Tokens, EOS: body.EOS})
+		return nil
+	}
+	if body.Tokens != nil || body.EOS {
+		return errors.New("scripts: want either scripts or tokens and eos, not both")
+	}
+	e.ScriptSeq(body.Scripts...)
 	return nil
 }
 

@@ -85,20 +85,25 @@ func TestControlSurfaceErrors(t *testing.T) {
 		wantCode           int
 		wantError          string
 	}{
-		"unknown path":      {"POST", "/nope", "", 404, "no endpoint"},
-		"wrong method":      {"GET", "/sleep", "", 405, "GET /sleep"},
-		"state by POST":     {"POST", "/state", "", 405, "POST /state"},
-		"hold without at":   {"POST", "/hold", `{}`, 400, "at_token:"},
-		"hold negative":     {"POST", "/hold", `{"at_token": -1}`, 400, "at_token:"},
-		"hold too far":      {"POST", "/hold", `{"at_token": 4294967296}`, 400, "at_token:"},
-		"hold at as string": {"POST", "/hold", `{"at_token": "3"}`, 400, "at_token:"},
-		"fail unknown code": {"POST", "/fail", `{"at_token": 1, "code": "NOPE"}`, 400, "code:"},
-		"fail OK code":      {"POST", "/fail", `{"at_token": 1, "code": "OK"}`, 400, "code:"},
-		"fail without code": {"POST", "/fail", `{"at_token": 1}`, 400, "code:"},
-		"fail without at":   {"POST", "/fail", `{"code": "INTERNAL"}`, 400, "at_token:"},
-		"latency missing":   {"POST", "/check-latency", `{}`, 400, "latency: required"},
-		"latency negative":  {"POST", "/check-latency", `{"latency": "-1s"}`, 400, "latency:"},
-		"latency unparsed":  {"POST", "/check-latency", `{"latency": "soon"}`, 400, "latency:"},
+		"unknown path":       {"POST", "/nope", "", 404, "no endpoint"},
+		"wrong method":       {"GET", "/sleep", "", 405, "GET /sleep"},
+		"state by POST":      {"POST", "/state", "", 405, "POST /state"},
+		"hold without at":    {"POST", "/hold", `{}`, 400, "at_token:"},
+		"hold negative":      {"POST", "/hold", `{"at_token": -1}`, 400, "at_token:"},
+		"hold too far":       {"POST", "/hold", `{"at_token": 4294967296}`, 400, "at_token:"},
+		"hold at as string":  {"POST", "/hold", `{"at_token": "3"}`, 400, "at_token:"},
+		"fail unknown code":  {"POST", "/fail", `{"at_token": 1, "code": "NOPE"}`, 400, "code:"},
+		"fail OK code":       {"POST", "/fail", `{"at_token": 1, "code": "OK"}`, 400, "code:"},
+		"fail without code":  {"POST", "/fail", `{"at_token": 1}`, 400, "code:"},
+		"fail without at":    {"POST", "/fail", `{"code": "INTERNAL"}`, 400, "at_token:"},
+		"latency missing":    {"POST", "/check-latency", `{}`, 400, "latency: required"},
+		"latency negative":   {"POST", "/check-latency", `{"latency": "-1s"}`, 400, "latency:"},
+		"latency unparsed":   {"POST", "/check-latency", `{"latency": "soon"}`, 400, "latency:"},
+		"script and scripts": {"POST", "/script", `{"tokens": [1], "scripts": [{"tokens": [2]}]}`, 400, "scripts:"},
+		"eos and scripts":    {"POST", "/script", `{"eos": true, "scripts": []}`, 400, "scripts:"},
+		"scripts not a list": {"POST", "/script", `{"scripts": {"tokens": [2]}}`, 400, "scripts:"},
+		"script tokens text": {"POST", "/script", `{"scripts": [{"tokens": "a"}]}`, 400, "scripts.tokens:"},
+		"script unknown key": {"POST", "/script", `{"scripts": [{"token": [2]}]}`, 400, "token: unknown field"},
 	}
 	e := newEngine(t, Config{})
 	for name, tt := range tests {
@@ -215,5 +220,22 @@ func TestCheckLatency(t *testing.T) {
 	must(t, e, "/check-latency", `{"latency": "0"}`)
 	if err := e.CheckDelay(t.Context()); err != nil {
 		t.Errorf("CheckDelay() after latency 0 = %v, want nil at once", err)
+	}
+}
+
+// TestPostScriptSeq: POST /script {"scripts": [...]} queues one script per
+// new stream, the last for the rest; "scripts": [] undoes.
+func TestPostScriptSeq(t *testing.T) {
+	t.Parallel()
+	e := newEngine(t, Config{})
+	must(t, e, "/script", `{"scripts": [{"tokens": [7, 8], "eos": true}, {"tokens": [9]}]}`)
+	want := []output{{[]uint32{7, 8}, FinishStop}, {[]uint32{9}, FinishLength}, {[]uint32{9}, FinishLength}}
+	if diff := cmp.Diff(want, outputs(t, e, 3)); diff != "" {
+		t.Errorf("after POST /script scripts (-want +got):\n%s", diff)
+	}
+	must(t, e, "/script", `{"scripts": []}`)
+	want = []output{{seq(0, []uint32{1, 2}, 10), FinishLength}}
+	if diff := cmp.Diff(want, outputs(t, e, 1)); diff != "" {
+		t.Errorf("after POST /script with no scripts (-want +got):\n%s", diff)
 	}
 }

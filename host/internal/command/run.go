@@ -21,6 +21,7 @@ import (
 	"github.com/vigilhq/vigil/host/internal/discovery/consul"
 	"github.com/vigilhq/vigil/host/internal/discovery/file"
 	"github.com/vigilhq/vigil/host/internal/endpoint"
+	"github.com/vigilhq/vigil/host/internal/outparse"
 	"github.com/vigilhq/vigil/host/internal/supervisor"
 	"github.com/vigilhq/vigil/host/internal/tlsconfig"
 	"github.com/vigilhq/vigil/sdk"
@@ -71,6 +72,12 @@ func runCommand() *cli.Command {
 				Usage: "directory of the model's Hugging Face tokenizer.json (and tokenizer_config.json, for its chat template): vigil tokenizes text and chat prompts, sends every engine token ids and detokenizes the output itself (default: the model path the engine reports, when it is a local directory holding tokenizer.json)"},
 			&cli.StringFlag{Name: "chat-template", EnvVars: env("CHAT_TEMPLATE"),
 				Usage: "Jinja chat template file used in place of tokenizer_config.json's chat_template, as vLLM's --chat-template"},
+			&cli.StringFlag{Name: "reasoning-parser", EnvVars: env("REASONING_PARSER"),
+				Usage: "parser of the model's reasoning in chat output, to reasoning_content: " + strings.Join(outparse.ReasoningParsers(), ", ") +
+					" (default: the engine's, where it reports one, as vLLM's ModelInfo; else told from the chat template where unambiguous; none: off)"},
+			&cli.StringFlag{Name: "tool-call-parser", EnvVars: env("TOOL_CALL_PARSER"),
+				Usage: "parser of the model's tool calls in chat output, to tool_calls: " + strings.Join(outparse.ToolCallParsers(), ", ") +
+					" (default: the engine's, where it reports one; else told from the chat template where unambiguous; none: off, and tools are refused)"},
 			dryRunFlag("the adapter found and its pins checked, a built-in engine's --engine-option checked, a third-party adapter started for its handshake and Info only, the file registry directory written to, the tokenizer loaded"),
 		}, append(append(append(lossFlags(), adapterFlags()...), discoveryFlags("service name the worker is registered under")...), metricsFlags()...)...),
 			append(tlsFlags("the worker endpoint"), logFlags()...)...),
@@ -127,8 +134,10 @@ type runConfig struct {
 	servedModelName      string // "": the engine's own
 	tokenizerDir         string // "": the engine's model path, if a directory
 	chatTemplate         string // "": the model's own
-	metrics              metricsConfig
-	tls                  tlsconfig.ServerFiles
+	// The parsers' names; "": the engine's, else the template's.
+	reasoningParser, toolCallParser string
+	metrics                         metricsConfig
+	tls                             tlsconfig.ServerFiles
 }
 
 func runAction(c *cli.Context) error {
@@ -261,6 +270,14 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		servedModelName: c.String("served-model-name"),
 		tokenizerDir:    c.String("tokenizer-dir"),
 		chatTemplate:    c.String("chat-template"),
+		reasoningParser: c.String("reasoning-parser"),
+		toolCallParser:  c.String("tool-call-parser"),
+	}
+	if err := outparse.Check("--reasoning-parser", cfg.reasoningParser, false); err != nil {
+		return cfg, usageErrorf("%v", err)
+	}
+	if err := outparse.Check("--tool-call-parser", cfg.toolCallParser, true); err != nil {
+		return cfg, usageErrorf("%v", err)
 	}
 	if cfg.enginePlugin != "" && !c.IsSet("engine") {
 		cfg.engine = ""

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/vigilhq/vigil/host/internal/outparse"
 	"github.com/vigilhq/vigil/host/internal/textgen"
 	"github.com/vigilhq/vigil/host/internal/tokenizer"
 	"github.com/vigilhq/vigil/sdk"
@@ -73,7 +74,8 @@ func workerTokenizer(cfg runConfig, tok *tokenizer.Tokenizer, wrap func(func(sdk
 			return false, false
 		}
 		t, maxLen := textgen.HF(tok), w.MaxModelLen
-		wrap(func(g sdk.Generator) sdk.Generator { return textgen.New(g, t, maxLen) })
+		reasoning, toolCall := chooseParsers(cfg, w, tok, log)
+		wrap(func(g sdk.Generator) sdk.Generator { return textgen.New(g, t, maxLen).WithParsers(reasoning, toolCall) })
 		return true, tok.HasChatTemplate()
 	}
 }
@@ -97,4 +99,32 @@ func modelDirTokenizer(path, chatTemplate string, log hclog.Logger) *tokenizer.T
 	}
 	log.Info("tokenizer loaded from the engine's model path", "model_id", path, "chat_template", tok.HasChatTemplate())
 	return tok
+}
+
+// chooseParsers picks the reasoning and tool-call parsers: the flag's,
+// else the engine's where outparse has it, else the chat template's
+// (outparse.Detect); none without a chat template.
+func chooseParsers(cfg runConfig, w sdk.Worker, tok *tokenizer.Tokenizer, log hclog.Logger) (reasoning, toolCall string) {
+	if !tok.HasChatTemplate() {
+		return "", ""
+	}
+	detR, detT := outparse.Detect(tok.TemplateSource())
+	pick := func(flag, engine, detected string, tool bool) (string, string) {
+		switch {
+		case flag != "":
+			return flag, "flag"
+		case engine != "" && outparse.Check("", engine, tool) == nil:
+			return engine, "engine"
+		case engine != "":
+			log.Warn("the engine's parser is not one vigil has; told from the chat template instead", "parser", engine)
+		}
+		if detected == "" {
+			return outparse.None, "none found"
+		}
+		return detected, "chat template"
+	}
+	reasoning, rFrom := pick(cfg.reasoningParser, w.ReasoningParser, detR, false)
+	toolCall, tFrom := pick(cfg.toolCallParser, w.ToolCallParser, detT, true)
+	log.Info("output parsers", "reasoning_parser", reasoning, "reasoning_parser_from", rFrom, "tool_call_parser", toolCall, "tool_call_parser_from", tFrom)
+	return reasoning, toolCall
 }

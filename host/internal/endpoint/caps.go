@@ -32,6 +32,8 @@ type accepts struct {
 	engine    map[string]bool // the engine's items the worker passes on
 	tokenizer bool            // vigil tokenizes: stop strings, the prompt's ids
 	chat      bool            // a chat template: chat_template_kwargs
+	tools     bool            // a chat template and a tool-call parser: tools
+	reasoning bool            // a reasoning parser
 	tokenize  bool            // the Tokenize and Detokenize RPCs (Tokens)
 	maxN      uint32
 	// embedModel: the engine's model is an embedding model (its Accepts
@@ -74,6 +76,9 @@ func newAccepts(w sdk.Worker, engine, raw sdk.Generator, maxInflight int) accept
 	if t, ok := engine.(Tokens); ok {
 		a.tokenize = t.CanTokenize()
 	}
+	if p, ok := engine.(Parsers); ok && a.chat {
+		a.tools, a.reasoning = p.ParsesToolCalls(), p.ParsesReasoning()
+	}
 	return a
 }
 
@@ -93,6 +98,10 @@ func (a accepts) takes(name string) bool {
 		return a.tokenizer
 	case discovery.CapChatTemplateKwargs:
 		return a.chat
+	case discovery.CapTools:
+		return a.tools
+	case discovery.CapReasoning:
+		return a.reasoning
 	case discovery.CapTokenize:
 		return a.tokenize
 	case discovery.CapEmbed:
@@ -118,7 +127,7 @@ func (a accepts) capabilities() discovery.Capabilities {
 		add(name, 0)
 	}
 	for _, name := range []string{discovery.CapStop, discovery.CapChoice, discovery.CapJSONObject,
-		discovery.CapPromptTokenIDs, discovery.CapChatTemplateKwargs, discovery.CapTokenize} {
+		discovery.CapPromptTokenIDs, discovery.CapChatTemplateKwargs, discovery.CapTokenize, discovery.CapTools, discovery.CapReasoning} {
 		add(name, 0)
 	}
 	if a.maxN > 1 {

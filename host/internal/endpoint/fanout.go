@@ -111,16 +111,19 @@ func (m *merge) finish(e *ended) error {
 	if err := m.f.flushPrompt(); err != nil {
 		return err
 	}
+	if err := m.f.flushParsers(e); err != nil {
+		return err
+	}
 	r0 := m.results[0]
 	fin := &workerv1.Final{
-		FinishReason: finishToProto(r0.FinishReason),
+		FinishReason: m.f.parse.finishReason(0, finishToProto(r0.FinishReason)),
 		Usage:        &workerv1.Usage{PromptTokens: r0.PromptTokens, CachedTokens: r0.CachedTokens},
 		RequestId:    m.f.id,
 		Choices:      make([]*workerv1.ChoiceFinal, len(m.results)),
 	}
 	for i, r := range m.results {
 		fin.Usage.CompletionTokens += r.CompletionTokens
-		fin.Choices[i] = &workerv1.ChoiceFinal{Index: uint32(i), FinishReason: finishToProto(r.FinishReason), CompletionTokens: r.CompletionTokens}
+		fin.Choices[i] = &workerv1.ChoiceFinal{Index: uint32(i), FinishReason: m.f.parse.finishReason(uint32(i), finishToProto(r.FinishReason)), CompletionTokens: r.CompletionTokens}
 	}
 	e.outcome, e.prompt, e.completion = OutcomeOK, fin.Usage.PromptTokens, fin.Usage.CompletionTokens
 	return m.f.stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: fin}})

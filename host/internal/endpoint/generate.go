@@ -93,6 +93,9 @@ func (s *Server) Generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	err := s.generate(req, stream, &e)
 	if o := s.obs.Load(); o != nil {
 		o.Finished(e.outcome, e.prompt, e.completion)
+		if tc, ok := o.Observer.(ToolCallObserver); ok && (e.failures > 0 || e.dropped > 0) {
+			tc.ToolCalls(e.failures, e.dropped)
+		}
 	}
 	return err
 }
@@ -101,6 +104,7 @@ func (s *Server) Generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 type ended struct {
 	outcome            Outcome
 	prompt, completion uint32
+	failures, dropped  int // tool calls returned as content, and dropped
 }
 
 func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_GenerateServer, e *ended) error {
@@ -129,13 +133,15 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	engineID := id + "-" + strconv.FormatUint(a.seq, 10)
 	p.engine.RequestID = engineID
 	var pr *workerv1.Prompt
+	var parse *choiceParsers
 	if pe, ok := a.engine.(Prompts); ok {
-		if pr, err = s.prompt(pe, req, &p); err != nil {
+		if pr, parse, err = s.prompt(pe, req, &p, a.accepts); err != nil {
 			e.outcome = OutcomeInvalid
 			return err
 		}
 	}
 	f := newForward(stream, id, uint32(len(p.engine.TokenIDs)))
+	f.parse = parse
 	f.progress = a.progress
 	f.lp = newLogprobOut(p.engine, logprobTokens(a.engine), p.n)
 	if err := f.start(pr); err != nil {
@@ -160,22 +166,48 @@ const maxPromptLogprobs = 1 << 16
 
 // prompt renders and encodes the prompt once, with vigil's tokenizer,
 // into p, and returns the prompt message when the request asks for it
-// (return_prompt, or the prompt's logprobs); nil otherwise.
-func (s *Server) prompt(pe Prompts, req *workerv1.GenerateRequest, p *plan) (*workerv1.Prompt, error) {
+// (return_prompt, or the prompt's logprobs), nil otherwise, and a chat's
+// output parsers (nil: none).
+func (s *Server) prompt(pe Prompts, req *workerv1.GenerateRequest, p *plan, a accepts) (*workerv1.Prompt, *choiceParsers, error) {
 	want := req.GetReturnPrompt() || req.GetLogprobs().GetPrompt()
-	ids, text, field, err := pe.Prompt(p.engine, req.GetMessages(), want)
+	chat := req.GetMessages()
+	ids, text, field, err := pe.Prompt(p.engine, chat, want || chat != nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	p.engine.TokenIDs, p.engine.Text, p.field, p.tokenized = ids, "", field, true
 	if lp := req.GetLogprobs(); lp.GetPrompt() && len(ids)*(1+int(lp.GetPromptTop())) > maxPromptLogprobs {
-		return nil, status.Errorf(codes.InvalidArgument, "logprobs.prompt: the prompt's %d tokens with %d alternatives each make more than "+
+		return nil, nil, status.Errorf(codes.InvalidArgument, "logprobs.prompt: the prompt's %d tokens with %d alternatives each make more than "+
 			"%d logprobs, which one message cannot carry; ask fewer alternatives or send a shorter prompt", len(ids), lp.GetPromptTop(), maxPromptLogprobs)
 	}
-	if !want {
+	parse, err := s.parsing(pe, req, text, p, a)
+	if err != nil || !want {
+		return nil, parse, err
+	}
+	return &workerv1.Prompt{TokenIds: ids, Text: text}, parse, nil
+}
+
+// parsing sets up a chat's output parsers and, for tool_choice required
+// or a named function, the structured output that constrains it.
+func (s *Server) parsing(pe Prompts, req *workerv1.GenerateRequest, text string, p *plan, a accepts) (*choiceParsers, error) {
+	pp, ok := pe.(Parsers)
+	if !ok || req.GetMessages() == nil {
 		return nil, nil
 	}
-	return &workerv1.Prompt{TokenIds: ids, Text: text}, nil
+	newParser, schema, err := pp.Parsing(req.GetMessages(), text)
+	if err != nil {
+		return nil, err
+	}
+	if schema != "" {
+		o, err := toolSchema(schema, req, a)
+		if err != nil {
+			return nil, err
+		}
+		if p.engine.StructuredOutput, err = structured(o, a); err != nil {
+			return nil, err
+		}
+	}
+	return newChoiceParsers(newParser, req.GetMessages(), p.n), nil
 }
 
 // forward is one request's output on its way to the client.
@@ -191,7 +223,8 @@ type forward struct {
 	// which saves three allocations per token.
 	chunk *workerv1.Chunk
 	msg   *workerv1.GenerateResponse
-	lp    *logprobOut // nil: no logprobs
+	lp    *logprobOut    // nil: no logprobs
+	parse *choiceParsers // nil: the output passes as it is
 }
 
 func newForward(stream workerv1.Worker_GenerateServer, id string, prompt uint32) *forward {
@@ -241,6 +274,9 @@ func (f *forward) emit(i uint32, c sdk.Chunk) error {
 		}
 	}
 	f.chunk.TokenIds, f.chunk.Text, f.chunk.Index = c.TokenIDs, c.Text, i
+	if f.parse != nil {
+		f.parse.feed(i, c.Text, false, f.chunk)
+	}
 	f.chunk.Logprobs = f.lp.convert(i, c.Logprobs)
 	if f.waiting() {
 		// Held, not sent: a failure now is still one before the output.
@@ -279,12 +315,40 @@ func (f *forward) flushPrompt() error {
 	return f.sendPrompt(nil)
 }
 
+// flushParsers sends what each choice's parser held at the output's end
+// (a call without its closing markup, text that might have begun one),
+// and counts the calls returned as content and dropped into e.
+func (f *forward) flushParsers(e *ended) error {
+	if f.parse == nil {
+		return nil
+	}
+	for i, p := range f.parse.parsers {
+		if p == nil {
+			continue
+		}
+		chunk := &workerv1.Chunk{Index: uint32(i)}
+		f.parse.feed(uint32(i), "", true, chunk)
+		if chunk.Text == "" && chunk.ReasoningText == "" && len(chunk.ToolCalls) == 0 {
+			continue
+		}
+		f.sent = true
+		if err := f.stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: chunk}}); err != nil {
+			return err
+		}
+	}
+	e.failures, e.dropped = f.parse.counts()
+	return nil
+}
+
 // finish sends the final message of a generation that ended with res.
 func (f *forward) finish(res sdk.Result, e *ended) error {
 	if err := f.flushPrompt(); err != nil {
 		return err
 	}
-	reason := finishToProto(res.FinishReason)
+	if err := f.flushParsers(e); err != nil {
+		return err
+	}
+	reason := f.parse.finishReason(0, finishToProto(res.FinishReason))
 	e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
 	m := final(f.id, reason, "", res.PromptTokens, res.CompletionTokens)
 	m.GetFinal().Usage.CachedTokens = res.CachedTokens

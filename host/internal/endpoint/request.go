@@ -56,7 +56,7 @@ func checkTaken(req *workerv1.GenerateRequest, a accepts) error {
 	if req.GetReturnPrompt() && !a.takes(discovery.CapPromptTokenIDs) {
 		return errEchoNoTokenizer
 	}
-	if err := checkLater(req); err != nil {
+	if err := checkLater(req, a); err != nil {
 		return err
 	}
 	if err := checkLogprobs(req.GetLogprobs(), a); err != nil {
@@ -68,17 +68,19 @@ func checkTaken(req *workerv1.GenerateRequest, a accepts) error {
 // checkLater refuses, naming them, the fields of this round's worker API
 // that later issues implement (docs/worker-api.md): this worker lists no
 // capability for them, so a router sends none.
-func checkLater(req *workerv1.GenerateRequest) error {
+func checkLater(req *workerv1.GenerateRequest, a accepts) error {
 	chat := req.GetMessages()
 	switch {
 	case req.GetResume() != nil:
 		return lacks("resume", "a resumed stream")
+	case a.takes(discovery.CapTools):
+		return nil
 	case chat.GetTools() != "" || chat.GetToolChoice() != nil:
 		return lacks("prompt.messages.tools", "tools")
 	}
 	for i, m := range chat.GetMessages() {
 		if len(m.GetToolCalls()) > 0 {
-			return lacks(fmt.Sprintf("prompt.messages[%d].tool_calls", i), "tool_calls")
+			return lacks(fmt.Sprintf("prompt.messages[%d].tool_calls", i), "tools")
 		}
 	}
 	return nil

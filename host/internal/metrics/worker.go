@@ -101,6 +101,8 @@ type Worker struct {
 	startupWait  prometheus.Histogram
 	busy         prometheus.Gauge
 	busyEpisodes prometheus.Counter
+	toolFailures prometheus.Counter
+	toolDropped  prometheus.Counter
 	recoveries   map[string]prometheus.Counter
 }
 
@@ -174,13 +176,17 @@ func NewWorker(version string, src WorkerSources) *Worker {
 		Buckets: []float64{0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1800},
 	})
 	w.busy, w.busyEpisodes = busyMetrics()
+	w.toolFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_tool_call_parse_failures_total",
+		Help: "Tool calls in chat output returned as content: their arguments not a JSON object, or a function not offered."})
+	w.toolDropped = prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_tool_calls_dropped_total",
+		Help: "Tool calls dropped after a choice's first, for requests with parallel_tool_calls false."})
 	recoveries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_engine_recoveries_total",
 		Help: "Times --on-loss=wait took vigil back to waiting for the engine after losing it, by cause (lost; hung: the adapter stopped answering; draining: the engine drained on purpose).",
 	}, []string{"cause"})
 	w.recoveries = children(recoveries, recoverCauses)
 	gauges := sourceGauges(src)
-	w.reg.MustRegister(append([]prometheus.Collector{state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, w.busy, w.busyEpisodes, recoveries}, gauges...)...)
+	w.reg.MustRegister(append([]prometheus.Collector{state, avail, requests, w.prompt, w.completion, withdrawals, rereg, errs, w.startupWait, w.busy, w.busyEpisodes, w.toolFailures, w.toolDropped, recoveries}, gauges...)...)
 	return w
 }
 
@@ -284,6 +290,12 @@ func (w *Worker) Finished(o endpoint.Outcome, prompt, completion uint32) {
 	w.completion.Add(float64(completion))
 }
 
+// ToolCalls implements endpoint.ToolCallObserver.
+func (w *Worker) ToolCalls(failures, dropped int) {
+	w.toolFailures.Add(float64(failures))
+	w.toolDropped.Add(float64(dropped))
+}
+
 // count increments m's child for v; a value not resolved up front is not
 // counted (it would be a label the docs do not list).
 func count(m map[string]prometheus.Counter, v string) {
@@ -305,3 +317,4 @@ var (
 	_ endpoint.Observer           = (*Worker)(nil)
 	_ discovery.AnnouncerObserver = announcerObserver{}
 )
+var _ endpoint.ToolCallObserver = (*Worker)(nil)

@@ -12,12 +12,14 @@ import (
 
 // setMessages sets a chat request's messages as the prompt: an array of
 // {role, content, name}, content a string or an array of text parts
-// ({"type": "text", "text": ...}, joined by newlines as vLLM does), null only for an assistant
-// turn. Any role passes as it is (developer too: the worker's template
-// layer renders it). The output-only fields of an assistant turn a client
-// replays (annotations, refusal, audio, parsed, reasoning_content, null or
-// empty tool_calls) are accepted and not sent; other parts (images, audio)
-// and tool calling (tool_calls, tool_call_id, function_call) are refused,
+// ({"type": "text", "text": ...}, joined by newlines as vLLM does), null
+// only for an assistant turn. Any role passes as it is (developer too:
+// the worker's template layer renders it). An assistant turn's
+// tool_calls and reasoning (reasoning_content, or vLLM's newer
+// reasoning) and a tool turn's tool_call_id reach the template; the
+// other output-only fields of an assistant turn a client replays
+// (annotations, refusal, audio, parsed) are accepted and not sent. Other
+// parts (images, audio) and the deprecated function_call are refused,
 // naming the message.
 func setMessages(req *workerv1.GenerateRequest, raw json.RawMessage) *apiError {
 	if isNull(raw) {
@@ -44,13 +46,19 @@ func setMessages(req *workerv1.GenerateRequest, raw json.RawMessage) *apiError {
 
 // outputOnly are the fields of an assistant message as OpenAI returned
 // it, which a client replays with its history: not rendered, not sent.
-// reasoning_content waits for issue 27's templates that render it.
-var outputOnly = map[string]bool{"annotations": true, "refusal": true, "audio": true, "parsed": true, "reasoning_content": true}
+var outputOnly = map[string]bool{"annotations": true, "refusal": true, "audio": true, "parsed": true}
+
+// onlyOn are the message fields only one role carries.
+var onlyOn = map[string]string{"tool_calls": "assistant", "reasoning_content": "assistant", "reasoning": "assistant", "tool_call_id": "tool"}
 
 // checkMessageField checks field k of message i, role role, other than
-// role and content; name is read into m.
+// role and content, and reads it into m.
 func checkMessageField(i int, role, k string, v json.RawMessage, m *workerv1.Message) *apiError {
 	v = bytes.TrimSpace(v)
+	if r, ok := onlyOn[k]; ok && r != role && !isNull(v) && !(k == "tool_calls" && bytes.Equal(v, []byte("[]"))) {
+		return badRequest("messages", "messages[%d].%s: only %s messages carry %s", i, k, r, k)
+	}
+	var aerr *apiError
 	switch {
 	case k == "name":
 		if json.Unmarshal(v, &m.Name) != nil && !isNull(v) {
@@ -61,13 +69,26 @@ func checkMessageField(i int, role, k string, v json.RawMessage, m *workerv1.Mes
 		if role != "assistant" {
 			return badRequest("messages", "messages[%d].%s: only an assistant message carries %s", i, k, k)
 		}
-	case k == "tool_calls" && bytes.Equal(v, []byte("[]")):
-	case k == "tool_calls" || k == "tool_call_id" || k == "function_call":
-		return badRequest("messages", "messages[%d].%s: vigil does not take tool calling yet; omit it", i, k)
+	case k == "tool_calls":
+		m.ToolCalls, aerr = parseToolCalls(i, v)
+	case k == "tool_call_id":
+		if json.Unmarshal(v, &m.ToolCallId) != nil {
+			return badRequest("messages", "messages[%d].tool_call_id: want a string, got %s", i, clip(v))
+		}
+	case k == "reasoning_content" || k == "reasoning":
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return badRequest("messages", "messages[%d].%s: want a string, got %s", i, k, clip(v))
+		}
+		if m.ReasoningContent == "" || k == "reasoning_content" {
+			m.ReasoningContent = s // reasoning_content wins over reasoning
+		}
+	case k == "function_call":
+		return badRequest("messages", "messages[%d].function_call: the deprecated function calling; send tool_calls (and tool messages with tool_call_id)", i)
 	default:
 		return badRequest("messages", "messages[%d]: unrecognized field %s", i, k)
 	}
-	return nil
+	return aerr
 }
 
 func toMessage(i int, e map[string]json.RawMessage) (*workerv1.Message, *apiError) {
@@ -83,39 +104,52 @@ func toMessage(i int, e map[string]json.RawMessage) (*workerv1.Message, *apiErro
 			return nil, aerr
 		}
 	}
-	content := bytes.TrimSpace(e["content"])
+	if m.Role == "tool" && m.ToolCallId == "" {
+		return nil, badRequest("messages", "messages[%d].tool_call_id: required for a tool message (the id of the call it answers)", i)
+	}
+	content, aerr := messageContent(i, m.Role, e["content"])
+	m.Content = content
+	return &m, aerr
+}
+
+// messageContent reads message i's content: a string or an array of
+// text parts, null only for an assistant turn.
+func messageContent(i int, role string, raw json.RawMessage) (string, *apiError) {
+	content := bytes.TrimSpace(raw)
+	bad := badRequest("messages", "messages[%d].content: want a string or an array of text parts", i)
 	switch {
 	case isNull(content):
-		if m.Role != "assistant" {
-			return nil, badRequest("messages", "messages[%d].content: required for role %q", i, m.Role)
+		if role != "assistant" {
+			return "", badRequest("messages", "messages[%d].content: required for role %q", i, role)
 		}
+		return "", nil
 	case content[0] == '"':
-		if json.Unmarshal(content, &m.Content) != nil {
-			return nil, badRequest("messages", "messages[%d].content: want a string or an array of text parts", i)
+		var s string
+		if json.Unmarshal(content, &s) != nil {
+			return "", bad
 		}
-	case content[0] == '[':
-		var parts []struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
-		}
-		if json.Unmarshal(content, &parts) != nil {
-			return nil, badRequest("messages", "messages[%d].content: want a string or an array of text parts", i)
-		}
-		var b strings.Builder
-		for j, p := range parts {
-			if p.Type != "text" || p.Text == nil {
-				return nil, badRequest("messages", `messages[%d].content[%d]: vigil takes text parts only ({"type": "text", "text": ...}), got type %q`, i, j, p.Type)
-			}
-			if j > 0 {
-				b.WriteByte('\n')
-			}
-			b.WriteString(*p.Text)
-		}
-		m.Content = b.String()
-	default:
-		return nil, badRequest("messages", "messages[%d].content: want a string or an array of text parts", i)
+		return s, nil
+	case content[0] != '[':
+		return "", bad
 	}
-	return &m, nil
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(content, &parts) != nil {
+		return "", bad
+	}
+	var b strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return "", badRequest("messages", `messages[%d].content[%d]: vigil takes text parts only ({"type": "text", "text": ...}), got type %q`, i, j, p.Type)
+		}
+		if j > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(*p.Text)
+	}
+	return b.String(), nil
 }
 
 // templateOwned are the chat template's variables the worker sets itself

@@ -199,10 +199,14 @@ func TestUnsupportedParameters(t *testing.T) {
 		{endpointChat, chat, "logprobs", "false", true},
 		{endpointChat, chat, "top_logprobs", "3", false},
 		{endpointChat, chat, "top_logprobs", "0", true},
-		{endpointChat, chat, "tools", `[{"type":"function","function":{"name":"f"}}]`, false},
+		{endpointChat, chat, "tools", `[{"type":"function","function":{"name":"f"}}]`, false}, // no worker lists tools
 		{endpointChat, chat, "tools", `[]`, true},
-		{endpointChat, chat, "tool_choice", `"auto"`, false},
+		{endpointChat, chat, "tool_choice", `"auto"`, false}, // without tools
 		{endpointChat, chat, "tool_choice", `"none"`, true},
+		{endpointChat, chat, "parallel_tool_calls", `false`, true},
+		{endpointChat, chat, "functions", `[{"name":"f"}]`, false},
+		{endpointChat, chat, "functions", `[]`, true},
+		{endpointChat, chat, "function_call", `"auto"`, false},
 		{endpointChat, chat, "response_format", `{"type":"json_object"}`, false},
 		{endpointChat, chat, "response_format", `{"type":"text"}`, true},
 		{endpointChat, chat, "n", "2", false},

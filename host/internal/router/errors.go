@@ -124,6 +124,14 @@ var workerFields = map[string]string{
 	"sampling.min_p":          "min_p",
 	"logprobs.prompt":         "logprobs", // completions' echo with logprobs
 	"logprobs.prompt_top":     "logprobs",
+	// Tool calling (issue 27): the worker refuses a tool_choice its
+	// engine cannot constrain, or tools its template cannot render.
+	"tools":                               "tools",
+	"prompt.messages.tools":               "tools",
+	"tool_choice":                         "tool_choice",
+	"prompt.messages.tool_choice":         "tool_choice",
+	"parallel_tool_calls":                 "parallel_tool_calls",
+	"prompt.messages.parallel_tool_calls": "parallel_tool_calls",
 }
 
 // protoPaths rewrites the worker API's paths that a message mentions

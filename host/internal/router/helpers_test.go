@@ -71,6 +71,13 @@ type fakeWorker struct {
 	cached uint32
 	// length ends requests with LENGTH, as at max_tokens.
 	length bool
+	// script, when not nil, is each choice's chunks (their index set to
+	// the choice's, the choices' chunks interleaved), then a final with
+	// finish (STOP when unset) and reasoning tokens: a worker whose
+	// parsers split reasoning and tool calls out (issue 27).
+	script    []*workerv1.Chunk
+	finish    workerv1.FinishReason
+	reasoning uint32
 
 	workerv1.UnimplementedWorkerServer
 }
@@ -92,7 +99,8 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 	w.mu.Lock()
 	w.last = proto.Clone(req).(*workerv1.GenerateRequest)
 	refuse, broken, hold, fail, wait, empty, ttft := w.refuse, w.breakAfterChunk, w.hold, w.fail, w.wait, w.empty, w.ttft
-	tag, cached, length := w.tagPrompt, w.cached, w.length
+	tag, cached, length, script := w.tagPrompt, w.cached, w.length, w.script
+	finish, reasoning := w.finish, w.reasoning
 	w.mu.Unlock()
 
 	// As the worker endpoint: a request meant for another worker id is
@@ -147,6 +155,9 @@ func (w *fakeWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerS
 			TokenIds: ids, Text: fmt.Sprintf("<%d ids>", len(ids))}}}); err != nil {
 			return err
 		}
+	}
+	if script != nil {
+		return scripted(req, stream, script, finish, reasoning)
 	}
 	if req.GetN() > 1 {
 		return nChoices(req, stream, cached)
@@ -210,6 +221,29 @@ func nChoices(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[w
 		f.Choices = append(f.Choices, &workerv1.ChoiceFinal{Index: j, FinishReason: r, CompletionTokens: 2})
 	}
 	return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: f}})
+}
+
+// scripted answers with script for each of the request's choices, as
+// fakeWorker.script says.
+func scripted(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse], script []*workerv1.Chunk,
+	finish workerv1.FinishReason, reasoning uint32) error {
+	n := max(req.GetN(), 1)
+	for _, c := range script {
+		for j := range n {
+			c := proto.CloneOf(c)
+			c.Index = j
+			if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: c}}); err != nil {
+				return err
+			}
+		}
+	}
+	if finish == workerv1.FinishReason_FINISH_REASON_UNSPECIFIED {
+		finish = workerv1.FinishReason_FINISH_REASON_STOP
+	}
+	return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: &workerv1.Final{
+		FinishReason: finish, RequestId: req.GetRequestId(),
+		Usage: &workerv1.Usage{PromptTokens: promptTokens(req), CompletionTokens: uint32(len(script)), ReasoningTokens: reasoning},
+	}}})
 }
 
 func promptTokens(req *workerv1.GenerateRequest) uint32 {

@@ -14,6 +14,7 @@ import (
 // capability names (docs/worker-api.md, "Capabilities"), in parameter
 // order: structured output, n, the penalties and logit_bias, stop strings,
 // top_k, min_p, seed, min_tokens, ignore_eos, chat_template_kwargs,
+// tools (offered, or a turn with calls or answering one: usesTools),
 // logprobs (with its top alternatives), the prompt's logprobs,
 // return_prompt. Neutral values (0, 1, empty) ask for nothing. The first
 // need no worker meets is the one a 400 names.
@@ -42,6 +43,7 @@ func needsOf(req *workerv1.GenerateRequest) []discovery.Need {
 	add(st.GetMinTokens() > 0, discovery.CapMinTokens)
 	add(st.GetIgnoreEos(), discovery.CapIgnoreEOS)
 	add(req.GetMessages().GetChatTemplateKwargs() != "", discovery.CapChatTemplateKwargs)
+	add(usesTools(req.GetMessages()), discovery.CapTools)
 	if lp := req.GetLogprobs(); lp.GetOutput() {
 		needs = append(needs, discovery.Need{Name: discovery.CapLogprobs, AtLeast: lp.GetTop()})
 	}
@@ -109,6 +111,7 @@ var needFields = map[string]string{
 	discovery.CapMinTokens:          "stopping.min_tokens",
 	discovery.CapIgnoreEOS:          "stopping.ignore_eos",
 	discovery.CapChatTemplateKwargs: "prompt.messages.chat_template_kwargs",
+	discovery.CapTools:              "prompt.messages.tools",
 	discovery.CapPromptTokenIDs:     "return_prompt",
 	discovery.CapLogprobs:           "logprobs.top",
 	discovery.CapPromptLogprobs:     "logprobs.prompt_top",
@@ -144,6 +147,7 @@ var capHints = map[string]string{
 	discovery.CapStop:               "; a worker started with --tokenizer-dir matches stop strings itself",
 	discovery.CapPromptTokenIDs:     "; a worker started with --tokenizer-dir gives the prompt's text",
 	discovery.CapChatTemplateKwargs: "; a worker with a chat template (--tokenizer-dir, --chat-template) takes it",
+	discovery.CapTools:              "; a worker started with --tokenizer-dir whose chat template renders tools takes them, and parses the calls",
 	discovery.CapLogprobs:           logprobsHint,
 	discovery.CapPromptLogprobs:     logprobsHint,
 }

@@ -97,7 +97,7 @@ type HTTPConfig struct {
 //     one worker), else 503; the gRPC health service says the same.
 //
 // A request field vigil cannot honour gets 400 naming it, unless it holds
-// the neutral value clients send (logprobs false, tools [], ...; see
+// the neutral value clients send (logprobs false, functions [], ...; see
 // params.go); so does a field OpenAI's API does not have. A field that
 // needs a worker capability (structured output, n, the penalties, ...)
 // goes only to workers that list it, else 400 naming it (needs.go). A
@@ -284,7 +284,7 @@ func (h *httpHandler) model(w http.ResponseWriter, r *http.Request) {
 }
 
 // finishReason maps a worker's finish reason to OpenAI's: "stop",
-// "length", or null for one this router does not know (a newer worker's).
+// "length", "tool_calls", or null for one this router does not know (a newer worker's).
 // failed is true for ERROR and CANCELLED: the generation did not complete.
 func finishReason(f workerv1.FinishReason) (reason *string, failed bool) {
 	var r string
@@ -293,6 +293,8 @@ func finishReason(f workerv1.FinishReason) (reason *string, failed bool) {
 		r = "stop"
 	case workerv1.FinishReason_FINISH_REASON_LENGTH:
 		r = "length"
+	case workerv1.FinishReason_FINISH_REASON_TOOL_CALLS:
+		r = "tool_calls"
 	case workerv1.FinishReason_FINISH_REASON_CANCELLED, workerv1.FinishReason_FINISH_REASON_ERROR:
 		return nil, true
 	default:

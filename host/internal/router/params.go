@@ -35,7 +35,6 @@ var (
 	rFalse    = paramRule{neutral: oneOf(`false`), want: "omit it or send false"}
 	rTrue     = paramRule{neutral: oneOf(`true`), want: "omit it or send true"}
 	rOne      = paramRule{neutral: isNumber(1), want: "omit it or send 1"}
-	rEmptyArr = paramRule{neutral: oneOf(`[]`), want: "omit it or send []"}
 )
 
 // commonParams are the fields both endpoints share.
@@ -75,11 +74,11 @@ var chatParams = map[string]paramRule{
 	"chat_template_kwargs":   rTaken,
 	"logprobs":               rTaken,
 	"top_logprobs":           rTaken,
-	"tools":                  rEmptyArr,
-	"tool_choice":            {neutral: oneOf(`"none"`), want: `omit it or send "none"`},
-	"parallel_tool_calls":    rAny, // no tools: nothing to call in parallel
-	"functions":              rEmptyArr,
-	"function_call":          {neutral: oneOf(`"none"`), want: `omit it or send "none"`},
+	"tools":                  rTaken,
+	"tool_choice":            rTaken,
+	"parallel_tool_calls":    rTaken,
+	"functions":              {neutral: oneOf(`[]`), want: "the deprecated function calling; send tools instead"},
+	"function_call":          {neutral: oneOf(`"none"`), want: "the deprecated function calling; send tool_choice instead"},
 	"service_tier":           {neutral: oneOf(`"auto"`, `"default"`), want: `omit it or send "auto"`},
 	"modalities":             {neutral: oneOf(`["text"]`), want: `omit it or send ["text"]`},
 	"audio":                  rNullOnly,

@@ -50,6 +50,9 @@ type request struct {
 	Logprobs            json.RawMessage `json:"logprobs"`
 	TopLogprobs         *int64          `json:"top_logprobs"`
 	ChatTemplateKwargs  json.RawMessage `json:"chat_template_kwargs"`
+	Tools               json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	PromptCacheKey      *string         `json:"prompt_cache_key"`
 	// Store is read to check it is a boolean: nothing is stored.
 	Store *bool `json:"store"`
@@ -96,7 +99,7 @@ func (n fieldNames) param(need string) string {
 	switch need {
 	case discovery.CapN, discovery.CapPresencePenalty, discovery.CapFrequencyPenalty, discovery.CapRepetitionPenalty,
 		discovery.CapLogitBias, discovery.CapStop, discovery.CapTopK, discovery.CapMinP, discovery.CapSeed,
-		discovery.CapMinTokens, discovery.CapIgnoreEOS, discovery.CapChatTemplateKwargs:
+		discovery.CapMinTokens, discovery.CapIgnoreEOS, discovery.CapChatTemplateKwargs, discovery.CapTools:
 		return need
 	case discovery.CapPromptTokenIDs:
 		return "echo"
@@ -203,6 +206,9 @@ func (c *request) setInput(endpoint string, req *workerv1.GenerateRequest, p *pa
 	if endpoint == endpointChat {
 		p.names.prompt = "messages"
 		if aerr := setMessages(req, c.Messages); aerr != nil {
+			return aerr
+		}
+		if aerr := setChatTools(req.GetMessages(), c.Tools, c.ToolChoice, c.ParallelToolCalls); aerr != nil {
 			return aerr
 		}
 		return setTemplateKwargs(req.GetMessages(), c.ChatTemplateKwargs)

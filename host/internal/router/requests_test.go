@@ -17,7 +17,7 @@ import (
 
 // allCaps is a worker that takes every parameter of this release.
 const allCaps = "chat_template_kwargs,choice,frequency_penalty,grammar.ebnf,grammar.lark,ignore_eos,json_object,json_schema," +
-	"logit_bias,min_p,min_tokens,n=8,presence_penalty,prompt_token_ids,regex,repetition_penalty,seed,stop,structural_tag,tokenize,top_k"
+	"logit_bias,min_p,min_tokens,n=8,presence_penalty,prompt_token_ids,reasoning,regex,repetition_penalty,seed,stop,structural_tag,tokenize,tools,top_k"
 
 // capsWorker is a chat worker that publishes caps (its discovery
 // metadata's "caps").
@@ -491,15 +491,13 @@ func TestReplayedMessages(t *testing.T) {
 		{"role":"user","content":"again","name":null}]}`)
 	want := &workerv1.Messages{Messages: []*workerv1.Message{
 		{Role: "developer", Content: "Be brief."}, {Role: "user", Name: "alice", Content: "hi"},
-		{Role: "assistant", Content: "yo"}, {Role: "assistant"}, {Role: "user", Content: "again"},
+		{Role: "assistant", Content: "yo", ReasoningContent: "thought"}, {Role: "assistant"}, {Role: "user", Content: "again"},
 	}}
 	if diff := cmp.Diff(want, got.GetMessages(), protocmp.Transform()); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
 	}
 	for _, tc := range []struct{ msg, want string }{
-		{`{"role":"assistant","content":"x","tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]}`, "messages[0].tool_calls: vigil does not take tool calling"},
-		{`{"role":"tool","content":"x","tool_call_id":"1"}`, "messages[0].tool_call_id: vigil does not take tool calling"},
-		{`{"role":"assistant","content":"x","function_call":{"name":"f"}}`, "messages[0].function_call"},
+		{`{"role":"assistant","content":"x","function_call":{"name":"f"}}`, "messages[0].function_call: the deprecated function calling; send tool_calls"},
 		{`{"role":"user","content":"x","annotations":[]}`, "only an assistant message"},
 		{`{"role":"user","content":"x","name":5}`, "messages[0].name: want a string"},
 		{`{"role":"user","content":"x","colour":"red"}`, "unrecognized field colour"},
@@ -560,7 +558,7 @@ func TestFieldsThatStopAtTheRouter(t *testing.T) {
 func TestNeedsOf(t *testing.T) {
 	req := &workerv1.GenerateRequest{
 		StructuredOutput: so(&workerv1.Grammar{Dialect: "lark", Text: "start: x"}), N: 4, ReturnPrompt: true,
-		Prompt:   &workerv1.GenerateRequest_Messages{Messages: &workerv1.Messages{ChatTemplateKwargs: "{}"}},
+		Prompt:   &workerv1.GenerateRequest_Messages{Messages: &workerv1.Messages{ChatTemplateKwargs: "{}", Tools: "[]"}},
 		Sampling: &workerv1.Sampling{PresencePenalty: 1, FrequencyPenalty: 1, RepetitionPenalty: proto.Float32(1.1), LogitBias: map[uint32]float32{1: 1}, TopK: proto.Uint32(5), MinP: 0.1, Seed: proto.Int64(1)},
 		Stopping: &workerv1.Stopping{Stop: []string{"x"}, MinTokens: 1, IgnoreEos: true},
 	}
@@ -569,7 +567,7 @@ func TestNeedsOf(t *testing.T) {
 		got = append(got, n.Name)
 	}
 	want := []string{"grammar.lark", "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "stop",
-		"top_k", "min_p", "seed", "min_tokens", "ignore_eos", "chat_template_kwargs", "prompt_token_ids"}
+		"top_k", "min_p", "seed", "min_tokens", "ignore_eos", "chat_template_kwargs", "tools", "prompt_token_ids"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("needs (-want +got):\n%s", diff)
 	}

@@ -33,6 +33,17 @@ type promptRun struct {
 	offsets   []int
 	// promptOnly: the output is dropped (echo with max_tokens 0).
 	promptOnly bool
+	// reasoning and calls are each choice's reasoning text and tool calls
+	// (issue 27): Chunk.reasoning_text and Chunk.tool_calls collected.
+	reasoning []strings.Builder
+	calls     [][]*callAcc
+}
+
+// callAcc is a tool call collected from its pieces (ToolCallDelta): the
+// first names it, each adds to its arguments.
+type callAcc struct {
+	id, typ, name string
+	args          strings.Builder
 }
 
 // runs are the worker requests of a parsed request whose first (or only)
@@ -51,7 +62,8 @@ func (p *parsed) runs(req *workerv1.GenerateRequest) []*promptRun {
 			r.Prompt = pr.Prompt
 			r.RequestId = fmt.Sprintf("%s-%d", req.GetRequestId(), i)
 		}
-		run := &promptRun{req: r, texts: make([]strings.Builder, p.n), promptOnly: p.promptOnly}
+		run := &promptRun{req: r, texts: make([]strings.Builder, p.n), promptOnly: p.promptOnly,
+			reasoning: make([]strings.Builder, p.n), calls: make([][]*callAcc, p.n)}
 		if p.logprobs {
 			run.lps, run.offsets = make([][]*workerv1.TokenLogprob, p.n), make([]int, p.n)
 		}
@@ -153,6 +165,8 @@ func (run *promptRun) collect(m *workerv1.GenerateResponse) {
 	case *workerv1.GenerateResponse_Chunk:
 		if i := int(k.Chunk.GetIndex()); i < len(run.texts) && !run.promptOnly {
 			run.texts[i].WriteString(k.Chunk.GetText())
+			run.reasoning[i].WriteString(k.Chunk.GetReasoningText())
+			run.addCalls(i, k.Chunk.GetToolCalls())
 			if run.lps != nil {
 				run.lps[i] = append(run.lps[i], k.Chunk.GetLogprobs()...)
 			}
@@ -160,6 +174,45 @@ func (run *promptRun) collect(m *workerv1.GenerateResponse) {
 	case *workerv1.GenerateResponse_Final:
 		run.final = k.Final
 	}
+}
+
+// addCalls adds the pieces of tool calls of choice j. A piece of a call
+// after the last known starts the next one (the worker numbers them
+// from 0 in order), so no index makes a gap.
+func (run *promptRun) addCalls(j int, pieces []*workerv1.ToolCallDelta) {
+	for _, d := range pieces {
+		calls := run.calls[j]
+		at := min(int(d.GetIndex()), len(calls))
+		if at == len(calls) {
+			calls = append(calls, &callAcc{})
+			run.calls[j] = calls
+		}
+		c := calls[at]
+		if d.GetId() != "" {
+			c.id = d.GetId()
+		}
+		if d.GetType() != "" {
+			c.typ = d.GetType()
+		}
+		if d.GetName() != "" {
+			c.name = d.GetName()
+		}
+		c.args.WriteString(d.GetArguments())
+	}
+}
+
+// toolCalls are choice j's tool calls, whole: for chat's message and the
+// Responses API's function_call items.
+func (run *promptRun) toolCalls(j int) []*workerv1.ToolCall {
+	var out []*workerv1.ToolCall
+	for _, c := range run.calls[j] {
+		typ := c.typ
+		if typ == "" {
+			typ = "function"
+		}
+		out = append(out, &workerv1.ToolCall{Id: c.id, Type: typ, Name: c.name, Arguments: c.args.String()})
+	}
+	return out
 }
 
 // choiceReason is OpenAI's finish reason of choice j of the run: its
@@ -181,6 +234,14 @@ type usageJSON struct {
 	CompletionTokens    uint32            `json:"completion_tokens"`
 	TotalTokens         uint32            `json:"total_tokens"`
 	PromptTokensDetails *promptTokensJSON `json:"prompt_tokens_details,omitempty"`
+	// CompletionTokensDetails is sent when a worker reports reasoning
+	// tokens (its reasoning parser counts them).
+	CompletionTokensDetails *completionTokensJSON `json:"completion_tokens_details,omitempty"`
+}
+
+// completionTokensJSON is OpenAI's completion_tokens_details.
+type completionTokensJSON struct {
+	ReasoningTokens uint32 `json:"reasoning_tokens"`
 }
 
 // promptTokensJSON is OpenAI's prompt_tokens_details, sent when a worker
@@ -193,16 +254,20 @@ type promptTokensJSON struct {
 // and vLLM count a batch.
 func usageOf(runs []*promptRun) *usageJSON {
 	u := &usageJSON{}
-	var cached uint32
+	var cached, reasoning uint32
 	for _, run := range runs {
 		wu := run.final.GetUsage()
 		u.PromptTokens += wu.GetPromptTokens()
 		u.CompletionTokens += wu.GetCompletionTokens()
 		cached += wu.GetCachedTokens()
+		reasoning += wu.GetReasoningTokens()
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	if cached > 0 {
 		u.PromptTokensDetails = &promptTokensJSON{CachedTokens: cached}
+	}
+	if reasoning > 0 {
+		u.CompletionTokensDetails = &completionTokensJSON{ReasoningTokens: reasoning}
 	}
 	return u
 }
@@ -230,17 +295,50 @@ type textChoice struct {
 type chatChoice struct {
 	Index        int          `json:"index"`
 	Message      *chatMessage `json:"message,omitempty"`
-	Delta        *chatMessage `json:"delta,omitempty"`
+	Delta        *chatDelta   `json:"delta,omitempty"`
 	Logprobs     any          `json:"logprobs"` // nil, *chatLogprobs
 	FinishReason *string      `json:"finish_reason"`
 }
 
-// chatMessage is the assistant's message, or a part of it in a delta: the
-// role in the first event only, the content in those that add text, both
-// absent in the last.
+// chatMessage is the assistant's whole message: content null when it
+// made tool calls and said nothing (as OpenAI and vLLM answer), its
+// reasoning as vLLM gives it, under reasoning_content (LangChain's
+// @langchain/openai reads it) and vLLM 0.11's newer reasoning.
 type chatMessage struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role             string         `json:"role"`
+	Content          *string        `json:"content"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	Reasoning        string         `json:"reasoning,omitempty"`
+	ToolCalls        []toolCallJSON `json:"tool_calls,omitempty"`
+}
+
+// toolCallJSON is a whole tool call, OpenAI's
+// {id, type: "function", function: {name, arguments}}.
+type toolCallJSON struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function functionJSON `json:"function"`
+}
+
+// functionJSON is a call's function: its name (absent in a stream's
+// later pieces) and its arguments, JSON text (a piece of it in a stream).
+type functionJSON struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+// chatMessageOf is choice j's message.
+func (run *promptRun) chatMessageOf(j int) *chatMessage {
+	text := run.texts[j].String()
+	m := &chatMessage{Role: "assistant", Content: &text, ReasoningContent: run.reasoning[j].String()}
+	m.Reasoning = m.ReasoningContent
+	for _, c := range run.toolCalls(j) {
+		m.ToolCalls = append(m.ToolCalls, toolCallJSON{ID: c.GetId(), Type: c.GetType(), Function: functionJSON{Name: c.GetName(), Arguments: c.GetArguments()}})
+	}
+	if text == "" && len(m.ToolCalls) > 0 {
+		m.Content = nil
+	}
+	return m
 }
 
 // choices are a whole response's choices, prompt i's choice j at index
@@ -251,7 +349,7 @@ func (p *parsed) choices(runs []*promptRun) []any {
 		for j := range p.n {
 			index, text, reason := i*p.n+j, run.texts[j].String(), run.choiceReason(j)
 			if p.endpoint == endpointChat {
-				c := chatChoice{Index: index, Message: &chatMessage{Role: "assistant", Content: &text}, FinishReason: reason}
+				c := chatChoice{Index: index, Message: run.chatMessageOf(j), FinishReason: reason}
 				if p.logprobs {
 					c.Logprobs = chatLogprobsOf(run.lps[j])
 				}

@@ -106,7 +106,7 @@ func (c *chunks) event(choices []any, usage json.RawMessage) chunkJSON {
 // for completions; lp its logprobs (nil: none).
 func (c *chunks) choice(index int, text *string, role string, reason *string, lp any) []any {
 	if c.chat {
-		return []any{chatChoice{Index: index, Delta: &chatMessage{Role: role, Content: text}, FinishReason: reason, Logprobs: lp}}
+		return []any{chatChoice{Index: index, Delta: &chatDelta{Role: role, Content: text}, FinishReason: reason, Logprobs: lp}}
 	}
 	var t string
 	if text != nil {
@@ -157,11 +157,91 @@ func (c *chunks) relay(events sse, i int, run *promptRun, m *workerv1.GenerateRe
 			return nil // not a choice of the request, or dropped
 		}
 		lp := c.chunkLogprobs(run, j, k.Chunk.GetLogprobs(), false)
-		return events.send(c.event(c.choice(i*c.n+j, new(k.Chunk.GetText()), "", nil, lp), nil))
+		return c.sendChunk(events, i*c.n+j, k.Chunk, lp)
 	case *workerv1.GenerateResponse_Final:
 		run.final = k.Final
 	}
 	return c.echoOnce(events, i, run)
+}
+
+// chatDelta is a part of the assistant's message in a stream's event:
+// the role in the first event only, then one part an event (content,
+// reasoning under both of chatMessage's names, or a piece of a tool
+// call), nothing in the last.
+type chatDelta struct {
+	Role             string              `json:"role,omitempty"`
+	Content          *string             `json:"content,omitempty"`
+	ReasoningContent string              `json:"reasoning_content,omitempty"`
+	Reasoning        string              `json:"reasoning,omitempty"`
+	ToolCalls        []toolCallDeltaJSON `json:"tool_calls,omitempty"`
+}
+
+// toolCallDeltaJSON is a piece of a tool call in delta.tool_calls,
+// index its place among the choice's calls: the first with id, type and
+// name (arguments ""), the others a piece of its arguments alone.
+type toolCallDeltaJSON struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function functionJSON `json:"function"`
+}
+
+// sendChunk sends the events of ck for the choice at index. A chat chunk
+// with reasoning or tool calls sends its reasoning, its text and each
+// piece of its calls in their own events, in that order (the worker's:
+// reasoning comes before the answer, text before a call), the logprobs
+// with the text; otherwise the chunk is one event of its text.
+func (c *chunks) sendChunk(events sse, index int, ck *workerv1.Chunk, lp any) error {
+	text := ck.GetText()
+	if !c.chat || (ck.GetReasoningText() == "" && len(ck.GetToolCalls()) == 0) {
+		return events.send(c.event(c.choice(index, &text, "", nil, lp), nil))
+	}
+	var deltas []*chatDelta
+	if r := ck.GetReasoningText(); r != "" {
+		deltas = append(deltas, &chatDelta{ReasoningContent: r, Reasoning: r})
+	}
+	lpAt := 0
+	if text != "" {
+		lpAt = len(deltas)
+		deltas = append(deltas, &chatDelta{Content: &text})
+	}
+	for _, d := range ck.GetToolCalls() {
+		for _, tc := range callPieces(d) {
+			deltas = append(deltas, &chatDelta{ToolCalls: []toolCallDeltaJSON{tc}})
+		}
+	}
+	if len(deltas) == 0 {
+		return events.send(c.event(c.choice(index, &text, "", nil, lp), nil))
+	}
+	for k, d := range deltas {
+		var l any
+		if k == lpAt {
+			l = lp
+		}
+		if err := events.send(c.event([]any{chatChoice{Index: index, Delta: d, Logprobs: l}}, nil)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// callPieces are the delta.tool_calls pieces of d, as vLLM streams a
+// call: the one that names it (with arguments ""), then one with its
+// arguments; none for an empty piece.
+func callPieces(d *workerv1.ToolCallDelta) []toolCallDeltaJSON {
+	var out []toolCallDeltaJSON
+	at := int(d.GetIndex())
+	if d.GetId() != "" || d.GetName() != "" {
+		typ := d.GetType()
+		if typ == "" {
+			typ = "function"
+		}
+		out = append(out, toolCallDeltaJSON{Index: at, ID: d.GetId(), Type: typ, Function: functionJSON{Name: d.GetName()}})
+	}
+	if d.GetArguments() != "" {
+		out = append(out, toolCallDeltaJSON{Index: at, Function: functionJSON{Arguments: d.GetArguments()}})
+	}
+	return out
 }
 
 // echoOnce sends, with echo, the prompt as the first text of each of

@@ -15,11 +15,14 @@ import (
 
 // tokenizeAsk is what a Tokenize or Detokenize for model needs of a
 // worker: the tokenize capability, a chat template for messages, and
-// chat_template_kwargs when they are set.
+// chat_template_kwargs and tools when they are used (a replayed tool turn).
 func tokenizeAsk(model string, msgs *workerv1.Messages) Ask {
 	ask := Ask{Model: model, Messages: msgs != nil, Needs: []discovery.Need{{Name: discovery.CapTokenize}}, Kind: KindAny}
 	if msgs.GetChatTemplateKwargs() != "" {
 		ask.Needs = append(ask.Needs, discovery.Need{Name: discovery.CapChatTemplateKwargs})
+	}
+	if usesTools(msgs) {
+		ask.Needs = append(ask.Needs, discovery.Need{Name: discovery.CapTools})
 	}
 	return ask
 }

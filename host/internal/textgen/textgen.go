@@ -84,6 +84,8 @@ type Engine struct {
 	engine sdk.Generator
 	tok    Tokenizer
 	maxLen uint32 // the model's length in tokens; 0: unknown
+	// The reasoning and tool-call parsers' names (WithParsers); "": off.
+	reasoning, toolCall string
 }
 
 // New returns engine with tok around it, for a model of maxModelLen

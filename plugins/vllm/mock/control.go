@@ -47,6 +47,8 @@ func (s *controlServer) GetModelInfo(context.Context, *vllmpb.GetModelInfoReques
 		ServedModelName:       model,
 		SupportsTextInput:     true,
 		SupportsTokenIdsInput: true,
+		ReasoningParser:       s.e.cfg.ReasoningParser,
+		ToolCallParser:        s.e.cfg.ToolCallParser,
 	}, nil
 }
 

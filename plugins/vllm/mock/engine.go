@@ -78,6 +78,12 @@ type Config struct {
 	// vocabulary, 32100 tokens); more is refused with INVALID_ARGUMENT in
 	// vLLM's words. Default 20, vLLM's.
 	MaxLogprobs uint32
+	// ReasoningParser and ToolCallParser are ModelInfo.reasoning_parser
+	// and tool_call_parser, the names vLLM was started with
+	// (--reasoning-parser, --tool-call-parser). Default "": none, as vLLM
+	// reports without them. The mock parses nothing.
+	ReasoningParser string
+	ToolCallParser  string
 }
 
 func (c Config) withDefaults() Config {

@@ -612,7 +612,7 @@ func TestPauseAbortMode(t *testing.T) {
 
 func TestControlInfo(t *testing.T) {
 	t.Parallel()
-	h := start(t, Config{Model: "m", InstanceID: "abc"})
+	h := start(t, Config{Model: "m", InstanceID: "abc", ReasoningParser: "qwen3", ToolCallParser: "hermes"})
 	info, err := h.ctl.GetServerInfo(h.ctx, &vllmpb.GetServerInfoRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -636,7 +636,10 @@ func TestControlInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantModel := &vllmpb.ModelInfo{ModelId: "m", ServedModelName: "m", SupportsTextInput: true, SupportsTokenIdsInput: true}
+	wantModel := &vllmpb.ModelInfo{
+		ModelId: "m", ServedModelName: "m", SupportsTextInput: true, SupportsTokenIdsInput: true,
+		ReasoningParser: "qwen3", ToolCallParser: "hermes",
+	}
 	if diff := cmp.Diff(wantModel, model, protocmp.Transform()); diff != "" {
 		t.Errorf("GetModelInfo (-want +got):\n%s", diff)
 	}

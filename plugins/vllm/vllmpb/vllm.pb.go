@@ -1,7 +1,8 @@
 // The subset of vLLM's gRPC API that vigil uses: package, service, RPC and
 // message names, field numbers and types as vLLM serves them (vllm-project/vllm,
 // the gRPC server's vllm.proto; DecodingParameters from rust/proto/inference.proto,
-// FinishInfo.num_cached_tokens from vllm-proto 0.6). Fields vigil neither sends
+// FinishInfo.num_cached_tokens from vllm-proto 0.6; ModelInfo.reasoning_parser and
+// tool_call_parser from rust/proto/control.proto). Fields vigil neither sends
 // nor reads are left out; protobuf skips them on the wire. Health is the standard
 // grpc.health.v1.Health with the services "vllm.Inference", "vllm.Control"
 // and "" (the whole server).
@@ -1603,6 +1604,8 @@ type ModelInfo struct {
 	ServedModelAliases    []string               `protobuf:"bytes,3,rep,name=served_model_aliases,json=servedModelAliases,proto3" json:"served_model_aliases,omitempty"`
 	SupportsTextInput     bool                   `protobuf:"varint,20,opt,name=supports_text_input,json=supportsTextInput,proto3" json:"supports_text_input,omitempty"`
 	SupportsTokenIdsInput bool                   `protobuf:"varint,21,opt,name=supports_token_ids_input,json=supportsTokenIdsInput,proto3" json:"supports_token_ids_input,omitempty"`
+	ReasoningParser       string                 `protobuf:"bytes,24,opt,name=reasoning_parser,json=reasoningParser,proto3" json:"reasoning_parser,omitempty"`
+	ToolCallParser        string                 `protobuf:"bytes,25,opt,name=tool_call_parser,json=toolCallParser,proto3" json:"tool_call_parser,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -1670,6 +1673,20 @@ func (x *ModelInfo) GetSupportsTokenIdsInput() bool {
 		return x.SupportsTokenIdsInput
 	}
 	return false
+}
+
+func (x *ModelInfo) GetReasoningParser() string {
+	if x != nil {
+		return x.ReasoningParser
+	}
+	return ""
+}
+
+func (x *ModelInfo) GetToolCallParser() string {
+	if x != nil {
+		return x.ToolCallParser
+	}
+	return ""
 }
 
 type AbortRequest struct {
@@ -2490,13 +2507,15 @@ const file_vllm_vllm_proto_rawDesc = "" +
 	"\x12data_parallel_rank\x18\x04 \x01(\rR\x10dataParallelRank\">\n" +
 	"\x0eRlCapabilities\x12,\n" +
 	"\x12sleep_mode_enabled\x18\x03 \x01(\bR\x10sleepModeEnabled\"\x15\n" +
-	"\x13GetModelInfoRequest\"\xed\x01\n" +
+	"\x13GetModelInfoRequest\"\xc2\x02\n" +
 	"\tModelInfo\x12\x19\n" +
 	"\bmodel_id\x18\x01 \x01(\tR\amodelId\x12*\n" +
 	"\x11served_model_name\x18\x02 \x01(\tR\x0fservedModelName\x120\n" +
 	"\x14served_model_aliases\x18\x03 \x03(\tR\x12servedModelAliases\x12.\n" +
 	"\x13supports_text_input\x18\x14 \x01(\bR\x11supportsTextInput\x127\n" +
-	"\x18supports_token_ids_input\x18\x15 \x01(\bR\x15supportsTokenIdsInput\"/\n" +
+	"\x18supports_token_ids_input\x18\x15 \x01(\bR\x15supportsTokenIdsInput\x12)\n" +
+	"\x10reasoning_parser\x18\x18 \x01(\tR\x0freasoningParser\x12(\n" +
+	"\x10tool_call_parser\x18\x19 \x01(\tR\x0etoolCallParser\"/\n" +
 	"\fAbortRequest\x12\x1f\n" +
 	"\vrequest_ids\x18\x01 \x03(\tR\n" +
 	"requestIds\"\x0f\n" +

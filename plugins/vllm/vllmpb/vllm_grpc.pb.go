@@ -1,7 +1,8 @@
 // The subset of vLLM's gRPC API that vigil uses: package, service, RPC and
 // message names, field numbers and types as vLLM serves them (vllm-project/vllm,
 // the gRPC server's vllm.proto; DecodingParameters from rust/proto/inference.proto,
-// FinishInfo.num_cached_tokens from vllm-proto 0.6). Fields vigil neither sends
+// FinishInfo.num_cached_tokens from vllm-proto 0.6; ModelInfo.reasoning_parser and
+// tool_call_parser from rust/proto/control.proto). Fields vigil neither sends
 // nor reads are left out; protobuf skips them on the wire. Health is the standard
 // grpc.health.v1.Health with the services "vllm.Inference", "vllm.Control"
 // and "" (the whole server).

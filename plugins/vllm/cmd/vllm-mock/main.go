@@ -1,8 +1,8 @@
 // Command vllm-mock runs a stand-in vLLM engine (package mock): gRPC on
 // --listen, the JSON control surface on --control. It exits 0 after POST
 // /stop, SIGTERM or SIGINT, 78 on bad flags and 1 on other errors. Its flags
-// are enginemock.Command's, --health-watch, --max-model-len and
-// --max-logprobs.
+// are enginemock.Command's, --health-watch, --max-model-len,
+// --max-logprobs, --reasoning-parser and --tool-call-parser.
 package main
 
 import (
@@ -26,6 +26,12 @@ func main() {
 		}, {
 			Flag:    &cli.UintFlag{Name: "max-logprobs", Value: 20, Usage: "vLLM's --max-logprobs: more alternatives per position are refused as vLLM refuses them (`N`)"},
 			Accepts: "a count from 1",
+		}, {
+			Flag:    &cli.StringFlag{Name: "reasoning-parser", Usage: "ModelInfo.reasoning_parser, as vLLM's --reasoning-parser reports it; the mock parses nothing (`NAME`)"},
+			Accepts: "a parser name",
+		}, {
+			Flag:    &cli.StringFlag{Name: "tool-call-parser", Usage: "ModelInfo.tool_call_parser, as vLLM's --tool-call-parser reports it; the mock parses nothing (`NAME`)"},
+			Accepts: "a parser name",
 		}},
 		New: newEngine,
 	}.Main()
@@ -55,6 +61,9 @@ func newEngine(c *cli.Context, cfg enginemock.Config) (*enginemock.Engine, []any
 		WatchMode:        mode,
 		MaxModelLen:      uint32(maxLen),
 		MaxLogprobs:      uint32(maxLogprobs),
+		ReasoningParser:  c.String("reasoning-parser"),
+		ToolCallParser:   c.String("tool-call-parser"),
 	})
-	return e.Engine, []any{"health_watch", string(mode), "max_model_len", maxLen, "max_logprobs", maxLogprobs}, nil
+	return e.Engine, []any{"health_watch", string(mode), "max_model_len", maxLen, "max_logprobs", maxLogprobs,
+		"reasoning_parser", c.String("reasoning-parser"), "tool_call_parser", c.String("tool-call-parser")}, nil
 }
