@@ -34,7 +34,8 @@ func startToolStack(t *testing.T) *toolStack {
 	m := startMock(t, e, harness.MockOpts{GRPC: addr(freePort(t)), TokenDelay: delay(time.Millisecond)})
 	metrics := addr(freePort(t))
 	v := startVigil(t, reg.opts(vigilOpts{engine: e, engineAddr: m.GRPC, extra: []string{"--tokenizer-dir", dir,
-		"--tool-call-parser", "hermes", "--reasoning-parser", "qwen3", "--metrics-listen", metrics}}))
+		"--tool-call-parser", "hermes", "--reasoning-parser", "qwen3",
+		"--metrics-listen", metrics}}))
 	v.waitLine("worker registered", 60*time.Second)
 	return &toolStack{base: "http://" + reg.router(t, 1).HTTP, model: e.servedModel, metrics: metrics, m: m, tok: tok}
 }
@@ -112,6 +113,7 @@ func replayedCall(name string) string {
 // aiLoop is what an AI SDK tool loop gave (apps.mjs's steps).
 type aiLoop struct {
 	Text, Finish string
+	Streamed     *string // streamText's text of every step
 	Steps        []struct {
 		Finish, Text string
 		Calls        []struct {
@@ -126,25 +128,29 @@ type aiLoop struct {
 	}
 }
 
-// check checks a two-step loop: step one called get_weather and get_time
-// for Paris (ids set and distinct) and ran them, step two answered text.
-func (l aiLoop) check(t *testing.T, answer string) {
+// check checks a two-step loop: step one wrote lead, then called
+// get_weather and get_time for Paris (ids set and distinct) and ran them;
+// step two answered text.
+func (l aiLoop) check(t *testing.T, lead, answer string) {
 	t.Helper()
 	if len(l.Steps) != 2 {
 		t.Fatalf("the loop took %d steps, want 2 (the calls, then the answer): %+v", len(l.Steps), l)
 	}
 	one, two := l.Steps[0], l.Steps[1]
 	city := map[string]any{"city": "Paris"}
-	if one.Finish != "tool-calls" || len(one.Calls) != 2 || one.Calls[0].Name != "get_weather" || one.Calls[1].Name != "get_time" ||
+	if one.Finish != "tool-calls" || strings.TrimSpace(one.Text) != lead || len(one.Calls) != 2 || one.Calls[0].Name != "get_weather" || one.Calls[1].Name != "get_time" ||
 		!reflect.DeepEqual(one.Calls[0].Input, city) || !reflect.DeepEqual(one.Calls[1].Input, city) ||
 		one.Calls[0].ID == "" || one.Calls[0].ID == one.Calls[1].ID {
-		t.Errorf("step one: %+v, want finish tool-calls and the calls get_weather and get_time with input %v and distinct ids", one, city)
+		t.Errorf("step one: %+v, want finish tool-calls, the text %q, the calls get_weather and get_time with input %v and distinct ids", one, lead, city)
 	}
 	if len(one.Results) != 2 || one.Results[0].Output != weatherResult || one.Results[1].Output != timeResult {
 		t.Errorf("step one's tool results %+v, want %q and %q", one.Results, weatherResult, timeResult)
 	}
 	if two.Finish != "stop" || two.Text != answer || len(two.Calls) != 0 || l.Text != answer || l.Finish != "stop" {
 		t.Errorf("step two: %+v (loop text %q, finish %q), want the answer %q with finish stop", two, l.Text, l.Finish, answer)
+	}
+	if l.Streamed != nil && (!strings.HasPrefix(*l.Streamed, lead) || !strings.HasSuffix(*l.Streamed, answer)) {
+		t.Errorf("streamed text %q, want step one's %q, then %q", *l.Streamed, lead, answer)
 	}
 }
 
@@ -157,22 +163,24 @@ func (l aiLoop) check(t *testing.T, answer string) {
 // streamText; the openai package's Responses stream of a call; LangChain's
 // bindTools with invoke, whole and streamed; the openai package's runTools
 // loop, whole and streamed; and a thinking model's reasoning_content then a
-// call, in one stream. Step two's prompt holds the replayed calls and the
-// tools' results as the Qwen3 template renders them.
+// call, in one stream. Step two's prompt holds step one's text, the
+// replayed calls and the tools' results as the Qwen3 template renders them.
 func TestToolApps(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
 	s := startToolStack(t)
-	const answer = "It is sunny, 21 C, and 14:05 in Paris."
-	loopPrompt := []string{"<tools>", replayedCall("get_weather"), replayedCall("get_time"),
+	// Step one's text before the calls goes back, with the Responses
+	// provider, as an item_reference to its message (the calls go whole).
+	const lead, answer = "Let me check.", "It is sunny, 21 C, and 14:05 in Paris."
+	loopPrompt := []string{"<tools>", "<|im_start|>assistant\n" + lead, replayedCall("get_weather"), replayedCall("get_time"),
 		toolResponse(weatherResult), toolResponse(timeResult), "What is the weather and the time in Paris?"}
 
 	for _, name := range []string{"ai-tools-chat", "ai-tools-responses", "ai-tools-responses-stream"} {
 		t.Run(name, func(t *testing.T) {
-			s.script(t, hermesCall("get_weather", paris)+"\n"+hermesCall("get_time", paris), answer)
+			s.script(t, lead+"\n"+hermesCall("get_weather", paris)+"\n"+hermesCall("get_time", paris), answer)
 			var got aiLoop
 			runApp(t, s.base, s.model, name, &got)
-			got.check(t, answer)
+			got.check(t, lead, answer)
 			s.checkPrompt(t, loopPrompt, []string{"<think>"})
 		})
 	}

@@ -258,7 +258,8 @@ const cases = {
     return { text: r.text, finish: r.finishReason, steps: steps(r) };
   },
   // The same through the default provider, openai(model): /v1/responses,
-  // store not false, so step two sends the calls as item_reference.
+  // store not false, so step two sends step one's text as an
+  // item_reference (the calls go whole).
   "ai-tools-responses": async () => {
     const openai = createOpenAI({ baseURL, apiKey });
     const r = await generateText({ model: openai(model), tools: aiTools(), stopWhen: stepCountIs(3), prompt: weatherQuestion, maxRetries: 0 });
@@ -269,9 +270,9 @@ const cases = {
   "ai-tools-responses-stream": async () => {
     const openai = createOpenAI({ baseURL, apiKey });
     const r = streamText({ model: openai(model), tools: aiTools(), stopWhen: stepCountIs(3), prompt: weatherQuestion, maxRetries: 0, providerOptions: { openai: { store: false } } });
-    let text = "";
-    for await (const delta of r.textStream) text += delta;
-    return { text, finish: await r.finishReason, steps: steps({ steps: await r.steps }) };
+    let streamed = "";
+    for await (const delta of r.textStream) streamed += delta;
+    return { text: await r.text, streamed, finish: await r.finishReason, steps: steps({ steps: await r.steps }) };
   },
   // The openai package's Responses API with tools, streamed: the event
   // types in order and the final response's function_call items.
