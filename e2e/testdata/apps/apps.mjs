@@ -5,10 +5,11 @@
 // CASE is one of the keys of `cases` below.
 import OpenAI from "openai";
 import { zodResponseFormat, zodTextFormat } from "openai/helpers/zod";
-import { generateObject, generateText, streamText } from "ai";
+import { generateObject, generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI, OpenAI as LangChainOpenAI, OpenAIEmbeddings } from "@langchain/openai";
 import { AIMessage, HumanMessage, SystemMessage } from "@langchain/core/messages";
+import { tool as langchainTool } from "@langchain/core/tools";
 import { z } from "zod";
 
 const [baseURL, model, which] = process.argv.slice(2);
@@ -16,6 +17,41 @@ const apiKey = "dummy-key";
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 30_000 });
 const Person = z.object({ name: z.string(), age: z.number() });
 const ask = [{ role: "user", content: "Who is Ada? Answer in JSON." }];
+
+// The tool-calling cases' tools (TestToolApps): get_weather by a zod
+// schema, get_time by a JSON schema, each returning a fixed text that the
+// tests look for in the next step's prompt.
+const weatherQuestion = "What is the weather and the time in Paris?";
+const weatherResult = (city) => `sunny, 21 C in ${city}`;
+const timeResult = (city) => `14:05 in ${city}`;
+const citySchema = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false };
+const aiTools = () => ({
+  get_weather: tool({ description: "Get the current weather in a city", inputSchema: z.object({ city: z.string() }), execute: async ({ city }) => weatherResult(city) }),
+  get_time: tool({ description: "Get the local time in a city", inputSchema: jsonSchema(citySchema), execute: async ({ city }) => timeResult(city) }),
+});
+// steps is what a tool loop's steps were: each one's finish, text, calls
+// (name, parsed input, id) and results.
+const steps = (r) =>
+  r.steps.map((s) => ({
+    finish: s.finishReason,
+    text: s.text,
+    calls: s.toolCalls.map((c) => ({ name: c.toolName, input: c.input, id: c.toolCallId })),
+    results: s.toolResults.map((x) => ({ name: x.toolName, id: x.toolCallId, output: x.output })),
+  }));
+const openAITools = [
+  { type: "function", function: { name: "get_weather", description: "Get the current weather in a city", parameters: citySchema } },
+  { type: "function", function: { name: "get_time", description: "Get the local time in a city", parameters: citySchema } },
+];
+const langchainTools = [
+  langchainTool(async ({ city }) => weatherResult(city), { name: "get_weather", description: "Get the current weather in a city", schema: z.object({ city: z.string() }) }),
+  langchainTool(async ({ city }) => timeResult(city), { name: "get_time", description: "Get the local time in a city", schema: z.object({ city: z.string() }) }),
+];
+const langchainCalls = (m) => ({
+  content: m.content,
+  calls: (m.tool_calls ?? []).map((c) => ({ name: c.name, args: c.args, id: c.id })),
+  invalid: m.invalid_tool_calls ?? [],
+  reasoning: m.additional_kwargs?.reasoning_content ?? null,
+});
 
 const cases = {
   // The openai package's parse helper: response_format json_schema, strict.
@@ -212,6 +248,100 @@ const cases = {
       whole: { text: w.text, ...w.logprobs },
       streamed,
       echo: { text: echo.choices[0].text, ...echo.choices[0].logprobs },
+    };
+  },
+  // The AI SDK's tool loop through the chat completions provider: two
+  // tools, stopWhen stepCountIs(3).
+  "ai-tools-chat": async () => {
+    const openai = createOpenAI({ baseURL, apiKey });
+    const r = await generateText({ model: openai.chat(model), tools: aiTools(), stopWhen: stepCountIs(3), prompt: weatherQuestion, maxRetries: 0 });
+    return { text: r.text, finish: r.finishReason, steps: steps(r) };
+  },
+  // The same through the default provider, openai(model): /v1/responses,
+  // store not false, so step two sends step one's text as an
+  // item_reference (the calls go whole).
+  "ai-tools-responses": async () => {
+    const openai = createOpenAI({ baseURL, apiKey });
+    const r = await generateText({ model: openai(model), tools: aiTools(), stopWhen: stepCountIs(3), prompt: weatherQuestion, maxRetries: 0 });
+    return { text: r.text, finish: r.finishReason, steps: steps(r) };
+  },
+  // The loop streamed with streamText and openai(model), store false: the
+  // calls arrive as the Responses API's function_call events.
+  "ai-tools-responses-stream": async () => {
+    const openai = createOpenAI({ baseURL, apiKey });
+    const r = streamText({ model: openai(model), tools: aiTools(), stopWhen: stepCountIs(3), prompt: weatherQuestion, maxRetries: 0, providerOptions: { openai: { store: false } } });
+    let streamed = "";
+    for await (const delta of r.textStream) streamed += delta;
+    return { text: await r.text, streamed, finish: await r.finishReason, steps: steps({ steps: await r.steps }) };
+  },
+  // The openai package's Responses API with tools, streamed: the event
+  // types in order and the final response's function_call items.
+  "openai-responses-tools": async () => {
+    const tools = openAITools.map((t) => ({ type: "function", name: t.function.name, description: t.function.description, parameters: t.function.parameters, strict: false }));
+    const stream = await client.responses.create({ model, input: weatherQuestion, tools, stream: true });
+    const events = [];
+    let args = "";
+    let final = null;
+    for await (const e of stream) {
+      events.push(e.type);
+      if (e.type === "response.function_call_arguments.delta") args += e.delta;
+      if (e.type === "response.completed") final = e.response;
+    }
+    const calls = (final?.output ?? []).filter((o) => o.type === "function_call").map((o) => ({ name: o.name, arguments: o.arguments, callId: o.call_id, id: o.id, status: o.status }));
+    return { events, args, calls, status: final?.status };
+  },
+  // LangChain's bindTools and invoke, whole and streamed (the chunks
+  // concatenated as LangChain's docs do).
+  "langchain-tools": async () => {
+    const llm = new ChatOpenAI({ model, apiKey, maxRetries: 0, configuration: { baseURL } }).bindTools(langchainTools);
+    const whole = await llm.invoke(weatherQuestion);
+    let acc = null;
+    for await (const chunk of await llm.stream(weatherQuestion)) acc = acc === null ? chunk : acc.concat(chunk);
+    return { whole: langchainCalls(whole), streamed: langchainCalls(acc) };
+  },
+  // The openai package's runTools loop, whole and streamed: the function
+  // runs on the model's call and its result goes back.
+  "openai-run-tools": async () => {
+    const got = [];
+    const tools = [{
+      type: "function",
+      function: { name: "get_weather", description: "Get the current weather in a city", parameters: citySchema, parse: JSON.parse, function: (args) => { got.push(args); return weatherResult(args.city); } },
+    }];
+    const run = async (stream) => {
+      const runner = client.chat.completions.runTools({ model, messages: [{ role: "user", content: weatherQuestion }], tools, stream });
+      const content = await runner.finalContent();
+      return { content, roles: runner.messages.map((m) => m.role), completions: runner.allChatCompletions().length };
+    };
+    const whole = await run(false);
+    const streamed = await run(true);
+    return { whole, streamed, args: got };
+  },
+  // A thinking model's answer: reasoning, then a call, in one stream, as
+  // the openai package gets the deltas (and the same not streamed), and
+  // as LangChain reads it.
+  "openai-thinking-tools": async () => {
+    const req = { model, messages: [{ role: "user", content: weatherQuestion }], tools: openAITools };
+    const stream = await client.chat.completions.create({ ...req, stream: true });
+    const deltas = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        const d = c.delta ?? {};
+        if (d.reasoning_content) deltas.push({ reasoning: d.reasoning_content });
+        if (d.content) deltas.push({ content: d.content });
+        for (const tc of d.tool_calls ?? []) deltas.push({ call: tc });
+        finish = c.finish_reason ?? finish;
+      }
+    }
+    const w = (await client.chat.completions.create(req)).choices[0];
+    const llm = new ChatOpenAI({ model, apiKey, maxRetries: 0, configuration: { baseURL } }).bindTools(langchainTools);
+    let acc = null;
+    for await (const chunk of await llm.stream(weatherQuestion)) acc = acc === null ? chunk : acc.concat(chunk);
+    return {
+      deltas,
+      finish,
+      whole: { content: w.message.content, reasoning: w.message.reasoning_content ?? null, calls: w.message.tool_calls ?? [], finish: w.finish_reason },
+      langchain: langchainCalls(acc),
     };
   },
 };
