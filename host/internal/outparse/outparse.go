@@ -48,6 +48,11 @@ type Options struct {
 	Functions []string
 	// NewID returns a new call id; nil: "call_" and the call's number.
 	NewID func() string
+	// Choice is tool_choice when it constrains the output:
+	// ChoiceRequired (the output is RequiredSchema's array) or a
+	// function's name (it is NamedSchema's arguments); "": the family's
+	// markup.
+	Choice string
 	// ReasoningOff: the request turned thinking off (Qwen3's
 	// enable_thinking false), so output is content from its start.
 	ReasoningOff bool
@@ -162,7 +167,11 @@ func New(reasoning, toolCall string, opts Options) (*Parser, error) {
 	}
 	p := &Parser{opts: opts}
 	tf := toolCallParsers[toolCall]
-	if tf.caller != nil && opts.Functions != nil {
+	switch {
+	case opts.Functions == nil:
+	case opts.Choice != "":
+		p.c = &choiceCaller{name: opts.Choice}
+	case tf.caller != nil:
 		p.c = tf.caller(opts)
 	}
 	if rf := reasoningParsers[reasoning]; rf.reasoner != nil && !opts.ReasoningOff {
