@@ -207,7 +207,9 @@ func toolValue(dec *json.Decoder, i int) (*jinja.Dict, error) {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, &InputError{Field: field, Reason: "want an object {\"type\": \"function\", \"function\": {...}}"}
 	}
-	bad := func(err error) error { return &InputError{Field: field, Reason: fmt.Sprintf("not valid JSON: %v", err)} }
+	bad := func(err error) error {
+		return &InputError{Field: field, Reason: fmt.Sprintf("not valid JSON: %v", err)}
+	}
 	tool := jinja.NewDict()
 	_ = tool.Set("type", "function")
 	_ = tool.Set("function", nil)
