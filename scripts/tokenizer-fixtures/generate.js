@@ -38,6 +38,8 @@ for (const family of families) {
   const chats = rendered.results.map((r) => {
     const conv = cases.conversations.find((c) => c.name === r.name);
     const e = { name: r.name, messages: conv.messages, add_generation_prompt: r.add_generation_prompt };
+    if (conv.tools !== undefined) e.tools = conv.tools;
+    if (conv.kwargs !== undefined) e.kwargs = conv.kwargs;
     if (r.error !== undefined) {
       e.error = r.error;
     } else {

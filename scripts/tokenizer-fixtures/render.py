@@ -5,6 +5,13 @@ tojson, raise_exception and strftime_now, and the same variables (messages,
 tools, documents, add_generation_prompt and the special tokens map), and a
 conversation's "kwargs" (chat_template_kwargs) when it has them.
 
+A conversation's messages and "tools" are OpenAI's request JSON; they reach
+the template as vLLM's server hands them to apply_chat_template: each tool
+its pydantic model_dump (vllm/entrypoints/openai/protocol.py,
+ChatCompletionToolsParam, FunctionDefinition), each message rebuilt as
+vllm/entrypoints/chat_utils.py does (_parse_chat_message_content), a tool
+call's arguments parsed from JSON text (_postprocess_messages).
+
 Reads {"template", "config", "conversations"} as JSON on stdin; writes one
 {"rendering"} or {"error"} per conversation and generation-prompt flag.
 """
@@ -35,6 +42,36 @@ def token(v):
     return v
 
 
+def vllm_tool(t):
+    fn = dict(t["function"])
+    dump = {"name": fn.pop("name"), "description": fn.pop("description", None), "parameters": fn.pop("parameters", None)}
+    dump.update(fn)  # extra fields (strict...) after the declared ones
+    rest = {k: v for k, v in t.items() if k not in ("type", "function")}
+    return {"type": t.get("type", "function"), "function": dump, **rest}
+
+
+def vllm_tools(tools):
+    return [vllm_tool(t) for t in tools] if tools else None
+
+
+def vllm_message(m):
+    out = {"role": m["role"], "content": m.get("content") or ""}
+    if m.get("name"):
+        out["name"] = m["name"]
+    if m.get("tool_calls"):
+        calls = []
+        for c in m["tool_calls"]:
+            args = c["function"].get("arguments")
+            calls.append({"id": c.get("id", ""), "type": c.get("type", "function"), "function": {
+                "name": c["function"]["name"], "arguments": json.loads(args) if args else {}}})
+        out["tool_calls"] = calls
+    if m.get("tool_call_id"):
+        out["tool_call_id"] = m["tool_call_id"]
+    if m.get("reasoning_content"):
+        out["reasoning_content"] = m["reasoning_content"]
+    return out
+
+
 def main():
     req = json.load(sys.stdin)
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
@@ -55,7 +92,8 @@ def main():
     for conv in req["conversations"]:
         for gen in (False, True):
             try:
-                text = tmpl.render(messages=conv["messages"], tools=None, documents=None,
+                msgs = [vllm_message(m) for m in conv["messages"]]
+                text = tmpl.render(messages=msgs, tools=vllm_tools(conv.get("tools")), documents=None,
                                    add_generation_prompt=gen, **special, **conv.get("kwargs", {}))
                 out.append({"name": conv["name"], "add_generation_prompt": gen, "rendering": text})
             except Exception as e:  # TypeError, ZeroDivisionError... raise from render too

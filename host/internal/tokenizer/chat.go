@@ -33,6 +33,9 @@ type ChatOptions struct {
 	// ParseKwargs reads them); nil: none. A key the renderer sets itself
 	// is a *KwargError.
 	Kwargs map[string]any
+	// Tools is OpenAI's chat tools array as JSON text; "" for none (the
+	// template's tools is None). A bad one is an *InputError.
+	Tools string
 }
 
 // KwargError refuses a chat_template_kwargs key that would override a
@@ -49,9 +52,12 @@ func (t *Tokenizer) RenderChat(msgs []Message, addGenerationPrompt bool) (string
 }
 
 // RenderChatWith renders msgs with the model's chat template as
-// transformers' apply_chat_template(tokenize=False) does: the template
-// sees messages (each with role and content, in that order, and name when
-// set), add_generation_prompt, tools and documents (none), the special
+// transformers' apply_chat_template(tokenize=False) does, given what
+// vLLM's server gives it: the template sees messages (each with role and
+// content, in that order, then name, tool_calls, tool_call_id and
+// reasoning_content when set; see messageDict), add_generation_prompt,
+// tools (opts.Tools as toolsValue gives them, None for none), documents
+// (None), the special
 // tokens of tokenizer_config.json (bos_token, eos_token, unk_token,
 // pad_token..., additional_special_tokens) and opts.Kwargs, with
 // trim_blocks and lstrip_blocks on and raise_exception and strftime_now
@@ -70,13 +76,15 @@ func (t *Tokenizer) RenderChatWith(msgs []Message, opts ChatOptions) (string, er
 	}
 	list := make([]any, len(msgs))
 	for i, m := range msgs {
-		d := jinja.NewDict()
-		_ = d.Set("role", m.Role)
-		_ = d.Set("content", m.Content)
-		if m.Name != "" {
-			_ = d.Set("name", m.Name)
+		d, err := messageDict(i, m)
+		if err != nil {
+			return "", err
 		}
 		list[i] = d
+	}
+	tools, err := toolsValue(opts.Tools)
+	if err != nil {
+		return "", err
 	}
 	vars := make(map[string]any, len(t.templateVars)+len(opts.Kwargs)+4)
 	for k, v := range opts.Kwargs {
@@ -88,7 +96,7 @@ func (t *Tokenizer) RenderChatWith(msgs []Message, opts ChatOptions) (string, er
 	maps.Copy(vars, t.templateVars)
 	vars["messages"] = list
 	vars["add_generation_prompt"] = opts.AddGenerationPrompt
-	vars["tools"] = nil
+	vars["tools"] = tools
 	vars["documents"] = nil
 	out, err := t.template.Render(vars)
 	if err != nil {

@@ -26,12 +26,14 @@ type reference struct {
 		Decoded          string   `json:"decoded"`
 	} `json:"texts"`
 	Chats []struct {
-		Name                string    `json:"name"`
-		Messages            []Message `json:"messages"`
-		AddGenerationPrompt bool      `json:"add_generation_prompt"`
-		Rendering           *string   `json:"rendering"`
-		IDs                 []uint32  `json:"ids"`
-		Error               *string   `json:"error"`
+		Name                string          `json:"name"`
+		Messages            []Message       `json:"messages"`
+		AddGenerationPrompt bool            `json:"add_generation_prompt"`
+		Tools               json.RawMessage `json:"tools"`  // OpenAI's tools array; absent: none
+		Kwargs              json.RawMessage `json:"kwargs"` // chat_template_kwargs; absent: none
+		Rendering           *string         `json:"rendering"`
+		IDs                 []uint32        `json:"ids"`
+		Error               *string         `json:"error"`
 	} `json:"chats"`
 }
 

@@ -39,14 +39,23 @@ import (
 	vtok "github.com/vigilhq/vigil/tokenizer"
 )
 
-// Message is one chat turn: Role is "system", "user", "assistant" or
-// another role the template knows; Content is its text; Name, when not
-// "", the speaker's name (OpenAI's name), given to the template as the
-// message's "name" key, as transformers passes it.
+// Message is one chat turn: Role is "system", "user", "assistant",
+// "tool" or another role the template knows; Content is its text; Name,
+// when not "", the speaker's name (OpenAI's name), given to the template
+// as the message's "name" key, as transformers passes it. Its JSON is
+// OpenAI's message's.
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
 	Name    string `json:"name,omitempty"`
+	// ToolCalls are an assistant turn's function calls (message.tool_calls).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is the call a tool turn answers ("" for none).
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	// ReasoningContent is an assistant turn's reasoning ("" for none),
+	// which templates such as Qwen3's render for turns after the last
+	// user turn.
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 // Tokenizer encodes text to token ids and back, and renders chat prompts.
@@ -54,6 +63,7 @@ type Tokenizer struct {
 	tk *vtok.Tokenizer // tokenizer.json: encoding and decoding
 
 	template     *jinja.Template // nil: no chat template
+	templateSrc  string          // its text
 	templateVars map[string]any  // bos_token, eos_token... as transformers passes them
 	// developer: the template's source mentions the developer role, so
 	// such messages pass to it unchanged (else they render as system).
@@ -113,6 +123,9 @@ func Load(dir, chatTemplateFile string) (*Tokenizer, error) {
 		}
 	}
 	t.developer = strings.Contains(src, RoleDeveloper)
+	if t.template != nil {
+		t.templateSrc = src
+	}
 	t.templateVars = cfg.specialTokens
 
 	gen, err := readGenerationEOS(filepath.Join(dir, GenerationConfigFile))
@@ -166,6 +179,22 @@ func (t *Tokenizer) EOSTokenIDs() []uint32 {
 // TokenID returns the id of a token (an added token's content, or a
 // vocabulary entry), and whether there is one.
 func (t *Tokenizer) TokenID(token string) (uint32, bool) { return t.tk.TokenID(token) }
+
+// SpecialTokenID returns the id of the added token marked special whose
+// content is content (Llama 3.1's "<|python_tag|>", Mistral's
+// "[TOOL_CALLS]"), and whether there is one: the markers a decoder that
+// skips special tokens would leave out of the text.
+func (t *Tokenizer) SpecialTokenID(content string) (uint32, bool) {
+	id, ok := t.tk.TokenID(content)
+	if !ok || !t.tk.IsSpecial(id) {
+		return 0, false
+	}
+	return id, true
+}
+
+// TemplateSource returns the chat template's text ("" without one), for
+// choosing the tool-call and reasoning parsers from the markers it holds.
+func (t *Tokenizer) TemplateSource() string { return t.templateSrc }
 
 // Token returns the vocabulary entry of an id (Llama 3's "Ġworld", an
 // added token's content), as transformers' convert_ids_to_tokens, and

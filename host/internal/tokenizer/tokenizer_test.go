@@ -66,8 +66,12 @@ func TestRenderChatMatchesReference(t *testing.T) {
 				t.Fatal("HasChatTemplate() = false for a config with chat_template")
 			}
 			for _, c := range ref.Chats {
-				got, err := tok.RenderChat(c.Messages, c.AddGenerationPrompt)
 				name := fmt.Sprintf("%s (add_generation_prompt=%v)", c.Name, c.AddGenerationPrompt)
+				kwargs, err := ParseKwargs(string(c.Kwargs))
+				if err != nil {
+					t.Fatalf("%s: kwargs: %v", name, err)
+				}
+				got, err := tok.RenderChatWith(c.Messages, ChatOptions{AddGenerationPrompt: c.AddGenerationPrompt, Tools: string(c.Tools), Kwargs: kwargs})
 				if c.Error != nil {
 					if err == nil || !strings.Contains(err.Error(), *c.Error) {
 						t.Errorf("%s: err = %v, want the template's raise_exception %q", name, err, *c.Error)
