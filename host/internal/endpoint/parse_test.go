@@ -128,13 +128,13 @@ func TestParsedOutput(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s, client := serve(t, nil, sdk.Worker{}, 4)
+			s, client := serve(t, &textEngine{out: c.out}, worker, 4)
 			obs := &toolObserver{}
 			s.Observe(obs)
 			s.Wrap(func(g sdk.Generator) sdk.Generator {
 				return textgen.New(g, fakeTokenizer{}, 0).WithParsers("qwen3", "hermes")
 			})
-			s.Attach(&textEngine{out: c.out}, worker)
+			s.Admit(true, "")
 			got, err := generateParsed(t, client, &workerv1.Messages{Messages: []*workerv1.Message{{Role: "user", Content: "hi"}},
 				Tools: weatherTools, ParallelToolCalls: c.parallel})
 			if err != nil {
@@ -166,11 +166,11 @@ func TestToolChoiceConstrained(t *testing.T) {
 	chat := &workerv1.Messages{Messages: []*workerv1.Message{{Role: "user", Content: "hi"}}, Tools: weatherTools, ToolChoice: required}
 	for _, accepts := range []string{"", discovery.CapJSONSchema} {
 		e := &textEngine{out: `[{"name": "get_weather", "parameters": {"city": "Oslo"}}]`}
-		s, client := serve(t, nil, sdk.Worker{}, 4)
-		s.Wrap(func(g sdk.Generator) sdk.Generator { return textgen.New(g, fakeTokenizer{}, 0).WithParsers("", "hermes") })
 		w := worker
 		w.Accepts = accepts
-		s.Attach(e, w)
+		s, client := serve(t, e, w, 4)
+		s.Wrap(func(g sdk.Generator) sdk.Generator { return textgen.New(g, fakeTokenizer{}, 0).WithParsers("", "hermes") })
+		s.Admit(true, "")
 		got, err := generateParsed(t, client, chat)
 		if accepts == "" {
 			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "tool_choice") {

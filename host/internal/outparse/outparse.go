@@ -101,7 +101,9 @@ var reasoningParsers = map[string]family{
 	"qwen3":       {reasoner: func(o Options, s []string) reasoner { return newThink(false, o, s) }},
 }
 
-var toolCallParsers = map[string]family{}
+var toolCallParsers = map[string]family{
+	"hermes": {caller: newHermes, starts: []string{hermesOpen}},
+}
 
 // None turns a parser off.
 const None = "none"
