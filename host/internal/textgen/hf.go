@@ -23,9 +23,12 @@ func (h hf) ChatTokens(chat Chat) ([]uint32, string, error) {
 	}
 	m := make([]tokenizer.Message, len(chat.Messages))
 	for i, c := range chat.Messages {
-		m[i] = tokenizer.Message{Role: c.Role, Content: c.Content, Name: c.Name}
+		m[i] = tokenizer.Message{Role: c.Role, Content: c.Content, Name: c.Name, ToolCallID: c.ToolCallID, ReasoningContent: c.ReasoningContent}
+		for _, tc := range c.ToolCalls {
+			m[i].ToolCalls = append(m[i].ToolCalls, tokenizer.ToolCall(tc))
+		}
 	}
-	text, err := h.t.RenderChatWith(m, tokenizer.ChatOptions{AddGenerationPrompt: !chat.NoGenerationPrompt, Kwargs: kwargs})
+	text, err := h.t.RenderChatWith(m, tokenizer.ChatOptions{AddGenerationPrompt: !chat.NoGenerationPrompt, Kwargs: kwargs, Tools: chat.Tools})
 	var ke *tokenizer.KwargError
 	if errors.As(err, &ke) {
 		return nil, "", ke

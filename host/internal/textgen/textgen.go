@@ -34,13 +34,25 @@ type Message struct {
 	// Name is the speaker's name, "" for none: the message's "name" key
 	// in the template.
 	Name string
+	// ToolCalls are an assistant turn's calls; ToolCallID the call a
+	// tool turn answers; ReasoningContent an assistant turn's reasoning.
+	ToolCalls        []ToolCall
+	ToolCallID       string
+	ReasoningContent string
 }
+
+// ToolCall is one function call of an assistant turn (arguments JSON
+// text).
+type ToolCall struct{ ID, Type, Name, Arguments string }
 
 // Chat is a chat prompt: its turns and the template's extra variables.
 type Chat struct {
 	Messages []Message
 	// Kwargs are chat_template_kwargs, JSON object text; "" for none.
 	Kwargs string
+	// Tools are the tools offered, OpenAI's chat tools array as JSON
+	// text; "" for none (tool_choice none renders none).
+	Tools string
 	// NoGenerationPrompt leaves out the assistant turn's opening (the
 	// Tokenize RPC's add_generation_prompt false); Generate always wants it.
 	NoGenerationPrompt bool
@@ -170,8 +182,15 @@ func (e *Engine) chatTokens(p *workerv1.Messages, field string, genPrompt bool) 
 		return nil, "", status.Errorf(codes.InvalidArgument, "%s: the model's tokenizer has no chat template", field)
 	}
 	chat := Chat{Messages: make([]Message, len(p.GetMessages())), Kwargs: p.GetChatTemplateKwargs(), NoGenerationPrompt: !genPrompt}
+	if p.GetToolChoice().GetMode() != workerv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE {
+		chat.Tools = p.GetTools()
+	}
 	for i, m := range p.GetMessages() {
-		chat.Messages[i] = Message{Role: m.GetRole(), Content: m.GetContent(), Name: m.GetName()}
+		chat.Messages[i] = Message{Role: m.GetRole(), Content: m.GetContent(), Name: m.GetName(),
+			ToolCallID: m.GetToolCallId(), ReasoningContent: m.GetReasoningContent()}
+		for _, c := range m.GetToolCalls() {
+			chat.Messages[i].ToolCalls = append(chat.Messages[i].ToolCalls, ToolCall{ID: c.GetId(), Type: c.GetType(), Name: c.GetName(), Arguments: c.GetArguments()})
+		}
 	}
 	ids, text, err := e.tok.ChatTokens(chat)
 	switch {

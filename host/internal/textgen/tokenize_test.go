@@ -25,11 +25,41 @@ type reference struct {
 		IDs              []uint32 `json:"ids"`
 	} `json:"texts"`
 	Chats []struct {
-		Name                string              `json:"name"`
-		Messages            []map[string]string `json:"messages"`
-		AddGenerationPrompt bool                `json:"add_generation_prompt"`
-		IDs                 []uint32            `json:"ids"`
+		Name                string          `json:"name"`
+		Messages            []refMessage    `json:"messages"`
+		Tools               json.RawMessage `json:"tools"`
+		Kwargs              json.RawMessage `json:"kwargs"`
+		AddGenerationPrompt bool            `json:"add_generation_prompt"`
+		IDs                 []uint32        `json:"ids"`
 	} `json:"chats"`
+}
+
+// refMessage is a reference chat's message, in OpenAI's shape.
+type refMessage struct {
+	Role, Content, Name string
+	ToolCallID          string `json:"tool_call_id"`
+	ReasoningContent    string `json:"reasoning_content"`
+	ToolCalls           []struct {
+		ID       string `json:"id"`
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// proto is m as the worker API carries it (arguments as JSON text).
+func (m refMessage) proto() *workerv1.Message {
+	out := &workerv1.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallId: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+	for _, c := range m.ToolCalls {
+		args := string(c.Function.Arguments)
+		var text string
+		if json.Unmarshal(c.Function.Arguments, &text) == nil {
+			args = text
+		}
+		out.ToolCalls = append(out.ToolCalls, &workerv1.ToolCall{Id: c.ID, Type: "function", Name: c.Function.Name, Arguments: args})
+	}
+	return out
 }
 
 func llama3(t *testing.T) (*Engine, reference) { return fixture(t, "llama3") }
@@ -87,10 +117,31 @@ func TestTokenizeMatchesReference(t *testing.T) {
 			t.Errorf("%s: detokenized %q, %v; want %q", x.Name, d.GetText(), err, x.Text)
 		}
 	}
+	checkChats(t, e, ref)
+}
+
+// TestTokenizeToolChats: Qwen 3's reference chats, tool loops and
+// reasoning included, tokenize as python3-jinja2 and the reference
+// tokenizer make them.
+func TestTokenizeToolChats(t *testing.T) {
+	t.Parallel()
+	e, ref := fixture(t, "qwen3")
+	checkChats(t, e, ref)
+}
+
+// checkChats tokenizes ref's chats as Generate renders them.
+func checkChats(t *testing.T, e *Engine, ref reference) {
+	t.Helper()
 	for _, c := range ref.Chats {
 		msgs := &workerv1.Messages{}
+		if len(c.Tools) > 0 {
+			msgs.Tools = string(c.Tools)
+		}
+		if len(c.Kwargs) > 0 {
+			msgs.ChatTemplateKwargs = string(c.Kwargs)
+		}
 		for _, m := range c.Messages {
-			msgs.Messages = append(msgs.Messages, &workerv1.Message{Role: m["role"], Content: m["content"], Name: m["name"]})
+			msgs.Messages = append(msgs.Messages, m.proto())
 		}
 		r, err := e.Tokenize(&workerv1.TokenizeRequest{Input: &workerv1.TokenizeRequest_Messages{Messages: msgs},
 			AddGenerationPrompt: proto.Bool(c.AddGenerationPrompt)})
