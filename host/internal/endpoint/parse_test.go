@@ -169,7 +169,9 @@ func TestToolChoiceConstrained(t *testing.T) {
 		w := worker
 		w.Accepts = accepts
 		s, client := serve(t, e, w, 4)
-		s.Wrap(func(g sdk.Generator) sdk.Generator { return textgen.New(g, fakeTokenizer{}, 0).WithParsers("", "hermes") })
+		s.Wrap(func(g sdk.Generator) sdk.Generator {
+			return textgen.New(g, fakeTokenizer{}, 0).WithParsers("", "hermes")
+		})
 		s.Admit(true, "")
 		got, err := generateParsed(t, client, chat)
 		if accepts == "" {
