@@ -256,6 +256,20 @@ func lifecycleConfig(cfg runConfig, src adapterSource, registry discovery.Regist
 // parseRun validates run's flags; every error names the flag and what it
 // accepts. It has no side effects: preflight makes the checks that touch
 // the system.
+// parseTokenizer reads --tokenizer-dir, --chat-template and the output
+// parsers, checking the parsers' names.
+func parseTokenizer(c *cli.Context, cfg *runConfig) error {
+	cfg.tokenizerDir, cfg.chatTemplate = c.String("tokenizer-dir"), c.String("chat-template")
+	cfg.reasoningParser, cfg.toolCallParser = c.String("reasoning-parser"), c.String("tool-call-parser")
+	if err := outparse.Check("--reasoning-parser", cfg.reasoningParser, false); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if err := outparse.Check("--tool-call-parser", cfg.toolCallParser, true); err != nil {
+		return usageErrorf("%v", err)
+	}
+	return nil
+}
+
 func parseRun(c *cli.Context) (runConfig, error) {
 	cfg := runConfig{
 		engine:        c.String("engine"),
@@ -268,16 +282,9 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		maxInflight:   c.Int("max-inflight"),
 		drainTimeout:  c.Duration("drain-timeout"), stallTimeout: c.Duration("stall-timeout"),
 		servedModelName: c.String("served-model-name"),
-		tokenizerDir:    c.String("tokenizer-dir"),
-		chatTemplate:    c.String("chat-template"),
-		reasoningParser: c.String("reasoning-parser"),
-		toolCallParser:  c.String("tool-call-parser"),
 	}
-	if err := outparse.Check("--reasoning-parser", cfg.reasoningParser, false); err != nil {
-		return cfg, usageErrorf("%v", err)
-	}
-	if err := outparse.Check("--tool-call-parser", cfg.toolCallParser, true); err != nil {
-		return cfg, usageErrorf("%v", err)
+	if err := parseTokenizer(c, &cfg); err != nil {
+		return cfg, err
 	}
 	if cfg.enginePlugin != "" && !c.IsSet("engine") {
 		cfg.engine = ""

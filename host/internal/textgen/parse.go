@@ -30,10 +30,6 @@ func (e *Engine) ParsesReasoning() bool { return on(e.reasoning) }
 
 func on(name string) bool { return name != "" && name != outparse.None }
 
-// Markers are the special tokens the parsers read, which the decoder
-// keeps in the text.
-func (e *Engine) markers() []string { return outparse.Markers(e.reasoning, e.toolCall) }
-
 // Parsing returns a chat's output parsers: reasoning when a reasoning
 // parser is on, tool calls when tools are offered and tool_choice is not
 // none; for tool_choice required or a named function, the schema that
