@@ -40,7 +40,7 @@ var rules = map[string]rule{
 		[]string{"vigil/plugins/...", "vigil/sdk"}},
 	"command": {"the operator (the command line)", "flags, their validation, exit codes; wires the others together",
 		[]string{"adapter", "builtin", "discovery", "discovery/consul", "discovery/file", "endpoint", "logwriter", "metrics",
-			"outcome", "router", "supervisor", "textgen", "tlsconfig", "tokenizer", "workerapi", "vigil/sdk", "vigil/sdk/pluginhost",
+			"outcome", "outparse", "router", "supervisor", "textgen", "tlsconfig", "tokenizer", "workerapi", "vigil/sdk", "vigil/sdk/pluginhost",
 			"vigil/sdk/sdktest", "github.com/hashicorp/consul/...", "github.com/urfave/cli/..."}},
 	"discovery": {"every registry user", "the contract: Registration, its metadata, Registry, Discoverer, Announcer", nil},
 	"discovery/consul": {"command", "the Consul backend, both halves",
