@@ -98,9 +98,12 @@ const maxHeld = 8
 type Decoder struct {
 	d      *detokenizer // with the chain's ByteFallback lossy
 	skip   bool
-	toks   []string // the window
-	prefix int      // toks[prefix:read] is the context of the next text
-	read   int      // toks[:read] have given their text
+	keep   map[uint32]bool // special ids not skipped (Keep)
+	seed   []uint32        // the prompt's ids, read again by Keep
+	begun  bool            // Next has been called
+	toks   []string        // the window
+	prefix int             // toks[prefix:read] is the context of the next text
+	read   int             // toks[:read] have given their text
 }
 
 // NewDecoder returns a Decoder for one generation; skipSpecialTokens
@@ -116,7 +119,15 @@ func (t *Tokenizer) NewDecoder(skipSpecialTokens bool, promptTail []uint32) *Dec
 	if n := contextTokens + 2; len(promptTail) > n {
 		promptTail = promptTail[len(promptTail)-n:]
 	}
-	for _, id := range promptTail {
+	d.seed = append([]uint32(nil), promptTail...)
+	d.seedWindow()
+	return d
+}
+
+// seedWindow reads the prompt's ids into the window as its context.
+func (d *Decoder) seedWindow() {
+	d.toks, d.prefix, d.read = nil, 0, 0
+	for _, id := range d.seed {
 		if tok, ok := d.tokenOf(id); ok {
 			d.toks = append(d.toks, tok)
 		}
@@ -126,13 +137,32 @@ func (t *Tokenizer) NewDecoder(skipSpecialTokens bool, promptTail []uint32) *Dec
 		d.read--
 	}
 	d.prefix = max(d.read-contextTokens, 0)
-	return d
+}
+
+// Keep makes a Decoder that skips special tokens keep ids in its text:
+// the markers a tool-call or reasoning parser reads (Llama 3.1's
+// <|python_tag|>, Mistral's [TOOL_CALLS], harmony's <|channel|>...),
+// while the others (end of turn...) stay out. Called before the first
+// Next, it reads the prompt's ids again with ids kept, so that their
+// context is the one vLLM gives with those ids not skipped; later, it
+// applies to the ids that follow. Ids that are not special change
+// nothing.
+func (d *Decoder) Keep(ids ...uint32) {
+	if d.keep == nil {
+		d.keep = map[uint32]bool{}
+	}
+	for _, id := range ids {
+		d.keep[id] = true
+	}
+	if !d.begun {
+		d.seedWindow()
+	}
 }
 
 // tokenOf is id's token for the stream: false for an id outside the
 // vocabulary (it adds nothing, as in vLLM) or a skipped special token.
 func (d *Decoder) tokenOf(id uint32) (string, bool) {
-	if d.skip && d.d.special[id] {
+	if d.skip && d.d.special[id] && !d.keep[id] {
 		return "", false
 	}
 	return d.d.token(id)
@@ -146,6 +176,7 @@ func (d *Decoder) held(toks []string) bool {
 
 // Next adds ids and returns the text they complete, "" when none.
 func (d *Decoder) Next(ids []uint32) string {
+	d.begun = true
 	var out strings.Builder
 	for _, id := range ids {
 		out.WriteString(d.step(id))

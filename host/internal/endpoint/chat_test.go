@@ -37,7 +37,9 @@ func (fakeTokenizer) Encode(text string) ([]uint32, error) {
 
 func (fakeTokenizer) HasChatTemplate() bool { return true }
 
-func (fakeTokenizer) NewDecoder([]uint32) textgen.Decoder { return &byteDecoder{} }
+func (fakeTokenizer) NewDecoder([]uint32, []string) textgen.Decoder { return &byteDecoder{} }
+
+func (fakeTokenizer) TemplateSource() string { return "" }
 
 // byteDecoder decodes ids as bytes, holding back an incomplete character.
 type byteDecoder struct{ held []byte }

@@ -25,15 +25,19 @@ func (h hf) ChatTokens(chat Chat) ([]uint32, string, error) {
 	for i, c := range chat.Messages {
 		m[i] = tokenizer.Message{Role: c.Role, Content: c.Content, Name: c.Name, ToolCallID: c.ToolCallID, ReasoningContent: c.ReasoningContent}
 		for _, tc := range c.ToolCalls {
-			m[i].ToolCalls = append(m[i].ToolCalls, tokenizer.ToolCall(tc))
+			m[i].ToolCalls = append(m[i].ToolCalls, tokenizer.ToolCall{ID: tc.ID, Type: tc.Type, Name: tc.Name, Arguments: tc.Arguments})
 		}
 	}
-	text, err := h.t.RenderChatWith(m, tokenizer.ChatOptions{AddGenerationPrompt: !chat.NoGenerationPrompt, Kwargs: kwargs, Tools: chat.Tools})
+	opts := tokenizer.ChatOptions{AddGenerationPrompt: !chat.NoGenerationPrompt, Kwargs: kwargs, Tools: chat.Tools}
+	text, err := h.t.RenderChatWith(m, opts)
 	var ke *tokenizer.KwargError
-	if errors.As(err, &ke) {
+	var ie *tokenizer.InputError
+	switch {
+	case errors.As(err, &ke):
 		return nil, "", ke
-	}
-	if err != nil {
+	case errors.As(err, &ie):
+		return nil, "", ie // names its field: tools[0].function.name...
+	case err != nil:
 		return nil, "", err
 	}
 	ids, err := h.t.Encode(text, false)
@@ -44,7 +48,17 @@ func (h hf) Decode(ids []uint32) (string, error) { return h.t.Decode(ids, false)
 
 func (h hf) HasChatTemplate() bool { return h.t.HasChatTemplate() }
 
-func (h hf) NewDecoder(prompt []uint32) Decoder { return h.t.NewDecoder(true, prompt) }
+func (h hf) NewDecoder(prompt []uint32, keep []string) Decoder {
+	d := h.t.NewDecoder(true, prompt)
+	for _, k := range keep {
+		if id, ok := h.t.SpecialTokenID(k); ok {
+			d.Keep(id)
+		}
+	}
+	return d
+}
+
+func (h hf) TemplateSource() string { return h.t.TemplateSource() }
 
 func (h hf) EncodeRaw(text string) ([]uint32, error) { return h.t.Encode(text, false) }
 

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/vigilhq/vigil/host/internal/outparse"
 	"github.com/vigilhq/vigil/host/internal/stopstring"
 	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
@@ -34,24 +35,35 @@ type Message struct {
 	// Name is the speaker's name, "" for none: the message's "name" key
 	// in the template.
 	Name string
-	// ToolCalls are an assistant turn's calls; ToolCallID the call a
-	// tool turn answers; ReasoningContent an assistant turn's reasoning.
-	ToolCalls        []ToolCall
-	ToolCallID       string
+	// ToolCalls are an assistant turn's function calls; none for nil.
+	ToolCalls []ToolCall
+	// ToolCallID is the call a tool turn answers, "" for none.
+	ToolCallID string
+	// ReasoningContent is an assistant turn's reasoning, "" for none
+	// (Qwen3's template renders it for turns after the last user turn).
 	ReasoningContent string
 }
 
-// ToolCall is one function call of an assistant turn (arguments JSON
-// text).
-type ToolCall struct{ ID, Type, Name, Arguments string }
+// ToolCall is one function call of an assistant turn (vigil.worker.v1
+// ToolCall).
+type ToolCall struct {
+	// ID is the call's id, which the tool turn answering it repeats.
+	ID string
+	// Type is "function", the only one ("" is taken as it).
+	Type string
+	// Name is the function's name.
+	Name string
+	// Arguments is the JSON text the model wrote (an object; "" for none).
+	Arguments string
+}
 
 // Chat is a chat prompt: its turns and the template's extra variables.
 type Chat struct {
 	Messages []Message
 	// Kwargs are chat_template_kwargs, JSON object text; "" for none.
 	Kwargs string
-	// Tools are the tools offered, OpenAI's chat tools array as JSON
-	// text; "" for none (tool_choice none renders none).
+	// Tools is OpenAI's tools array as JSON text, given to the template
+	// as vLLM's server passes it; "" for none (tool_choice none too).
 	Tools string
 	// NoGenerationPrompt leaves out the assistant turn's opening (the
 	// Tokenize RPC's add_generation_prompt false); Generate always wants it.
@@ -70,7 +82,10 @@ type Tokenizer interface {
 	// adding special tokens again, and the rendered text. An error (a
 	// template that rejects a role, say) is the client's; one about
 	// chat.Kwargs (not a JSON object, a key the renderer sets itself)
-	// begins with "chat_template_kwargs".
+	// begins with "chat_template_kwargs", one about chat.Tools with
+	// "tools", one about a message's field with "messages[" (a tool
+	// call's arguments that are not a JSON object:
+	// "messages[2].tool_calls[0].function.arguments: ...").
 	ChatTokens(chat Chat) ([]uint32, string, error)
 	// Decode returns the text of ids, special tokens included, as vLLM
 	// echoes a token-id prompt.
@@ -79,8 +94,15 @@ type Tokenizer interface {
 	HasChatTemplate() bool
 	// NewDecoder returns a Decoder for one request's output, seeded with
 	// its prompt's ids so that the output is decoded in their context (a
-	// SentencePiece-style first token keeps its leading space).
-	NewDecoder(prompt []uint32) Decoder
+	// SentencePiece-style first token keeps its leading space). Special
+	// tokens are skipped, except those whose text is in keep: the
+	// markers a tool-call or reasoning parser reads ("<|python_tag|>",
+	// "[TOOL_CALLS]", "<|channel|>"...); texts that are not special
+	// tokens of the model are ignored (they are decoded anyway).
+	NewDecoder(prompt []uint32, keep []string) Decoder
+	// TemplateSource returns the chat template's text, "" without one:
+	// what parser detection reads.
+	TemplateSource() string
 }
 
 // Decoder turns one request's output token ids into text incrementally,
@@ -156,8 +178,8 @@ func (e *Engine) GenerateFrom(ctx context.Context, req sdk.GenerateRequest, fiel
 func (e *Engine) Prompt(req sdk.GenerateRequest, chat *workerv1.Messages, withText bool) (ids []uint32, text, field string, err error) {
 	switch {
 	case chat != nil:
-		ids, text, err = e.chatTokens(chat, "prompt.messages", true)
-		return ids, text, "prompt.messages", err
+		ids, text, err = e.chatTokens(chat, promptMessages, true)
+		return ids, text, promptMessages, err
 	case req.TokenIDs == nil:
 		if ids, err = e.tok.Encode(req.Text); err != nil {
 			return nil, "", "", status.Errorf(codes.InvalidArgument, "prompt.text: tokenizing: %v", err)
@@ -181,20 +203,9 @@ func (e *Engine) chatTokens(p *workerv1.Messages, field string, genPrompt bool) 
 	if !e.tok.HasChatTemplate() {
 		return nil, "", status.Errorf(codes.InvalidArgument, "%s: the model's tokenizer has no chat template", field)
 	}
-	chat := Chat{Messages: make([]Message, len(p.GetMessages())), Kwargs: p.GetChatTemplateKwargs(), NoGenerationPrompt: !genPrompt}
-	if p.GetToolChoice().GetMode() != workerv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE {
-		chat.Tools = p.GetTools()
-	}
-	for i, m := range p.GetMessages() {
-		chat.Messages[i] = Message{Role: m.GetRole(), Content: m.GetContent(), Name: m.GetName(),
-			ToolCallID: m.GetToolCallId(), ReasoningContent: m.GetReasoningContent()}
-		for _, c := range m.GetToolCalls() {
-			chat.Messages[i].ToolCalls = append(chat.Messages[i].ToolCalls, ToolCall{ID: c.GetId(), Type: c.GetType(), Name: c.GetName(), Arguments: c.GetArguments()})
-		}
-	}
-	ids, text, err := e.tok.ChatTokens(chat)
+	ids, text, err := e.tok.ChatTokens(chatOf(p, genPrompt))
 	switch {
-	case err != nil && strings.HasPrefix(err.Error(), kwargsField):
+	case err != nil && isFieldError(err):
 		return nil, "", status.Errorf(codes.InvalidArgument, "%s.%v", field, err)
 	case err != nil:
 		return nil, "", status.Errorf(codes.InvalidArgument, "%s: rendering the chat template: %v", field, err)
@@ -204,8 +215,39 @@ func (e *Engine) chatTokens(p *workerv1.Messages, field string, genPrompt bool) 
 	return ids, text, nil
 }
 
+// promptMessages names a chat prompt.
+const promptMessages = "prompt.messages"
+
 // kwargsField begins a Tokenizer's error about chat_template_kwargs.
 const kwargsField = "chat_template_kwargs"
+
+// isFieldError reports whether a ChatTokens error names a field of the
+// Messages (chat_template_kwargs, tools, messages[i]...), not the
+// template's refusal.
+func isFieldError(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, kwargsField) || strings.HasPrefix(s, "tools") || strings.HasPrefix(s, "messages[")
+}
+
+// chatOf is p as the Tokenizer takes it. Tool choice none leaves the
+// tools out, as the tool_choice none wants (vLLM's
+// --exclude-tools-when-tool-choice-none); the other choices are the
+// caller's to enforce.
+func chatOf(p *workerv1.Messages, genPrompt bool) Chat {
+	chat := Chat{Messages: make([]Message, len(p.GetMessages())), Kwargs: p.GetChatTemplateKwargs(), Tools: p.GetTools(), NoGenerationPrompt: !genPrompt}
+	if p.GetToolChoice().GetMode() == workerv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE {
+		chat.Tools = ""
+	}
+	for i, m := range p.GetMessages() {
+		chat.Messages[i] = Message{Role: m.GetRole(), Content: m.GetContent(), Name: m.GetName(),
+			ToolCallID: m.GetToolCallId(), ReasoningContent: m.GetReasoningContent()}
+		for _, c := range m.GetToolCalls() {
+			chat.Messages[i].ToolCalls = append(chat.Messages[i].ToolCalls,
+				ToolCall{ID: c.GetId(), Type: c.GetType(), Name: c.GetName(), Arguments: c.GetArguments()})
+		}
+	}
+	return chat
+}
 
 // generate forwards req with ids as its prompt (field names it for a
 // length refusal), detokenizing the output and matching stop strings.
@@ -230,7 +272,11 @@ func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []ui
 	// its own text, which a token-only engine does not have.
 	stops := req.Stop
 	req.TokenIDs, req.Text, req.Stop = ids, "", nil
-	out := &detokenizer{dec: e.tok.NewDecoder(ids), stops: stopstring.New(stops), awaitPrompt: req.Logprobs != nil && req.Logprobs.Prompt}
+	var keep []string // the parsers' markers, in chat output only
+	if field == promptMessages && (e.ParsesReasoning() || e.ParsesToolCalls()) {
+		keep = outparse.Markers(e.reasoning, e.toolCall)
+	}
+	out := &detokenizer{dec: e.tok.NewDecoder(ids, keep), stops: stopstring.New(stops), awaitPrompt: req.Logprobs != nil && req.Logprobs.Prompt}
 	res, err := e.engine.Generate(ctx, req, func(c sdk.Chunk) error { return out.send(c, send) })
 	switch {
 	case out.stopped && ctx.Err() == nil:

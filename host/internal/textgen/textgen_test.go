@@ -27,9 +27,10 @@ func (byteTokenizer) Encode(text string) ([]uint32, error) {
 func (byteTokenizer) ChatTokens(Chat) ([]uint32, string, error) {
 	return nil, "", errors.New("no template")
 }
-func (byteTokenizer) Decode(ids []uint32) (string, error) { return string(toBytes(ids)), nil }
-func (byteTokenizer) HasChatTemplate() bool               { return false }
-func (byteTokenizer) NewDecoder([]uint32) Decoder         { return &bytes{} }
+func (byteTokenizer) Decode(ids []uint32) (string, error)   { return string(toBytes(ids)), nil }
+func (byteTokenizer) HasChatTemplate() bool                 { return false }
+func (byteTokenizer) NewDecoder([]uint32, []string) Decoder { return &bytes{} }
+func (byteTokenizer) TemplateSource() string                { return "" }
 
 func toBytes(ids []uint32) []byte {
 	b := make([]byte, len(ids))
@@ -116,7 +117,7 @@ type seeded struct {
 	prompt *[]uint32
 }
 
-func (s seeded) NewDecoder(prompt []uint32) Decoder { *s.prompt = prompt; return &bytes{} }
+func (s seeded) NewDecoder(prompt []uint32, _ []string) Decoder { *s.prompt = prompt; return &bytes{} }
 
 // The output's decoder is seeded with the prompt's ids as the engine got
 // them, so output text is decoded in the prompt's context.
@@ -136,7 +137,7 @@ func TestDecoderSeededWithPrompt(t *testing.T) {
 // at once.
 type eachByte struct{ byteTokenizer }
 
-func (eachByte) NewDecoder([]uint32) Decoder { return eachByteDecoder{} }
+func (eachByte) NewDecoder([]uint32, []string) Decoder { return eachByteDecoder{} }
 
 type eachByteDecoder struct{}
 

@@ -25,41 +25,13 @@ type reference struct {
 		IDs              []uint32 `json:"ids"`
 	} `json:"texts"`
 	Chats []struct {
-		Name                string          `json:"name"`
-		Messages            []refMessage    `json:"messages"`
-		Tools               json.RawMessage `json:"tools"`
-		Kwargs              json.RawMessage `json:"kwargs"`
-		AddGenerationPrompt bool            `json:"add_generation_prompt"`
-		IDs                 []uint32        `json:"ids"`
+		Name                string              `json:"name"`
+		Messages            []tokenizer.Message `json:"messages"`
+		AddGenerationPrompt bool                `json:"add_generation_prompt"`
+		Tools               json.RawMessage     `json:"tools"`
+		Kwargs              json.RawMessage     `json:"kwargs"`
+		IDs                 []uint32            `json:"ids"`
 	} `json:"chats"`
-}
-
-// refMessage is a reference chat's message, in OpenAI's shape.
-type refMessage struct {
-	Role, Content, Name string
-	ToolCallID          string `json:"tool_call_id"`
-	ReasoningContent    string `json:"reasoning_content"`
-	ToolCalls           []struct {
-		ID       string `json:"id"`
-		Function struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"function"`
-	} `json:"tool_calls"`
-}
-
-// proto is m as the worker API carries it (arguments as JSON text).
-func (m refMessage) proto() *workerv1.Message {
-	out := &workerv1.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallId: m.ToolCallID, ReasoningContent: m.ReasoningContent}
-	for _, c := range m.ToolCalls {
-		args := string(c.Function.Arguments)
-		var text string
-		if json.Unmarshal(c.Function.Arguments, &text) == nil {
-			args = text
-		}
-		out.ToolCalls = append(out.ToolCalls, &workerv1.ToolCall{Id: c.ID, Type: "function", Name: c.Function.Name, Arguments: args})
-	}
-	return out
 }
 
 func llama3(t *testing.T) (*Engine, reference) { return fixture(t, "llama3") }
@@ -117,31 +89,36 @@ func TestTokenizeMatchesReference(t *testing.T) {
 			t.Errorf("%s: detokenized %q, %v; want %q", x.Name, d.GetText(), err, x.Text)
 		}
 	}
-	checkChats(t, e, ref)
+	tokenizeChats(t, e, ref)
 }
 
-// TestTokenizeToolChats: Qwen 3's reference chats, tool loops and
-// reasoning included, tokenize as python3-jinja2 and the reference
-// tokenizer make them.
-func TestTokenizeToolChats(t *testing.T) {
+// Qwen 3's template renders tools, tool calls, tool results and
+// reasoning: the reference chats holding them, sent as the worker API's
+// Messages, give the reference ids.
+func TestTokenizeToolChatsMatchReference(t *testing.T) {
 	t.Parallel()
 	e, ref := fixture(t, "qwen3")
-	checkChats(t, e, ref)
+	tokenizeChats(t, e, ref)
 }
 
-// checkChats tokenizes ref's chats as Generate renders them.
-func checkChats(t *testing.T, e *Engine, ref reference) {
+// tokenizeChats checks that each reference chat, as the worker API's
+// Messages, tokenizes to the reference ids.
+func tokenizeChats(t *testing.T, e *Engine, ref reference) {
 	t.Helper()
 	for _, c := range ref.Chats {
-		msgs := &workerv1.Messages{}
-		if len(c.Tools) > 0 {
-			msgs.Tools = string(c.Tools)
+		if c.IDs == nil {
+			continue // the template refuses it
 		}
-		if len(c.Kwargs) > 0 {
+		msgs := &workerv1.Messages{Tools: string(c.Tools)}
+		if c.Kwargs != nil {
 			msgs.ChatTemplateKwargs = string(c.Kwargs)
 		}
 		for _, m := range c.Messages {
-			msgs.Messages = append(msgs.Messages, m.proto())
+			wm := &workerv1.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallId: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+			for _, tc := range m.ToolCalls {
+				wm.ToolCalls = append(wm.ToolCalls, &workerv1.ToolCall{Id: tc.ID, Type: tc.Type, Name: tc.Name, Arguments: tc.Arguments})
+			}
+			msgs.Messages = append(msgs.Messages, wm)
 		}
 		r, err := e.Tokenize(&workerv1.TokenizeRequest{Input: &workerv1.TokenizeRequest_Messages{Messages: msgs},
 			AddGenerationPrompt: proto.Bool(c.AddGenerationPrompt)})
@@ -149,7 +126,7 @@ func checkChats(t *testing.T, e *Engine, ref reference) {
 			t.Fatalf("chat %s: %v", c.Name, err)
 		}
 		if diff := cmp.Diff(c.IDs, r.GetTokenIds()); diff != "" {
-			t.Errorf("chat %s: ids (-reference +got):\n%s", c.Name, diff)
+			t.Errorf("chat %s (add_generation_prompt %v): ids (-reference +got):\n%s", c.Name, c.AddGenerationPrompt, diff)
 		}
 	}
 }
@@ -215,3 +192,74 @@ func TestCanTokenizeNeedsVocab(t *testing.T) {
 }
 
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+// Tool choice none leaves the tools out of the prompt; bad tools and
+// arguments are refused naming the field.
+func TestChatTools(t *testing.T) {
+	t.Parallel()
+	e, _ := fixture(t, "qwen3")
+	const tools = `[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]`
+	user := &workerv1.Message{Role: "user", Content: "hi"}
+	ids := func(m *workerv1.Messages) ([]uint32, error) {
+		r, err := e.Tokenize(&workerv1.TokenizeRequest{Input: &workerv1.TokenizeRequest_Messages{Messages: m}})
+		return r.GetTokenIds(), err
+	}
+	plain, err := ids(&workerv1.Messages{Messages: []*workerv1.Message{user}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	offered, err := ids(&workerv1.Messages{Messages: []*workerv1.Message{user}, Tools: tools})
+	if err != nil || len(offered) <= len(plain) {
+		t.Fatalf("tools offered: %d ids, %v; want more than the %d without", len(offered), err, len(plain))
+	}
+	none := &workerv1.ToolChoice{Choice: &workerv1.ToolChoice_Mode{Mode: workerv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE}}
+	if got, err := ids(&workerv1.Messages{Messages: []*workerv1.Message{user}, Tools: tools, ToolChoice: none}); err != nil || !cmp.Equal(got, plain) {
+		t.Errorf("tool_choice none: %v, %v; want the ids without tools", got, err)
+	}
+	call := &workerv1.Message{Role: "assistant", ToolCalls: []*workerv1.ToolCall{{Id: "c", Name: "f", Arguments: "[1]"}}}
+	for name, c := range map[string]struct {
+		m     *workerv1.Messages
+		field string
+	}{
+		"arguments not an object": {&workerv1.Messages{Messages: []*workerv1.Message{user, call}}, "messages.messages[1].tool_calls[0].function.arguments: "},
+		"tool unnamed":            {&workerv1.Messages{Messages: []*workerv1.Message{user}, Tools: `[{"function": {}}]`}, "messages.tools[0].function.name: "},
+	} {
+		_, err := ids(c.m)
+		if st := status.Convert(err); st.Code() != codes.InvalidArgument || !hasPrefix(st.Message(), c.field) {
+			t.Errorf("%s: %v; want INVALID_ARGUMENT beginning %q", name, err, c.field)
+		}
+	}
+}
+
+// NewDecoder keeps the special tokens named in keep; a text that is not
+// a special token changes nothing. TemplateSource is the template's text.
+func TestHFKeepAndTemplateSource(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "tokenizer", "testdata", "models", "qwen3")
+	tok, err := tokenizer.Load(dir, "")
+	if err != nil {
+		t.Skip(err)
+	}
+	out, err := tok.Encode("a<|im_end|><tool_call>b<|endoftext|>", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := HF(tok)
+	for _, c := range []struct {
+		keep []string
+		want string
+	}{
+		{nil, "a<tool_call>b"},
+		{[]string{"<|im_end|>"}, "a<|im_end|><tool_call>b"},
+		{[]string{"<|im_end|>", "<tool_call>", "no such token", ""}, "a<|im_end|><tool_call>b"},
+		{[]string{"<|endoftext|>", "<|im_end|>"}, "a<|im_end|><tool_call>b<|endoftext|>"},
+	} {
+		d := h.NewDecoder(nil, c.keep)
+		if got := d.Next(out) + d.Flush(); got != c.want {
+			t.Errorf("keep %q: %q, want %q", c.keep, got, c.want)
+		}
+	}
+	if src := h.TemplateSource(); src != tok.TemplateSource() || src == "" {
+		t.Errorf("TemplateSource() = %.40q, want Qwen3's template", src)
+	}
+}
