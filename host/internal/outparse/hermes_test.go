@@ -57,6 +57,15 @@ var hermesCases = []tcase{
 	{name: "no tools offered: all content", tool: "hermes",
 		out:  "<tool_call>{\"name\": \"get_time\"}</tool_call>",
 		want: Whole{Content: "<tool_call>{\"name\": \"get_time\"}</tool_call>"}},
+	{name: "hermes 2 pro: arguments before name", tool: "hermes", opts: weather,
+		out:  "<tool_call>\n{\"arguments\": {\"city\": \"Bern\"}, \"name\": \"get_weather\"}\n</tool_call>",
+		want: Whole{Calls: []Call{{Name: "get_weather", Arguments: `{"city": "Bern"}`}}}},
+	{name: "vLLM's QwQ output: thinking, multibyte arguments, trailing text", reasoning: "qwen3", tool: "hermes",
+		opts: Options{InReasoning: true, Functions: weather.Functions},
+		out:  "好的，需要查询。\n</think>\n\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"燃气 轮机\"}}\n</tool_call>\n\n ",
+		want: Whole{Reasoning: "好的，需要查询。\n", Content: "\n\n", Calls: []Call{{Name: "get_weather", Arguments: `{"city": "燃气 轮机"}`}}}},
+	{name: "arguments null", tool: "hermes", opts: weather,
+		out: "<tool_call>{\"name\": \"get_time\", \"arguments\": null}</tool_call>", want: Whole{Calls: []Call{{Name: "get_time", Arguments: "{}"}}}},
 	{name: "plain answer", tool: "hermes", opts: weather, out: "The sky is blue.", want: Whole{Content: "The sky is blue."}},
 }
 
