@@ -93,3 +93,6 @@ func same(t *testing.T, how string, got, want Whole) {
 		t.Fatalf("%s:\n got %#v\nwant %#v", how, got, want)
 	}
 }
+
+// weather is the tool most cases offer.
+var weather = Options{Functions: []string{"get_weather", "get_time"}}

@@ -97,9 +97,6 @@ func (h *hermes) inCall(text string, out *[]piece) string {
 	}
 	*out = append(*out, piece{call: callOf(b[:at], raw)})
 	h.in, h.after = false, true
-	if rest == "" {
-		return "" // the loop in feed ends on ""; nothing is lost
-	}
 	return rest
 }
 

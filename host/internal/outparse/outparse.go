@@ -48,14 +48,15 @@ type Options struct {
 	Functions []string
 	// NewID returns a new call id; nil: "call_" and the call's number.
 	NewID func() string
-	// Choice is tool_choice when it constrains the output:
-	// ChoiceRequired (the output is RequiredSchema's array) or a
-	// function's name (it is NamedSchema's arguments); "": the family's
-	// markup.
-	Choice string
 	// ReasoningOff: the request turned thinking off (Qwen3's
 	// enable_thinking false), so output is content from its start.
 	ReasoningOff bool
+	// Choice is how tool_choice constrained the output: "" (auto: calls
+	// found by the family's tags), ChoiceRequired (the output is the
+	// JSON array RequiredSchema describes), or a function's name (the
+	// output is that call's arguments, NamedSchema). Set, it replaces
+	// the family's parser.
+	Choice string
 }
 
 // Call is one complete tool call a caller found.
@@ -102,7 +103,8 @@ var reasoningParsers = map[string]family{
 }
 
 var toolCallParsers = map[string]family{
-	"hermes": {caller: newHermes, starts: []string{hermesOpen}},
+	"hermes":      {caller: newHermes, starts: []string{hermesOpen}},
+	"llama3_json": {caller: newLlama3, starts: []string{pythonTag}, markers: []string{pythonTag}},
 }
 
 // None turns a parser off.
@@ -159,7 +161,9 @@ type Parser struct {
 }
 
 // New returns the parser of one output; "" or "none" turns either part
-// off. A tool-call parser works only when opts.Functions is not nil.
+// off. A tool-call parser works only when opts.Functions is not nil;
+// opts.Choice, when set, picks the tool_choice JSON parser whatever
+// toolCall is.
 func New(reasoning, toolCall string, opts Options) (*Parser, error) {
 	if err := Check("reasoning parser", reasoning, false); err != nil {
 		return nil, err
@@ -169,11 +173,13 @@ func New(reasoning, toolCall string, opts Options) (*Parser, error) {
 	}
 	p := &Parser{opts: opts}
 	tf := toolCallParsers[toolCall]
-	switch {
-	case opts.Functions == nil:
-	case opts.Choice != "":
-		p.c = &choiceCaller{name: opts.Choice}
-	case tf.caller != nil:
+	if opts.Choice != "" {
+		if opts.Choice != ChoiceRequired && opts.Functions != nil && !slices.Contains(opts.Functions, opts.Choice) {
+			return nil, fmt.Errorf("tool_choice: function %q is not among the tools (%s)", opts.Choice, strings.Join(opts.Functions, ", "))
+		}
+		tf = family{caller: choiceCaller(opts.Choice)} // no tags: reasoning ends by its own markup
+	}
+	if tf.caller != nil && opts.Functions != nil {
 		p.c = tf.caller(opts)
 	}
 	if rf := reasoningParsers[reasoning]; rf.reasoner != nil && !opts.ReasoningOff {
