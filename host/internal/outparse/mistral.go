@@ -90,11 +90,11 @@ func (m *mistral) step(out *[]piece) bool {
 		m.buf, m.state = m.buf[i+len(mistralCalls):], mistralCall
 		return true
 	}
-	return m.after(out)
+	return m.after()
 }
 
 // after reads what follows a call: another call, or content.
-func (m *mistral) after(out *[]piece) bool {
+func (m *mistral) after() bool {
 	t := strings.TrimLeft(m.buf, " \t\r\n,")
 	switch {
 	case strings.HasPrefix(t, mistralCalls):
@@ -112,8 +112,7 @@ func (m *mistral) after(out *[]piece) bool {
 	case name > 0 && (strings.HasPrefix(mistralArgs, rest) || strings.HasPrefix(mistralCallID, rest)):
 		return false
 	default:
-		*out = appendText(*out, m.buf)
-		m.buf, m.state = "", mistralText
+		m.state = mistralText // content, which may hold another call
 	}
 	return true
 }

@@ -38,6 +38,8 @@ func TestMistral(t *testing.T) {
 			want: Whole{Content: "Let me look. ", Calls: []Call{paris}}},
 		{name: "text after", tool: m, opts: weather, out: `[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"} Done.`,
 			want: Whole{Content: " Done.", Calls: []Call{paris}}},
+		{name: "text between calls", tool: m, opts: weather, out: `[TOOL_CALLS]get_time[ARGS]{"tz": "UTC"} and [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}`,
+			want: Whole{Content: " and ", Calls: []Call{utc, paris}}},
 		{name: "braces in strings", tool: m, opts: weather, out: `[TOOL_CALLS]get_weather[ARGS]{"city": "}]\"{"}`,
 			want: Whole{Calls: []Call{{Name: "get_weather", Arguments: `{"city": "}]\"{"}`}}}},
 		{name: "no call", tool: m, opts: weather, out: "Plain [TOOL", want: Whole{Content: "Plain [TOOL"}},
