@@ -30,8 +30,9 @@ import "strings"
 //   - Content and reasoning stream as they come, only a possible
 //     marker's start held back; a call is held until its message ends.
 //   - Tolerated: a message without its end token at the output's end, or
-//     ended by the next "<|start|>" or "<|channel|>"; output with no
-//     harmony markup at all is content.
+//     ended by the next "<|start|>" or "<|channel|>"; text where a header
+//     should be that cannot begin one is content (a model that wrote no
+//     harmony markup); a header cut short at the end is dropped.
 type harmony struct {
 	reasoning, calls bool
 	inBody           bool
@@ -90,6 +91,10 @@ func (h *harmony) feed(text string) (string, []piece) {
 // step reads what it can of h.buf and reports whether to read on.
 func (h *harmony) step(out *harmonyOut) bool {
 	if !h.inBody {
+		if h.plain() {
+			h.inBody = true // content without a header
+			return true
+		}
 		i := strings.Index(h.buf, hMessage)
 		if i < 0 {
 			return false
@@ -153,6 +158,19 @@ func (h *harmony) finish() (string, []piece) {
 	}
 	h.buf = ""
 	return out.reasoning.String(), out.pieces
+}
+
+// plain reports whether the text where a header should be cannot begin
+// one (a special token or, in the first message, " to="): a model that
+// wrote no harmony markup, whose text is content.
+func (h *harmony) plain() bool {
+	t := strings.TrimLeft(h.buf, " \t\r\n")
+	for _, head := range []string{"<|", "to="} {
+		if strings.HasPrefix(t, head) || strings.HasPrefix(head, t) {
+			return false
+		}
+	}
+	return true
 }
 
 // harmonyHeader reads a message's header: its kind and, for a call, the
