@@ -167,7 +167,7 @@ func TestRunDryRunConfigError(t *testing.T) {
 		{"no tokenizer.json", []string{"--tokenizer-dir", os.TempDir()}, `--tokenizer-dir "` + os.TempDir() + `": want a directory holding the model's tokenizer.json`},
 		{"bad tokenizer.json", []string{"--tokenizer-dir", badTokenizerDir(t)}, "tokenizer.json"},
 		{"no chat template file", []string{"--chat-template", "/nonexistent/t.jinja"}, `--chat-template "/nonexistent/t.jinja": want a readable Jinja template file`},
-		{"unknown tool-call parser", []string{"--tool-call-parser", "hermes2"}, `--tool-call-parser: "hermes2" is not a parser here; want one of hermes, `},
+		{"unknown tool-call parser", []string{"--tool-call-parser", "hermes2"}, `--tool-call-parser: "hermes2" is not a parser here; want one of deepseek_v3, hermes, llama3_json, mistral, none, openai`},
 		{"unknown reasoning parser", []string{"--reasoning-parser", "r1"}, `--reasoning-parser: "r1" is not a parser here; want one of deepseek_r1, `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

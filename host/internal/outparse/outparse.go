@@ -83,11 +83,22 @@ type caller interface {
 	finish() []piece
 }
 
+// splitter parses an output whose one markup carries reasoning and calls
+// both (gpt-oss's harmony), which a reasoner and a caller cannot split.
+type splitter interface {
+	feed(text string) (reasoning string, pieces []piece)
+	finish() (reasoning string, pieces []piece)
+}
+
 // family is a parser name's constructors and the special tokens its
 // markup uses (which the decoder must keep in the text).
 type family struct {
 	reasoner func(o Options, callStarts []string) reasoner
 	caller   func(o Options) caller
+	// whole, when set, parses the output alone, both roles in one state
+	// machine: reasoning kept when the reasoning parser is its own, calls
+	// parsed when the tool-call parser is its own (and tools offered).
+	whole func(o Options, reasoning, calls bool) splitter
 	// starts are the texts that begin a call, where reasoning ends too:
 	// a call is never swallowed into reasoning.
 	starts []string
@@ -100,11 +111,16 @@ type family struct {
 var reasoningParsers = map[string]family{
 	"deepseek_r1": {reasoner: func(o Options, s []string) reasoner { return newThink(true, o, s) }},
 	"qwen3":       {reasoner: func(o Options, s []string) reasoner { return newThink(false, o, s) }},
+
+	"openai_gptoss": {whole: newHarmony, markers: harmonyMarkers},
 }
 
 var toolCallParsers = map[string]family{
 	"hermes":      {caller: newHermes, starts: []string{hermesOpen}},
 	"llama3_json": {caller: newLlama3, starts: []string{pythonTag}, markers: []string{pythonTag}},
+	"openai":      {whole: newHarmony, markers: harmonyMarkers},
+	"mistral":     {caller: newMistral, starts: []string{mistralCalls}, markers: mistralMarkers},
+	"deepseek_v3": {caller: newDeepSeekV3, starts: []string{dsCallsBegin}, markers: deepSeekV3Markers},
 }
 
 // None turns a parser off.
@@ -155,6 +171,7 @@ func Markers(reasoning, toolCall string) []string {
 type Parser struct {
 	r        reasoner // nil: no reasoning parser
 	c        caller   // nil: no tool calls parsed
+	w        splitter // not nil: it alone parses the output (r, c nil)
 	opts     Options
 	calls    int
 	failures int
@@ -178,6 +195,11 @@ func New(reasoning, toolCall string, opts Options) (*Parser, error) {
 			return nil, fmt.Errorf("tool_choice: function %q is not among the tools (%s)", opts.Choice, strings.Join(opts.Functions, ", "))
 		}
 		tf = family{caller: choiceCaller(opts.Choice)} // no tags: reasoning ends by its own markup
+	} else if rf := reasoningParsers[reasoning]; rf.whole != nil || tf.whole != nil {
+		if err := p.newWhole(reasoning, toolCall, rf, tf); err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	if tf.caller != nil && opts.Functions != nil {
 		p.c = tf.caller(opts)
@@ -192,8 +214,27 @@ func New(reasoning, toolCall string, opts Options) (*Parser, error) {
 	return p, nil
 }
 
+// newWhole sets p.w for a family that parses the output alone; the
+// other parser must be of the same family or none.
+func (p *Parser) newWhole(reasoning, toolCall string, rf, tf family) error {
+	if (rf.whole == nil && rf.reasoner != nil) || (tf.whole == nil && tf.caller != nil) {
+		return fmt.Errorf("reasoning parser %q and tool-call parser %q read different output formats; "+
+			"set one of them to %q", reasoning, toolCall, None)
+	}
+	whole := rf.whole
+	if whole == nil {
+		whole = tf.whole
+	}
+	p.w = whole(p.opts, rf.whole != nil && !p.opts.ReasoningOff, tf.whole != nil && p.opts.Functions != nil)
+	return nil
+}
+
 // Feed parses the next piece of output text.
 func (p *Parser) Feed(text string) Delta {
+	if p.w != nil {
+		r, pieces := p.w.feed(text)
+		return p.emit(Delta{Reasoning: r}, pieces)
+	}
 	if p.r == nil {
 		return p.content(Delta{}, text, false)
 	}
@@ -204,6 +245,10 @@ func (p *Parser) Feed(text string) Delta {
 // Finish parses what is held at the end of the output: a call without
 // its closing markup is taken as it is, when it parses.
 func (p *Parser) Finish() Delta {
+	if p.w != nil {
+		r, pieces := p.w.finish()
+		return p.emit(Delta{Reasoning: r}, pieces)
+	}
 	if p.r == nil {
 		return p.content(Delta{}, "", true)
 	}
@@ -230,6 +275,11 @@ func (p *Parser) content(d Delta, text string, last bool) Delta {
 	if last {
 		pieces = append(pieces, p.c.finish()...)
 	}
+	return p.emit(d, pieces)
+}
+
+// emit adds a caller's pieces to d: text as content, a call checked.
+func (p *Parser) emit(d Delta, pieces []piece) Delta {
 	var b strings.Builder
 	for _, pc := range pieces {
 		if pc.call == nil {
