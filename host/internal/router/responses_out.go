@@ -260,8 +260,10 @@ type reasoningPart struct {
 	Text string `json:"text"`
 }
 
-func summaryPart(text string) reasoningPart   { return reasoningPart{Type: "summary_text", Text: text} }
-func reasoningText(text string) reasoningPart { return reasoningPart{Type: "reasoning_text", Text: text} }
+func summaryPart(text string) reasoningPart { return reasoningPart{Type: "summary_text", Text: text} }
+func reasoningText(text string) reasoningPart {
+	return reasoningPart{Type: "reasoning_text", Text: text}
+}
 
 // view is the item as a response (done) or response.output_item.added
 // (not done: no content yet) holds it.
