@@ -186,7 +186,9 @@ func TestResponsesInputTurns(t *testing.T) {
 	call := func(id string) string {
 		return fmt.Sprintf(`{"type":"function_call","call_id":%q,"name":"f","arguments":"{}"}`, id)
 	}
-	tc := func(id string) *workerv1.ToolCall { return &workerv1.ToolCall{Id: id, Type: "function", Name: "f", Arguments: "{}"} }
+	tc := func(id string) *workerv1.ToolCall {
+		return &workerv1.ToolCall{Id: id, Type: "function", Name: "f", Arguments: "{}"}
+	}
 	for _, c := range []struct {
 		name, input string
 		want        []*workerv1.Message
