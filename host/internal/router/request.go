@@ -96,7 +96,7 @@ func (n fieldNames) param(need string) string {
 	switch need {
 	case discovery.CapN, discovery.CapPresencePenalty, discovery.CapFrequencyPenalty, discovery.CapRepetitionPenalty,
 		discovery.CapLogitBias, discovery.CapStop, discovery.CapTopK, discovery.CapMinP, discovery.CapSeed,
-		discovery.CapMinTokens, discovery.CapIgnoreEOS, discovery.CapChatTemplateKwargs:
+		discovery.CapMinTokens, discovery.CapIgnoreEOS, discovery.CapChatTemplateKwargs, discovery.CapTools:
 		return need
 	case discovery.CapPromptTokenIDs:
 		return "echo"

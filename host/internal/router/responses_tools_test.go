@@ -359,3 +359,13 @@ func TestCallAndReasoningIDs(t *testing.T) {
 		t.Errorf("reasoning id %s: %q %v", rs, got, err)
 	}
 }
+
+// With text.format set too, the tools need is still told as tools.
+func TestResponsesToolsNeedNamedWithFormat(t *testing.T) {
+	t.Parallel()
+	r := startScript(t, &scriptWorker{reason: workerv1.FinishReason_FINISH_REASON_STOP}, "json_object")
+	code, _, e := errorOf(t, r, endpointResponses, `{"model":"m","input":"q",`+twoTools+`,"text":{"format":{"type":"json_object"}}}`)
+	if code != http.StatusBadRequest || e["param"] != "tools" {
+		t.Errorf("%d %v, want 400 naming tools", code, e)
+	}
+}
