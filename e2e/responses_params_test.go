@@ -30,7 +30,7 @@ type respParamRow struct {
 // ResponseCreateParamsBase.
 var responsesParamTable = []respParamRow{
 	{"model", "", "picks the workers (their served model name)", "worker"},
-	{"input", "", "a string, or a list of message items (roles user, system, developer, assistant; content a string or `input_text`/`output_text` parts, `refusal` in an assistant's history) and `item_reference` items to vigil's own output messages; rendered by the worker's chat template", "tokenIds"},
+	{"input", "", "a string, or a list of message items (roles user, system, developer, assistant; content a string or `input_text`/`output_text` parts, `refusal` in an assistant's history), `function_call`, `function_call_output` and `reasoning` items, and `item_reference` items to vigil's own output items; rendered by the worker's chat template", "tokenIds"},
 	{"instructions", `"Be brief."`, "a system message before the input", "tokenIds"},
 	{"max_output_tokens", "6", "chat's max_completion_tokens", "stopping.maxNewTokens=6"},
 	{"temperature", "0.5", "", "temperature=0.5"},
@@ -45,10 +45,10 @@ var responsesParamTable = []respParamRow{
 	{"prompt_cache_key", `"k1"`, "accepted; kept for cache-aware placement", "worker"},
 	{"prompt_cache_options", `{"mode":"explicit"}`, "accepted, not used", "worker"},
 	{"prompt_cache_retention", `"24h"`, "accepted: vigil stores nothing", "worker"},
-	{"parallel_tool_calls", "true", "accepted: no tools yet", "worker"},
-	{"max_tool_calls", "3", "accepted: no tools yet", "worker"},
-	{"tools", `[{"type":"function","name":"f","parameters":{}}]`, "`[]` only (issue 27)", "400"},
-	{"tool_choice", `"required"`, "`none` or `auto` only (issue 27)", "400"},
+	{"parallel_tool_calls", "true", "with tools, false returns the first call only; without, nothing", "worker"},
+	{"max_tool_calls", "3", "accepted: it bounds calls to built-in tools, which vigil serves none of", "worker"},
+	{"tools", `[{"type":"function","name":"f","parameters":{}}]`, "function tools (`name`, `description`, `parameters`, `strict`), given to the chat template as chat's tools; other tool types 400; workers that list `tools`", "400"},
+	{"tool_choice", `"required"`, "`none`, `auto`, `required` (with tools) or `{\"type\": \"function\", \"name\"}` naming one of them", "400"},
 	{"service_tier", `"flex"`, "`auto` or `default` only", "400"},
 	{"truncation", `"auto"`, "`disabled` only", "400"},
 	{"reasoning", `{"effort":"low"}`, "null only (or all its fields null)", "400"},

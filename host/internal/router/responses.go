@@ -24,8 +24,7 @@ var responsesParams = map[string]paramRule{
 	"store": rTaken, "prompt_cache_key": rTaken, "metadata": rTaken, "user": rTaken,
 	"safety_identifier": rTaken, "parallel_tool_calls": rTaken, "tool_choice": rTaken,
 	"service_tier": rTaken, "truncation": rTaken, "include": rTaken, "top_logprobs": rTaken,
-	"tools":                  {neutral: oneOf(`[]`), want: "omit it or send []: vigil takes no tools yet (issue 27)"},
-	"max_tool_calls":         rAny, // no tools: nothing to call
+	"tools": rTaken, "max_tool_calls": rTaken,
 	"prompt_cache_options":   rAny,
 	"prompt_cache_retention": rAny,
 	"reasoning":              {neutral: allNull, want: "omit it or send null: vigil has no reasoning settings"},
@@ -78,6 +77,10 @@ type responsesRequest struct {
 	Truncation        *string         `json:"truncation"`
 	Include           json.RawMessage `json:"include"`
 	TopLogprobs       *int64          `json:"top_logprobs"`
+	Tools             json.RawMessage `json:"tools"`
+	MaxToolCalls      *int64          `json:"max_tool_calls"`
+	// toolsEcho are the tools as the response echoes them (setTools).
+	toolsEcho []respTool
 }
 
 // parseResponses reads and checks a Responses request and maps it onto
@@ -113,6 +116,7 @@ func (c *responsesRequest) toWorker(maxText int64) (*parsed, *workerv1.GenerateR
 	}
 	for _, set := range []func() *apiError{
 		func() *apiError { return c.setInput(req, maxText) },
+		func() *apiError { return c.setTools(req) },
 		func() *apiError { return c.setText(req, &p.names) },
 		func() *apiError { return c.setMaxOutput(req.Stopping) },
 		func() *apiError { return c.checkOptions(p) },
@@ -137,7 +141,7 @@ func (c *responsesRequest) setMaxOutput(s *workerv1.Stopping) *apiError {
 
 // checkOptions checks the fields taken as they are: stream_options (with
 // stream only, include_obfuscation: vigil's events carry no padding),
-// tool_choice, service_tier, truncation and the identifiers' types.
+// service_tier, truncation and the identifiers' types.
 func (c *responsesRequest) checkOptions(p *parsed) *apiError {
 	if !isNull(c.StreamOptions) {
 		if !p.stream {
@@ -153,9 +157,6 @@ func (c *responsesRequest) checkOptions(p *parsed) *apiError {
 				return badRequest("stream_options", "stream_options.%s: vigil takes include_obfuscation (a boolean) only", k)
 			}
 		}
-	}
-	if !isNull(c.ToolChoice) && !oneOf(`"none"`, `"auto"`)(c.ToolChoice) {
-		return badRequest("tool_choice", `tool_choice: vigil takes no tools yet (issue 27); omit it or send "none" or "auto"`)
 	}
 	if t := c.ServiceTier; t != nil && *t != "auto" && *t != "default" {
 		return badRequest("service_tier", `service_tier: vigil cannot honour service_tier = %q; omit it or send "auto"`, *t)

@@ -43,13 +43,13 @@ func (c *responsesRequest) setInput(req *workerv1.GenerateRequest, maxText int64
 		return badRequest("input", "input: must not be empty")
 	}
 	budget := maxText // the decoded text of all item_references, together
+	t := &turns{msgs: msgs.Messages}
 	for i, it := range items {
-		m, aerr := inputItem(i, it, &budget)
-		if aerr != nil {
+		if aerr := inputItem(t, i, it, &budget); aerr != nil {
 			return aerr
 		}
-		msgs.Messages = append(msgs.Messages, m)
 	}
+	msgs.Messages = t.msgs
 	req.Prompt = &workerv1.GenerateRequest_Messages{Messages: msgs}
 	return nil
 }
@@ -57,35 +57,53 @@ func (c *responsesRequest) setInput(req *workerv1.GenerateRequest, maxText int64
 // itemRoles are the roles a message item may have.
 var itemRoles = map[string]bool{"user": true, "system": true, "developer": true, "assistant": true}
 
-// inputItem reads input item i: a message ({role, content}, type
+// inputItem adds input item i to t: a message ({role, content}, type
 // "message" or none; a replayed output message's id, status and phase are
-// accepted and not sent) or an item_reference to an output message.
-func inputItem(i int, it map[string]json.RawMessage, budget *int64) (*workerv1.Message, *apiError) {
+// accepted and not sent), a function_call, a function_call_output, a
+// reasoning item, or an item_reference to an output item of vigil's.
+func inputItem(t *turns, i int, it map[string]json.RawMessage, budget *int64) *apiError {
 	var typ string
-	if t, ok := it["type"]; ok && json.Unmarshal(t, &typ) != nil {
-		return nil, badRequest("input", "input[%d].type: want a string, got %s", i, clip(t))
+	if v, ok := it["type"]; ok && json.Unmarshal(v, &typ) != nil {
+		return badRequest("input", "input[%d].type: want a string, got %s", i, clip(v))
 	}
 	switch typ {
 	case "item_reference":
-		return itemReference(i, it, budget)
+		return itemReference(t, i, it, budget)
+	case "function_call":
+		tc, aerr := functionCall(i, it)
+		if aerr == nil {
+			t.call(tc)
+		}
+		return aerr
+	case "function_call_output":
+		m, aerr := functionCallOutput(i, it)
+		if aerr == nil {
+			t.message(m)
+		}
+		return aerr
+	case "reasoning":
+		text, aerr := reasoningItem(i, it)
+		t.think(text)
+		return aerr
 	case "", "message":
 	default:
-		return nil, badRequest("input", "input[%d].type: vigil takes message and item_reference items, got %q", i, typ)
+		return badRequest("input", "input[%d].type: vigil takes message, function_call, function_call_output, reasoning and item_reference items, got %q", i, typ)
 	}
 	m := &workerv1.Message{}
 	if json.Unmarshal(it["role"], &m.Role) != nil || !itemRoles[m.Role] {
-		return nil, badRequest("input", `input[%d].role: want "user", "system", "developer" or "assistant", got %s`, i, clip(it["role"]))
+		return badRequest("input", `input[%d].role: want "user", "system", "developer" or "assistant", got %s`, i, clip(it["role"]))
 	}
 	for _, k := range slices.Sorted(maps.Keys(it)) {
 		switch k {
 		case "type", "role", "content", "id", "status", "phase":
 		default:
-			return nil, badRequest("input", "input[%d]: unrecognized field %s of a message item", i, k)
+			return badRequest("input", "input[%d]: unrecognized field %s of a message item", i, k)
 		}
 	}
 	content, aerr := itemContent(i, m.Role, bytes.TrimSpace(it["content"]))
 	m.Content = content
-	return m, aerr
+	t.message(m)
+	return aerr
 }
 
 // itemContent reads a message item's content: a string, or a list of
@@ -119,14 +137,17 @@ func itemContent(i int, role string, raw json.RawMessage) (string, *apiError) {
 	return strings.Join(texts, "\n"), nil
 }
 
-// The ids of output message items. vigil keeps no state, so a message's
-// id carries its text: "msg_" and the base64url (no padding) of a version
-// byte, 4 random bytes (ids stay unique), the text's CRC-32 (a cut or
-// altered id is refused, not read as other text), and the text, raw
-// (idRaw) or deflated (idFlate), whichever is shorter. The version byte makes every
-// such id start "msg_A"; a message whose id would exceed maxItemID gets
-// "msg_" and random hex, which no item_reference resolves, and so does a
-// streamed one (its id is sent before its text exists).
+// The ids of output items. vigil keeps no state, so an item's id carries
+// the item: its prefix ("msg_" a message, "fc_" a function call, "rs_"
+// reasoning) and the base64url (no padding) of a version byte, 4 random
+// bytes (ids stay unique), the payload's CRC-32 (a cut or altered id is
+// refused, not read as another item), and the payload, raw (idRaw) or
+// deflated (idFlate), whichever is shorter. A message's payload is its
+// text, reasoning's its text, a call's the JSON array [call_id, name,
+// arguments]. The version byte makes every such id start with its prefix
+// and "A"; an item whose id would exceed maxItemID gets its prefix and
+// random hex, which no item_reference resolves, and so does a streamed one
+// (its id is sent before the item exists).
 const (
 	idRaw     = 1
 	idFlate   = 2
@@ -135,33 +156,49 @@ const (
 	maxItemID = 32 << 10
 )
 
-// randomItemID is the id of a message whose text it cannot carry: hex,
+// The prefixes of output items' ids.
+const (
+	prefixMessage   = "msg_"
+	prefixCall      = "fc_"
+	prefixReasoning = "rs_"
+)
+
+// randomItemID is the id of an item whose payload it cannot carry: hex,
 // which never starts with "A".
-func randomItemID() string {
+func randomItemID(prefix string) string {
 	var b [12]byte
 	rand.Read(b[:])
-	return "msg_" + hex.EncodeToString(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // itemID is the id of an output message that carries its text.
-func itemID(text string) string {
+func itemID(text string) string { return payloadID(prefixMessage, text) }
+
+// callItemID is the id of an output function call that carries it.
+func callItemID(callID, name, arguments string) string {
+	b, _ := json.Marshal([]string{callID, name, arguments})
+	return payloadID(prefixCall, string(b))
+}
+
+// payloadID is the id of prefix that carries payload.
+func payloadID(prefix, payload string) string {
 	head := make([]byte, idHead)
 	rand.Read(head[:idNonce])
-	binary.BigEndian.PutUint32(head[idNonce:], crc32.ChecksumIEEE([]byte(text)))
-	payload := append([]byte{idRaw}, head...)
-	payload = append(payload, text...)
+	binary.BigEndian.PutUint32(head[idNonce:], crc32.ChecksumIEEE([]byte(payload)))
+	raw := append([]byte{idRaw}, head...)
+	raw = append(raw, payload...)
 	var z bytes.Buffer
 	z.WriteByte(idFlate)
 	z.Write(head)
 	fw, _ := flate.NewWriter(&z, flate.BestCompression)
-	fw.Write([]byte(text))
+	fw.Write([]byte(payload))
 	fw.Close()
-	if z.Len() < len(payload) {
-		payload = z.Bytes()
+	if z.Len() < len(raw) {
+		raw = z.Bytes()
 	}
-	id := "msg_" + base64.RawURLEncoding.EncodeToString(payload)
+	id := prefix + base64.RawURLEncoding.EncodeToString(raw)
 	if len(id) > maxItemID {
-		return randomItemID()
+		return randomItemID(prefix)
 	}
 	return id
 }
@@ -169,17 +206,37 @@ func itemID(text string) string {
 // errItemsTooLarge: the ids of a request's item_references decode to
 // more text than the request may hold; checked while inflating, so that
 // forged ids cannot make the router inflate more.
-var errItemsTooLarge = errors.New("the messages of the request's item_references decode to more text than a request may hold (--max-body-bytes)")
+var errItemsTooLarge = errors.New("the items of the request's item_references decode to more text than a request may hold (--max-body-bytes)")
 
-// decodeItemID is the text an output message's id carries, at most
+// errStreamedItem: the id is one vigil gave an item it streamed, which
+// carries nothing.
+var errStreamedItem = errors.New("the id of an item vigil streamed, which carries nothing")
+
+// idPrefix is the prefix of id among vigil's, "" for none.
+func idPrefix(id string) string {
+	for _, p := range []string{prefixMessage, prefixCall, prefixReasoning} {
+		if strings.HasPrefix(id, p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// decodeItemID is the payload an output item's id carries, at most
 // budget bytes, which it takes from budget.
 func decodeItemID(id string, budget *int64) (string, error) {
-	enc, ok := strings.CutPrefix(id, "msg_A")
-	if !ok || len(id) > maxItemID {
-		return "", fmt.Errorf("not the id of a message vigil answered whole")
+	prefix := idPrefix(id)
+	enc, ok := strings.CutPrefix(id, prefix+"A")
+	switch {
+	case prefix == "":
+		return "", fmt.Errorf("not the id of an item vigil answered")
+	case !ok && len(id) == len(prefix)+24 && strings.Trim(id[len(prefix):], "0123456789abcdef") == "":
+		return "", errStreamedItem
+	case !ok || len(id) > maxItemID:
+		return "", fmt.Errorf("not the id of an item vigil answered whole")
 	}
-	b, err := base64.RawURLEncoding.DecodeString(id[len("msg_"):])
-	malformed := fmt.Errorf("a malformed message id")
+	b, err := base64.RawURLEncoding.DecodeString(id[len(prefix):])
+	malformed := fmt.Errorf("a malformed item id")
 	if err != nil || len(enc) == 0 || len(b) < 1+idHead {
 		return "", malformed
 	}
@@ -195,7 +252,7 @@ func decodeItemID(id string, budget *int64) (string, error) {
 			return "", malformed
 		}
 	default:
-		return "", fmt.Errorf("a message id of an unknown version")
+		return "", fmt.Errorf("an item id of an unknown version")
 	}
 	if int64(len(text)) > *budget {
 		return "", errItemsTooLarge
@@ -207,26 +264,46 @@ func decodeItemID(id string, budget *int64) (string, error) {
 	return string(text), nil
 }
 
-// itemReference resolves an item_reference to an output message of
-// vigil's, whose id carries its text (itemID).
-func itemReference(i int, it map[string]json.RawMessage, budget *int64) (*workerv1.Message, *apiError) {
+// itemReference resolves an item_reference to an output item of vigil's,
+// whose id carries it (payloadID), and adds it to t. A reference to
+// reasoning vigil streamed, whose id carries nothing, is left out: the
+// turn goes without its reasoning, as the AI SDK sends it with store false
+// (it drops reasoning it cannot replay), where a message's or a call's
+// would change what the model sees.
+func itemReference(t *turns, i int, it map[string]json.RawMessage, budget *int64) *apiError {
 	for k := range it {
 		if k != "type" && k != "id" {
-			return nil, badRequest("input", "input[%d].%s: not a field of an item_reference (type, id)", i, k)
+			return badRequest("input", "input[%d].%s: not a field of an item_reference (type, id)", i, k)
 		}
 	}
+	param := fmt.Sprintf("input[%d].id", i)
 	var id string
 	if json.Unmarshal(it["id"], &id) != nil || id == "" {
-		return nil, badRequest(fmt.Sprintf("input[%d].id", i), "input[%d].id: an item_reference wants the id of an output message", i)
+		return badRequest(param, "input[%d].id: an item_reference wants the id of an output item", i)
 	}
-	text, err := decodeItemID(id, budget)
-	if errors.Is(err, errItemsTooLarge) {
-		return nil, badRequest(fmt.Sprintf("input[%d].id", i), "input[%d].id: %v", i, err)
+	payload, err := decodeItemID(id, budget)
+	switch {
+	case errors.Is(err, errStreamedItem) && idPrefix(id) == prefixReasoning:
+		t.think("")
+		return nil
+	case errors.Is(err, errItemsTooLarge):
+		return badRequest(param, "input[%d].id: %v", i, err)
+	case err != nil:
+		return badRequest(param,
+			"input[%d].id: item_reference %q: %v. vigil keeps no state: an item_reference resolves only to an item vigil answered whole "+
+				"(not streamed), whose id carries it. Send the item itself instead (with the AI SDK: providerOptions.openai.store = false)", i, clipStr(id), err)
 	}
-	if err != nil {
-		return nil, badRequest(fmt.Sprintf("input[%d].id", i),
-			"input[%d].id: item_reference %q: %v. vigil keeps no state: an item_reference resolves only to a message vigil answered whole "+
-				"(not streamed), whose id carries its text. Send the assistant message itself instead (with the AI SDK: providerOptions.openai.store = false)", i, clipStr(id), err)
+	switch idPrefix(id) {
+	case prefixCall:
+		var f []string
+		if json.Unmarshal([]byte(payload), &f) != nil || len(f) != 3 {
+			return badRequest(param, "input[%d].id: item_reference %q: a malformed item id", i, clipStr(id))
+		}
+		t.call(&workerv1.ToolCall{Id: f[0], Type: "function", Name: f[1], Arguments: f[2]})
+	case prefixReasoning:
+		t.think(payload)
+	default:
+		t.message(&workerv1.Message{Role: "assistant", Content: payload})
 	}
-	return &workerv1.Message{Role: "assistant", Content: text}, nil
+	return nil
 }

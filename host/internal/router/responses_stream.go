@@ -13,12 +13,11 @@ import (
 )
 
 // respStream makes the events of one streamed response, each numbered
-// (sequence_number) from 0. Its message's id is random: it is sent before
-// the text it would carry exists.
+// (sequence_number) from 0; out builds its items and sends theirs.
 type respStream struct {
 	events sse
 	resp   *responseJSON
-	msgID  string
+	out    *respOutput
 	seq    int
 }
 
@@ -42,59 +41,32 @@ func (s *respStream) send(typ string, fields map[string]any) error {
 	return s.events.rc.Flush()
 }
 
-// open sends the events before the first text: the response created and
-// in progress, its message item and its output_text part added.
+// open sends the events before the first item's: the response created
+// and in progress.
 func (s *respStream) open() error {
-	item := outputMessage{ID: s.msgID, Type: "message", Status: "in_progress", Role: "assistant", Content: []outputText{}}
-	for _, e := range []struct {
-		typ    string
-		fields map[string]any
-	}{
-		{"response.created", map[string]any{"response": s.resp}},
-		{"response.in_progress", map[string]any{"response": s.resp}},
-		{"response.output_item.added", map[string]any{"output_index": 0, "item": item}},
-		{"response.content_part.added", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0, "part": newOutputText("", nil)}},
-	} {
-		if err := s.send(e.typ, e.fields); err != nil {
-			return err
-		}
+	if err := s.send("response.created", map[string]any{"response": s.resp}); err != nil {
+		return err
 	}
-	return nil
+	return s.send("response.in_progress", map[string]any{"response": s.resp})
 }
 
-// relay sends the event of m, a message of the run's stream.
+// relay sends the events of m, a message of the run's stream.
 func (s *respStream) relay(run *promptRun, m *workerv1.GenerateResponse) error {
 	run.collect(m)
-	c := m.GetChunk()
-	if c == nil || c.GetIndex() != 0 || c.GetText() == "" && len(c.GetLogprobs()) == 0 {
-		return nil // a token of no text (EOS) still brings its logprob
-	}
-	return s.send("response.output_text.delta", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0,
-		"delta": c.GetText(), "logprobs": chatLogprobsOf(c.GetLogprobs()).Content})
+	return s.out.add(m.GetChunk())
 }
 
-// close sends the events after the last text: the text, the part and
-// the item done, and the response completed (or incomplete).
+// close sends the events after the last chunk: the open item done, and
+// the response completed (or incomplete).
 func (s *respStream) close(run *promptRun) {
-	text := run.texts[0].String()
-	s.resp.finish(s.msgID, text, run.lp(0), run.final)
+	if s.resp.finish(s.out, run.final) != nil {
+		return // the client is gone
+	}
 	end := "response.completed"
 	if s.resp.Status == "incomplete" {
 		end = "response.incomplete"
 	}
-	for _, e := range []struct {
-		typ    string
-		fields map[string]any
-	}{
-		{"response.output_text.done", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0, "text": text, "logprobs": s.resp.Output[0].Content[0].Logprobs}},
-		{"response.content_part.done", map[string]any{"item_id": s.msgID, "output_index": 0, "content_index": 0, "part": s.resp.Output[0].Content[0]}},
-		{"response.output_item.done", map[string]any{"output_index": 0, "item": s.resp.Output[0]}},
-		{end, map[string]any{"response": s.resp}},
-	} {
-		if s.send(e.typ, e.fields) != nil {
-			return // the client is gone
-		}
-	}
+	s.send(end, map[string]any{"response": s.resp})
 }
 
 // streamResponse answers a streamed Responses request with the Responses
@@ -104,7 +76,8 @@ func (s *respStream) close(run *promptRun) {
 // response.failed once the response was created.
 func (h *httpHandler) streamResponse(w http.ResponseWriter, r *http.Request, p *parsed, c *responsesRequest, id string, run *promptRun) {
 	events := newSSE(w)
-	s := &respStream{events: events, resp: c.newResponse(id, p.model, time.Now().Unix()), msgID: randomItemID()}
+	s := &respStream{events: events, resp: c.newResponse(id, p.model, time.Now().Unix())}
+	s.out = &respOutput{emit: s.send}
 	hb := h.startHeartbeat(events, id)
 	started := false
 	first := runAll(r.Context(), []*promptRun{run}, func(ctx context.Context, _ int, run *promptRun) error {

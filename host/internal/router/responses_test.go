@@ -125,8 +125,26 @@ func TestResponsesErrors(t *testing.T) {
 		{`"input":"Hi","previous_response_id":"resp_1"`, "previous_response_id", "vigil keeps no state"},
 		{`"input":"Hi","conversation":"conv_1"`, "conversation", "send the whole conversation as input"},
 		{`"input":"Hi","prompt":{"id":"pmpt_1"}`, "prompt", "no stored prompts"},
-		{`"input":"Hi","tools":[{"type":"function","name":"f"}]`, "tools", "issue 27"},
-		{`"input":"Hi","tool_choice":"required"`, "tool_choice", `"none" or "auto"`},
+		{`"input":"Hi","tools":[{"type":"function","name":"f"}]`, "tools", "none lists the capability tools"},
+		{`"input":"Hi","tools":[{"type":"web_search"}]`, "tools", `tools[0].type: vigil serves function tools only`},
+		{`"input":"Hi","tools":[{"type":"function","name":"f"},{"type":"mcp","server_label":"x"}]`, "tools", `tools[1].type: vigil serves function tools only`},
+		{`"input":"Hi","tools":[{"type":"function"}]`, "tools", `tools[0].name: want`},
+		{`"input":"Hi","tools":[{"type":"function","name":"f"},{"type":"function","name":"f"}]`, "tools", `offered twice`},
+		{`"input":"Hi","tools":[{"type":"function","name":"f","parameters":[]}]`, "tools", `tools[0].parameters: want a JSON Schema object`},
+		{`"input":"Hi","tools":[{"type":"function","name":"f","defer_loading":true}]`, "tools", `tools[0].defer_loading: vigil cannot honour true`},
+		{`"input":"Hi","tools":{}`, "tools", `want a list of function tools`},
+		{`"input":"Hi","tool_choice":"required"`, "tool_choice", `"required" needs tools`},
+		{`"input":"Hi","tool_choice":"sometimes"`, "tool_choice", `want "none", "auto", "required"`},
+		{`"input":"Hi","tool_choice":{"type":"function","name":"g"},"tools":[{"type":"function","name":"f"}]`, "tool_choice", `"g" is not a function of tools`},
+		{`"input":"Hi","tool_choice":{"type":"file_search"}`, "tool_choice", `vigil serves function tools only`},
+		{`"input":"Hi","max_tool_calls":-1`, "max_tool_calls", `non-negative`},
+		{`"input":[{"type":"function_call","call_id":"c","name":"f"}]`, "input[0].arguments", `want a string`},
+		{`"input":[{"type":"function_call","name":"f","arguments":"{}"}]`, "input[0].call_id", `want a string`},
+		{`"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}","namespace":"n"}]`, "input", `input[0].namespace: not a field`},
+		{`"input":[{"type":"function_call_output","output":"x"}]`, "input[0].call_id", `the id of the call`},
+		{`"input":[{"type":"function_call_output","call_id":"c","output":[{"type":"input_image","image_url":"x"}]}]`, "input[0].output", `text parts only`},
+		{`"input":[{"type":"reasoning","summary":[],"encrypted_content":"gAAA"}]`, "input[0].encrypted_content", `only OpenAI reads`},
+		{`"input":[{"type":"reasoning","summary":[{"type":"x","text":"t"}]}]`, "input", `input[0].summary[0]: want {"type": "summary_text"`},
 		{`"input":"Hi","top_logprobs":21`, "top_logprobs", "from 0 to 20"},
 		{`"input":"Hi","include":["reasoning.encrypted_content"]`, "include", `"message.output_text.logprobs" only`},
 		{`"input":"Hi","include":"message.output_text.logprobs"`, "include", "a list of strings"},
@@ -154,7 +172,7 @@ func TestResponsesErrors(t *testing.T) {
 		{`"input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]`, "input", `input[0].content[0]: vigil takes text parts only`},
 		{`"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]`, "input", `got type "input_file"`},
 		{`"input":[{"role":"user","content":[{"type":"refusal","refusal":"x"}]}]`, "input", `got type "refusal"`},
-		{`"input":[{"type":"function_call_output","call_id":"c","output":"x"}]`, "input", "vigil takes message and item_reference items"},
+		{`"input":[{"type":"web_search_call","id":"ws_1","status":"completed"}]`, "input", "vigil takes message, function_call, function_call_output, reasoning and item_reference items"},
 		{`"input":[{"role":"user","content":"x","name":"alice"}]`, "input", "unrecognized field name"},
 		{`"input":[{"role":"user"}]`, "input", "input[0].content: want a string or a list of parts"},
 		{`"input":[{"type":"item_reference","id":"msg_1"}]`, "input[0].id", "providerOptions.openai.store = false"},
@@ -195,9 +213,9 @@ func TestResponsesItemReference(t *testing.T) {
 	if id2 := decode(t, body2)["output"].([]any)[0].(map[string]any)["id"]; id2 == id {
 		t.Errorf("two answers of the same text have the same id %s", id)
 	}
-	for _, bad := range []string{id[:len(id)-3], "msg_A" + strings.Repeat("_", 10), randomItemID(), "msg_" + strings.Repeat("A", maxItemID)} {
+	for _, bad := range []string{id[:len(id)-3], "msg_A" + strings.Repeat("_", 10), randomItemID(prefixMessage), "msg_" + strings.Repeat("A", maxItemID)} {
 		code, _, e := errorOf(t, r, endpointResponses, fmt.Sprintf(`{"model":"m","input":[{"role":"user","content":"Hi"},{"type":"item_reference","id":%q}]}`, bad))
-		if code != http.StatusBadRequest || e["param"] != "input[1].id" || !strings.Contains(e["message"].(string), "Send the assistant message itself") {
+		if code != http.StatusBadRequest || e["param"] != "input[1].id" || !strings.Contains(e["message"].(string), "Send the item itself") {
 			t.Errorf("item_reference %.30s: %d %v, want 400 naming input[1].id with the fix", bad, code, e)
 		}
 	}
