@@ -180,9 +180,6 @@ func TestToolApps(t *testing.T) {
 
 	for _, name := range []string{"ai-tools-chat", "ai-tools-responses", "ai-tools-responses-stream"} {
 		t.Run(name, func(t *testing.T) {
-			if name != "ai-tools-chat" && !responsesTools {
-				t.Skip("function tools on /v1/responses are the next part of issue 27: today it refuses tools, naming them")
-			}
 			s.script(t, lead+"\n"+hermesCall("get_weather", paris)+"\n"+hermesCall("get_time", paris), answer)
 			var got aiLoop
 			runApp(t, s.base, s.model, name, &got)
@@ -190,12 +187,7 @@ func TestToolApps(t *testing.T) {
 			s.checkPrompt(t, loopPrompt, []string{"<think>"})
 		})
 	}
-	t.Run("openai-responses-tools", func(t *testing.T) {
-		if !responsesTools {
-			t.Skip("function tools on /v1/responses are the next part of issue 27")
-		}
-		testResponsesToolStream(t, s)
-	})
+	t.Run("openai-responses-tools", func(t *testing.T) { testResponsesToolStream(t, s) })
 	t.Run("langchain-tools", func(t *testing.T) { testLangChainTools(t, s) })
 	t.Run("openai-run-tools", func(t *testing.T) {
 		const weather = "It is sunny, 21 C in Paris."

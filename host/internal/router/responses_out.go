@@ -187,9 +187,6 @@ func (h *httpHandler) responses(w http.ResponseWriter, r *http.Request) {
 	id := "resp_" + newRequestID()
 	req.RequestId = id
 	run := p.runs(req)[0]
-	if usesTools(req.GetMessages()) {
-		run.extra = append(run.extra, discovery.Need{Name: discovery.CapTools})
-	}
 	if p.stream {
 		h.streamResponse(w, r, p, c, id, run)
 		return

@@ -201,20 +201,6 @@ func (c *responsesRequest) setTools(req *workerv1.GenerateRequest) *apiError {
 	return nil
 }
 
-// usesTools reports whether msgs offer tools or hold a tool turn: what a
-// worker must list the capability "tools" to render.
-func usesTools(msgs *workerv1.Messages) bool {
-	if msgs.GetTools() != "" {
-		return true
-	}
-	for _, m := range msgs.GetMessages() {
-		if len(m.GetToolCalls()) > 0 || m.GetToolCallId() != "" {
-			return true
-		}
-	}
-	return false
-}
-
 // turns gathers input items into chat turns as chat would have them:
 // consecutive function calls, and the assistant message before them,
 // are one assistant turn, and a reasoning item's text is the
