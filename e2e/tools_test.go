@@ -165,9 +165,6 @@ func (l aiLoop) check(t *testing.T, lead, answer string) {
 // loop, whole and streamed; and a thinking model's reasoning_content then a
 // call, in one stream. Step two's prompt holds step one's text, the
 // replayed calls and the tools' results as the Qwen3 template renders them.
-// responsesTools: /v1/responses serves function tools (not yet).
-const responsesTools = false
-
 func TestToolApps(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
