@@ -158,6 +158,19 @@ func TestApps(t *testing.T) {
 // application's schema.
 func checkEngineSchema(t *testing.T, m *mock) {
 	t.Helper()
+	text, last := engineSchema(t, m)
+	var schema struct {
+		Properties map[string]any `json:"properties"`
+	}
+	if json.Unmarshal([]byte(text), &schema) != nil || schema.Properties["name"] == nil || schema.Properties["age"] == nil {
+		t.Errorf("engine's last request %s: want decoding.json, a schema with properties name and age", last)
+	}
+}
+
+// engineSchema returns the JSON schema guide (vLLM's
+// DecodingParameters.json) of the engine's last request, and the request.
+func engineSchema(t *testing.T, m *mock) (string, json.RawMessage) {
+	t.Helper()
 	var req struct {
 		Decoding struct {
 			JSON string `json:"json"`
@@ -167,12 +180,7 @@ func checkEngineSchema(t *testing.T, m *mock) {
 	if err := json.Unmarshal(last, &req); err != nil {
 		t.Fatalf("engine's last request %s: %v", last, err)
 	}
-	var schema struct {
-		Properties map[string]any `json:"properties"`
-	}
-	if json.Unmarshal([]byte(req.Decoding.JSON), &schema) != nil || schema.Properties["name"] == nil || schema.Properties["age"] == nil {
-		t.Errorf("engine's last request %s: want decoding.json, a schema with properties name and age", last)
-	}
+	return req.Decoding.JSON, last
 }
 
 // testAppsPlain runs the cases whose output is the mock's own: n: 2, the

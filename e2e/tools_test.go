@@ -613,19 +613,11 @@ func testToolChoice(t *testing.T, s *toolStack) {
 // of get_weather.
 func checkEngineArraySchema(t *testing.T, m *mock) {
 	t.Helper()
-	var req struct {
-		Decoding struct {
-			JSON string `json:"json"`
-		} `json:"decoding"`
-	}
-	last := m.state(t).LastRequest
-	if err := json.Unmarshal(last, &req); err != nil {
-		t.Fatalf("engine's last request %s: %v", last, err)
-	}
+	text, last := engineSchema(t, m)
 	var schema struct {
 		Type string `json:"type"`
 	}
-	if json.Unmarshal([]byte(req.Decoding.JSON), &schema) != nil || schema.Type != "array" || !strings.Contains(req.Decoding.JSON, "get_weather") {
+	if json.Unmarshal([]byte(text), &schema) != nil || schema.Type != "array" || !strings.Contains(text, "get_weather") {
 		t.Errorf("engine's last request %s: want decoding.json, a schema of an array of calls naming get_weather", last)
 	}
 }
