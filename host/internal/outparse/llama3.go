@@ -65,8 +65,12 @@ func (l *llama3) feed(text string) []piece {
 // anything else is content. It returns the text the next mode reads.
 func (l *llama3) start(text string) string {
 	l.buf += text
-	s := strings.TrimLeft(l.buf, space)
-	tag := l.mode == llamaStart
+	return l.opening(strings.TrimLeft(l.buf, space), l.mode == llamaStart)
+}
+
+// opening reads s, the held text less its leading whitespace: "{" opens
+// a call and, where tag, "<|python_tag|>" does; anything else is content.
+func (l *llama3) opening(s string, tag bool) string {
 	switch {
 	case s == "" || tag && strings.HasPrefix(pythonTag, s):
 		return "" // cannot tell yet
@@ -115,19 +119,7 @@ func (l *llama3) between(text string) string {
 	if t, ok := strings.CutPrefix(s, ";"); ok {
 		s = strings.TrimLeft(t, space)
 	}
-	switch {
-	case strings.HasPrefix(pythonTag, s):
-		return "" // "", or a part of the tag: cannot tell yet
-	case strings.HasPrefix(s, pythonTag):
-		l.buf, l.mode = "", llamaTag
-		return s[len(pythonTag):]
-	case s[0] == '{':
-		l.buf = ""
-		l.openObject()
-		return s
-	}
-	s, l.buf, l.mode = l.buf, "", llamaContent
-	return s
+	return l.opening(s, true)
 }
 
 // content passes text through, but a tag begins a call again.

@@ -217,20 +217,16 @@ func jsonValue(dec *json.Decoder) (any, error) {
 	return tok, nil // string, bool or nil
 }
 
-// jsonObject reads an object's members after its '{'.
+// jsonObject reads an object's members after its '{' into a template
+// dict, in their order (jsonMembers).
 func jsonObject(dec *json.Decoder) (any, error) {
-	d := jinja.NewDict()
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		v, err := jsonValue(dec)
-		if err != nil {
-			return nil, err
-		}
-		_ = d.Set(k, v) // a repeated key keeps the last value, as json.loads
+	members, err := jsonMembers(dec)
+	if err != nil {
+		return nil, err
 	}
-	_, err := dec.Token()
-	return d, err
+	d := jinja.NewDict()
+	for _, m := range members {
+		_ = d.Set(m.key, m.val)
+	}
+	return d, nil
 }
