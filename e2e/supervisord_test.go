@@ -255,7 +255,14 @@ func TestSupervisordStopsVigilFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := firstEngine()
-	for _, stop := range []string{"stop all", "shutdown", "stop engine"} {
+	// "starting": the engine's program stops while vigil's is still
+	// STARTING (within startsecs, here made long), which the wrapper must
+	// stop too, not wait for.
+	for _, stop := range []string{"stop all", "shutdown", "stop engine", "stop engine starting"} {
+		startsecs := "startsecs=1"
+		if strings.HasSuffix(stop, " starting") {
+			startsecs = "startsecs=600"
+		}
 		t.Run(stop, func(t *testing.T) {
 			t.Parallel()
 			c := consulFor(t)
@@ -278,6 +285,7 @@ func TestSupervisordStopsVigilFirst(t *testing.T) {
 				{"--shutdown-delay=5s", "--shutdown-delay=500ms"},
 				{`CONSUL_HTTP_ADDR="127.0.0.1:8500"`, fmt.Sprintf("CONSUL_HTTP_ADDR=%q", c.Addr)},
 				{"/var/log/vigil.log", filepath.Join(dir, "vigil.log")},
+				{"startsecs=1", startsecs},
 			})
 			sd, ctl := startSupervisord(t, supervisord, supervisorctl, dir, vigil, engine)
 			registeredWith(t, c, svc, o.InstanceID)
@@ -305,7 +313,7 @@ func TestSupervisordStopsVigilFirst(t *testing.T) {
 					t.Fatalf("supervisord did not exit after shutdown: %v", err)
 				}
 			} else {
-				ctl(strings.Fields(stop)...)
+				ctl(strings.Fields(strings.TrimSuffix(stop, " starting"))...)
 			}
 			if r := <-res; r.err != nil || len(r.tokens) != 100 {
 				t.Errorf("request in flight: %d tokens, err %v; want all 100: the engine must outlive vigil's drain", len(r.tokens), r.err)
