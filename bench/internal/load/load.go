@@ -181,11 +181,12 @@ func measure(ctx context.Context, open time.Time, counters []counter, mark func(
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	var w window
+	// The window opens before mark is told, so that what the caller does
+	// once told (its CPU read, the test's tokens) falls inside it.
+	w := window{open: time.Now(), tokens: -sum()}
 	if mark != nil {
 		mark()
 	}
-	w.open, w.tokens = time.Now(), -sum()
 	<-ctx.Done()
 	w.tokens += sum()
 	w.close = time.Now()
