@@ -30,6 +30,9 @@ type Consul struct {
 	member bool
 	// name names the process in errors and logs: "consul" unless set.
 	name string
+	// acl: the agent was started with an initial management token, which
+	// its leader writes after it is elected.
+	acl bool
 }
 
 // StartConsul starts a dev agent and waits until it has a leader.
@@ -56,7 +59,7 @@ func startConsul(s Starter, bin, node, management string) (*Consul, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Consul{Addr: Addr(ports[0]), starter: s, bin: bin}
+	c := &Consul{Addr: Addr(ports[0]), starter: s, bin: bin, acl: management != ""}
 	c.args = []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
 		"-node", fmt.Sprintf("%s-%d", node, ports[0]),
 		"-http-port", fmt.Sprint(ports[0]), "-dns-port", "-1", "-grpc-port", "-1",
@@ -115,7 +118,14 @@ func (c *Consul) waitLeader() error {
 		// Polling is the only way to learn of the leader election.
 		leader, err := c.Client.Status().Leader()
 		if err == nil && leader != "" {
-			return nil
+			if !c.acl {
+				return nil
+			}
+			// A new leader writes the initial management token after its
+			// election; until then the token is "ACL not found".
+			if _, _, err = c.Client.ACL().TokenReadSelf(nil); err == nil {
+				return nil
+			}
 		}
 		if c.Proc.Exited() || time.Now().After(deadline) {
 			return fmt.Errorf("consul agent did not elect a leader (last error: %v):\n%s", err, c.Proc.Tail(20))
