@@ -14,7 +14,10 @@ type Generator interface {
 	// first send means nothing was generated: wrap ErrUnavailable when the
 	// engine cannot take the request (it is not serving, or not ready),
 	// ErrInvalidArgument (naming the field) when it rejects it, such as a
-	// text prompt to an engine that takes token ids only. When ctx ends,
+	// text prompt to an engine that takes token ids only. An error after
+	// output wraps ErrUnavailable only when the engine cannot go on (it or
+	// the connection to it was lost): the host then has the stream
+	// continued on another worker. When ctx ends,
 	// Generate aborts the engine-side request, so that the engine stops
 	// generating, and returns ctx's error promptly. When send fails,
 	// Generate aborts likewise and returns send's error.

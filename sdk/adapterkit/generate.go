@@ -125,12 +125,16 @@ func abort[M any](ctx context.Context, g Generation[M], fl *flight) {
 // so the host answers the client right. Before any output (started false):
 // INVALID_ARGUMENT wraps sdk.ErrInvalidArgument, UNAVAILABLE and
 // RESOURCE_EXHAUSTED wrap sdk.ErrUnavailable (the client retries
-// elsewhere). Anything else, and any error after output, wraps no class.
+// elsewhere). After output, UNAVAILABLE (the engine or its connection
+// lost) wraps sdk.ErrUnavailable, so the host can have the stream
+// continued on another worker; any other error there wraps no class.
 // The engine's status stays out of the chain; its code and message are in
 // the text.
 func Classify(engine string, err error, started bool) error {
 	st, _ := status.FromError(err)
 	switch {
+	case started && st.Code() == codes.Unavailable:
+		return fmt.Errorf("%s request failed mid-stream: %w: %s", engine, sdk.ErrUnavailable, st.Message())
 	case started:
 		return fmt.Errorf("%s request failed mid-stream: %s: %s", engine, st.Code(), st.Message())
 	case st.Code() == codes.InvalidArgument:

@@ -164,8 +164,9 @@ func TestRelayAborts(t *testing.T) {
 	})
 }
 
-// TestRelayErrors: engine errors keep their class before output, lose it
-// after; a stream without a finish reason is an error.
+// TestRelayErrors: engine errors keep their class before output; after
+// it only a lost engine keeps one (the stream may be resumed elsewhere); a
+// stream without a finish reason is an error.
 func TestRelayErrors(t *testing.T) {
 	t.Parallel()
 	unavailable := status.Error(codes.Unavailable, "engine is sleeping")
@@ -177,7 +178,8 @@ func TestRelayErrors(t *testing.T) {
 	}{
 		"open refused":           {s: &script{}, openErr: unavailable, wantClass: sdk.ErrUnavailable, want: "Toy: engine is sleeping"},
 		"refused before output":  {s: &script{err: unavailable}, wantClass: sdk.ErrUnavailable, want: "Toy: engine is sleeping"},
-		"failed after output":    {s: &script{msgs: []*msg{{ids: []uint32{1}}}, err: unavailable}, want: "Toy request failed mid-stream: Unavailable: engine is sleeping"},
+		"lost after output":      {s: &script{msgs: []*msg{{ids: []uint32{1}}}, err: unavailable}, wantClass: sdk.ErrUnavailable, want: "Toy request failed mid-stream: unavailable: engine is sleeping"},
+		"failed after output":    {s: &script{msgs: []*msg{{ids: []uint32{1}}}, err: status.Error(codes.Internal, "boom")}, want: "Toy request failed mid-stream: Internal: boom"},
 		"ended without a finish": {s: &script{msgs: []*msg{{ids: []uint32{1}}}}, want: "Toy ended request r1 without a finish reason"},
 	}
 	for name, tt := range tests {
@@ -214,6 +216,7 @@ func TestClassify(t *testing.T) {
 		"internal":           {status.Error(codes.Internal, "boom"), false, nil, "Toy request failed: Internal: boom"},
 		"not a status":       {errors.New("eof"), false, nil, "Toy request failed: Unknown: eof"},
 		"after output":       {status.Error(codes.InvalidArgument, "late"), true, nil, "Toy request failed mid-stream: InvalidArgument: late"},
+		"lost after output":  {status.Error(codes.Unavailable, "gone"), true, sdk.ErrUnavailable, "Toy request failed mid-stream: unavailable: gone"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -35,6 +35,7 @@ type accepts struct {
 	tools     bool            // a chat template and a tool-call parser: tools
 	reasoning bool            // a reasoning parser
 	tokenize  bool            // the Tokenize and Detokenize RPCs (Tokens)
+	resume    bool            // streams other workers began (Resumes)
 	maxN      uint32
 	// embedModel: the engine's model is an embedding model (its Accepts
 	// lists embed), which takes no generation request; embed: and the
@@ -76,6 +77,9 @@ func newAccepts(w sdk.Worker, engine, raw sdk.Generator, maxInflight int) accept
 	if t, ok := engine.(Tokens); ok {
 		a.tokenize = t.CanTokenize()
 	}
+	if r, ok := engine.(Resumes); ok {
+		a.resume = a.tokenizer && r.CanResume()
+	}
 	if p, ok := engine.(Parsers); ok && a.chat {
 		a.tools, a.reasoning = p.ParsesToolCalls(), p.ParsesReasoning()
 	}
@@ -106,6 +110,8 @@ func (a accepts) takes(name string) bool {
 		return a.tokenize
 	case discovery.CapEmbed:
 		return a.embed
+	case discovery.CapResume:
+		return a.resume
 	}
 	return a.engine[name]
 }
@@ -127,7 +133,8 @@ func (a accepts) capabilities() discovery.Capabilities {
 		add(name, 0)
 	}
 	for _, name := range []string{discovery.CapStop, discovery.CapChoice, discovery.CapJSONObject,
-		discovery.CapPromptTokenIDs, discovery.CapChatTemplateKwargs, discovery.CapTokenize, discovery.CapTools, discovery.CapReasoning} {
+		discovery.CapPromptTokenIDs, discovery.CapChatTemplateKwargs, discovery.CapTokenize, discovery.CapTools, discovery.CapReasoning,
+		discovery.CapResume} {
 		add(name, 0)
 	}
 	if a.maxN > 1 {
@@ -166,7 +173,8 @@ func (a accepts) embedCapabilities() discovery.Capabilities {
 // chat_template_kwargs with a chat template, tokenize when the wrapped
 // engine serves the Tokenize RPC ([Tokens]), the engine's logprobs and
 // prompt_logprobs when vigil gives their token text ([LogprobTokens]:
-// a tokenizer), and n up to MaxN (at most --max-inflight) fanned out. A
+// a tokenizer), resume when it continues other workers' streams
+// ([Resumes]: a tokenizer), and n up to MaxN (at most --max-inflight) fanned out. A
 // worker of an embedding model (its adapter's Accepts lists embed)
 // publishes embed, when the adapter serves Embed (sdk.Embedder), and
 // tokenize alone. The zero Capabilities before Attach.

@@ -33,11 +33,11 @@ func TestCapabilities(t *testing.T) {
 		{"vllm", accepting(vllmAccepts...), false, "choice,frequency_penalty,grammar.ebnf,grammar.lark,ignore_eos,json_object,json_schema,logit_bias,min_p,min_tokens," +
 			fanned + ",presence_penalty,regex,repetition_penalty,seed,stop,structural_tag,top_k"},
 		{"vllm tokenizer", accepting(vllmAccepts...), true, "chat_template_kwargs,choice,frequency_penalty,grammar.ebnf,grammar.lark,ignore_eos,json_object,json_schema,logit_bias,min_p,min_tokens," +
-			fanned + ",presence_penalty,prompt_token_ids,regex,repetition_penalty,seed,stop,structural_tag,top_k"},
+			fanned + ",presence_penalty,prompt_token_ids,regex,repetition_penalty,resume,seed,stop,structural_tag,top_k"},
 		{"sglang", accepting(sglangAccepts...), false, "choice,frequency_penalty,grammar.ebnf,ignore_eos,json_object,json_schema,min_p,min_tokens," +
 			fanned + ",presence_penalty,regex,repetition_penalty,structural_tag,top_k"},
 		{"sglang tokenizer", accepting(sglangAccepts...), true, "chat_template_kwargs,choice,frequency_penalty,grammar.ebnf,ignore_eos,json_object,json_schema,min_p,min_tokens," +
-			fanned + ",presence_penalty,prompt_token_ids,regex,repetition_penalty,stop,structural_tag,top_k"},
+			fanned + ",presence_penalty,prompt_token_ids,regex,repetition_penalty,resume,stop,structural_tag,top_k"},
 		{"trtllm", accepting(trtllmAccepts...), false, "choice,frequency_penalty,grammar.ebnf,ignore_eos,json_object,json_schema,logit_bias,min_tokens," +
 			fanned + ",presence_penalty,regex,repetition_penalty,seed,stop,top_k"},
 		{"nothing", accepting(), false, fanned},

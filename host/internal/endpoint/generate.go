@@ -135,13 +135,21 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	var pr *workerv1.Prompt
 	var parse *choiceParsers
 	if pe, ok := a.engine.(Prompts); ok {
-		if pr, parse, err = s.prompt(pe, req, &p, a.accepts); err != nil {
+		if req.GetResume() != nil {
+			parse, err = s.resumePrompt(pe, req, &p, a.accepts)
+		} else {
+			pr, parse, err = s.prompt(pe, req, &p, a.accepts)
+		}
+		if err != nil {
 			e.outcome = OutcomeInvalid
 			return err
 		}
+	} else if req.GetResume() != nil {
+		e.outcome = OutcomeInvalid
+		return lacks("resume", "a resumed stream")
 	}
 	f := newForward(stream, id, uint32(len(p.engine.TokenIDs)))
-	f.parse = parse
+	f.parse, f.index, f.resumable = parse, req.GetResume().GetIndex(), p.n == 1
 	f.progress = a.progress
 	f.lp = newLogprobOut(p.engine, logprobTokens(a.engine), p.n)
 	if err := f.start(pr); err != nil {
@@ -225,6 +233,11 @@ type forward struct {
 	msg   *workerv1.GenerateResponse
 	lp    *logprobOut    // nil: no logprobs
 	parse *choiceParsers // nil: the output passes as it is
+	// index is added to the chunks' (a resumed stream's choice index);
+	// resumable: one choice, whose failure after output may be resumed
+	// elsewhere (Final.resume).
+	index     uint32
+	resumable bool
 }
 
 func newForward(stream workerv1.Worker_GenerateServer, id string, prompt uint32) *forward {
@@ -273,7 +286,7 @@ func (f *forward) emit(i uint32, c sdk.Chunk) error {
 			return nil // the prompt's logprobs alone (another choice's too)
 		}
 	}
-	f.chunk.TokenIds, f.chunk.Text, f.chunk.Index = c.TokenIDs, c.Text, i
+	f.chunk.TokenIds, f.chunk.Text, f.chunk.Index = c.TokenIDs, c.Text, f.index+i
 	if f.parse != nil {
 		f.parse.feed(i, c.Text, false, f.chunk)
 	}
@@ -326,7 +339,7 @@ func (f *forward) flushParsers(e *ended) error {
 		if p == nil {
 			continue
 		}
-		chunk := &workerv1.Chunk{Index: uint32(i)}
+		chunk := &workerv1.Chunk{Index: f.index + uint32(i)}
 		f.parse.feed(uint32(i), "", true, chunk)
 		if chunk.Text == "" && chunk.ReasoningText == "" && len(chunk.ToolCalls) == 0 {
 			continue
@@ -393,8 +406,18 @@ func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
 	if cut != nil {
 		desc = cut.Error()
 	}
-	if sendErr := f.stream.Send(final(f.id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, f.prompt, f.sentTokens)); sendErr != nil {
+	m := final(f.id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, f.prompt, f.sentTokens)
+	resume := f.resumable && lost(a.ctx, err)
+	if resume {
+		// Another worker can go on from here: a router that knows how
+		// does (docs/worker-api.md, "Resume").
+		m.GetFinal().Resume = &workerv1.ResumeState{OutputTokens: f.sentTokens, HeldText: heldText(err)}
+	}
+	if sendErr := f.stream.Send(m); sendErr != nil {
 		return sendErr
+	}
+	if resume {
+		return workerapi.ResumeElsewhereError(desc, f.sentTokens)
 	}
 	return status.Error(codes.Unavailable, desc)
 }
@@ -447,10 +470,17 @@ type plan struct {
 	// them (Prompts.Prompt), field naming it.
 	tokenized bool
 	field     string
+	// resume: the stream another worker began, continued (Resumes);
+	// chat: its prompt is a rendered chat.
+	resume *workerv1.Resume
+	chat   bool
 }
 
 // generate runs one engine request of the plan.
 func (p *plan) generate(ctx context.Context, engine sdk.Generator, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	if rs := p.resume; rs != nil {
+		return engine.(Resumes).GenerateResumed(ctx, req, rs.GetOutputTokenIds(), rs.GetHeldText(), p.chat, send)
+	}
 	if p.tokenized {
 		return engine.(Prompts).GenerateFrom(ctx, req, p.field, send)
 	}

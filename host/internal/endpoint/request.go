@@ -71,7 +71,7 @@ func checkTaken(req *workerv1.GenerateRequest, a accepts) error {
 func checkLater(req *workerv1.GenerateRequest, a accepts) error {
 	chat := req.GetMessages()
 	switch {
-	case req.GetResume() != nil:
+	case req.GetResume() != nil && !a.takes(discovery.CapResume):
 		return lacks("resume", "a resumed stream")
 	case a.takes(discovery.CapTools):
 		return nil

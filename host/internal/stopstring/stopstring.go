@@ -62,6 +62,10 @@ func (m *Matcher) Flush() string {
 	return h
 }
 
+// Held returns the text held back now, which Push has not emitted: what
+// a stream cut now loses unless another Matcher is pushed it first.
+func (m *Matcher) Held() string { return m.held }
+
 // Stopped reports whether a stop string matched.
 func (m *Matcher) Stopped() bool { return m.stopped }
 

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/vigilhq/vigil/host/internal/outparse"
 	"github.com/vigilhq/vigil/host/internal/stopstring"
 	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
@@ -149,7 +148,7 @@ func (e *Engine) Generate(ctx context.Context, req sdk.GenerateRequest, send fun
 	if err != nil {
 		return sdk.Result{}, err
 	}
-	return e.generate(ctx, req, ids, field, send)
+	return e.generate(ctx, req, ids, field, resumed{}, send)
 }
 
 // GenerateChat is Generate for a chat prompt: msgs rendered with the chat
@@ -159,13 +158,13 @@ func (e *Engine) GenerateChat(ctx context.Context, msgs []*workerv1.Message, req
 	if err != nil {
 		return sdk.Result{}, err
 	}
-	return e.generate(ctx, req, ids, field, send)
+	return e.generate(ctx, req, ids, field, resumed{}, send)
 }
 
 // GenerateFrom is Generate for a prompt Prompt returned, in req.TokenIDs;
 // field names it for a refusal of its length.
 func (e *Engine) GenerateFrom(ctx context.Context, req sdk.GenerateRequest, field string, send func(sdk.Chunk) error) (sdk.Result, error) {
-	return e.generate(ctx, req, req.TokenIDs, field, send)
+	return e.generate(ctx, req, req.TokenIDs, field, resumed{}, send)
 }
 
 // Prompt returns the token ids of req's prompt, once for all the choices
@@ -250,8 +249,11 @@ func chatOf(p *workerv1.Messages, genPrompt bool) Chat {
 }
 
 // generate forwards req with ids as its prompt (field names it for a
-// length refusal), detokenizing the output and matching stop strings.
-func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []uint32, field string, send func(sdk.Chunk) error) (sdk.Result, error) {
+// length refusal), detokenizing the output and matching stop strings; rs
+// is the stream it continues (zero: none), whose output ends ids. An
+// engine's error comes back with the text the stop strings held
+// (HeldText).
+func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []uint32, field string, rs resumed, send func(sdk.Chunk) error) (sdk.Result, error) {
 	promptLen := uint32(len(ids))
 	if e.maxLen > 0 {
 		switch {
@@ -272,11 +274,11 @@ func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []ui
 	// its own text, which a token-only engine does not have.
 	stops := req.Stop
 	req.TokenIDs, req.Text, req.Stop = ids, "", nil
-	var keep []string // the parsers' markers, in chat output only
-	if field == promptMessages && (e.ParsesReasoning() || e.ParsesToolCalls()) {
-		keep = outparse.Markers(e.reasoning, e.toolCall)
-	}
+	keep := e.keep(field == promptMessages || rs.chat)
 	out := &detokenizer{dec: e.tok.NewDecoder(ids, keep), stops: stopstring.New(stops), awaitPrompt: req.Logprobs != nil && req.Logprobs.Prompt}
+	// The other worker's held text is held again, ahead of the new text:
+	// a stop string's possible start, it emits nothing yet.
+	out.stops.Push(rs.held)
 	res, err := e.engine.Generate(ctx, req, func(c sdk.Chunk) error { return out.send(c, send) })
 	switch {
 	case out.stopped && ctx.Err() == nil:
@@ -284,7 +286,7 @@ func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []ui
 		// same prompt.
 		return sdk.Result{FinishReason: sdk.FinishStop, PromptTokens: promptLen, CompletionTokens: out.sent}, nil
 	case err != nil:
-		return res, err
+		return res, &heldError{err: err, held: out.stops.Held()}
 	}
 	tail, stopped, lps := out.flush()
 	if tail != "" || len(lps) > 0 {

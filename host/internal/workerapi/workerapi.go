@@ -126,6 +126,45 @@ func WorkerMismatch(err error) (answering string, ok bool) {
 	return "", false
 }
 
+// ReasonResumeElsewhere is the google.rpc.ErrorInfo reason of the
+// UNAVAILABLE that ends a stream a worker could not finish (its engine
+// lost, its grace period over) after output; its metadata holds
+// MetaOutputTokens, and the final message before it carries
+// Final.resume. Its domain is ErrorDomain. A router continues the stream
+// on another worker with a GenerateRequest.resume (docs/worker-api.md,
+// "Resume").
+const ReasonResumeElsewhere = "RESUME_ELSEWHERE"
+
+// MetaOutputTokens is the ReasonResumeElsewhere metadata key of the output
+// token ids the worker sent, a decimal number.
+const MetaOutputTokens = "output_tokens"
+
+// ResumeElsewhereError is the status that ends a stream to be resumed
+// elsewhere: UNAVAILABLE with msg and a ReasonResumeElsewhere ErrorInfo.
+func ResumeElsewhereError(msg string, outputTokens uint32) error {
+	st := status.New(codes.Unavailable, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonResumeElsewhere, Domain: ErrorDomain,
+		Metadata: map[string]string{MetaOutputTokens: strconv.FormatUint(uint64(outputTokens), 10)}}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// ResumeElsewhere reports whether err is a worker's ReasonResumeElsewhere
+// end of a stream.
+func ResumeElsewhere(err error) bool {
+	st, isStatus := status.FromError(err)
+	if !isStatus || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, isInfo := d.(*errdetails.ErrorInfo); isInfo && info.GetReason() == ReasonResumeElsewhere && info.GetDomain() == ErrorDomain {
+			return true
+		}
+	}
+	return false
+}
+
 // streamWindow is the static HTTP/2 flow-control window of a worker
 // connection. A static window turns off gRPC's BDP estimator, which sends a
 // PING for nearly every small message; with one message per token that
