@@ -34,6 +34,8 @@ func routeCommand() *cli.Command {
 				Usage: "address of the OpenAI-compatible HTTP API, host:port"},
 			&cli.IntFlag{Name: "retries", Value: router.DefaultRetries, EnvVars: env("RETRIES"),
 				Usage: "how many other workers a request tries when a worker refuses it (UNAVAILABLE, or RESOURCE_EXHAUSTED from --max-inflight) before its first token"},
+			&cli.IntFlag{Name: "max-migrations", Value: router.DefaultMaxMigrations, EnvVars: env("MAX_MIGRATIONS"),
+				Usage: "how many times one stream moves to another worker of its model when its worker cannot finish it (its engine lost, its vigil gone or out of grace), going on from the tokens already sent; 0: never, the client gets the failure"},
 			&cli.StringFlag{Name: "balance", Value: string(router.PeakEWMA), EnvVars: env("BALANCE"),
 				Usage: "how a request's worker is chosen among those serving its model: peak-ewma (the cheapest of three at random, cost = peak moving average of the time to first token x (requests outstanding + 1)), least-outstanding (the less loaded of two at random) or round-robin"},
 			&cli.DurationFlag{Name: "request-timeout", Value: router.DefaultRequestTimeout, EnvVars: env("REQUEST_TIMEOUT"),
@@ -74,6 +76,7 @@ type routeConfig struct {
 	log                logConfig
 	listen, httpListen string
 	retries            int
+	maxMigrations      int
 	balance            router.Balance
 	requestTimeout     time.Duration
 	lifecycle          routeLifecycle
@@ -143,7 +146,7 @@ func serveRoute(ctx context.Context, cfg routeConfig, src discovery.Discoverer, 
 		hlis = tls.NewListener(hlis, httpTLS(srvTLS))
 	}
 	logSecurity(log, cfg, srvTLS != nil)
-	proxy := router.ProxyConfig{Retries: cfg.retries, RequestTimeout: cfg.requestTimeout}
+	proxy := router.ProxyConfig{Retries: cfg.retries, RequestTimeout: cfg.requestTimeout, MaxMigrations: cfg.maxMigrations}
 	stopMetrics, err := serveRouteMetrics(cfg.metrics, &proxy, log)
 	if err != nil {
 		glis.Close()
@@ -175,6 +178,7 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 		listen:         c.String("listen"),
 		httpListen:     c.String("http-listen"),
 		retries:        c.Int("retries"),
+		maxMigrations:  c.Int("max-migrations"),
 		balance:        router.Balance(c.String("balance")),
 		requestTimeout: c.Duration("request-timeout"),
 		maxBodyBytes:   c.Int64("max-body-bytes"),
@@ -195,6 +199,9 @@ func parseRoute(c *cli.Context) (routeConfig, error) {
 	}
 	if cfg.listen == cfg.httpListen {
 		return cfg, usageErrorf("--http-listen %q: must differ from --listen", cfg.httpListen)
+	}
+	if cfg.maxMigrations < 0 {
+		return cfg, usageErrorf("--max-migrations %d: must be 0 or more", cfg.maxMigrations)
 	}
 	if cfg.retries < 0 {
 		return cfg, usageErrorf("--retries %d: must be 0 or more", cfg.retries)

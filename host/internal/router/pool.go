@@ -526,6 +526,10 @@ func (p *Pool) ModelInfos() []ModelInfo {
 type Ask struct {
 	// Model is the served model name; "" means any model.
 	Model string
+	// ModelID, when not "", is the model's id as well (discovery's
+	// ModelID): a resumed stream's ids mean the same only to its
+	// tokenizer.
+	ModelID string
 	// Text: the prompt is text, which token-only workers cannot take.
 	Text bool
 	// Messages: the prompt is chat messages, which only workers with a chat
@@ -725,7 +729,7 @@ func (p *Pool) untried(ask Ask, ws []worker, tried map[string]bool) (int, error)
 		switch {
 		case !ask.Kind.takes(ws[i].caps):
 			otherKind++
-		case !ask.prompt(ws[i].ep):
+		case !ask.prompt(ws[i].ep), ask.ModelID != "" && ws[i].ep.ModelID != ask.ModelID:
 		case ws[i].stale:
 			stale++
 		default:

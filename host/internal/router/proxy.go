@@ -49,8 +49,12 @@ type ProxyConfig struct {
 	// Logger receives one debug line per attempt and retry; nil discards.
 	Logger hclog.Logger
 	// Observer, when set, is told of every request's end, first token and
-	// retry; nil: none.
+	// retry, and of migrations when it is a MigrationObserver; nil: none.
 	Observer Observer
+	// MaxMigrations is how many times one stream moves to another worker
+	// when its worker cannot finish it (its engine lost, its grace period
+	// over); 0 or less: never, the client gets the failure.
+	MaxMigrations int
 }
 
 // Proxy sends Generate requests to the workers of a Pool. It implements
@@ -175,11 +179,11 @@ func (p *Proxy) generate(ctx context.Context, req *workerv1.GenerateRequest, ext
 	ask := askOf(req, extra)
 	o := p.cfg.Observer
 	if o == nil {
-		return p.try(ctx, req, ask, send, nil)
+		return p.try(ctx, req, ask, extra, send, nil)
 	}
 	var r observed
 	start := time.Now()
-	err := p.try(ctx, req, ask, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
+	err := p.try(ctx, req, ask, extra, func(ep discovery.Registration, m *workerv1.GenerateResponse) error {
 		if !r.first && m.GetChunk() != nil {
 			r.first = true
 			o.FirstToken(ep.Model, time.Since(start))
@@ -210,11 +214,28 @@ type observed struct {
 	first      bool                   // a chunk was sent
 	sendFailed bool                   // sending to the client failed
 	refused    string                 // why no worker was tried, as RefusalReasons; "": one was
+	moved      bool                   // the stream moves on: the next worker is no retry
+}
+
+// move tells r, when not nil, that the stream moves to another worker.
+func (r *observed) move() {
+	if r != nil {
+		r.moved = true
+	}
+}
+
+// migrationObserver is the Observer's Migration, nil without one.
+func (p *Proxy) migrationObserver() func(model, result string) {
+	if o, ok := p.cfg.Observer.(MigrationObserver); ok {
+		return o.Migration
+	}
+	return nil
 }
 
 // try is generate without the Observer; r, when not nil, learns the
-// workers tried.
-func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, ask Ask, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error, r *observed) error {
+// workers tried. A stream its worker cannot finish goes on elsewhere
+// (migration), each move with retries of its own.
+func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, ask Ask, extra []discovery.Need, send func(ep discovery.Registration, m *workerv1.GenerateResponse) error, r *observed) error {
 	if p.cfg.RequestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.RequestTimeout)
@@ -226,17 +247,18 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, ask Ask,
 		r.refuse(RefusedTooLarge)
 		return &TooLargeError{Size: size, Limit: workerapi.MaxRequestBytes}
 	}
+	mig := newMigration(req, p.cfg.MaxMigrations, p.migrationObserver())
 	tried := map[string]bool{}
 	var lastErr error
 	for attempt := 0; attempt <= p.cfg.Retries; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return status.FromContextError(err).Err()
+			return mig.end(send, status.FromContextError(err).Err())
 		}
 		ep, cc, lease, err := p.pick(ask, tried, lastErr, r)
 		if err != nil {
-			return err
+			return mig.end(send, err)
 		}
-		started, err := p.attempt(ctx, cc, ep, req, send, lease)
+		started, err := p.attempt(ctx, cc, ep, mig.request(req, ep), mig.relay(send), lease)
 		lease.Release()
 		if !started {
 			err = lease.c.tls.explain(err)
@@ -251,17 +273,26 @@ func (p *Proxy) try(ctx context.Context, req *workerv1.GenerateRequest, ask Ask,
 			attempt--
 		}
 		if !started && messageTooLarge(err) {
-			return tooLarge(err)
+			return mig.end(send, tooLarge(err))
+		}
+		if started && err != nil && ctx.Err() == nil {
+			if next, nextAsk, ok := mig.next(req, ask, extra, err); ok {
+				p.log.Info("worker could not finish the stream: continuing it on another worker", "request_id", req.GetRequestId(),
+					"worker_id", ep.WorkerID, "output_tokens", len(next.GetResume().GetOutputTokenIds()), "error", status.Convert(err).Message())
+				req, ask, lastErr, attempt = next, nextAsk, err, -1
+				r.move()
+				continue
+			}
 		}
 		if err == nil || started || !retryable(err) || ctx.Err() != nil {
-			return err
+			return mig.end(send, err)
 		}
 		lastErr = err
 		p.log.Debug("worker refused the request before its first message", "request_id", req.GetRequestId(),
 			"worker_id", ep.WorkerID, "addr", ep.Addr(), "attempt", attempt+1, "attempts", p.cfg.Retries+1,
 			"code", status.Code(err), "error", status.Convert(err).Message())
 	}
-	return lastErr
+	return mig.end(send, lastErr)
 }
 
 // pick is try's choice of a worker for its next attempt, added to tried
@@ -281,10 +312,10 @@ func (p *Proxy) pick(ask Ask, tried map[string]bool, lastErr error, r *observed)
 	}
 	tried[ep.Addr()] = true
 	if r != nil {
-		if r.worker.WorkerID != "" {
+		if r.worker.WorkerID != "" && !r.moved {
 			p.cfg.Observer.Retry(ep.Model)
 		}
-		r.worker = ep
+		r.worker, r.moved = ep, false
 	}
 	return ep, cc, lease, nil
 }
