@@ -254,6 +254,10 @@ func TestRouterCollectors(t *testing.T) {
 	r.Request("m1", "b", codes.Unavailable)
 	r.Request("", "", codes.NotFound)
 	r.Retry("m1")
+	r.Migration("m1", router.MigrationResumed)
+	r.Migration("m1", router.MigrationResumed)
+	r.Migration("m1", router.MigrationFailed)
+	r.Migration("m1", "other")
 	r.FirstToken("m1", 30*time.Millisecond)
 
 	want := `
@@ -265,13 +269,17 @@ vigil_route_requests_total{model="m1",status="UNAVAILABLE",worker="b"} 1
 # HELP vigil_route_retries_total Requests tried on another worker after one refused them before their first message, by model.
 # TYPE vigil_route_retries_total counter
 vigil_route_retries_total{model="m1"} 1
+# HELP vigil_route_stream_migrations_total Streams moved to another worker because theirs could not finish them, by model and result: resumed (another worker went on) or failed (none did; the client got the failure).
+# TYPE vigil_route_stream_migrations_total counter
+vigil_route_stream_migrations_total{model="m1",result="failed"} 1
+vigil_route_stream_migrations_total{model="m1",result="resumed"} 2
 # HELP vigil_route_workers Workers the router knows from discovery and can route to, by served model name; 0 for a model known with none (one served it within 10 minutes, or --model names it).
 # TYPE vigil_route_workers gauge
 vigil_route_workers{model="m1"} 2
 vigil_route_workers{model="m2"} 1
 `
 	if err := testutil.GatherAndCompare(r.Registry(), strings.NewReader(want),
-		"vigil_route_requests_total", "vigil_route_retries_total", "vigil_route_workers"); err != nil {
+		"vigil_route_requests_total", "vigil_route_retries_total", "vigil_route_stream_migrations_total", "vigil_route_workers"); err != nil {
 		t.Error(err)
 	}
 	if n := histogramCount(t, r.Registry(), "vigil_route_time_to_first_token_seconds"); n != 1 {
@@ -478,6 +486,7 @@ func TestDocsListTheMetrics(t *testing.T) {
 	r.Request("m", "w", codes.OK)
 	r.FirstToken("m", time.Millisecond)
 	r.Retry("m")
+	r.Migration("m", router.MigrationResumed)
 	w.EngineStarted(time.Second)
 	labels := labelNames(t, w.Registry(), r.Registry())
 

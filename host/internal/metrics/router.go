@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ type Router struct {
 	requests *prometheus.CounterVec
 	ttft     *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
+	migrated *prometheus.CounterVec
 	refused  map[string]prometheus.Counter
 	now      func() time.Time
 
@@ -55,6 +57,10 @@ func NewRouter(version string) *Router {
 		Name: "vigil_route_retries_total",
 		Help: "Requests tried on another worker after one refused them before their first message, by model.",
 	}, []string{"model"})
+	r.migrated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vigil_route_stream_migrations_total",
+		Help: "Streams moved to another worker because theirs could not finish them, by model and result: resumed (another worker went on) or failed (none did; the client got the failure).",
+	}, []string{"model", "result"})
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vigil_route_refused_total",
 		Help: "Requests refused before any worker was tried, by reason: unauthorized, invalid, too_large, unknown_model, no_worker.",
@@ -62,7 +68,7 @@ func NewRouter(version string) *Router {
 	for _, reason := range router.RefusalReasons {
 		r.refused[reason] = refused.WithLabelValues(reason)
 	}
-	r.reg.MustRegister(sweeping{r}, r.ttft, r.retries, refused, workersCollector{r})
+	r.reg.MustRegister(sweeping{r}, r.ttft, r.retries, r.migrated, refused, workersCollector{r})
 	return r
 }
 
@@ -101,6 +107,14 @@ func (r *Router) FirstToken(model string, d time.Duration) {
 
 // Retry implements router.Observer.
 func (r *Router) Retry(model string) { r.retries.WithLabelValues(model).Inc() }
+
+// Migration implements router.MigrationObserver; a result not in
+// router.MigrationResults is not counted.
+func (r *Router) Migration(model, result string) {
+	if slices.Contains(router.MigrationResults, result) {
+		r.migrated.WithLabelValues(model, result).Inc()
+	}
+}
 
 // Refused implements router.Observer; a reason not in
 // router.RefusalReasons is not counted.

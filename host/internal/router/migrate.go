@@ -71,13 +71,14 @@ func newMigration(req *workerv1.GenerateRequest, max int, observe func(model, re
 }
 
 // request is what goes to ep: req asking for the prompt's ids, on a
-// worker that can be left for another (it lists resume), else req.
+// worker that can be left for another (it lists resume), else req (a
+// resumed one among them).
 func (m *migration) request(req *workerv1.GenerateRequest, ep discovery.Registration) *workerv1.GenerateRequest {
 	if m == nil {
 		return req
 	}
 	m.begun = false
-	if m.want || !resumes(ep) {
+	if m.want || req.GetResume() != nil || !resumes(ep) {
 		return req
 	}
 	if m.asked == nil {

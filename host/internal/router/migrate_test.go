@@ -1,0 +1,353 @@
+package router
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
+	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// migrationTokens is the output of every resumer: token i's text is
+// "t<i> ".
+const migrationTokens = 6
+
+// resumer is a worker that lists resume: its output is tokens 1 to
+// migrationTokens, continued from a resumed request's output ids; each
+// stream it serves gives two tokens, then breaks as its worker cannot
+// finish it: the first (no output before) with a final that holds "h"
+// back and RESUME_ELSEWHERE, the next as a worker that died (no final).
+// The stream that reaches the end finishes with STOP.
+type resumer struct {
+	ep   discovery.Registration
+	caps bool // lists resume; false: a worker without a tokenizer
+	mu   sync.Mutex
+	reqs []*workerv1.GenerateRequest
+	workerv1.UnimplementedWorkerServer
+}
+
+// migrationPrompt is the prompt's ids a resumer gives.
+var migrationPrompt = []uint32{100, 101}
+
+func (w *resumer) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse]) error {
+	w.mu.Lock()
+	w.reqs = append(w.reqs, proto.CloneOf(req))
+	w.mu.Unlock()
+	if req.GetReturnPrompt() {
+		if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: &workerv1.Prompt{TokenIds: migrationPrompt, Text: "<prompt>"}}}); err != nil {
+			return err
+		}
+	}
+	done := uint32(len(req.GetResume().GetOutputTokenIds()))
+	text := ""
+	if h := req.GetResume().GetHeldText(); h != "" {
+		text = h // a worker's held text goes out ahead of the new text
+	}
+	for i := done + 1; i <= min(done+2, migrationTokens); i++ {
+		c := &workerv1.Chunk{TokenIds: []uint32{i}, Text: text + fmt.Sprintf("t%d ", i), Index: req.GetResume().GetIndex()}
+		text = ""
+		if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Chunk{Chunk: c}}); err != nil {
+			return err
+		}
+	}
+	usage := &workerv1.Usage{PromptTokens: uint32(len(migrationPrompt)), CompletionTokens: min(done+2, migrationTokens)}
+	switch {
+	case done+2 >= migrationTokens:
+		return stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: &workerv1.Final{FinishReason: workerv1.FinishReason_FINISH_REASON_STOP, Usage: usage}}})
+	case done > 0:
+		return status.Error(codes.Unavailable, "error reading from server: EOF") // died
+	}
+	f := &workerv1.Final{FinishReason: workerv1.FinishReason_FINISH_REASON_ERROR, Description: "engine lost", Usage: usage,
+		Resume: &workerv1.ResumeState{OutputTokens: 2, HeldText: "h"}}
+	if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: f}}); err != nil {
+		return err
+	}
+	return workerapi.ResumeElsewhereError("engine lost", 2)
+}
+
+func (w *resumer) requests() []*workerv1.GenerateRequest {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reqs
+}
+
+// startResumer serves a resumer of model m on loopback until the test
+// ends.
+func startResumer(t *testing.T, id string, caps bool) *resumer {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := []discovery.Capability{{Name: discovery.CapPromptTokenIDs}, {Name: discovery.CapStop}, {Name: discovery.CapJSONObject}}
+	if caps {
+		c = append(c, discovery.Capability{Name: discovery.CapResume})
+	}
+	cs, err := discovery.NewCapabilities(c...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &resumer{caps: caps, ep: discovery.Registration{WorkerID: id, Address: "127.0.0.1", Port: lis.Addr().(*net.TCPAddr).Port,
+		Model: "m", ModelID: "org/m", Engine: "fake", InstanceID: id + "-1", Caps: cs}}
+	s := grpc.NewServer()
+	workerv1.RegisterWorkerServer(s, w)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		<-done
+	})
+	return w
+}
+
+// migrationRun is what a gRPC client of the router saw.
+type migrationRun struct {
+	text    string
+	ids     []uint32
+	prompts int // prompt messages
+	final   *workerv1.Final
+	err     error
+}
+
+func runMigration(t *testing.T, r *testRouter, req *workerv1.GenerateRequest) migrationRun {
+	t.Helper()
+	stream, err := r.client.Generate(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got migrationRun
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		if err != nil {
+			got.err = err
+			return got
+		}
+		switch k := m.GetKind().(type) {
+		case *workerv1.GenerateResponse_Prompt:
+			got.prompts++
+		case *workerv1.GenerateResponse_Chunk:
+			got.text += k.Chunk.GetText()
+			got.ids = append(got.ids, k.Chunk.GetTokenIds()...)
+		case *workerv1.GenerateResponse_Final:
+			got.final = k.Final
+		}
+	}
+}
+
+func resumers(t *testing.T, n int, caps bool) ([]*resumer, []discovery.Registration) {
+	var ws []*resumer
+	var eps []discovery.Registration
+	for i := range n {
+		w := startResumer(t, fmt.Sprintf("w%d", i), caps)
+		ws = append(ws, w)
+		eps = append(eps, w.ep)
+	}
+	return ws, eps
+}
+
+func withMigrations(n int, o Observer) routerOption {
+	return func(p *ProxyConfig, _ *HTTPConfig) { p.MaxMigrations, p.Observer = n, o }
+}
+
+func textRequest() *workerv1.GenerateRequest {
+	return &workerv1.GenerateRequest{Model: "m", Prompt: &workerv1.GenerateRequest_Text{Text: "go"}}
+}
+
+// A stream broken twice (a worker's RESUME_ELSEWHERE end, then a worker
+// that died) goes on, each time on another worker, from the prompt ids
+// and output ids sent: the client sees one stream, every token once, the
+// held text once, the last worker's usage and finish, and no prompt
+// message it did not ask for.
+func TestMigrationContinuesStream(t *testing.T) {
+	t.Parallel()
+	ws, eps := resumers(t, 3, true)
+	rec := &migrationRecorder{}
+	r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, eps, withMigrations(3, rec))
+	got := runMigration(t, r, textRequest())
+	if got.err != nil {
+		t.Fatalf("stream failed: %v", got.err)
+	}
+	if want := "t1 t2 ht3 t4 t5 t6 "; got.text != want || len(got.ids) != migrationTokens || got.prompts != 0 {
+		t.Errorf("client saw %q, ids %v, %d prompt messages; want %q, 6 ids, none", got.text, got.ids, got.prompts, want)
+	}
+	if f := got.final; f.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_STOP || f.GetUsage().GetCompletionTokens() != migrationTokens {
+		t.Errorf("final %v, want STOP with 6 completion tokens", f)
+	}
+	var resumes []*workerv1.Resume
+	asked := 0
+	for _, w := range ws {
+		for _, req := range w.requests() {
+			if req.GetResume() == nil {
+				asked++
+				if !req.GetReturnPrompt() {
+					t.Errorf("first request %v: want return_prompt, to keep the prompt's ids", req)
+				}
+				continue
+			}
+			if req.GetReturnPrompt() {
+				t.Errorf("resumed request %v asks for the prompt again", req)
+			}
+			resumes = append(resumes, req.GetResume())
+		}
+	}
+	want := []*workerv1.Resume{
+		{PromptTokenIds: migrationPrompt, OutputTokenIds: []uint32{1, 2}, HeldText: proto.String("h")},
+		{PromptTokenIds: migrationPrompt, OutputTokenIds: []uint32{1, 2, 3, 4}},
+	}
+	slices.SortFunc(resumes, func(a, b *workerv1.Resume) int { return len(a.GetOutputTokenIds()) - len(b.GetOutputTokenIds()) })
+	if asked != 1 || !cmp.Equal(want, resumes, cmpProto) {
+		t.Errorf("%d first requests, resumes %v; want 1 and %v", asked, resumes, want)
+	}
+	if diff := cmp.Diff([]string{"m resumed", "m resumed"}, rec.get()); diff != "" {
+		t.Errorf("migrations observed (-want +got):\n%s", diff)
+	}
+}
+
+// Without migration (--max-migrations 0), past its limit, for a request
+// that cannot be resumed (n > 1, structured output, tool_choice
+// required) or among workers that cannot resume, the client gets the
+// worker's failure as before: its error final, then UNAVAILABLE.
+func TestMigrationNot(t *testing.T) {
+	t.Parallel()
+	structured := textRequest()
+	structured.StructuredOutput = &workerv1.StructuredOutput{Kind: &workerv1.StructuredOutput_JsonObject{JsonObject: true}}
+	for _, c := range []struct {
+		name     string
+		max      int
+		caps     bool
+		req      *workerv1.GenerateRequest
+		text     string
+		observed []string
+	}{
+		{"off", 0, true, textRequest(), "t1 t2 ", nil},
+		{"past the limit", 1, true, textRequest(), "t1 t2 ht3 t4 ", []string{"m resumed"}},
+		{"structured output", 3, true, structured, "t1 t2 ", nil},
+		{"no worker resumes", 3, false, textRequest(), "t1 t2 ", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, eps := resumers(t, 3, c.caps)
+			rec := &migrationRecorder{}
+			r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, eps, withMigrations(c.max, rec))
+			got := runMigration(t, r, c.req)
+			if status.Code(got.err) != codes.Unavailable || got.text != c.text {
+				t.Errorf("client saw %q, then %v; want %q, then UNAVAILABLE", got.text, got.err, c.text)
+			}
+			if c.max != 1 && got.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_ERROR {
+				t.Errorf("final %v, want the worker's ERROR final", got.final)
+			}
+			if diff := cmp.Diff(c.observed, rec.get()); diff != "" {
+				t.Errorf("migrations observed (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A stream that no other worker can take on (the only other worker
+// serves another model id) ends as its worker ended it, and the move is
+// counted as failed.
+func TestMigrationNoWorker(t *testing.T) {
+	t.Parallel()
+	a, b := startResumer(t, "a", true), startResumer(t, "b", true)
+	b.ep.ModelID = "org/other"
+	rec := &migrationRecorder{}
+	r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, []discovery.Registration{a.ep, b.ep}, withMigrations(3, rec))
+	var got migrationRun
+	for range 2 { // one of the two starts on a, whose stream b cannot go on with
+		got = runMigration(t, r, textRequest())
+		if len(a.requests()) > 0 {
+			break
+		}
+	}
+	if status.Code(got.err) != codes.Unavailable || got.text != "t1 t2 " || got.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_ERROR {
+		t.Errorf("client saw %q, final %v, then %v; want the first worker's end", got.text, got.final, got.err)
+	}
+	if msg := status.Convert(got.err).Message(); msg != "engine lost" {
+		t.Errorf("error %q, want the worker's", msg)
+	}
+	if diff := cmp.Diff([]string{"m failed"}, rec.get()); diff != "" {
+		t.Errorf("migrations observed (-want +got):\n%s", diff)
+	}
+}
+
+// Over HTTP a migrated stream is one completion: the text of every
+// token once, finish_reason stop, and the usage of all of them.
+func TestMigrationHTTP(t *testing.T) {
+	t.Parallel()
+	_, eps := resumers(t, 3, true)
+	r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, eps, withMigrations(3, nil))
+	code, _, body := r.do(t, "POST", "/v1/completions", `{"model":"m","prompt":"go","stream":true,"stream_options":{"include_usage":true}}`)
+	if code != 200 {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	var text, finish string
+	var usage map[string]any
+	for _, e := range sseEvents(t, body) {
+		if e == "[DONE]" {
+			continue
+		}
+		var ev struct {
+			Choices []struct {
+				Text         string  `json:"text"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage map[string]any `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(e), &ev); err != nil {
+			t.Fatalf("event %s: %v", e, err)
+		}
+		for _, c := range ev.Choices {
+			text += c.Text
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+		if ev.Usage != nil {
+			usage = ev.Usage
+		}
+	}
+	if text != "t1 t2 ht3 t4 t5 t6 " || finish != "stop" || usage["completion_tokens"] != float64(migrationTokens) {
+		t.Errorf("text %q, finish %q, usage %v; want every token once, stop, 6 completion tokens", text, finish, usage)
+	}
+}
+
+// migrationRecorder is an Observer that keeps the migrations it is told
+// of, as "model result".
+type migrationRecorder struct {
+	recorder
+	mu   sync.Mutex
+	seen []string
+}
+
+func (m *migrationRecorder) Migration(model, result string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen = append(m.seen, model+" "+result)
+}
+
+func (m *migrationRecorder) get() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seen
+}
+
+var cmpProto = cmp.Comparer(func(a, b *workerv1.Resume) bool { return proto.Equal(a, b) })
+
