@@ -276,6 +276,10 @@ func TestDrain(t *testing.T) {
 			!strings.Contains(r.final.GetDescription(), "grace period") || r.final.GetUsage().GetCompletionTokens() != 1 {
 			t.Errorf("request cut by the grace period: %+v, want final ERROR (grace period, 1 token) then Unavailable", r)
 		}
+		// Another worker can go on with it.
+		if !workerapi.ResumeElsewhere(r.err) || r.final.GetResume().GetOutputTokens() != 1 {
+			t.Errorf("request cut by the grace period: %v, resume %v; want RESUME_ELSEWHERE and 1 output token", r.err, r.final.GetResume())
+		}
 	}
 	if r := run(t.Context(), c, prompt(1)); status.Code(r.err) != codes.Unavailable || !strings.Contains(r.err.Error(), "draining") {
 		t.Errorf("after Drain: %v, want Unavailable (draining)", r.err)
