@@ -2,6 +2,7 @@ package router
 
 import (
 	"github.com/vigilhq/vigil/host/internal/discovery"
+	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -130,9 +131,15 @@ func (m *migration) relay(send func(discovery.Registration, *workerv1.GenerateRe
 
 // next reports whether a stream that broke with err after its first
 // message goes on elsewhere, and if so returns its request there and what
-// it asks of a worker: the same model, a worker that lists resume.
+// it asks of a worker: the same model, a worker that lists resume. The
+// worker says so (RESUME_ELSEWHERE), or its stream broke without a final
+// message (it died); a worker's error final without the reason is the
+// engine's own failure, which another engine would likely repeat.
 func (m *migration) next(req *workerv1.GenerateRequest, ask Ask, extra []discovery.Need, err error) (*workerv1.GenerateRequest, Ask, bool) {
-	if m == nil || status.Code(err) != codes.Unavailable || m.moves >= m.max || m.prompt == nil || !resumes(m.from) {
+	if m == nil || m.moves >= m.max || m.prompt == nil || !resumes(m.from) {
+		return nil, ask, false
+	}
+	if !workerapi.ResumeElsewhere(err) && (m.final != nil || status.Code(err) != codes.Unavailable) {
 		return nil, ask, false
 	}
 	m.cause = err

@@ -33,6 +33,9 @@ const migrationTokens = 6
 type resumer struct {
 	ep   discovery.Registration
 	caps bool // lists resume; false: a worker without a tokenizer
+	// engineError: the first break is the engine's own error, a final
+	// without resume state, then UNAVAILABLE without the reason.
+	engineError bool
 	mu   sync.Mutex
 	reqs []*workerv1.GenerateRequest
 	workerv1.UnimplementedWorkerServer
@@ -44,6 +47,7 @@ var migrationPrompt = []uint32{100, 101}
 func (w *resumer) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse]) error {
 	w.mu.Lock()
 	w.reqs = append(w.reqs, proto.CloneOf(req))
+	engineError := w.engineError
 	w.mu.Unlock()
 	if req.GetReturnPrompt() {
 		if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: &workerv1.Prompt{TokenIds: migrationPrompt, Text: "<prompt>"}}}); err != nil {
@@ -71,8 +75,14 @@ func (w *resumer) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStre
 	}
 	f := &workerv1.Final{FinishReason: workerv1.FinishReason_FINISH_REASON_ERROR, Description: "engine lost", Usage: usage,
 		Resume: &workerv1.ResumeState{OutputTokens: 2, HeldText: "h"}}
+	if engineError {
+		f.Resume = nil
+	}
 	if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Final{Final: f}}); err != nil {
 		return err
+	}
+	if engineError {
+		return status.Error(codes.Unavailable, "engine lost")
 	}
 	return workerapi.ResumeElsewhereError("engine lost", 2)
 }
@@ -223,7 +233,8 @@ func TestMigrationContinuesStream(t *testing.T) {
 
 // Without migration (--max-migrations 0), past its limit, for a request
 // that cannot be resumed (n > 1, structured output, tool_choice
-// required) or among workers that cannot resume, the client gets the
+// required), among workers that cannot resume, or when the worker's
+// final says the engine failed (no RESUME_ELSEWHERE), the client gets the
 // worker's failure as before: its error final, then UNAVAILABLE.
 func TestMigrationNot(t *testing.T) {
 	t.Parallel()
@@ -241,10 +252,16 @@ func TestMigrationNot(t *testing.T) {
 		{"past the limit", 1, true, textRequest(), "t1 t2 ht3 t4 ", []string{"m resumed"}},
 		{"structured output", 3, true, structured, "t1 t2 ", nil},
 		{"no worker resumes", 3, false, textRequest(), "t1 t2 ", nil},
+		{"the engine's own error", 3, true, textRequest(), "t1 t2 ", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, eps := resumers(t, 3, c.caps)
+			ws, eps := resumers(t, 3, c.caps)
+			for _, w := range ws {
+				w.mu.Lock()
+				w.engineError = c.name == "the engine's own error"
+				w.mu.Unlock()
+			}
 			rec := &migrationRecorder{}
 			r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, eps, withMigrations(c.max, rec))
 			got := runMigration(t, r, c.req)
