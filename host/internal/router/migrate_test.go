@@ -36,8 +36,8 @@ type resumer struct {
 	// engineError: the first break is the engine's own error, a final
 	// without resume state, then UNAVAILABLE without the reason.
 	engineError bool
-	mu   sync.Mutex
-	reqs []*workerv1.GenerateRequest
+	mu          sync.Mutex
+	reqs        []*workerv1.GenerateRequest
 	workerv1.UnimplementedWorkerServer
 }
 
@@ -367,4 +367,3 @@ func (m *migrationRecorder) get() []string {
 }
 
 var cmpProto = cmp.Comparer(func(a, b *workerv1.Resume) bool { return proto.Equal(a, b) })
-
