@@ -257,22 +257,26 @@ func promptTokens(req *workerv1.GenerateRequest) uint32 {
 // ends, its gRPC server with opts.
 func startWorker(t *testing.T, id, model string, opts ...grpc.ServerOption) *fakeWorker {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &fakeWorker{
-		ep: discovery.Registration{WorkerID: id, Address: "127.0.0.1", Port: lis.Addr().(*net.TCPAddr).Port,
-			Model: model, Engine: "fake", InstanceID: id + "-1"},
-		holding:   make(chan struct{}),
-		cancelled: make(chan struct{}),
-	}
+	w := &fakeWorker{holding: make(chan struct{}), cancelled: make(chan struct{})}
 	count := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		w.streams.Add(1)
 		return h(srv, ss)
 	}
-	s := grpc.NewServer(append(opts, grpc.StreamInterceptor(count))...)
-	workerv1.RegisterWorkerServer(s, w)
+	port := serveWorker(t, w, append(opts, grpc.StreamInterceptor(count))...)
+	w.ep = discovery.Registration{WorkerID: id, Address: "127.0.0.1", Port: port, Model: model, Engine: "fake", InstanceID: id + "-1"}
+	return w
+}
+
+// serveWorker serves srv on a loopback port, its gRPC server with opts,
+// until the test ends, and returns the port.
+func serveWorker(t *testing.T, srv workerv1.WorkerServer, opts ...grpc.ServerOption) int {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(opts...)
+	workerv1.RegisterWorkerServer(s, srv)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -282,7 +286,7 @@ func startWorker(t *testing.T, id, model string, opts ...grpc.ServerOption) *fak
 		s.Stop()
 		<-done
 	})
-	return w
+	return lis.Addr().(*net.TCPAddr).Port
 }
 
 func endpoints(ws ...*fakeWorker) []discovery.Registration {
@@ -382,17 +386,22 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // generated is what a client saw of one Generate call.
 type generated struct {
-	text  string
-	final *workerv1.Final
-	err   error
+	text    string
+	ids     []uint32
+	prompts int // prompt messages
+	final   *workerv1.Final
+	err     error
 }
 
 // generate calls Generate through the router's gRPC API and reads the
 // whole stream.
 func (r *testRouter) generate(ctx context.Context, model, prompt string) generated {
-	stream, err := r.client.Generate(ctx, &workerv1.GenerateRequest{
-		Model: model, Prompt: &workerv1.GenerateRequest_Text{Text: prompt},
-	})
+	return r.generateReq(ctx, &workerv1.GenerateRequest{Model: model, Prompt: &workerv1.GenerateRequest_Text{Text: prompt}})
+}
+
+// generateReq is generate for req.
+func (r *testRouter) generateReq(ctx context.Context, req *workerv1.GenerateRequest) generated {
+	stream, err := r.client.Generate(ctx, req)
 	if err != nil {
 		return generated{err: err}
 	}
@@ -407,8 +416,11 @@ func (r *testRouter) generate(ctx context.Context, model, prompt string) generat
 			return g
 		}
 		switch k := m.GetKind().(type) {
+		case *workerv1.GenerateResponse_Prompt:
+			g.prompts++
 		case *workerv1.GenerateResponse_Chunk:
 			g.text += k.Chunk.GetText()
+			g.ids = append(g.ids, k.Chunk.GetTokenIds()...)
 		case *workerv1.GenerateResponse_Final:
 			g.final = k.Final
 		}

@@ -2,10 +2,7 @@ package router
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -97,10 +94,6 @@ func (w *resumer) requests() []*workerv1.GenerateRequest {
 // ends.
 func startResumer(t *testing.T, id string, caps bool) *resumer {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := []discovery.Capability{{Name: discovery.CapPromptTokenIDs}, {Name: discovery.CapStop}, {Name: discovery.CapJSONObject}}
 	if caps {
 		c = append(c, discovery.Capability{Name: discovery.CapResume})
@@ -109,57 +102,10 @@ func startResumer(t *testing.T, id string, caps bool) *resumer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &resumer{caps: caps, ep: discovery.Registration{WorkerID: id, Address: "127.0.0.1", Port: lis.Addr().(*net.TCPAddr).Port,
-		Model: "m", ModelID: "org/m", Engine: "fake", InstanceID: id + "-1", Caps: cs}}
-	s := grpc.NewServer()
-	workerv1.RegisterWorkerServer(s, w)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
+	w := &resumer{caps: caps}
+	w.ep = discovery.Registration{WorkerID: id, Address: "127.0.0.1", Port: serveWorker(t, w),
+		Model: "m", ModelID: "org/m", Engine: "fake", InstanceID: id + "-1", Caps: cs}
 	return w
-}
-
-// migrationRun is what a gRPC client of the router saw.
-type migrationRun struct {
-	text    string
-	ids     []uint32
-	prompts int // prompt messages
-	final   *workerv1.Final
-	err     error
-}
-
-func runMigration(t *testing.T, r *testRouter, req *workerv1.GenerateRequest) migrationRun {
-	t.Helper()
-	stream, err := r.client.Generate(t.Context(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got migrationRun
-	for {
-		m, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return got
-		}
-		if err != nil {
-			got.err = err
-			return got
-		}
-		switch k := m.GetKind().(type) {
-		case *workerv1.GenerateResponse_Prompt:
-			got.prompts++
-		case *workerv1.GenerateResponse_Chunk:
-			got.text += k.Chunk.GetText()
-			got.ids = append(got.ids, k.Chunk.GetTokenIds()...)
-		case *workerv1.GenerateResponse_Final:
-			got.final = k.Final
-		}
-	}
 }
 
 func resumers(t *testing.T, n int, caps bool) ([]*resumer, []discovery.Registration) {
@@ -191,7 +137,7 @@ func TestMigrationContinuesStream(t *testing.T) {
 	ws, eps := resumers(t, 3, true)
 	rec := &migrationRecorder{}
 	r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, eps, withMigrations(3, rec))
-	got := runMigration(t, r, textRequest())
+	got := r.generateReq(t.Context(), textRequest())
 	if got.err != nil {
 		t.Fatalf("stream failed: %v", got.err)
 	}
@@ -264,7 +210,7 @@ func TestMigrationNot(t *testing.T) {
 			}
 			rec := &migrationRecorder{}
 			r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, eps, withMigrations(c.max, rec))
-			got := runMigration(t, r, c.req)
+			got := r.generateReq(t.Context(), c.req)
 			if status.Code(got.err) != codes.Unavailable || got.text != c.text {
 				t.Errorf("client saw %q, then %v; want %q, then UNAVAILABLE", got.text, got.err, c.text)
 			}
@@ -287,9 +233,9 @@ func TestMigrationNoWorker(t *testing.T) {
 	b.ep.ModelID = "org/other"
 	rec := &migrationRecorder{}
 	r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, []discovery.Registration{a.ep, b.ep}, withMigrations(3, rec))
-	var got migrationRun
+	var got generated
 	for range 2 { // one of the two starts on a, whose stream b cannot go on with
-		got = runMigration(t, r, textRequest())
+		got = r.generateReq(t.Context(), textRequest())
 		if len(a.requests()) > 0 {
 			break
 		}

@@ -3,7 +3,6 @@ package router
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -51,22 +50,7 @@ func (w *scriptWorker) lastRequest() *workerv1.GenerateRequest {
 // router, until the test ends.
 func startScript(t *testing.T, w *scriptWorker, caps string) *testRouter {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	workerv1.RegisterWorkerServer(s, w)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	ep := discovery.Registration{WorkerID: "s", Address: "127.0.0.1", Port: lis.Addr().(*net.TCPAddr).Port,
+	ep := discovery.Registration{WorkerID: "s", Address: "127.0.0.1", Port: serveWorker(t, w),
 		Model: "m", Engine: "fake", InstanceID: "s-1", Chat: true, Caps: discovery.ParseCapabilities(caps)}
 	return startRouterAt(t, PoolConfig{Balance: RoundRobin}, []discovery.Registration{ep})
 }
