@@ -295,6 +295,17 @@ func (e *engine) row() string {
 	return e.Name + "-" + e.Variant
 }
 
+// skipVariant skips a request scenario for an engine's variant (its other
+// API), and for an engine that takes no requests through vigil: it runs on
+// each engine's main API.
+func skipVariant(t *testing.T, e *engine) {
+	t.Helper()
+	skipWithoutRequests(t, e)
+	if e.Variant != "" {
+		t.Skip("each engine's main API")
+	}
+}
+
 // skipWithoutRequests skips a request scenario for an engine that takes
 // none through vigil.
 func skipWithoutRequests(t *testing.T, e *engine) {

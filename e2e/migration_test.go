@@ -39,10 +39,7 @@ func TestStreamMigration(t *testing.T) {
 	skipShort(t)
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, e *engine) {
-		skipWithoutRequests(t, e)
-		if e.Variant != "" {
-			t.Skip("each engine's main API")
-		}
+		skipVariant(t, e)
 		testStreamMigration(t, e)
 	})
 }
