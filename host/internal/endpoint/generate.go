@@ -150,6 +150,7 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 	}
 	f := newForward(stream, id, uint32(len(p.engine.TokenIDs)))
 	f.parse, f.index, f.resumable = parse, req.GetResume().GetIndex(), p.n == 1
+	f.prior = uint32(len(req.GetResume().GetOutputTokenIds()))
 	f.progress = a.progress
 	f.lp = newLogprobOut(p.engine, logprobTokens(a.engine), p.n)
 	if err := f.start(pr); err != nil {
@@ -238,6 +239,9 @@ type forward struct {
 	// elsewhere (Final.resume).
 	index     uint32
 	resumable bool
+	// prior are the output tokens of a resumed stream that another
+	// worker made: in the client's usage, not in this worker's counts.
+	prior uint32
 }
 
 func newForward(stream workerv1.Worker_GenerateServer, id string, prompt uint32) *forward {
@@ -362,7 +366,7 @@ func (f *forward) finish(res sdk.Result, e *ended) error {
 		return err
 	}
 	reason := f.parse.finishReason(0, finishToProto(res.FinishReason))
-	e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens
+	e.outcome, e.prompt, e.completion = OutcomeOK, res.PromptTokens, res.CompletionTokens-min(f.prior, res.CompletionTokens)
 	m := final(f.id, reason, "", res.PromptTokens, res.CompletionTokens)
 	m.GetFinal().Usage.CachedTokens = res.CachedTokens
 	return f.stream.Send(m)
@@ -406,7 +410,7 @@ func (s *Server) failed(a admission, f *forward, err error, e *ended) error {
 	if cut != nil {
 		desc = cut.Error()
 	}
-	m := final(f.id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, f.prompt, f.sentTokens)
+	m := final(f.id, workerv1.FinishReason_FINISH_REASON_ERROR, desc, f.prompt, f.prior+f.sentTokens)
 	resume := f.resumable && lost(a.ctx, err)
 	if resume {
 		// Another worker can go on from here: a router that knows how
