@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"github.com/vigilhq/vigil/sdk"
 	"github.com/vigilhq/vigil/sdk/internal/wire"
+	"golang.org/x/sys/unix"
 )
 
 // envTestAdapter makes the test binary an adapter (see TestMain) of the
@@ -287,6 +288,28 @@ func TestLostWhenAdapterKilled(t *testing.T) {
 	}
 }
 
+// freeze stops the adapter process pid (SIGSTOP) and waits until it has
+// stopped: kill returns before the signal takes effect, and an adapter
+// still running a moment longer would answer. The wait leaves the stop
+// to be reported again (WNOWAIT), so the process stays the Cmd's to
+// reap.
+func freeze(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			if err != nil {
+				t.Fatalf("waiting for adapter %d to stop: %v", pid, err)
+			}
+			return
+		}
+	}
+}
+
 // KillContext kills a frozen adapter once its context ends, where Kill
 // would wait for it for good; an adapter that exits in time is not killed.
 func TestKillContext(t *testing.T) {
@@ -300,9 +323,7 @@ func TestKillContext(t *testing.T) {
 				t.Fatal(err)
 			}
 			if frozen {
-				if err := syscall.Kill(p.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
-					t.Fatal(err)
-				}
+				freeze(t, p.cmd.Process.Pid)
 			}
 			const bound = 300 * time.Millisecond
 			ctx, cancel := context.WithTimeout(t.Context(), bound)
@@ -389,9 +410,7 @@ func TestPingFrozenAdapter(t *testing.T) {
 	if _, err := ping(10 * time.Second); err != nil {
 		t.Fatalf("Ping() of a running adapter = %v, want nil", err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	freeze(t, pid)
 	const bound = 300 * time.Millisecond
 	took, err := ping(bound)
 	if !errors.Is(err, context.DeadlineExceeded) {
