@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vigilhq/vigil/host/internal/textgen"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
@@ -86,5 +92,120 @@ func TestResumeRefused(t *testing.T) {
 	if status.Code(r.err) != codes.InvalidArgument || status.Convert(r.err).Message() != "resume: this worker does not take a resumed stream "+
 		"(its engine has no such field, and it is not among the worker's capabilities, discovery metadata caps); omit it" {
 		t.Errorf("resume without a tokenizer: %v, want INVALID_ARGUMENT naming resume", r.err)
+	}
+}
+
+// continuing streams out's bytes as token ids, one a chunk, going on
+// from the output its prompt already holds (the prompt is prompt ids
+// long), and fails, the engine lost, before byte failAt (-1: never).
+type continuing struct {
+	out            string
+	prompt, failAt int
+}
+
+func (e *continuing) Generate(_ context.Context, req sdk.GenerateRequest, send func(sdk.Chunk) error) (sdk.Result, error) {
+	start := len(req.TokenIDs) - e.prompt
+	for i := start; i < len(e.out); i++ {
+		if i == e.failAt {
+			return sdk.Result{}, fmt.Errorf("%w: engine lost", sdk.ErrUnavailable)
+		}
+		if err := send(sdk.Chunk{TokenIDs: []uint32{uint32(e.out[i])}}); err != nil {
+			return sdk.Result{}, err
+		}
+	}
+	return sdk.Result{FinishReason: sdk.FinishStop, PromptTokens: uint32(len(req.TokenIDs)), CompletionTokens: uint32(len(e.out) - start)}, nil
+}
+
+func (e *continuing) Abort(context.Context, []string) error { return nil }
+
+// stream is what one Generate stream gave: the prompt's ids, the output
+// ids, the parsed parts, the final and the status.
+type stream struct {
+	prompt, ids []uint32
+	parsed
+	final *workerv1.Final
+	err   error
+}
+
+func (s *stream) read(t *testing.T, c workerv1.WorkerClient, req *workerv1.GenerateRequest) {
+	t.Helper()
+	st, err := c.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.err = err
+			}
+			return
+		}
+		s.prompt = append(s.prompt, m.GetPrompt().GetTokenIds()...)
+		if f := m.GetFinal(); f != nil {
+			s.final, s.reason = f, f.GetFinishReason()
+		}
+		ch := m.GetChunk()
+		s.ids = append(s.ids, ch.GetTokenIds()...)
+		s.content += ch.GetText()
+		s.reasoning += ch.GetReasoningText()
+		for _, d := range ch.GetToolCalls() {
+			if int(d.GetIndex()) == len(s.calls) {
+				s.calls = append(s.calls, &workerv1.ToolCall{})
+			}
+			tc := s.calls[d.GetIndex()]
+			tc.Type, tc.Name, tc.Arguments = tc.Type+d.GetType(), tc.Name+d.GetName(), tc.Arguments+d.GetArguments()
+		}
+	}
+}
+
+// A chat stream cut after any byte and resumed on a worker from the ids,
+// the prompt's ids and the held text the first gave is, parsed, the
+// stream that was not cut: the reasoning, the content and the tool call
+// once each, the finish tool_calls; a stop string's possible start held
+// across the cut included.
+func TestResumedParsedOutput(t *testing.T) {
+	t.Parallel()
+	out := "<think>hm</think>ok<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\nbye"
+	msgs := &workerv1.Messages{Messages: []*workerv1.Message{{Role: "user", Content: "hi"}}, Tools: weatherTools}
+	request := func() *workerv1.GenerateRequest {
+		return &workerv1.GenerateRequest{Prompt: &workerv1.GenerateRequest_Messages{Messages: msgs},
+			Stopping: &workerv1.Stopping{Stop: []string{"</tool_call>X"}}}
+	}
+	worker := func(failAt int) workerv1.WorkerClient {
+		prompt, _, _ := fakeTokenizer{}.ChatTokens(textgen.Chat{Messages: []textgen.Message{{Role: "user", Content: "hi"}}})
+		s, c := serve(t, &continuing{out: out, prompt: len(prompt), failAt: failAt}, worker, 4)
+		s.Wrap(func(g sdk.Generator) sdk.Generator {
+			return textgen.New(g, fakeTokenizer{}, 0).WithParsers("qwen3", "hermes")
+		})
+		s.Admit(true, "")
+		return c
+	}
+	var want stream
+	want.read(t, worker(-1), request())
+	second := worker(-1)
+	for k := 1; k < len(out); k++ {
+		var first stream
+		req := request()
+		req.ReturnPrompt = true
+		first.read(t, worker(k), req)
+		rs := first.final.GetResume()
+		if !workerapi.ResumeElsewhere(first.err) || rs.GetOutputTokens() != uint32(len(first.ids)) {
+			t.Fatalf("cut at %d: %v, resume %v; want RESUME_ELSEWHERE with the ids sent", k, first.err, rs)
+		}
+		req = request()
+		req.Resume = &workerv1.Resume{PromptTokenIds: first.prompt, OutputTokenIds: first.ids, HeldText: proto.String(rs.GetHeldText())}
+		got := first
+		got.err = nil
+		got.read(t, second, req)
+		if got.err != nil {
+			t.Fatalf("cut at %d: resumed: %v", k, got.err)
+		}
+		if diff := cmp.Diff(want.parsed, got.parsed, cmp.AllowUnexported(parsed{}), protocmp.Transform()); diff != "" {
+			t.Errorf("cut at %d (held %q): (-whole +resumed):\n%s", k, rs.GetHeldText(), diff)
+		}
+		if u := got.final.GetUsage(); u.GetCompletionTokens() != uint32(len(out)) {
+			t.Errorf("cut at %d: usage %v, want %d completion tokens", k, u, len(out))
+		}
 	}
 }
