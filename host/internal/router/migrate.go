@@ -41,7 +41,8 @@ var MigrationResults = []string{MigrationResumed, MigrationFailed}
 // constraint would start again on the new worker.
 type migration struct {
 	max, moves int
-	// want: the client asked for the prompt message itself.
+	// want: the client asked for the prompt message itself (echo, the
+	// prompt's logprobs).
 	want   bool
 	asked  *workerv1.GenerateRequest // req asking for the prompt's ids, once made
 	prompt []uint32                  // the prompt's ids; nil until a worker sent them
@@ -68,7 +69,7 @@ func newMigration(req *workerv1.GenerateRequest, max int, observe func(model, re
 		tc.GetFunction() != "", tc.GetMode() == workerv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
 		return nil
 	}
-	return &migration{max: max, want: req.GetReturnPrompt(), observe: observe}
+	return &migration{max: max, want: req.GetReturnPrompt() || req.GetLogprobs().GetPrompt(), observe: observe}
 }
 
 // request is what goes to ep: req asking for the prompt's ids, on a

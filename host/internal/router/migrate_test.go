@@ -46,7 +46,7 @@ func (w *resumer) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStre
 	w.reqs = append(w.reqs, proto.CloneOf(req))
 	engineError := w.engineError
 	w.mu.Unlock()
-	if req.GetReturnPrompt() {
+	if req.GetReturnPrompt() || req.GetLogprobs().GetPrompt() {
 		if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: &workerv1.Prompt{TokenIds: migrationPrompt, Text: "<prompt>"}}}); err != nil {
 			return err
 		}
@@ -94,7 +94,7 @@ func (w *resumer) requests() []*workerv1.GenerateRequest {
 // ends.
 func startResumer(t *testing.T, id string, caps bool) *resumer {
 	t.Helper()
-	c := []discovery.Capability{{Name: discovery.CapPromptTokenIDs}, {Name: discovery.CapStop}, {Name: discovery.CapJSONObject}}
+	c := []discovery.Capability{{Name: discovery.CapPromptTokenIDs}, {Name: discovery.CapStop}, {Name: discovery.CapJSONObject}, {Name: discovery.CapPromptLogprobs}}
 	if caps {
 		c = append(c, discovery.Capability{Name: discovery.CapResume})
 	}
@@ -158,7 +158,7 @@ func TestMigrationContinuesStream(t *testing.T) {
 				}
 				continue
 			}
-			if req.GetReturnPrompt() {
+			if req.GetReturnPrompt() || req.GetLogprobs().GetPrompt() {
 				t.Errorf("resumed request %v asks for the prompt again", req)
 			}
 			resumes = append(resumes, req.GetResume())
@@ -174,6 +174,29 @@ func TestMigrationContinuesStream(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"m resumed", "m resumed"}, rec.get()); diff != "" {
 		t.Errorf("migrations observed (-want +got):\n%s", diff)
+	}
+}
+
+// A client that asks for the prompt message itself (echo, the prompt's
+// logprobs) gets it once, from the first worker, and the stream still
+// moves on.
+func TestMigrationKeepsPromptMessage(t *testing.T) {
+	t.Parallel()
+	for name, ask := range map[string]func(*workerv1.GenerateRequest){
+		"return_prompt":   func(r *workerv1.GenerateRequest) { r.ReturnPrompt = true },
+		"prompt logprobs": func(r *workerv1.GenerateRequest) { r.Logprobs = &workerv1.Logprobs{Prompt: true} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, eps := resumers(t, 3, true)
+			r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, eps, withMigrations(3, nil))
+			req := textRequest()
+			ask(req)
+			got := r.generateReq(t.Context(), req)
+			if got.err != nil || got.prompts != 1 || got.text != "t1 t2 ht3 t4 t5 t6 " {
+				t.Errorf("client saw %d prompt messages, %q, then %v; want 1, every token once, OK", got.prompts, got.text, got.err)
+			}
+		})
 	}
 }
 
