@@ -1,6 +1,8 @@
 package router
 
 import (
+	"errors"
+
 	"github.com/vigilhq/vigil/host/internal/discovery"
 	"github.com/vigilhq/vigil/host/internal/workerapi"
 	workerv1 "github.com/vigilhq/vigil/proto/vigil/worker/v1"
@@ -32,6 +34,11 @@ const (
 // bounded label value.
 var MigrationResults = []string{MigrationResumed, MigrationFailed}
 
+// errHeld is what a migration's relay answers for a message it holds
+// back or drops: no message reached the client, so the attempt has not
+// started.
+var errHeld = errors.New("held back for a migration")
+
 // migration is what one request's stream keeps to be continued on
 // another worker when its worker cannot finish it (docs/worker-api.md,
 // "Resume"): the prompt's ids, the output ids relayed, and the worker's
@@ -53,7 +60,9 @@ type migration struct {
 	final *workerv1.GenerateResponse
 	cause error
 	from  discovery.Registration // the worker of the stream
-	begun bool                   // the attempt under way relayed a message
+	begun bool                   // the attempt under way got a message
+	base  int                    // len(out) when the attempt began
+	ended bool                   // a final reached the client
 	// pending: the stream moved and no worker took it on yet; observe
 	// is told how each move ends (nil: nobody).
 	pending bool
@@ -79,7 +88,10 @@ func (m *migration) request(req *workerv1.GenerateRequest, ep discovery.Registra
 	if m == nil {
 		return req
 	}
-	m.begun = false
+	m.begun, m.base = false, len(m.out)
+	if req.GetResume() == nil {
+		m.prompt = nil // this worker's, not an earlier one's
+	}
 	if m.want || req.GetResume() != nil || !resumes(ep) {
 		return req
 	}
@@ -116,15 +128,16 @@ func (m *migration) relay(send func(discovery.Registration, *workerv1.GenerateRe
 				m.prompt = k.Prompt.GetTokenIds()
 			}
 			if !m.want {
-				return nil
+				return errHeld
 			}
 		case *workerv1.GenerateResponse_Chunk:
 			m.out = append(m.out, k.Chunk.GetTokenIds()...)
 		case *workerv1.GenerateResponse_Final:
 			if k.Final.GetFinishReason() == workerv1.FinishReason_FINISH_REASON_ERROR && m.moves < m.max {
 				m.final = msg
-				return nil
+				return errHeld
 			}
+			m.ended = true
 		}
 		return send(ep, msg)
 	}
@@ -137,14 +150,14 @@ func (m *migration) relay(send func(discovery.Registration, *workerv1.GenerateRe
 // message (it died); a worker's error final without the reason is the
 // engine's own failure, which another engine would likely repeat.
 func (m *migration) next(req *workerv1.GenerateRequest, ask Ask, extra []discovery.Need, err error) (*workerv1.GenerateRequest, Ask, bool) {
-	if m == nil || m.moves >= m.max || m.prompt == nil || !resumes(m.from) {
-		return nil, ask, false
+	if m == nil || m.ended || m.moves >= m.max || m.prompt == nil || !resumes(m.from) {
+		return nil, ask, false // a stream that ended, after its final, has nothing to resume
 	}
 	if !workerapi.ResumeElsewhere(err) && (m.final != nil || status.Code(err) != codes.Unavailable) {
 		return nil, ask, false
 	}
 	m.cause = err
-	if got := m.final.GetFinal().GetResume().GetOutputTokens(); got > uint32(len(m.out)) {
+	if got := m.final.GetFinal().GetResume().GetOutputTokens(); got > uint32(len(m.out)-m.base) {
 		return nil, ask, false // chunks lost on the way: the ids would not be the text sent
 	}
 	m.moves++

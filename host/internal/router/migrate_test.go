@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -336,3 +337,76 @@ func (m *migrationRecorder) get() []string {
 }
 
 var cmpProto = cmp.Comparer(func(a, b *workerv1.Resume) bool { return proto.Equal(a, b) })
+
+// oddWorker lists resume and fails as told: lostEarly sends the prompt
+// message it was asked for, then fails before any output, as a worker
+// whose engine was lost a moment before; otherwise it sends a chunk and
+// its STOP final, then breaks, as a vigil killed before the stream's
+// trailers.
+type oddWorker struct {
+	lostEarly bool
+	requests  atomic.Int64
+	workerv1.UnimplementedWorkerServer
+}
+
+func (w *oddWorker) Generate(req *workerv1.GenerateRequest, stream grpc.ServerStreamingServer[workerv1.GenerateResponse]) error {
+	w.requests.Add(1)
+	if req.GetReturnPrompt() {
+		if err := stream.Send(&workerv1.GenerateResponse{Kind: &workerv1.GenerateResponse_Prompt{Prompt: &workerv1.Prompt{TokenIds: migrationPrompt}}}); err != nil {
+			return err
+		}
+	}
+	if w.lostEarly {
+		return status.Error(codes.Unavailable, "engine unavailable")
+	}
+	for _, m := range []*workerv1.GenerateResponse{
+		{Kind: &workerv1.GenerateResponse_Chunk{Chunk: &workerv1.Chunk{TokenIds: []uint32{1}, Text: "a"}}},
+		{Kind: &workerv1.GenerateResponse_Final{Final: &workerv1.Final{FinishReason: workerv1.FinishReason_FINISH_REASON_STOP, Usage: &workerv1.Usage{CompletionTokens: 1}}}},
+	} {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	return status.Error(codes.Unavailable, "error reading from server: EOF")
+}
+
+func startOdd(t *testing.T, id string, w *oddWorker) discovery.Registration {
+	caps, err := discovery.NewCapabilities(discovery.Capability{Name: discovery.CapPromptTokenIDs}, discovery.Capability{Name: discovery.CapResume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return discovery.Registration{WorkerID: id, Address: "127.0.0.1", Port: serveWorker(t, w), Model: "m", ModelID: "org/m", Engine: "fake", InstanceID: id + "-1", Caps: caps}
+}
+
+// The prompt message the router asks for, to be able to move the stream,
+// is not the stream's start: a worker that fails after it, before any
+// output, is retried as before, on any worker, resume or not.
+func TestMigrationPromptIsNoStart(t *testing.T) {
+	t.Parallel()
+	lost := &oddWorker{lostEarly: true}
+	b := startWorker(t, "b", "m")
+	r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, []discovery.Registration{startOdd(t, "lost", lost), b.ep}, withMigrations(3, nil))
+	for i := range 2 { // round-robin: one of them starts on the lost worker
+		if g := r.generate(t.Context(), "m", "hi"); g.err != nil || g.text != "hello world" || g.prompts != 0 {
+			t.Errorf("request %d: %q, %d prompt messages, then %v; want hello world from the other worker", i, g.text, g.prompts, g.err)
+		}
+	}
+	if lost.requests.Load() == 0 {
+		t.Error("the lost worker got no request")
+	}
+}
+
+// A stream that broke after its final reached the client is not moved:
+// it had ended.
+func TestMigrationNotAfterFinal(t *testing.T) {
+	t.Parallel()
+	a, b := &oddWorker{}, &oddWorker{}
+	r := startRouterAt(t, PoolConfig{Balance: RoundRobin}, []discovery.Registration{startOdd(t, "a", a), startOdd(t, "b", b)}, withMigrations(3, nil))
+	g := r.generate(t.Context(), "m", "hi")
+	if g.text != "a" || g.final.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_STOP || status.Code(g.err) != codes.Unavailable {
+		t.Errorf("client saw %q, final %v, then %v; want the one stream as it came", g.text, g.final, g.err)
+	}
+	if n := a.requests.Load() + b.requests.Load(); n != 1 {
+		t.Errorf("%d requests reached the workers, want 1", n)
+	}
+}

@@ -327,8 +327,9 @@ func askOf(req *workerv1.GenerateRequest, extra []discovery.Need) Ask {
 	return Ask{Model: req.GetModel(), Text: text, Messages: messages, Needs: append(needsOf(req), extra...)}
 }
 
-// attempt runs req on one worker; started reports whether any message came
-// back (from then on there is no retry). It tells lease of the first
+// attempt runs req on one worker; started reports whether any message
+// reached the client (from then on there is no retry; send's errHeld
+// says a message did not). It tells lease of the first
 // message, and of a failure that is the worker's fault (workerFault).
 func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep discovery.Registration, req *workerv1.GenerateRequest,
 	send func(discovery.Registration, *workerv1.GenerateResponse) error, lease *Lease) (started bool, err error) {
@@ -355,12 +356,16 @@ func (p *Proxy) attempt(ctx context.Context, cc grpc.ClientConnInterface, ep dis
 		if err != nil {
 			return started, err
 		}
+		got.saw(m)
+		err = send(ep, m)
+		if errors.Is(err, errHeld) {
+			continue // not the client's (yet): no start
+		}
 		if !started {
 			lease.FirstMessage()
 		}
 		started = true
-		got.saw(m)
-		if err := send(ep, m); err != nil {
+		if err != nil {
 			return true, errSend{err}
 		}
 	}

@@ -59,7 +59,9 @@ func (e *Engine) GenerateResumed(ctx context.Context, req sdk.GenerateRequest, o
 	ids := append(append(make([]uint32, 0, len(req.TokenIDs)+len(out)), req.TokenIDs...), out...)
 	res, err := e.generate(ctx, req, ids, "resume.prompt_token_ids", resumed{out: out, held: held, chat: chat}, send)
 	if err == nil {
-		res.PromptTokens = prompt
+		// The engine's prompt held the output too: its cache may cover
+		// more than the client's prompt.
+		res.PromptTokens, res.CachedTokens = prompt, min(res.CachedTokens, prompt)
 		res.CompletionTokens += done
 	}
 	return res, err

@@ -3,6 +3,7 @@ package textgen
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,7 +27,12 @@ func (s *script) Generate(_ context.Context, req sdk.GenerateRequest, send func(
 		if i == s.failAt {
 			return sdk.Result{}, sdk.ErrUnavailable
 		}
-		if err := send(sdk.Chunk{TokenIDs: s.out[i : i+1]}); err != nil {
+		c := sdk.Chunk{TokenIDs: s.out[i : i+1]}
+		if req.Logprobs != nil {
+			// The position's logprob says which it is.
+			c.Logprobs = []sdk.TokenLogprob{{Chosen: sdk.Logprob{TokenID: uint32(i)}}}
+		}
+		if err := send(c); err != nil {
 			return sdk.Result{}, err
 		}
 	}
@@ -35,10 +41,17 @@ func (s *script) Generate(_ context.Context, req sdk.GenerateRequest, send func(
 
 func (s *script) Abort(context.Context, []string) error { return nil }
 
-// collect runs gen, returning the text it sent and its result.
-func collect(gen func(send func(sdk.Chunk) error) (sdk.Result, error)) (string, sdk.Result, error) {
+// collect runs gen, returning the text it sent and its result; positions
+// gets the positions whose logprobs it sent.
+func collect(positions *[]uint32, gen func(send func(sdk.Chunk) error) (sdk.Result, error)) (string, sdk.Result, error) {
 	var text strings.Builder
-	res, err := gen(func(c sdk.Chunk) error { text.WriteString(c.Text); return nil })
+	res, err := gen(func(c sdk.Chunk) error {
+		text.WriteString(c.Text)
+		for _, lp := range c.Logprobs {
+			*positions = append(*positions, lp.Chosen.TokenID)
+		}
+		return nil
+	})
 	return text.String(), res, err
 }
 
@@ -64,7 +77,8 @@ func TestResumeContinuesExactly(t *testing.T) {
 		}
 		run := func(eng *script, gen func(*Engine, func(sdk.Chunk) error) (sdk.Result, error)) (string, sdk.Result, error) {
 			w := New(eng, e.tok, 8192)
-			return collect(func(send func(sdk.Chunk) error) (sdk.Result, error) { return gen(w, send) })
+			var positions []uint32
+			return collect(&positions, func(send func(sdk.Chunk) error) (sdk.Result, error) { return gen(w, send) })
 		}
 		req := sdk.GenerateRequest{TokenIDs: prompt, Stop: stops, MaxTokens: 200}
 		want, wantRes, err := run(&script{prompt: len(prompt), failAt: -1, out: outIDs}, func(w *Engine, send func(sdk.Chunk) error) (sdk.Result, error) {
@@ -124,5 +138,45 @@ func TestResumeAtMaxTokens(t *testing.T) {
 	_, err := w.GenerateResumed(t.Context(), sdk.GenerateRequest{TokenIDs: []uint32{'a'}, MaxTokens: 2}, []uint32{'b', 'c'}, "", false, func(sdk.Chunk) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "resume.output_token_ids: 2 ids reach stopping.max_tokens 2") {
 		t.Fatalf("GenerateResumed() = %v, want the refusal naming resume.output_token_ids", err)
+	}
+}
+
+// With logprobs, a resumed stream sends those of its own tokens as the
+// stream that was not cut sends them: none of a token the stop string cut,
+// though the other worker's held text is emitted ahead of the new text.
+func TestResumeLogprobs(t *testing.T) {
+	t.Parallel()
+	e, _ := llama3(t)
+	prompt, _ := e.tok.Encode("Say it:")
+	out, err := e.tok.(interface {
+		EncodeRaw(string) ([]uint32, error)
+	}).EncodeRaw("a ## b ##E ##END after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := sdk.GenerateRequest{TokenIDs: prompt, Stop: []string{"##END"}, MaxTokens: 200, Logprobs: &sdk.Logprobs{Output: true}}
+	var whole []uint32
+	if _, _, err := collect(&whole, func(send func(sdk.Chunk) error) (sdk.Result, error) {
+		return New(&script{prompt: len(prompt), failAt: -1, out: out}, e.tok, 8192).GenerateFrom(t.Context(), req, "prompt.token_ids", send)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k < len(out); k++ {
+		var first, rest []uint32
+		_, _, err := collect(&first, func(send func(sdk.Chunk) error) (sdk.Result, error) {
+			return New(&script{prompt: len(prompt), failAt: k, out: out}, e.tok, 8192).GenerateFrom(t.Context(), req, "prompt.token_ids", send)
+		})
+		if err == nil {
+			break // the stop string ended it before the cut
+		}
+		if _, _, err := collect(&rest, func(send func(sdk.Chunk) error) (sdk.Result, error) {
+			return New(&script{prompt: len(prompt), failAt: -1, out: out}, e.tok, 8192).GenerateResumed(t.Context(), req, out[:k], heldText(err), false, send)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		want := slices.DeleteFunc(slices.Clone(whole), func(p uint32) bool { return p < uint32(k) })
+		if !slices.Equal(rest, want) {
+			t.Errorf("cut at %d (held %q): resumed logprobs of positions %v, want %v (the uncut stream's %v from %d)", k, heldText(err), rest, want, whole, k)
+		}
 	}
 }

@@ -279,6 +279,7 @@ func (e *Engine) generate(ctx context.Context, req sdk.GenerateRequest, ids []ui
 	// The other worker's held text is held again, ahead of the new text:
 	// a stop string's possible start, it emits nothing yet.
 	out.stops.Push(rs.held)
+	out.lp.emitted = -len(rs.held) // its bytes are emitted, never decoded here
 	res, err := e.engine.Generate(ctx, req, func(c sdk.Chunk) error { return out.send(c, send) })
 	switch {
 	case out.stopped && ctx.Err() == nil:
