@@ -144,9 +144,6 @@ func (s *Server) generate(req *workerv1.GenerateRequest, stream workerv1.Worker_
 			e.outcome = OutcomeInvalid
 			return err
 		}
-	} else if req.GetResume() != nil {
-		e.outcome = OutcomeInvalid
-		return lacks("resume", "a resumed stream")
 	}
 	f := newForward(stream, id, uint32(len(p.engine.TokenIDs)))
 	f.parse, f.index, f.resumable = parse, req.GetResume().GetIndex(), p.n == 1

@@ -10,12 +10,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// resumed is the part of a stream another worker generated
-// (GenerateRequest.resume): the output ids it sent, the text of them it
-// held back (a stop string's possible start), unsent, and whether the
-// prompt is a rendered chat, whose output keeps the parsers' markers.
+// resumed is what generate needs of a stream another worker began
+// (GenerateRequest.resume), its output ids being the end of the prompt:
+// the text of them that worker held back (a stop string's possible
+// start), unsent, and whether the prompt is a rendered chat, whose output
+// keeps the parsers' markers.
 type resumed struct {
-	out  []uint32
 	held string
 	chat bool
 }
@@ -57,7 +57,7 @@ func (e *Engine) GenerateResumed(ctx context.Context, req sdk.GenerateRequest, o
 	req.MinTokens -= min(req.MinTokens, done)
 	prompt := uint32(len(req.TokenIDs))
 	ids := append(append(make([]uint32, 0, len(req.TokenIDs)+len(out)), req.TokenIDs...), out...)
-	res, err := e.generate(ctx, req, ids, "resume.prompt_token_ids", resumed{out: out, held: held, chat: chat}, send)
+	res, err := e.generate(ctx, req, ids, "resume.prompt_token_ids", resumed{held: held, chat: chat}, send)
 	if err == nil {
 		// The engine's prompt held the output too: its cache may cover
 		// more than the client's prompt.
